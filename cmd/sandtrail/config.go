@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is the typed configuration shared by the daemon and the CLI.
+type Config struct {
+	// DataDir holds the journal, the index and the keys.
+	DataDir string `mapstructure:"data_dir"`
+	// Socket is the ingest socket the daemon serves.
+	Socket string `mapstructure:"socket"`
+	// KeyFile is the checkpoint signing key (note signer format, 0600).
+	KeyFile string `mapstructure:"key_file"`
+	// LogLevel is trace, debug, info, warn or error.
+	LogLevel string `mapstructure:"log_level"`
+	// Host names this machine in events; empty means the hostname.
+	Host string `mapstructure:"host"`
+	// Origin is the checkpoint origin line.
+	Origin     string           `mapstructure:"origin"`
+	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
+}
+
+// CheckpointConfig says how often the journal signs a checkpoint.
+type CheckpointConfig struct {
+	Every    int           `mapstructure:"every"`
+	Interval time.Duration `mapstructure:"interval"`
+}
+
+// DefaultDataDir is where sandtrail keeps its state.
+const DefaultDataDir = "/var/lib/sandtrail"
+
+func defaults(v *viper.Viper) {
+	v.SetDefault("data_dir", DefaultDataDir)
+	v.SetDefault("socket", "/run/sandtrail/ingest.sock")
+	v.SetDefault("key_file", "")
+	v.SetDefault("log_level", "info")
+	v.SetDefault("host", "")
+	v.SetDefault("origin", "")
+	v.SetDefault("checkpoint.every", 4096)
+	v.SetDefault("checkpoint.interval", time.Second)
+}
+
+// globals holds the persistent flags and builds the Config on demand.
+type globals struct {
+	configFile string
+	v          *viper.Viper
+}
+
+func (g *globals) bind(root *cobra.Command) {
+	g.v = viper.New()
+	defaults(g.v)
+	f := root.PersistentFlags()
+	f.StringVar(&g.configFile, "config", "", "config file (default /etc/sandtrail/config.yaml when it exists)")
+	f.String("data", DefaultDataDir, "data directory: journal, index, keys (env SANDTRAIL_DATA_DIR)")
+	f.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	_ = g.v.BindPFlag("data_dir", f.Lookup("data"))
+	_ = g.v.BindPFlag("log_level", f.Lookup("log-level"))
+}
+
+// bindFlag binds a command's own flag to a config key.
+func (g *globals) bindFlag(key string, fl *pflag.Flag) {
+	_ = g.v.BindPFlag(key, fl)
+}
+
+// load reads the config file and environment into a Config. Unknown keys in
+// the file are an error.
+func (g *globals) load() (*Config, error) {
+	v := g.v
+	v.SetEnvPrefix("SANDTRAIL")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	file := g.configFile
+	if file == "" {
+		if _, err := os.Stat("/etc/sandtrail/config.yaml"); err == nil {
+			file = "/etc/sandtrail/config.yaml"
+		}
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("reading config %s: %w", file, err)
+		}
+	}
+	var cfg Config
+	if err := v.UnmarshalExact(&cfg); err != nil {
+		return nil, fmt.Errorf("decoding config %s: %w", file, err)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("config: data_dir must not be empty")
+	}
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = filepath.Join(cfg.DataDir, "keys", "checkpoint.key")
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.Origin == "" {
+		cfg.Origin = "sandtrail/" + cfg.Host
+	}
+	return &cfg, nil
+}
+
+// logger builds the root logger at the configured level, on stderr.
+func (c *Config) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "sandtrail",
+		Level:  hclog.LevelFromString(c.LogLevel),
+		Output: os.Stderr,
+	})
+}

@@ -1,0 +1,413 @@
+// Package event defines the one Event type of the sandtrail record.
+//
+// Every producer (the kernel collector, the session manager, the shims, the
+// registry mirror, the API, the detection rules and the journal itself)
+// converts its own data to an Event in exactly one function. An Event has a
+// small common envelope and one sub-object chosen by the category of its kind:
+// "process.exec" carries Proc, "pkg.install" carries Pkg, and so on.
+//
+// The JSON encoding produced by encoding/json is the canonical encoding: the
+// journal stores exactly those bytes as Merkle leaves. Field names are
+// snake_case and each is named once; changing what a field means bumps
+// SchemaVersion. This package imports only the standard library.
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of the event schema written in the "v" field.
+const SchemaVersion = 1
+
+// MaxEncodedSize is the largest canonical encoding accepted for one event.
+// It leaves room for a 32 KiB argv together with every other field.
+const MaxEncodedSize = 256 << 10
+
+// Source says who produced an event, and so how far it can be trusted.
+type Source string
+
+// The sources. Kernel, session, mirror, rules and journal events are
+// produced by root-owned components; shim and api events are the agent side's
+// or an orchestrator's own account and are joined with trusted events, never
+// believed alone.
+const (
+	SourceKernel  Source = "kernel"
+	SourceSession Source = "session"
+	SourceShim    Source = "shim"
+	SourceMirror  Source = "mirror"
+	SourceAPI     Source = "api"
+	SourceRules   Source = "rules"
+	SourceJournal Source = "journal"
+)
+
+// Sources lists every valid Source, in a stable order.
+var Sources = []Source{SourceKernel, SourceSession, SourceShim, SourceMirror, SourceAPI, SourceRules, SourceJournal}
+
+// Valid reports whether s is one of Sources.
+func (s Source) Valid() bool {
+	for _, v := range Sources {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is one entry of the record.
+type Event struct {
+	// V is the schema version, SchemaVersion when written by this code.
+	V int `json:"v"`
+	// Seq is the journal sequence number, assigned by the journal on append
+	// (the first entry is 0). Producers leave it zero.
+	Seq uint64 `json:"seq"`
+	// TS is when the event happened, encoded as RFC 3339 with nanoseconds.
+	TS time.Time `json:"ts"`
+	// SessionID is the session the event belongs to, as attributed by the
+	// kernel or the ingest socket, never as claimed by the agent.
+	SessionID string `json:"session_id"`
+	// Host names the machine that recorded the event.
+	Host string `json:"host,omitempty"`
+	// Kind is "category.op", for example "process.exec" or "pkg.install";
+	// alerts have the bare kind "alert".
+	Kind string `json:"kind"`
+	// Source is who produced the event.
+	Source Source `json:"source"`
+	// EventID is a unique id chosen by an ingest client. The daemon drops an
+	// event whose EventID it has already journaled, so spooled events can be
+	// replayed safely.
+	EventID string `json:"event_id,omitempty"`
+
+	Proc    *Proc    `json:"proc,omitempty"`
+	File    *File    `json:"file,omitempty"`
+	Net     *Net     `json:"net,omitempty"`
+	Pkg     *Pkg     `json:"pkg,omitempty"`
+	Tool    *Tool    `json:"tool,omitempty"`
+	Model   *Model   `json:"model,omitempty"`
+	Session *Session `json:"session,omitempty"`
+	Limit   *Limit   `json:"limit,omitempty"`
+	Alert   *Alert   `json:"alert,omitempty"`
+	Loss    *Loss    `json:"loss,omitempty"`
+	Journal *Journal `json:"journal,omitempty"`
+}
+
+// Proc describes a process.
+type Proc struct {
+	Pid           int32     `json:"pid,omitempty"`
+	PPid          int32     `json:"ppid,omitempty"`
+	UID           *uint32   `json:"uid,omitempty"`
+	EUID          *uint32   `json:"euid,omitempty"`
+	AUID          *uint32   `json:"auid,omitempty"`
+	Comm          string    `json:"comm,omitempty"`
+	Exe           string    `json:"exe,omitempty"`
+	Argv          []string  `json:"argv,omitempty"`
+	ArgvTruncated bool      `json:"argv_truncated,omitempty"`
+	Cwd           string    `json:"cwd,omitempty"`
+	ExitCode      *int32    `json:"exit_code,omitempty"`
+	Signal        int32     `json:"signal,omitempty"`
+	StartTS       time.Time `json:"start_ts,omitzero"`
+	CgroupID      uint64    `json:"cgroup_id,omitempty"`
+}
+
+// File describes a file system operation.
+type File struct {
+	// Op is read, write, create, delete, rename, mount, truncate or chmod.
+	Op      string `json:"op"`
+	Path    string `json:"path"`
+	NewPath string `json:"new_path,omitempty"`
+	Flags   uint32 `json:"flags,omitempty"`
+	// Result is the syscall's return value when it succeeded.
+	Result *int64 `json:"result,omitempty"`
+	// Errno is the symbolic error ("EACCES") when it failed.
+	Errno string `json:"errno,omitempty"`
+}
+
+// Net describes a network operation.
+type Net struct {
+	// Op is connect, send, close, listen, accept or dns.
+	Op       string `json:"op"`
+	Proto    string `json:"proto,omitempty"`
+	SrcIP    string `json:"src_ip,omitempty"`
+	SrcPort  uint16 `json:"src_port,omitempty"`
+	DstIP    string `json:"dst_ip,omitempty"`
+	DstPort  uint16 `json:"dst_port,omitempty"`
+	Domain   string `json:"domain,omitempty"`
+	BytesOut uint64 `json:"bytes_out,omitempty"`
+	BytesIn  uint64 `json:"bytes_in,omitempty"`
+	// Verdict is allowed, blocked or flagged.
+	Verdict string `json:"verdict,omitempty"`
+	DNS     *DNS   `json:"dns,omitempty"`
+}
+
+// DNS describes one name lookup: the query and its answer.
+type DNS struct {
+	Query   string      `json:"query"`
+	QType   string      `json:"qtype"`
+	RCode   string      `json:"rcode,omitempty"`
+	Answers []DNSAnswer `json:"answers,omitempty"`
+}
+
+// DNSAnswer is one resource record of a DNS answer.
+type DNSAnswer struct {
+	Type string `json:"type"`
+	Data string `json:"data"`
+	TTL  uint32 `json:"ttl"`
+}
+
+// Pkg describes a package install (from a shim) or fetch (from the mirror).
+type Pkg struct {
+	// Manager is the client: pip, npm, apt, cargo.
+	Manager string `json:"manager,omitempty"`
+	// Ecosystem is the purl type: pypi, npm, deb, cargo, oci.
+	Ecosystem string `json:"ecosystem"`
+	Name      string `json:"name"`
+	// Requested is the spec the agent asked for ("^4.17.0", ">=2,<3").
+	Requested string `json:"requested,omitempty"`
+	// Resolved is the exact version that was installed or served.
+	Resolved  string `json:"resolved,omitempty"`
+	SourceURL string `json:"source_url,omitempty"`
+	Registry  string `json:"registry,omitempty"`
+	// Hash is written as the ecosystem writes it: "sha256:<hex>" or
+	// "sha512-<base64>".
+	Hash string `json:"hash,omitempty"`
+	// Verified is set by the mirror once it checked the hash and signatures.
+	Verified *bool `json:"verified,omitempty"`
+	// Verdict is allow, flag or block.
+	Verdict string `json:"verdict,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Direct is true when the agent named this package itself, false for a
+	// dependency.
+	Direct      *bool  `json:"direct,omitempty"`
+	RequestedBy string `json:"requested_by,omitempty"`
+	Purl        string `json:"purl,omitempty"`
+	// Client is the fetching client's address as the mirror saw it.
+	Client string `json:"client,omitempty"`
+	// Cache is hit or miss.
+	Cache string `json:"cache,omitempty"`
+}
+
+// Tool describes one tool invocation by the agent.
+type Tool struct {
+	Name          string `json:"name"`
+	InputSummary  string `json:"input_summary,omitempty"`
+	OutputSummary string `json:"output_summary,omitempty"`
+	// Status is ok, error or timeout.
+	Status     string `json:"status,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	// SealedRef points at the full I/O, sealed to an investigator's key.
+	SealedRef string `json:"sealed_ref,omitempty"`
+}
+
+// Model describes one model call.
+type Model struct {
+	InputSummary  string `json:"input_summary,omitempty"`
+	OutputSummary string `json:"output_summary,omitempty"`
+	Tokens        int64  `json:"tokens,omitempty"`
+}
+
+// Session describes a session lifecycle step.
+type Session struct {
+	// Op is create, start, pause, resume, terminate or cleanup.
+	Op          string  `json:"op"`
+	Tenant      string  `json:"tenant,omitempty"`
+	User        string  `json:"user,omitempty"`
+	Template    string  `json:"template,omitempty"`
+	Image       string  `json:"image,omitempty"`
+	ImageDigest string  `json:"image_digest,omitempty"`
+	Host        string  `json:"host,omitempty"`
+	Limits      *Limits `json:"limits,omitempty"`
+	// Reason is, for pause, api|timeout|auto; for terminate,
+	// normal|timeout|oom|api|policy_violation|signal.
+	Reason     string `json:"reason,omitempty"`
+	Actor      string `json:"actor,omitempty"`
+	ExitStatus *int32 `json:"exit_status,omitempty"`
+	// FSState is preserved, deleted or snapshot.
+	FSState        string `json:"fs_state,omitempty"`
+	SnapshotSHA256 string `json:"snapshot_sha256,omitempty"`
+}
+
+// Limits is the resource configuration of a session. Zero means unlimited.
+type Limits struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	TimeoutMS   int64   `json:"timeout_ms,omitempty"`
+	DiskBytes   int64   `json:"disk_bytes,omitempty"`
+}
+
+// Limit describes a resource limit being hit.
+type Limit struct {
+	// Type is cpu_throttle, memory_oom, pids, disk_quota, timeout or net_rate.
+	Type       string `json:"type"`
+	Measured   int64  `json:"measured"`
+	Configured int64  `json:"configured"`
+	// Unit is what Measured and Configured count: bytes, usec, count, ms.
+	Unit string `json:"unit,omitempty"`
+	// Action is throttle, kill or warn.
+	Action string `json:"action"`
+}
+
+// Alert is a detection raised by a rule.
+type Alert struct {
+	RuleID string `json:"rule_id"`
+	Title  string `json:"title"`
+	// Level is informational, low, medium, high or critical (Sigma's levels).
+	Level string `json:"level"`
+	// Refs are the sequence numbers of the events that matched.
+	Refs    []uint64 `json:"refs,omitempty"`
+	Summary string   `json:"summary,omitempty"`
+}
+
+// Loss records events that a producer dropped instead of blocking.
+type Loss struct {
+	Count  uint64 `json:"count"`
+	Source string `json:"source"`
+}
+
+// Journal describes something the journal did to itself, such as cutting a
+// torn tail back to the last complete entry at recovery.
+type Journal struct {
+	Segment  string `json:"segment,omitempty"`
+	Offset   int64  `json:"offset,omitempty"`
+	CutBytes int64  `json:"cut_bytes,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Category returns the part of the kind before the first dot.
+func (e *Event) Category() string {
+	c, _, _ := strings.Cut(e.Kind, ".")
+	return c
+}
+
+// ErrInvalid is wrapped by every error Validate returns.
+var ErrInvalid = errors.New("event: invalid")
+
+// payloads maps a category to the name of the sub-object it requires.
+var payloads = map[string]string{
+	"process":   "proc",
+	"file":      "file",
+	"net":       "net",
+	"pkg":       "pkg",
+	"tool":      "tool",
+	"model":     "model",
+	"session":   "session",
+	"limit":     "limit",
+	"alert":     "alert",
+	"collector": "loss",
+	"journal":   "journal",
+}
+
+// Categories returns the known kind categories, sorted.
+func Categories() []string {
+	out := make([]string, 0, len(payloads))
+	for c := range payloads {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *Event) present() map[string]bool {
+	return map[string]bool{
+		"proc": e.Proc != nil, "file": e.File != nil, "net": e.Net != nil,
+		"pkg": e.Pkg != nil, "tool": e.Tool != nil, "model": e.Model != nil,
+		"session": e.Session != nil, "limit": e.Limit != nil, "alert": e.Alert != nil,
+		"loss": e.Loss != nil, "journal": e.Journal != nil,
+	}
+}
+
+// Validate checks the envelope: the version, a kind of a known category with
+// its sub-object present, a valid source, a time and a session id. Other
+// sub-objects may accompany the required one (a limit.hit names its process
+// in proc). Errors wrap ErrInvalid and name the field.
+func (e *Event) Validate() error {
+	if e.V != SchemaVersion {
+		return fmt.Errorf("%w: v: unsupported schema version %d (want %d)", ErrInvalid, e.V, SchemaVersion)
+	}
+	if e.Kind == "" {
+		return fmt.Errorf("%w: kind: empty", ErrInvalid)
+	}
+	if len(e.Kind) > 64 || strings.ContainsAny(e.Kind, " \t\r\n") {
+		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, truncate(e.Kind, 64))
+	}
+	cat := e.Category()
+	want, ok := payloads[cat]
+	if !ok {
+		return fmt.Errorf("%w: kind: unknown category %q", ErrInvalid, truncate(cat, 64))
+	}
+	if cat != "alert" && !strings.Contains(e.Kind, ".") {
+		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, e.Kind)
+	}
+	if !e.present()[want] {
+		return fmt.Errorf("%w: %s: required by kind %q", ErrInvalid, want, e.Kind)
+	}
+	if !e.Source.Valid() {
+		return fmt.Errorf("%w: source: unknown %q", ErrInvalid, truncate(string(e.Source), 64))
+	}
+	if e.TS.IsZero() {
+		return fmt.Errorf("%w: ts: missing", ErrInvalid)
+	}
+	if e.SessionID == "" && e.Source != SourceJournal && e.Source != SourceKernel {
+		return fmt.Errorf("%w: session_id: missing", ErrInvalid)
+	}
+	if len(e.SessionID) > 128 {
+		return fmt.Errorf("%w: session_id: longer than 128 bytes", ErrInvalid)
+	}
+	return nil
+}
+
+// Marshal returns the canonical encoding of e.
+func Marshal(e *Event) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encoding event: %w", err)
+	}
+	if len(b) > MaxEncodedSize {
+		return nil, fmt.Errorf("%w: encoded size %d exceeds %d bytes", ErrInvalid, len(b), MaxEncodedSize)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes untrusted bytes into an Event. It rejects oversized
+// input, unknown fields and trailing data, then runs Validate.
+func Unmarshal(b []byte) (*Event, error) {
+	if len(b) > MaxEncodedSize {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalid, len(b), MaxEncodedSize)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var e Event
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("%w: decoding: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after event", ErrInvalid)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// U32 returns a pointer to v, for the optional numeric fields.
+func U32(v uint32) *uint32 { return &v }
+
+// I32 returns a pointer to v, for the optional numeric fields.
+func I32(v int32) *int32 { return &v }
+
+// I64 returns a pointer to v, for the optional numeric fields.
+func I64(v int64) *int64 { return &v }
+
+// Bool returns a pointer to v, for the optional boolean fields.
+func Bool(v bool) *bool { return &v }
