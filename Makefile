@@ -1,0 +1,56 @@
+# sandtrail — run `make` (or `make help`) to list the targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+PKGS  := ./...
+GOTESTFLAGS ?= -count=1 -timeout 25m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build the binaries into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: generate
+generate: ## Regenerate the committed bpf2go output (needs clang, llvm, libbpf-dev, bpftool)
+	scripts/deps.sh generate
+	$(GO) generate ./collector/...
+
+.PHONY: lint
+lint: ## gofmt, go vet and go mod tidy check
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: deps
+deps: ## Install what the tests need (Debian packages; idempotent)
+	scripts/deps.sh test
+
+.PHONY: test
+test: deps lint ## Install what the tests need, then run every test (unit and end-to-end; run as root)
+	$(GO) test $(GOTESTFLAGS) $(PKGS)
+
+.PHONY: e2e
+e2e: deps ## Run only the end-to-end tests under test/
+	$(GO) test $(GOTESTFLAGS) ./test/...
+
+.PHONY: bench
+bench: ## Run the benchmarks (test/bench) and print their results; see docs/benchmarks.md
+	scripts/deps.sh bench
+	test/bench/run.sh
+
+.PHONY: install
+install: ## Install sandtrail on this machine (root): binaries, config, keys, agent user
+	./install.sh
+
+.PHONY: demo
+demo: install ## Install, then run a recorded agent session on embedded defaults
+	scripts/demo.sh
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf $(BIN)
