@@ -111,6 +111,13 @@ type Proc struct {
 	Signal        int32     `json:"signal,omitempty"`
 	StartTS       time.Time `json:"start_ts,omitzero"`
 	CgroupID      uint64    `json:"cgroup_id,omitempty"`
+	// StdinPipe and StdoutPipe are the pipefs inode numbers of fd 0 and fd 1
+	// when they are anonymous pipes: equal numbers join the two ends of a
+	// pipeline such as `curl | sh`.
+	StdinPipe  uint64 `json:"stdin_pipe,omitempty"`
+	StdoutPipe uint64 `json:"stdout_pipe,omitempty"`
+	// Errno is the symbolic error ("ENOENT") of a failed exec.
+	Errno string `json:"errno,omitempty"`
 }
 
 // File describes a file system operation.
@@ -266,6 +273,9 @@ type Alert struct {
 type Loss struct {
 	Count  uint64 `json:"count"`
 	Source string `json:"source"`
+	// LostKind is the kind of the events lost ("process.exec"), when the
+	// producer knows it.
+	LostKind string `json:"lost_kind,omitempty"`
 }
 
 // Journal describes something the journal did to itself, such as cutting a
