@@ -1,0 +1,260 @@
+// Package ingest is the wire protocol of the sandtrail ingest socket and the
+// client that shims and the orchestrator use to send events through it.
+//
+// The protocol is a stream of frames over a unix socket. A frame is a 4-byte
+// big-endian length followed by that many bytes of JSON; no frame is larger
+// than MaxFrame. The client sends a Request (a batch of events) and waits for
+// exactly one Reply, which carries the result of every event in the batch.
+// The daemon side lives in package ingest/server; see docs/ingest.md.
+//
+// Trust model: nothing a client says about who it is, which session it
+// belongs to or where an event came from is believed. The server attributes
+// each batch from the kernel's view of the peer (SO_PEERCRED, then the
+// peer's cgroup) and overwrites those fields. A client only chooses what
+// happened, and the record marks that as the client's own account
+// (source "shim" or "api").
+//
+// The client keeps to the standard library, golang.org/x/sys and
+// record/event, so that the shim binary stays small.
+package ingest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// ProtocolVersion is written in the "v" field of every request and reply.
+const ProtocolVersion = 1
+
+// MaxFrame is the largest frame payload either side accepts.
+const MaxFrame = 1 << 20
+
+// MaxBatch is the largest number of events in one request.
+const MaxBatch = 4096
+
+// MaxEventIDLen is the longest event_id the server accepts.
+const MaxEventIDLen = 128
+
+// Errors returned by the frame and message decoders.
+var (
+	ErrFrameTooLarge = errors.New("ingest: frame too large")
+	ErrEmptyFrame    = errors.New("ingest: empty frame")
+	ErrMalformed     = errors.New("ingest: malformed message")
+)
+
+// Request is one batch of events from a client.
+type Request struct {
+	V      int               `json:"v"`
+	Events []json.RawMessage `json:"events"`
+}
+
+// Status is the outcome for one event of a batch.
+type Status string
+
+// The statuses. StatusOK and StatusDuplicate both mean the event is in the
+// journal and durable; StatusRejected is permanent (sending it again gives the
+// same answer); StatusFailed is transient and the client should try again.
+const (
+	StatusOK        Status = "ok"
+	StatusDuplicate Status = "duplicate"
+	StatusRejected  Status = "rejected"
+	StatusFailed    Status = "failed"
+)
+
+// Acked reports whether the event is durably in the journal.
+func (s Status) Acked() bool { return s == StatusOK || s == StatusDuplicate }
+
+// Code classifies a batch-level error in a Reply.
+type Code string
+
+// The batch-level error codes.
+const (
+	// CodeMalformed: the frame did not hold a valid request. Permanent.
+	CodeMalformed Code = "malformed"
+	// CodeOversized: the frame was larger than MaxFrame; the server closes
+	// the connection after replying. Permanent.
+	CodeOversized Code = "oversized"
+	// CodeRefused: the peer may not send events at all. Permanent.
+	CodeRefused Code = "refused"
+	// CodeBusy: the server has too many connections. Transient.
+	CodeBusy Code = "busy"
+	// CodeUnavailable: the server is shutting down or could not attribute
+	// the peer this time. Transient.
+	CodeUnavailable Code = "unavailable"
+)
+
+// Transient reports whether a batch failing with c may succeed later.
+func (c Code) Transient() bool { return c == CodeBusy || c == CodeUnavailable }
+
+// Reply answers one Request. When Code is empty, Results has one entry per
+// event of the request, in order.
+type Reply struct {
+	V       int      `json:"v"`
+	Code    Code     `json:"code,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Results []Result `json:"results,omitempty"`
+}
+
+// Result is the outcome for one event.
+type Result struct {
+	EventID string `json:"event_id,omitempty"`
+	Status  Status `json:"status"`
+	Error   string `json:"error,omitempty"`
+}
+
+// WriteFrame writes payload as one frame.
+func WriteFrame(w io.Writer, payload []byte) error {
+	if len(payload) == 0 {
+		return ErrEmptyFrame
+	}
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("%w: %d bytes exceeds %d", ErrFrameTooLarge, len(payload), MaxFrame)
+	}
+	buf := make([]byte, 4+len(payload))
+	binary.BigEndian.PutUint32(buf, uint32(len(payload)))
+	copy(buf[4:], payload)
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("writing frame: %w", err)
+	}
+	return nil
+}
+
+// ReadFrameHeader reads a frame's length prefix and checks it against max.
+// It returns the length even when it wraps ErrFrameTooLarge, so that a server
+// can say how large the frame was.
+func ReadFrameHeader(r io.Reader, max int) (int, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n == 0 {
+		return 0, ErrEmptyFrame
+	}
+	if uint64(n) > uint64(max) {
+		return int(n), fmt.Errorf("%w: %d bytes exceeds %d", ErrFrameTooLarge, n, max)
+	}
+	return int(n), nil
+}
+
+// ReadFrame reads one frame of at most max bytes. io.EOF means the stream
+// ended cleanly between frames.
+func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	n, err := ReadFrameHeader(r, max)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("reading frame body: %w", err)
+	}
+	return buf, nil
+}
+
+// strict decodes JSON rejecting unknown fields and trailing data.
+func strict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// DecodeRequest parses an untrusted frame payload into a Request. It checks
+// the version and the batch size; the events themselves are decoded one by one
+// with DecodeEvent so that one bad event does not spoil the batch. Errors wrap
+// ErrMalformed.
+func DecodeRequest(b []byte) (*Request, error) {
+	var req Request
+	if err := strict(b, &req); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if req.V != ProtocolVersion {
+		return nil, fmt.Errorf("%w: unsupported protocol version %d (want %d)", ErrMalformed, req.V, ProtocolVersion)
+	}
+	if len(req.Events) == 0 {
+		return nil, fmt.Errorf("%w: no events", ErrMalformed)
+	}
+	if len(req.Events) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d events exceeds %d", ErrMalformed, len(req.Events), MaxBatch)
+	}
+	return &req, nil
+}
+
+// DecodeEvent parses one untrusted event of a request. Unknown fields,
+// trailing data and oversized events are errors wrapping event.ErrInvalid.
+// It does not run Validate: the server first overwrites the fields it
+// attributes itself (session_id, source, proc), then validates.
+func DecodeEvent(raw []byte) (*event.Event, error) {
+	if len(raw) > event.MaxEncodedSize {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", event.ErrInvalid, len(raw), event.MaxEncodedSize)
+	}
+	var e event.Event
+	if err := strict(raw, &e); err != nil {
+		return nil, fmt.Errorf("%w: decoding: %v", event.ErrInvalid, err)
+	}
+	return &e, nil
+}
+
+// EncodeRequest builds a request frame payload from events.
+func EncodeRequest(evs []*event.Event) ([]byte, error) {
+	req := Request{V: ProtocolVersion, Events: make([]json.RawMessage, len(evs))}
+	for i, e := range evs {
+		b, err := event.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		req.Events[i] = b
+	}
+	b, err := json.Marshal(&req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding request: %w", err)
+	}
+	if len(b) > MaxFrame {
+		return nil, fmt.Errorf("%w: request of %d events is %d bytes", ErrFrameTooLarge, len(evs), len(b))
+	}
+	return b, nil
+}
+
+// DecodeReply parses a reply frame payload. Errors wrap ErrMalformed.
+func DecodeReply(b []byte) (*Reply, error) {
+	var r Reply
+	if err := strict(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: reply: %v", ErrMalformed, err)
+	}
+	if r.V != ProtocolVersion {
+		return nil, fmt.Errorf("%w: reply: unsupported protocol version %d", ErrMalformed, r.V)
+	}
+	return &r, nil
+}
+
+// ValidEventID reports whether id is an acceptable event_id: 1 to
+// MaxEventIDLen bytes of letters, digits and "-_.:".
+func ValidEventID(id string) bool {
+	if id == "" || len(id) > MaxEventIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-', c == '_', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,29 @@
+//go:build !linux
+
+package server
+
+import (
+	"errors"
+	"net"
+)
+
+// ErrNotSupported is returned on systems without SO_PEERCRED and cgroup v2.
+var ErrNotSupported = errors.New("server: peer attribution needs linux")
+
+var errPeerGone = errors.New("server: peer process has exited")
+
+type peer struct {
+	pid int32
+	uid uint32
+}
+
+func newPeer(*net.UnixConn) (*peer, error) { return nil, ErrNotSupported }
+
+func (p *peer) close() {}
+
+func (p *peer) cgroupPath() (string, error) { return "", ErrNotSupported }
+
+func (p *peer) cgroupIDs(Cgroup2, string) ([]uint64, error) { return nil, ErrNotSupported }
+
+// CgroupID returns the id of the v2 cgroup at path cg.
+func CgroupID(Cgroup2, string) (uint64, error) { return 0, ErrNotSupported }

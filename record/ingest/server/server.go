@@ -1,0 +1,602 @@
+// Package server is the daemon side of the sandtrail ingest socket: it
+// accepts batches of events over a unix socket (the protocol of package
+// ingest), attributes every batch to a session from the kernel's view of the
+// peer, drops events already journaled, appends the rest to the journal and
+// acknowledges them once they are durable.
+//
+// Trust model. The socket file is world-writable; what a peer may do is
+// decided per batch from SO_PEERCRED and the peer's v2 cgroup, never from
+// anything in the message:
+//
+//   - A peer whose cgroup is a registered session cgroup, or a descendant of
+//     one, belongs to that session. Its events get that session_id, source
+//     "shim", and proc.pid/proc.uid/proc.cgroup_id from the kernel; whatever
+//     it claimed there is discarded. It may send only pkg.*, tool.* and
+//     model.* events, and mirror-only pkg fields (verified, client, cache)
+//     are dropped.
+//   - A root peer (uid 0 at connect time) outside every session is the
+//     orchestrator. It names the session itself, may send only tool.* and
+//     model.* events, and they get source "api".
+//   - Any other peer is refused.
+//
+// Attribution is re-read for every batch, so a process that moves between
+// cgroups is attributed where it is now. A pidfd (or, on older kernels, the
+// process start time) ensures that a recycled pid never lends its cgroup to
+// a connection whose process has exited; such a batch is refused.
+//
+// Malformed, oversized and garbage frames get an error reply and are counted;
+// they never stop the server. Each connection has its own goroutine, read
+// deadlines and a place under a cap on connections.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/ingest"
+)
+
+// Appender is where accepted events go: the journal. Append returns only
+// once the events are durable.
+type Appender interface {
+	Append(ctx context.Context, evs ...*event.Event) error
+}
+
+// Errors returned by the server.
+var (
+	ErrClosed = errors.New("server: closed")
+)
+
+// Stats are the server's counters since it started.
+type Stats struct {
+	Conns       int64  // connections open now
+	Accepted    uint64 // connections accepted in total
+	Busy        uint64 // connections turned away at the cap
+	Batches     uint64 // requests answered
+	Events      uint64 // events appended to the journal
+	Duplicates  uint64 // events dropped as already journaled
+	Rejected    uint64 // events refused (invalid or not permitted)
+	Failed      uint64 // events not stored because the append failed
+	Malformed   uint64 // frames that were not a valid request
+	Oversized   uint64 // frames larger than the limit
+	Refused     uint64 // batches from peers that may not send
+	Unavailable uint64 // batches that could not be attributed
+	Timeouts    uint64 // connections closed mid-frame by a read deadline
+}
+
+// Server serves the ingest socket.
+type Server struct {
+	app      Appender
+	sessions Sessions
+	log      hclog.Logger
+	host     string
+	cg       Cgroup2
+	cgErr    error
+	maxConns int
+	maxFrame int
+	idle     time.Duration
+	frameTO  time.Duration
+	writeTO  time.Duration
+	dedup    *dedup
+
+	mu       sync.Mutex
+	closing  bool
+	lns      map[net.Listener]struct{}
+	conns    map[*net.UnixConn]struct{}
+	wg       sync.WaitGroup
+	appendCx context.Context
+
+	conns64     atomic.Int64
+	accepted    atomic.Uint64
+	busy        atomic.Uint64
+	batches     atomic.Uint64
+	events      atomic.Uint64
+	duplicates  atomic.Uint64
+	rejected    atomic.Uint64
+	failed      atomic.Uint64
+	malformed   atomic.Uint64
+	oversized   atomic.Uint64
+	refused     atomic.Uint64
+	unavailable atomic.Uint64
+	timeouts    atomic.Uint64
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger; the server logs under the name "ingest".
+func WithLogger(l hclog.Logger) Option { return func(s *Server) { s.log = l.Named("ingest") } }
+
+// WithHost sets the host written into every accepted event.
+func WithHost(h string) Option { return func(s *Server) { s.host = h } }
+
+// WithMaxConns caps concurrent connections (default 256).
+func WithMaxConns(n int) Option { return func(s *Server) { s.maxConns = n } }
+
+// WithMaxFrame lowers the largest accepted frame (default and upper bound
+// ingest.MaxFrame).
+func WithMaxFrame(n int) Option { return func(s *Server) { s.maxFrame = min(n, ingest.MaxFrame) } }
+
+// WithIdleTimeout closes connections that send nothing for d (default 2m).
+func WithIdleTimeout(d time.Duration) Option { return func(s *Server) { s.idle = d } }
+
+// WithFrameTimeout bounds the time to receive a frame once its header has
+// arrived (default 10s).
+func WithFrameTimeout(d time.Duration) Option { return func(s *Server) { s.frameTO = d } }
+
+// WithDedupSize sets how many journaled event ids are remembered (default
+// 1<<20).
+func WithDedupSize(n int) Option { return func(s *Server) { s.dedup = newDedup(max(n, 1)) } }
+
+// WithCgroup2 overrides where the v2 hierarchy is, instead of reading
+// /proc/self/mountinfo.
+func WithCgroup2(h Cgroup2) Option { return func(s *Server) { s.cg, s.cgErr = h, nil } }
+
+// New returns a server appending to app and attributing peers through
+// sessions. When the host has no cgroup v2 hierarchy the server still runs,
+// but then no peer is in a session and only root may send.
+func New(app Appender, sessions Sessions, opts ...Option) *Server {
+	s := &Server{
+		app:      app,
+		sessions: sessions,
+		log:      hclog.NewNullLogger(),
+		maxConns: 256,
+		maxFrame: ingest.MaxFrame,
+		idle:     2 * time.Minute,
+		frameTO:  10 * time.Second,
+		writeTO:  10 * time.Second,
+		lns:      make(map[net.Listener]struct{}),
+		conns:    make(map[*net.UnixConn]struct{}),
+		appendCx: context.Background(),
+	}
+	s.cg, s.cgErr = FindCgroup2()
+	for _, o := range opts {
+		o(s)
+	}
+	if s.dedup == nil {
+		s.dedup = newDedup(1 << 20)
+	}
+	if s.cgErr != nil {
+		s.log.Warn("no cgroup v2 hierarchy, no peer can be attributed to a session", "error", s.cgErr)
+	}
+	return s
+}
+
+// Remember records an event id as already journaled, for example from the
+// journal's tail at start-up.
+func (s *Server) Remember(eventID string) {
+	if eventID != "" {
+		s.dedup.remember(eventID)
+	}
+}
+
+// Remembered returns how many event ids the dedup set holds.
+func (s *Server) Remembered() int { return s.dedup.len() }
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Conns: s.conns64.Load(), Accepted: s.accepted.Load(), Busy: s.busy.Load(),
+		Batches: s.batches.Load(), Events: s.events.Load(), Duplicates: s.duplicates.Load(),
+		Rejected: s.rejected.Load(), Failed: s.failed.Load(), Malformed: s.malformed.Load(),
+		Oversized: s.oversized.Load(), Refused: s.refused.Load(), Unavailable: s.unavailable.Load(),
+		Timeouts: s.timeouts.Load(),
+	}
+}
+
+// Listen creates the socket at path: its parent directory is created 0755, a
+// stale socket left by a crash is removed (anything else at path is an
+// error), and the socket file is made mode (0666 normally: attribution, not
+// the file mode, decides what a peer may do).
+func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("creating socket: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("setting socket mode: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It returns ErrClosed after
+// Shutdown, or the accept error that stopped it.
+func (s *Server) Serve(ln *net.UnixListener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("accepting: %w", err)
+			}
+			// EMFILE and friends: back off instead of spinning.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "error", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		s.accepted.Add(1)
+		if !s.track(c) {
+			c.Close()
+			return ErrClosed
+		}
+		go s.serveConn(c)
+	}
+}
+
+// track registers a connection; it fails once shutdown has begun.
+func (s *Server) track(c *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *net.UnixConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Shutdown stops accepting, interrupts idle connections, lets batches in
+// flight finish (their appends complete and their replies are written) and
+// waits for every connection to close, or for ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		// Wakes a connection blocked reading; one busy with a batch
+		// sees closing before it reads again.
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("draining ingest connections: %w", ctx.Err())
+	}
+}
+
+// armRead sets the idle read deadline unless shutdown has begun.
+func (s *Server) armRead(c *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(s.idle))
+	return true
+}
+
+func (s *Server) serveConn(c *net.UnixConn) {
+	defer s.untrack(c)
+	defer c.Close()
+	n := s.conns64.Add(1)
+	defer s.conns64.Add(-1)
+	if n > int64(s.maxConns) {
+		s.busy.Add(1)
+		s.reply(c, &ingest.Reply{Code: ingest.CodeBusy, Error: "too many connections"})
+		return
+	}
+	p, err := newPeer(c)
+	if err != nil {
+		s.unavailable.Add(1)
+		s.log.Warn("cannot identify peer", "error", err)
+		s.reply(c, &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot identify peer"})
+		return
+	}
+	defer p.close()
+	for s.armRead(c) {
+		size, err := ingest.ReadFrameHeader(c, s.maxFrame)
+		switch {
+		case err == nil:
+		case errors.Is(err, ingest.ErrEmptyFrame):
+			s.malformed.Add(1)
+			s.reply(c, &ingest.Reply{Code: ingest.CodeMalformed, Error: "empty frame"})
+			continue
+		case errors.Is(err, ingest.ErrFrameTooLarge):
+			// The body cannot be skipped safely: reply and hang up.
+			s.oversized.Add(1)
+			s.reply(c, &ingest.Reply{Code: ingest.CodeOversized,
+				Error: fmt.Sprintf("frame of %d bytes exceeds %d", size, s.maxFrame)})
+			return
+		default:
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				s.log.Debug("connection read failed", "pid", p.pid, "error", err)
+			}
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(s.frameTO))
+		payload := make([]byte, size)
+		if _, err := io.ReadFull(c, payload); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.timeouts.Add(1)
+			} else {
+				s.malformed.Add(1)
+			}
+			return
+		}
+		rep := s.handle(p, payload)
+		s.batches.Add(1)
+		if !s.reply(c, rep) {
+			return
+		}
+	}
+}
+
+// reply writes rep, reporting whether the connection is still usable.
+func (s *Server) reply(c *net.UnixConn, rep *ingest.Reply) bool {
+	rep.V = ingest.ProtocolVersion
+	b, err := json.Marshal(rep)
+	if err != nil {
+		s.log.Error("encoding reply", "error", err)
+		return false
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(s.writeTO))
+	if err := ingest.WriteFrame(c, b); err != nil {
+		s.log.Debug("writing reply failed", "error", err)
+		return false
+	}
+	return true
+}
+
+// attribution is who sent a batch, as the kernel says.
+type attribution struct {
+	pid      int32
+	uid      uint32
+	cgroupID uint64
+	session  string // empty outside every session
+}
+
+func (s *Server) attribute(p *peer) (attribution, error) {
+	a := attribution{pid: p.pid, uid: p.uid}
+	if s.cgErr != nil {
+		// No v2 hierarchy: nobody is in a session. Still make sure
+		// the pid is the process that connected.
+		if _, err := p.cgroupPath(); err != nil && !errors.Is(err, ErrNoCgroup2) {
+			return a, err
+		}
+		return a, nil
+	}
+	cg, err := p.cgroupPath()
+	if errors.Is(err, ErrNoCgroup2) {
+		return a, nil
+	}
+	if err != nil {
+		return a, err
+	}
+	ids, err := p.cgroupIDs(s.cg, cg)
+	if err != nil {
+		return a, err
+	}
+	a.cgroupID = ids[0]
+	for _, id := range ids {
+		if sid, ok := s.sessions.Lookup(id); ok {
+			a.session = sid
+			break
+		}
+	}
+	return a, nil
+}
+
+// allowed reports whether a category may be sent by the peer.
+func (a attribution) allowed(cat string) bool {
+	if a.session != "" {
+		return cat == "pkg" || cat == "tool" || cat == "model"
+	}
+	return cat == "tool" || cat == "model"
+}
+
+// handle answers one request payload.
+func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
+	req, err := ingest.DecodeRequest(payload)
+	if err != nil {
+		s.malformed.Add(1)
+		return &ingest.Reply{Code: ingest.CodeMalformed, Error: err.Error()}
+	}
+	a, err := s.attribute(p)
+	if err != nil {
+		s.unavailable.Add(1)
+		s.log.Warn("cannot attribute batch", "pid", p.pid, "uid", p.uid, "error", err)
+		return &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot attribute peer: " + err.Error()}
+	}
+	if a.session == "" && a.uid != 0 {
+		s.refused.Add(1)
+		s.log.Warn("refused batch from peer outside every session", "pid", a.pid, "uid", a.uid, "cgroup_id", a.cgroupID)
+		return &ingest.Reply{Code: ingest.CodeRefused, Error: "peer is not in a session and not root"}
+	}
+
+	results := make([]ingest.Result, len(req.Events))
+	var (
+		evs    []*event.Event
+		idx    []int       // results index of each entry of evs
+		ids    []string    // event ids claimed by this batch
+		sameAs map[int]int // results index → earlier index with the same id
+		first  map[string]int
+	)
+	now := time.Now().UTC()
+	for i, raw := range req.Events {
+		e, err := ingest.DecodeEvent(raw)
+		if err == nil {
+			err = s.rewrite(e, a, now)
+		}
+		if err != nil {
+			results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
+			s.rejected.Add(1)
+			continue
+		}
+		results[i].EventID = e.EventID
+		if j, ok := first[e.EventID]; ok {
+			if sameAs == nil {
+				sameAs = make(map[int]int)
+			}
+			sameAs[i] = j
+			continue
+		}
+		switch s.dedup.claim(e.EventID) {
+		case claimSeen:
+			results[i].Status = ingest.StatusDuplicate
+			s.duplicates.Add(1)
+			continue
+		case claimPending:
+			results[i].Status = ingest.StatusFailed
+			results[i].Error = "an event with this id is being stored by another batch; retry"
+			s.failed.Add(1)
+			continue
+		}
+		if first == nil {
+			first = make(map[string]int)
+		}
+		first[e.EventID] = i
+		ids = append(ids, e.EventID)
+		evs = append(evs, e)
+		idx = append(idx, i)
+	}
+	if len(evs) > 0 {
+		err := s.app.Append(s.appendCx, evs...)
+		s.dedup.settle(ids, err == nil)
+		for _, i := range idx {
+			if err != nil {
+				results[i].Status = ingest.StatusFailed
+				results[i].Error = "storing failed"
+			} else {
+				results[i].Status = ingest.StatusOK
+			}
+		}
+		if err != nil {
+			s.failed.Add(uint64(len(evs)))
+			s.log.Error("appending to journal", "events", len(evs), "error", err)
+		} else {
+			s.events.Add(uint64(len(evs)))
+		}
+	}
+	for i, j := range sameAs {
+		results[i].Status = results[j].Status
+		if results[j].Status == ingest.StatusOK {
+			results[i].Status = ingest.StatusDuplicate
+			s.duplicates.Add(1)
+		}
+		results[i].Error = results[j].Error
+	}
+	return &ingest.Reply{Results: results}
+}
+
+func idOf(e *event.Event) string {
+	if e == nil || !ingest.ValidEventID(e.EventID) {
+		return ""
+	}
+	return e.EventID
+}
+
+// rewrite replaces everything in e that the server vouches for and checks
+// that the peer may send it.
+func (s *Server) rewrite(e *event.Event, a attribution, now time.Time) error {
+	if e.EventID == "" {
+		e.EventID = ingest.NewEventID()
+	} else if !ingest.ValidEventID(e.EventID) {
+		return fmt.Errorf("%w: event_id: must be 1 to %d bytes of [A-Za-z0-9._:-]", event.ErrInvalid, ingest.MaxEventIDLen)
+	}
+	cat := e.Category()
+	if !a.allowed(cat) {
+		return fmt.Errorf("%w: kind %q may not be sent by this peer", event.ErrInvalid, truncate(e.Kind, 64))
+	}
+	if a.session != "" {
+		e.SessionID = a.session
+		e.Source = event.SourceShim
+	} else {
+		e.Source = event.SourceAPI
+	}
+	e.Seq = 0
+	e.Host = s.host
+	if e.TS.IsZero() {
+		e.TS = now
+	}
+	uid := a.uid
+	e.Proc = &event.Proc{Pid: a.pid, UID: &uid, CgroupID: a.cgroupID}
+	// Keep only the category's own payload: a shim cannot attach an
+	// alert, a loss count or a session step to a pkg event.
+	pkg, tool, model := e.Pkg, e.Tool, e.Model
+	*e = event.Event{V: e.V, TS: e.TS, SessionID: e.SessionID, Host: e.Host, Kind: e.Kind,
+		Source: e.Source, EventID: e.EventID, Proc: e.Proc}
+	switch cat {
+	case "pkg":
+		if pkg != nil {
+			// What the mirror alone can know.
+			pkg.Verified, pkg.Client, pkg.Cache = nil, "", ""
+		}
+		e.Pkg = pkg
+	case "tool":
+		e.Tool = tool
+	case "model":
+		e.Model = model
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if _, err := event.Marshal(e); err != nil {
+		return err
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
