@@ -2,12 +2,14 @@ package resolver
 
 import (
 	"github.com/sandtrail/sandtrail/resolver/deb"
+	"github.com/sandtrail/sandtrail/resolver/npm"
 )
 
 // Ecosystems returns every supported ecosystem, in a fixed order. This list is the one place
 // where ecosystems are registered.
 func Ecosystems() []Ecosystem {
 	return []Ecosystem{
+		npmEcosystem{},
 		debEcosystem{},
 	}
 }
@@ -43,3 +45,35 @@ func (v debVersion) String() string        { return v.v.String() }
 func (v debVersion) Compare(o Version) int { return v.v.Compare(o.(debVersion).v) }
 func (s debSpec) String() string           { return s.r.String() }
 func (s debSpec) Match(v Version) bool     { return s.r.Match(v.(debVersion).v) }
+
+// npmEcosystem adapts package npm in npm's own mode (node-semver with loose: true).
+type npmEcosystem struct{}
+
+type npmVersion struct{ v *npm.Version }
+
+type npmSpec struct{ r *npm.Range }
+
+var _ Ecosystem = npmEcosystem{}
+
+func (npmEcosystem) Name() string { return "npm" }
+
+func (npmEcosystem) ParseVersion(s string) (Version, error) {
+	v, err := npm.ParseVersion(s, npm.NPM)
+	if err != nil {
+		return nil, err
+	}
+	return npmVersion{v}, nil
+}
+
+func (npmEcosystem) ParseSpec(s string) (Spec, error) {
+	r, err := npm.ParseRange(s, npm.NPM)
+	if err != nil {
+		return nil, err
+	}
+	return npmSpec{r}, nil
+}
+
+func (v npmVersion) String() string        { return v.v.String() }
+func (v npmVersion) Compare(o Version) int { return v.v.Compare(o.(npmVersion).v) }
+func (s npmSpec) String() string           { return s.r.String() }
+func (s npmSpec) Match(v Version) bool     { return s.r.Test(v.(npmVersion).v) }
