@@ -13,9 +13,11 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -388,13 +390,15 @@ func Unmarshal(b []byte) (*Event, error) {
 	if len(b) > MaxEncodedSize {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalid, len(b), MaxEncodedSize)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var e Event
 	if err := dec.Decode(&e); err != nil {
 		return nil, fmt.Errorf("%w: decoding: %v", ErrInvalid, err)
 	}
-	if dec.More() {
+	// dec.More would miss a stray '}' or ']': only the end of the input, after
+	// optional white space, is acceptable.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing data after event", ErrInvalid)
 	}
 	if err := e.Validate(); err != nil {

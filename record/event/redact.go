@@ -1,0 +1,436 @@
+package event
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Mask replaces every secret that Redact, RedactURL and RedactArgv find. A
+// known token keeps its non-secret prefix ("ghp_***", "AKIA***") so that an
+// investigator can tell what kind of credential was there.
+const Mask = "***"
+
+// Redaction is applied by producers to argv, URLs and free-text summaries
+// before they are recorded. It is a best-effort filter for credentials that
+// have a recognisable shape; it is not a guarantee that no secret survives:
+// a bare password with nothing around it looks like any other word.
+//
+// What is masked:
+//   - PEM private key blocks, including a block cut off before its END line;
+//   - credentials in URLs (user:password@ keeps the user, a long token-only
+//     userinfo is masked whole) and sensitive query or fragment parameters
+//     (token, access_token, api_key, password, secret, sig, signature,
+//     X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, key, …);
+//   - Authorization and Proxy-Authorization header values (the scheme is
+//     kept: "Authorization: Bearer ***"), "Bearer <token>" and Cookie values;
+//   - key=value and key: value pairs whose key ends in password, passwd,
+//     passphrase, secret, token, api_key, access_key, private_key, auth,
+//     credential(s) or signature, in env style (DB_PASSWORD=x, NPM_TOKEN=x),
+//     flag style (--password=x) and JSON or YAML style ("token": "x");
+//   - "--password x" style flags followed by their value;
+//   - tokens of known formats wherever they appear: AWS access key ids
+//     (AKIA/ASIA), GitHub (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), npm
+//     (npm_), PyPI (pypi-AgEI…), Slack (xoxb- and friends, and incoming
+//     webhook URLs), OpenAI and Anthropic keys (sk-…), Google API keys (AIza)
+//     and JWTs (the header is kept, the payload and signature are masked).
+//
+// All three functions are idempotent: redacting a redacted string changes
+// nothing.
+
+// secretWords are the endings that make a key or flag name sensitive. A name
+// is sensitive when, ignoring case, it ends in one of them: DB_PASSWORD,
+// npm's _authToken, --api-key. "max_tokens" and "author" are not.
+const secretWords = `password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth|credentials?|mysql_pwd|signature`
+
+var (
+	// sensitiveName matches a whole key or flag name that is sensitive.
+	sensitiveName = regexp.MustCompile(`(?i)(?:` + secretWords + `|bearer)$`)
+
+	// sensitiveParam matches URL query parameter names that carry secrets
+	// beyond those of sensitiveName.
+	sensitiveParam = regexp.MustCompile(`(?i)^(?:sig|key|code|x-amz-credential|x-goog-credential|client_secret)$`)
+
+	rePEM = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
+
+	// reURL finds URLs in free text: a scheme, "://" and what follows up to
+	// white space, a quote or an angle bracket.
+	reURL = regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+	reAuthHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*["']?)((?:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+)?([^\s"',;]+)`)
+
+	reBearer = regexp.MustCompile(`(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/=-]{12,}\**)`)
+
+	reCookie = regexp.MustCompile(`(?i)\b((?:set-)?cookie)(["']?[ \t]*:[ \t]*["']?)([^\r\n"']+)`)
+
+	// reKV finds key=value and key: value pairs whose key is sensitive.
+	// The value is a quoted string or a run up to white space, a quote, a
+	// comma, a semicolon or an ampersand; it may not start with ':' or '='
+	// so that "token::Lexer" and "token == x" are left alone.
+	reKV = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*?(?:` + secretWords + `))(["']?[ \t]*[=:][ \t]*)(\*\*\*|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"',;&:=][^\s"',;&]*)`)
+
+	// reFlagSpace finds "--password value" in free text.
+	reFlagSpace = regexp.MustCompile(`(?i)((?:^|[\s"'])--?[A-Za-z0-9_.-]*?(?:` + secretWords + `|bearer))([ \t]+)("[^"]*"|'[^']*'|[^\s"'\-][^\s"']*)`)
+)
+
+// tokenRule masks a token of a known format, keeping the prefix in group 1.
+type tokenRule struct {
+	anchor string // a literal every match contains, for the cheap pre-check
+	re     *regexp.Regexp
+	repl   string
+}
+
+var tokenRules = []tokenRule{
+	{"AKIA", regexp.MustCompile(`\b(AKIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{"ASIA", regexp.MustCompile(`\b(ASIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{"github_pat_", regexp.MustCompile(`\b(github_pat_)[A-Za-z0-9_]{20,}`), "${1}" + Mask},
+	{"_", regexp.MustCompile(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
+	{"npm_", regexp.MustCompile(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
+	{"pypi-", regexp.MustCompile(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	{"xox", regexp.MustCompile(`\b(xox[abposr]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
+	{"hooks.slack.com", regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
+	{"sk-", regexp.MustCompile(`\b(sk-(?:ant-|proj-|svcacct-)?)[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	{"AIza", regexp.MustCompile(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
+	{"eyJ", regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
+}
+
+// mayContainSecret is the cheap pre-check: it is false only for strings that
+// no rule can match, which is most argv words ("install", "lodash@^4.17.0").
+func mayContainSecret(s string) bool {
+	if len(s) < 6 {
+		return false
+	}
+	if strings.ContainsAny(s, "=:_-") {
+		return true
+	}
+	for _, r := range tokenRules {
+		if strings.Contains(s, r.anchor) {
+			return true
+		}
+	}
+	return containsFold(s, "bearer")
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// ignoring ASCII case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Redact returns s with the credentials it recognises replaced by Mask. It
+// is meant for free text (tool and model summaries, a single argv element,
+// a header, a config line) and is idempotent. Strings without anything that
+// could be a secret are returned as they are, without allocating.
+func Redact(s string) string {
+	if !mayContainSecret(s) {
+		return s
+	}
+	// Each pass is idempotent on its own output in practice; looping to a
+	// fixed point makes it so even when masking one secret reveals the shape
+	// of another.
+	for range 8 {
+		r := redactOnce(s)
+		if r == s {
+			return r
+		}
+		s = r
+	}
+	return s
+}
+
+// redactOnce applies every rule once. Known token formats go first, so that
+// "GITHUB_TOKEN=ghp_…" becomes "GITHUB_TOKEN=ghp_***" and keeps its kind;
+// the key-based rules then leave an already masked value alone.
+func redactOnce(s string) string {
+	if strings.Contains(s, "-----BEGIN") {
+		s = rePEM.ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
+	}
+	for _, r := range tokenRules {
+		if strings.Contains(s, r.anchor) {
+			s = r.re.ReplaceAllString(s, r.repl)
+		}
+	}
+	if strings.Contains(s, "://") {
+		s = reURL.ReplaceAllStringFunc(s, redactURL)
+	}
+	if strings.ContainsAny(s, "=:") {
+		if containsFold(s, "authorization") {
+			s = replaceGroup(s, reAuthHeader, 4)
+		}
+		if containsFold(s, "cookie") {
+			s = replaceGroup(s, reCookie, 3)
+		}
+		s = replaceGroup(s, reKV, 3)
+	}
+	if containsFold(s, "bearer") {
+		s = replaceGroup(s, reBearer, 3)
+	}
+	if strings.Contains(s, "-") {
+		s = replaceGroup(s, reFlagSpace, 3)
+	}
+	return s
+}
+
+// reMasked matches a value that is already masked: the mask alone or a known
+// token's prefix followed by the mask.
+var reMasked = regexp.MustCompile(`^(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[abposr]-|sk-(?:ant-|proj-|svcacct-)?|eyJ[A-Za-z0-9_-]+\.)?\*\*\*$`)
+
+// isMasked reports whether v, possibly quoted, is already masked.
+func isMasked(v string) bool {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		v = v[1 : len(v)-1]
+	}
+	return reMasked.MatchString(v)
+}
+
+// replaceGroup replaces submatch group g of every match of re in s with the
+// mask, keeping the quotes of a quoted value and leaving values that are
+// already masked alone.
+func replaceGroup(s string, re *regexp.Regexp, g int) string {
+	ms := re.FindAllStringSubmatchIndex(s, -1)
+	if ms == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		start, end := m[2*g], m[2*g+1]
+		if start < 0 || isMasked(s[start:end]) {
+			continue
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(maskValue(s[start:end]))
+		last = end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// maskValue masks v, keeping the quotes of a quoted value.
+func maskValue(v string) string {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[:1] + Mask + v[:1]
+	}
+	return Mask
+}
+
+// RedactURL returns u with the credentials in it masked: the password of its
+// userinfo (user:***@host), a token used as the whole userinfo (***@host),
+// sensitive query and fragment parameters (?access_token=***), and tokens of
+// known formats anywhere in it. A URL without credentials is returned
+// byte for byte as it was; nothing is re-encoded.
+func RedactURL(u string) string {
+	if !mayContainSecret(u) {
+		return u
+	}
+	if strings.Contains(u, "://") {
+		u = redactURL(u)
+	}
+	return Redact(u)
+}
+
+// redactURL masks the userinfo and the sensitive parameters of one URL that
+// contains "://".
+func redactURL(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	head, rest := u[:i+3], u[i+3:]
+	authEnd := strings.IndexAny(rest, "/?#")
+	if authEnd < 0 {
+		authEnd = len(rest)
+	}
+	authority, tail := rest[:authEnd], rest[authEnd:]
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		authority = redactUserinfo(authority[:at]) + authority[at:]
+	}
+	if strings.ContainsAny(tail, "?#") {
+		tail = redactParams(tail)
+	}
+	return head + authority + tail
+}
+
+// redactUserinfo masks the password of "user:password", or the whole
+// userinfo when it has no password but looks like a token.
+func redactUserinfo(ui string) string {
+	if user, pass, ok := strings.Cut(ui, ":"); ok {
+		if pass == "" || isMasked(pass) {
+			return ui
+		}
+		return user + ":" + Mask
+	}
+	if len(ui) >= 20 && !isMasked(ui) {
+		return Mask
+	}
+	return ui
+}
+
+// redactParams masks the values of sensitive parameters in the query and
+// fragment of a URL's path-and-after part.
+func redactParams(tail string) string {
+	var b strings.Builder
+	b.Grow(len(tail))
+	// Parameters start after '?' or '#' and are separated by '&' or ';'.
+	inParams := false
+	for len(tail) > 0 {
+		j := strings.IndexAny(tail, "?#&;")
+		if j < 0 {
+			j = len(tail)
+		}
+		part := tail[:j]
+		if inParams {
+			if name, val, ok := strings.Cut(part, "="); ok && val != "" && !isMasked(val) && sensitiveKey(name) {
+				part = name + "=" + Mask
+			}
+		}
+		b.WriteString(part)
+		if j == len(tail) {
+			break
+		}
+		b.WriteByte(tail[j])
+		inParams = true
+		tail = tail[j+1:]
+	}
+	return b.String()
+}
+
+// sensitiveKey reports whether a key, parameter or flag name names a secret.
+func sensitiveKey(name string) bool {
+	return sensitiveName.MatchString(name) || sensitiveParam.MatchString(name)
+}
+
+// sensitiveFlag reports whether a flag such as "--password" or "-token"
+// (given without its value) takes a secret as its value.
+func sensitiveFlag(arg string) bool {
+	if !strings.HasPrefix(arg, "-") || strings.Contains(arg, "=") {
+		return false
+	}
+	name := strings.ToLower(strings.TrimLeft(arg, "-"))
+	if name == "" || strings.HasPrefix(name, "no-") || strings.HasPrefix(name, "no_") {
+		return false
+	}
+	return sensitiveName.MatchString(name) || name == "pass"
+}
+
+// RedactArgv returns a copy of argv with secrets masked; argv itself is not
+// modified. Every element goes through Redact, and in addition:
+//
+//   - the value after a sensitive flag ("--password x", "--token x",
+//     "--api-key x", "--auth x", "--secret x") is masked unless it starts
+//     with '-' (a flag that prompts, followed by the next flag);
+//   - "-p" is treated as a password only where that is unambiguous: attached
+//     to mysql, mysqldump, mysqladmin and mariadb ("-psecret"; a detached
+//     "-p" prompts there), and for sshpass and "docker|podman|nerdctl|
+//     buildah|helm ... login";
+//   - curl and wget "-u user:pass" and "--user user:pass" keep the user;
+//   - redis-cli "-a x" and openssl "pass:x" pass phrases are masked.
+func RedactArgv(argv []string) []string {
+	if argv == nil {
+		return nil
+	}
+	out := make([]string, len(argv))
+	prog := ""
+	if len(argv) > 0 {
+		prog = path.Base(argv[0])
+	}
+	login := false
+	switch prog {
+	case "docker", "podman", "nerdctl", "buildah", "helm", "skopeo", "oras", "crane":
+		for _, a := range argv[1:] {
+			if a == "login" {
+				login = true
+				break
+			}
+		}
+	}
+	maskNext := false
+	userNext := false
+	for i, a := range argv {
+		switch {
+		case maskNext:
+			maskNext = false
+			out[i] = maskWhole(Redact(a))
+			continue
+		case userNext:
+			userNext = false
+			out[i] = Redact(maskUserPass(a))
+			continue
+		}
+		r := Redact(a)
+		if i == 0 {
+			out[i] = r
+			continue
+		}
+		next := ""
+		if i+1 < len(argv) {
+			next = argv[i+1]
+		}
+		nextIsValue := i+1 < len(argv) && !strings.HasPrefix(next, "-")
+		switch {
+		case sensitiveFlag(a):
+			maskNext = nextIsValue
+		case isMySQL(prog) && strings.HasPrefix(a, "-p") && len(a) > 2 && !strings.HasPrefix(a, "--"):
+			r = "-p" + Mask
+		case (prog == "sshpass" || login) && a == "-p":
+			maskNext = i+1 < len(argv)
+		case (prog == "sshpass" || login) && strings.HasPrefix(a, "-p") && len(a) > 2 && !strings.HasPrefix(a, "--"):
+			r = "-p" + Mask
+		case (prog == "curl" || prog == "wget") && (a == "-u" || a == "--user" || a == "--proxy-user" || a == "-U"):
+			userNext = i+1 < len(argv)
+		case (prog == "curl" || prog == "wget") && strings.HasPrefix(a, "-u") && len(a) > 2 && !strings.HasPrefix(a, "--"):
+			r = "-u" + Redact(maskUserPass(a[2:]))
+		case (prog == "curl" || prog == "wget") && (strings.HasPrefix(a, "--user=") || strings.HasPrefix(a, "--proxy-user=")):
+			k, v, _ := strings.Cut(a, "=")
+			r = k + "=" + Redact(maskUserPass(v))
+		case prog == "redis-cli" && a == "-a":
+			maskNext = i+1 < len(argv)
+		case prog == "openssl" && (a == "-k" || a == "-kfile"):
+			maskNext = a == "-k" && i+1 < len(argv)
+		case prog == "openssl" && strings.HasPrefix(a, "pass:") && !isMasked(a[len("pass:"):]):
+			r = "pass:" + Mask
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func isMySQL(prog string) bool {
+	switch prog {
+	case "mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump", "mariadb-admin", "mysqlimport", "mysqlshow", "mysqlcheck":
+		return true
+	}
+	return false
+}
+
+// maskWhole masks an argument that is a secret as a whole.
+func maskWhole(a string) string {
+	if a == "" || isMasked(a) {
+		return a
+	}
+	return Mask
+}
+
+// maskUserPass masks the password of "user:pass", keeping the user.
+func maskUserPass(a string) string {
+	user, pass, ok := strings.Cut(a, ":")
+	if !ok || pass == "" || isMasked(pass) {
+		return a
+	}
+	return user + ":" + Mask
+}
