@@ -6,6 +6,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // MaxPathLen is the longest --path pattern accepted.
@@ -286,6 +288,9 @@ type PackageMatch struct {
 	Version string
 	// Range is a version range in the ecosystem's own syntax.
 	Range string
+
+	eco  resolver.Ecosystem
+	spec resolver.Spec
 }
 
 var (
@@ -361,10 +366,11 @@ func ParsePackage(s string) (*PackageMatch, error) {
 	if !contains(RangeEcosystems, eco) {
 		return nil, bad(fmt.Sprintf("version ranges are not supported for %s; give an exact version", eco))
 	}
-	if err := checkRange(eco, spec); err != nil {
+	e, rs, err := parseRange(eco, spec)
+	if err != nil {
 		return nil, bad(fmt.Sprintf("bad %s version range %q: %v", eco, spec, err))
 	}
-	p.Range = spec
+	p.Range, p.eco, p.spec = spec, e, rs
 	return p, nil
 }
 
@@ -501,8 +507,7 @@ func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 func (p *PackageMatch) MatchVersion(v string) bool {
 	switch {
 	case p.Range != "":
-		ok, err := matchRange(p.Ecosystem, p.Range, v)
-		return err == nil && ok
+		return p.matchRange(v)
 	case p.Version != "":
 		return v == p.Version
 	}

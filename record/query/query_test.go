@@ -226,3 +226,48 @@ func TestKindMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestPackageRange(t *testing.T) {
+	tests := []struct {
+		spec    string
+		version string
+		want    bool
+	}{
+		{"npm:lodash@^4.17.0", "4.17.0", true},
+		{"npm:lodash@^4.17.0", "4.17.21", true},
+		{"npm:lodash@^4.17.0", "4.16.9", false},
+		{"npm:lodash@^4.17.0", "5.0.0", false},
+		{"npm:lodash@>=4.17.5 <4.17.20", "4.17.20", false},
+		{"npm:lodash@>=4.17.5 <4.17.20", "4.17.19", true},
+		{"npm:lodash@>=4.17.5 <4.17.20", "4.17.5", true},
+		{"npm:lodash@>=4.17.5 <4.17.20", "4.17.4", false},
+		{"npm:lodash@4.17", "4.17.9", true},
+		{"npm:lodash@4.17", "4.18.0", false},
+		{"npm:lodash@^4.17.0", "not-a-version", false},
+		{"deb:curl@>= 7.88.1-10", "7.88.1-10+deb12u5", true},
+		{"deb:curl@>= 7.88.1-10", "7.88.1-9", false},
+		{"deb:curl@<< 7.88.1-10", "7.88.1-10", false},
+		{"npm:lodash@4.17.20", "4.17.20", true},
+		{"npm:lodash@4.17.20", "4.17.2", false},
+		{"npm:lodash", "0.0.1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec+" "+tt.version, func(t *testing.T) {
+			p, err := ParsePackage(tt.spec)
+			if err != nil {
+				t.Fatalf("ParsePackage(%q) error = %v", tt.spec, err)
+			}
+			if got := p.MatchVersion(tt.version); got != tt.want {
+				t.Errorf("ParsePackage(%q).MatchVersion(%q) = %v, want %v", tt.spec, tt.version, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPackageRangeErrors(t *testing.T) {
+	for _, spec := range []string{"npm:lodash@^^4", "deb:curl@>=> 1"} {
+		if _, err := ParsePackage(spec); err == nil || !strings.Contains(err.Error(), "version range") {
+			t.Errorf("ParsePackage(%q) error = %v, want a bad version range error", spec, err)
+		}
+	}
+}

@@ -1,16 +1,37 @@
 package query
 
-import "errors"
+import (
+	"errors"
+	"fmt"
 
-// errNoRanges is returned until version ranges are wired to the resolver.
-var errNoRanges = errors.New("version ranges are not available in this build")
+	"github.com/sandtrail/sandtrail/resolver"
+)
 
-// matchRange reports whether version satisfies the range spec of eco.
-func matchRange(eco, spec, version string) (bool, error) {
-	return false, errNoRanges
+// parseRange parses spec as a version range of eco with the resolver.
+func parseRange(eco, spec string) (resolver.Ecosystem, resolver.Spec, error) {
+	e, err := resolver.Lookup(eco)
+	if errors.Is(err, resolver.ErrUnknownEcosystem) {
+		return nil, nil, fmt.Errorf("the resolver has no %s ranges in this build", eco)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := e.ParseSpec(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, s, nil
 }
 
-// checkRange reports whether spec is a valid range of eco.
-func checkRange(eco, spec string) error {
-	return errNoRanges
+// matchRange reports whether version satisfies p's range. A recorded
+// version that the ecosystem cannot parse does not satisfy it.
+func (p *PackageMatch) matchRange(version string) bool {
+	if p.spec == nil {
+		return false
+	}
+	v, err := p.eco.ParseVersion(version)
+	if err != nil {
+		return false
+	}
+	return p.spec.Match(v)
 }
