@@ -48,6 +48,10 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest"
 )
 
+// DefaultDedupSize is how many journaled event ids the server remembers by
+// default (about 30 MiB of memory).
+const DefaultDedupSize = 1 << 18
+
 // Appender is where accepted events go: the journal. Append returns only
 // once the events are durable.
 type Appender interface {
@@ -137,7 +141,7 @@ func WithIdleTimeout(d time.Duration) Option { return func(s *Server) { s.idle =
 func WithFrameTimeout(d time.Duration) Option { return func(s *Server) { s.frameTO = d } }
 
 // WithDedupSize sets how many journaled event ids are remembered (default
-// 1<<20).
+// DefaultDedupSize).
 func WithDedupSize(n int) Option { return func(s *Server) { s.dedup = newDedup(max(n, 1)) } }
 
 // WithCgroup2 overrides where the v2 hierarchy is, instead of reading
@@ -166,7 +170,7 @@ func New(app Appender, sessions Sessions, opts ...Option) *Server {
 		o(s)
 	}
 	if s.dedup == nil {
-		s.dedup = newDedup(1 << 20)
+		s.dedup = newDedup(DefaultDedupSize)
 	}
 	if s.cgErr != nil {
 		s.log.Warn("no cgroup v2 hierarchy, no peer can be attributed to a session", "error", s.cgErr)
@@ -180,6 +184,37 @@ func (s *Server) Remember(eventID string) {
 	if eventID != "" {
 		s.dedup.remember(eventID)
 	}
+}
+
+// ScanFunc calls fn for every journal entry from sequence number from on,
+// as journal.Scan does.
+type ScanFunc func(from uint64, fn func(seq uint64, raw []byte) error) error
+
+// RememberTail loads the event ids of the last n of size journal entries
+// into the dedup set, so that a client replaying its spool after a daemon
+// crash does not duplicate what was journaled but never acknowledged. It
+// returns how many ids it loaded. Entries that are not JSON objects are
+// skipped.
+func (s *Server) RememberTail(size, n uint64, scan ScanFunc) (int, error) {
+	from := uint64(0)
+	if size > n {
+		from = size - n
+	}
+	loaded := 0
+	err := scan(from, func(_ uint64, raw []byte) error {
+		var e struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.EventID != "" {
+			s.dedup.remember(e.EventID)
+			loaded++
+		}
+		return nil
+	})
+	if err != nil {
+		return loaded, fmt.Errorf("loading recent event ids: %w", err)
+	}
+	return loaded, nil
 }
 
 // Remembered returns how many event ids the dedup set holds.
