@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"github.com/sandtrail/sandtrail/resolver/cargo"
 	"github.com/sandtrail/sandtrail/resolver/deb"
 	"github.com/sandtrail/sandtrail/resolver/npm"
 )
@@ -10,6 +11,7 @@ import (
 func Ecosystems() []Ecosystem {
 	return []Ecosystem{
 		npmEcosystem{},
+		cargoEcosystem{},
 		debEcosystem{},
 	}
 }
@@ -77,3 +79,35 @@ func (v npmVersion) String() string        { return v.v.String() }
 func (v npmVersion) Compare(o Version) int { return v.v.Compare(o.(npmVersion).v) }
 func (s npmSpec) String() string           { return s.r.String() }
 func (s npmSpec) Match(v Version) bool     { return s.r.Test(v.(npmVersion).v) }
+
+// cargoEcosystem adapts package cargo: the semver crate's versions and requirements.
+type cargoEcosystem struct{}
+
+type cargoVersion struct{ v *cargo.Version }
+
+type cargoSpec struct{ r *cargo.Req }
+
+var _ Ecosystem = cargoEcosystem{}
+
+func (cargoEcosystem) Name() string { return "cargo" }
+
+func (cargoEcosystem) ParseVersion(s string) (Version, error) {
+	v, err := cargo.ParseVersion(s)
+	if err != nil {
+		return nil, err
+	}
+	return cargoVersion{v}, nil
+}
+
+func (cargoEcosystem) ParseSpec(s string) (Spec, error) {
+	r, err := cargo.ParseReq(s)
+	if err != nil {
+		return nil, err
+	}
+	return cargoSpec{r}, nil
+}
+
+func (v cargoVersion) String() string        { return v.v.String() }
+func (v cargoVersion) Compare(o Version) int { return v.v.Compare(o.(cargoVersion).v) }
+func (s cargoSpec) String() string           { return s.r.String() }
+func (s cargoSpec) Match(v Version) bool     { return s.r.Match(v.(cargoVersion).v) }
