@@ -1,0 +1,257 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// A frame is one entry of a segment file:
+//
+//	length  uint32, little endian: the number of payload bytes (1..MaxPayload)
+//	crc     uint32, little endian: CRC-32C (Castagnoli) of the 4 length bytes
+//	        followed by the payload
+//	payload the canonical event encoding (event.Marshal), the Merkle leaf data
+const (
+	frameHeaderSize = 8
+	// MaxPayload is the largest payload a frame may carry: the largest
+	// canonical event encoding plus room for the sequence number.
+	MaxPayload = event.MaxEncodedSize + 32
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendFrame appends the frame of payload to dst.
+func appendFrame(dst, payload []byte) []byte {
+	var h [frameHeaderSize]byte
+	putFrameHeader(h[:], payload)
+	dst = append(dst, h[:]...)
+	return append(dst, payload...)
+}
+
+// putFrameHeader writes the header of payload's frame into h.
+func putFrameHeader(h, payload []byte) {
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
+	c := crc32.Update(0, castagnoli, h[0:4])
+	c = crc32.Update(c, castagnoli, payload)
+	binary.LittleEndian.PutUint32(h[4:8], c)
+}
+
+// frameKind classifies why a frame could not be read.
+type frameKind int
+
+const (
+	frameShortHeader  frameKind = iota + 1 // fewer than 8 bytes left
+	frameShortPayload                      // the payload runs past the end of the file
+	frameBadLength                         // length 0 or above MaxPayload
+	frameBadChecksum                       // the CRC does not match
+	frameBadSeq                            // the payload does not carry the expected seq
+)
+
+func (k frameKind) String() string {
+	switch k {
+	case frameShortHeader:
+		return "incomplete frame header"
+	case frameShortPayload:
+		return "incomplete frame payload"
+	case frameBadLength:
+		return "invalid frame length"
+	case frameBadChecksum:
+		return "frame checksum mismatch"
+	case frameBadSeq:
+		return "sequence number mismatch"
+	}
+	return "unknown frame error"
+}
+
+// frameError describes an unreadable frame at a known place.
+type frameError struct {
+	kind   frameKind
+	seq    uint64 // the seq the frame should hold
+	offset int64  // where the frame starts in its segment
+	detail string
+}
+
+func (e *frameError) Error() string {
+	s := fmt.Sprintf("seq %d at offset %d: %s", e.seq, e.offset, e.kind)
+	if e.detail != "" {
+		s += ": " + e.detail
+	}
+	return s
+}
+
+// segmentReader reads the frames of one segment file in order.
+type segmentReader struct {
+	f    *os.File
+	r    *bufio.Reader
+	size int64 // the file size when opened; frames beyond it are not read
+	off  int64 // offset of the next frame
+	seq  uint64
+	buf  []byte
+	hdr  [frameHeaderSize]byte
+	// checkSeq makes next compare the payload's "seq" with the position.
+	checkSeq bool
+}
+
+const readBufferSize = 1 << 20
+
+func openSegmentReader(path string, first uint64) (*segmentReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening segment: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening segment: %w", err)
+	}
+	return &segmentReader{
+		f: f, r: bufio.NewReaderSize(io.LimitReader(f, st.Size()), readBufferSize),
+		size: st.Size(), seq: first, checkSeq: true,
+	}, nil
+}
+
+func (s *segmentReader) Close() error { return s.f.Close() }
+
+// next returns the next frame's payload, valid until the following call;
+// io.EOF at a clean end; or a *frameError.
+func (s *segmentReader) next() ([]byte, error) {
+	remain := s.size - s.off
+	if remain == 0 {
+		return nil, io.EOF
+	}
+	if remain < frameHeaderSize {
+		return nil, &frameError{kind: frameShortHeader, seq: s.seq, offset: s.off}
+	}
+	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
+		return nil, fmt.Errorf("reading segment %s: %w", s.f.Name(), err)
+	}
+	n := binary.LittleEndian.Uint32(s.hdr[0:4])
+	if n == 0 || n > MaxPayload {
+		return nil, &frameError{kind: frameBadLength, seq: s.seq, offset: s.off, detail: strconv.FormatUint(uint64(n), 10)}
+	}
+	if int64(n) > remain-frameHeaderSize {
+		return nil, &frameError{kind: frameShortPayload, seq: s.seq, offset: s.off}
+	}
+	if cap(s.buf) < int(n) {
+		s.buf = make([]byte, n, max(int(n), 4096))
+	}
+	p := s.buf[:n]
+	if _, err := io.ReadFull(s.r, p); err != nil {
+		return nil, fmt.Errorf("reading segment %s: %w", s.f.Name(), err)
+	}
+	c := crc32.Update(0, castagnoli, s.hdr[0:4])
+	c = crc32.Update(c, castagnoli, p)
+	if c != binary.LittleEndian.Uint32(s.hdr[4:8]) {
+		return nil, &frameError{kind: frameBadChecksum, seq: s.seq, offset: s.off}
+	}
+	if s.checkSeq {
+		got, ok := payloadSeq(p)
+		if !ok {
+			return nil, &frameError{kind: frameBadSeq, seq: s.seq, offset: s.off, detail: "payload does not begin with {\"v\":N,\"seq\":N,"}
+		}
+		if got != s.seq {
+			return nil, &frameError{kind: frameBadSeq, seq: s.seq, offset: s.off, detail: "entry holds seq " + strconv.FormatUint(got, 10)}
+		}
+	}
+	s.off += frameHeaderSize + int64(n)
+	s.seq++
+	return p, nil
+}
+
+// torn reports whether the unreadable frame fe, found in the last segment,
+// is a torn tail: the unacknowledged end of a write that a crash (or a
+// reader racing the writer) left incomplete. It is torn when the frame runs
+// past the end of the file, or when it is garbled (bad length or checksum)
+// and nothing but zero bytes follows the frame. A garbled frame followed by
+// data is corruption in the middle, never a torn tail. The bytes from
+// fe.offset to the end of the file are the tail.
+func (s *segmentReader) torn(fe *frameError) (bool, error) {
+	switch fe.kind {
+	case frameShortHeader, frameShortPayload:
+		return true, nil
+	case frameBadSeq:
+		return false, nil
+	}
+	// Garbled: what follows the frame must be zeros (or nothing).
+	from := fe.offset + frameHeaderSize
+	if fe.kind == frameBadChecksum {
+		from += int64(binary.LittleEndian.Uint32(s.hdr[0:4]))
+	}
+	if from >= s.size {
+		return true, nil
+	}
+	r := io.NewSectionReader(s.f, from, s.size-from)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if !allZero(buf[:n]) {
+			return false, nil
+		}
+		if err == io.EOF {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading segment tail: %w", err)
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadSeq reads the seq of a canonical encoding, which always begins
+// {"v":N,"seq":N, because V and Seq are the first fields of event.Event.
+func payloadSeq(p []byte) (uint64, bool) {
+	const pv, ps = `{"v":`, `,"seq":`
+	if !bytes.HasPrefix(p, []byte(pv)) {
+		return 0, false
+	}
+	p = p[len(pv):]
+	i := 0
+	for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 9 {
+		return 0, false
+	}
+	p = p[i:]
+	if !bytes.HasPrefix(p, []byte(ps)) {
+		return 0, false
+	}
+	p = p[len(ps):]
+	var seq uint64
+	i = 0
+	for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+		if i == 19 || (i > 0 && seq == 0) { // too long, or a leading zero
+			return 0, false
+		}
+		d := uint64(p[i] - '0')
+		if seq > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		seq = seq*10 + d
+		i++
+	}
+	if i == 0 || i >= len(p) || p[i] != ',' {
+		return 0, false
+	}
+	return seq, true
+}
+
+// errStop ends a scan early without an error.
+var errStop = errors.New("journal: stop")

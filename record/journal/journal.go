@@ -1,0 +1,792 @@
+// Package journal is sandtrail's record of truth: an append-only,
+// tamper-evident log of events with signed checkpoints.
+//
+// A journal directory holds append-only segment files (seg-<first seq>.log)
+// of CRC-framed entries, each entry the canonical encoding of one event
+// (event.Marshal) and a leaf of an RFC 6962 Merkle tree (hashed with
+// golang.org/x/mod/sumdb/tlog). Beside them, the file "hashes" keeps the
+// tree's stored hashes so that proofs need not rehash the log, and
+// checkpoints/ keeps signed checkpoints: C2SP tlog-checkpoint bodies (origin,
+// tree size, root hash) signed as golang.org/x/mod/sumdb/note Ed25519 notes,
+// one file per tree size plus a copy named latest.
+//
+// Trust model. The writer (Open, Append) runs as root and holds the signing
+// key; one writer per directory is enforced with flock. An entry is
+// acknowledged only once it is durable (fsync), and a checkpoint is signed
+// only after checking that it is consistent with the previous one, so the
+// journal never signs two inconsistent trees. Verify recomputes the whole
+// tree from the entries (never trusting the hash file) and checks every
+// stored checkpoint, and any checkpoint the caller holds elsewhere, against
+// the caller's verifier keys. It therefore detects any modification,
+// deletion, insertion or reordering of an entry that a checkpoint covers,
+// any checkpoint not signed by a trusted key, and truncation below a held
+// checkpoint. It cannot detect changes to entries appended after the newest
+// checkpoint (it reports them as uncovered), nor truncation above the newest
+// checkpoint held off-host, nor anything done by someone holding the signing
+// key. See docs/journal.md.
+package journal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// Errors returned by the journal. Each is wrapped with detail.
+var (
+	// ErrCorrupt means the journal's files are damaged or were modified: a
+	// bad entry in the middle of a segment, a gap between segments, or
+	// entries that do not match a signed checkpoint. Open refuses such a
+	// journal; run Verify for the full picture.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrTampered is wrapped by Verify's error when the journal fails
+	// verification.
+	ErrTampered = errors.New("journal: tampered")
+	// ErrNotFound means no such entry or checkpoint exists.
+	ErrNotFound = errors.New("journal: not found")
+	// ErrBadCheckpoint means a checkpoint note is malformed.
+	ErrBadCheckpoint = errors.New("journal: malformed checkpoint")
+	// ErrUnknownKey means a checkpoint is signed by a key not among the
+	// verifiers.
+	ErrUnknownKey = errors.New("journal: checkpoint signed by unknown key")
+	// ErrBadSignature means a known key's signature does not verify.
+	ErrBadSignature = errors.New("journal: invalid checkpoint signature")
+	// ErrBadKey means a key file is malformed or too widely readable.
+	ErrBadKey = errors.New("journal: bad key")
+	// ErrLocked means another writer holds the journal directory.
+	ErrLocked = errors.New("journal: locked by another writer")
+	// ErrClosed is returned by Append and Checkpoint after Close.
+	ErrClosed = errors.New("journal: closed")
+	// ErrInconsistent means a new checkpoint would not be consistent with
+	// the previous one; the journal refuses to sign it.
+	ErrInconsistent = errors.New("journal: inconsistent with previous checkpoint")
+	// ErrNotSupported is returned on platforms without flock.
+	ErrNotSupported = errors.New("journal: not supported on this platform")
+)
+
+// Defaults of the options.
+const (
+	DefaultCheckpointEvery    = 4096
+	DefaultCheckpointInterval = time.Second
+	DefaultSegmentSize        = 64 << 20
+)
+
+// maxBatchBytes caps one group commit's write. Only the last write can be
+// torn by a crash, so Open refuses to cut a "torn" tail longer than this:
+// that is corruption, not a crash.
+const maxBatchBytes = 8 << 20
+
+// KindRecovered is the kind of the event Open appends after cutting a torn
+// tail.
+const KindRecovered = "journal.recovered"
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	log      hclog.Logger
+	every    int
+	interval time.Duration
+	host     string
+	origin   string
+	segSize  int64
+}
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithCheckpointEvery signs a checkpoint every n entries (default 4096).
+func WithCheckpointEvery(n int) Option { return func(o *options) { o.every = n } }
+
+// WithCheckpointInterval also signs a checkpoint every d while entries
+// arrive (default 1s).
+func WithCheckpointInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
+
+// WithHost sets the host written into the journal's own journal.* events
+// (default: the hostname).
+func WithHost(host string) Option { return func(o *options) { o.host = host } }
+
+// WithOrigin sets the checkpoint origin line (default: the signer's name).
+// Open refuses a journal whose checkpoints carry another origin.
+func WithOrigin(origin string) Option { return func(o *options) { o.origin = origin } }
+
+// WithSegmentSize rotates to a new segment file once the current one holds
+// at least size bytes (default 64 MiB).
+func WithSegmentSize(size int64) Option { return func(o *options) { o.segSize = size } }
+
+// Journal is an open journal directory with its single writer. All its
+// methods are safe for concurrent use.
+type Journal struct {
+	dir      string
+	signer   note.Signer
+	origin   string
+	host     string
+	log      hclog.Logger
+	every    uint64
+	interval time.Duration
+	segMax   int64
+
+	lock    *os.File
+	reqs    chan *request
+	closing chan struct{}
+	done    chan struct{}
+	size    atomic.Uint64
+
+	chMu    sync.Mutex
+	changed chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// wmu guards the writer state below.
+	wmu      sync.Mutex
+	err      error // sticky: after a failed write the journal accepts nothing
+	seg      *os.File
+	segFirst uint64
+	segSize  int64
+	hashes   *os.File
+	hr       *fileHashes
+	edge     *edge
+	x        *hasher
+	last     *Checkpoint
+	buf      []byte
+	hbuf     []tlog.Hash
+	hbytes   []byte
+}
+
+type request struct {
+	evs  []*event.Event
+	rest [][]byte // each encoding after its {"v":N,"seq":0 prefix
+	size int
+	done chan error
+}
+
+// seqPrefix is how every canonical encoding with Seq 0 begins. Append
+// marshals in the caller's goroutine with Seq 0 and the writer splices in
+// the real seq, which yields exactly event.Marshal's bytes for that seq.
+var seqPrefix = []byte(`{"v":` + strconv.Itoa(event.SchemaVersion) + `,"seq":`)
+
+// Open opens (creating if needed) the journal in dir, recovering a torn
+// tail: an incomplete or garbled last frame of the last segment, left by a
+// crash during an unacknowledged write, is cut back to the last complete
+// entry and a journal.recovered event records the cut. A bad entry anywhere
+// else, entries fewer than the latest checkpoint covers, or entries whose
+// tree does not match it make Open fail with an error wrapping ErrCorrupt.
+// Another writer holding dir makes it fail with ErrLocked.
+func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
+	if signer == nil {
+		return nil, errors.New("journal: nil signer")
+	}
+	o := options{every: DefaultCheckpointEvery, interval: DefaultCheckpointInterval, segSize: DefaultSegmentSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = hclog.NewNullLogger()
+	}
+	if o.every <= 0 {
+		return nil, fmt.Errorf("journal: checkpoint every %d entries: must be positive", o.every)
+	}
+	if o.interval <= 0 {
+		return nil, fmt.Errorf("journal: checkpoint interval %v: must be positive", o.interval)
+	}
+	if o.segSize <= 0 {
+		return nil, fmt.Errorf("journal: segment size %d: must be positive", o.segSize)
+	}
+	if o.host == "" {
+		o.host, _ = os.Hostname()
+	}
+	if o.origin == "" {
+		o.origin = signer.Name()
+	}
+	if o.origin == "" || bytes.ContainsAny([]byte(o.origin), "\n") {
+		return nil, fmt.Errorf("journal: origin %q: must be one non-empty line", o.origin)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, cpDir), 0o700); err != nil {
+		return nil, fmt.Errorf("creating journal directory: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(dir, lockFile))
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{
+		dir: dir, signer: signer, origin: o.origin, host: o.host, log: o.log.Named("journal"),
+		every: uint64(o.every), interval: o.interval, segMax: o.segSize,
+		lock: lock, reqs: make(chan *request), closing: make(chan struct{}), done: make(chan struct{}),
+		changed: make(chan struct{}), x: newHasher(),
+	}
+	cut, err := j.recover()
+	if err != nil {
+		j.closeFiles()
+		return nil, err
+	}
+	go j.run()
+	if cut != nil {
+		j.log.Warn("cut torn tail", "segment", cut.Segment, "offset", cut.Offset, "cut_bytes", cut.CutBytes)
+		ev := &event.Event{Kind: KindRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
+		if err := j.Append(context.Background(), ev); err != nil {
+			j.Close()
+			return nil, fmt.Errorf("recording recovery: %w", err)
+		}
+	}
+	return j, nil
+}
+
+// recover brings the directory to a consistent state and loads the writer
+// state. It returns what it cut, if anything.
+func (j *Journal) recover() (*event.Journal, error) {
+	segs, err := listSegments(j.dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		p := filepath.Join(j.dir, segmentName(0))
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("creating segment: %w", err)
+		}
+		f.Close()
+		if err := syncDir(j.dir); err != nil {
+			return nil, fmt.Errorf("creating segment: %w", err)
+		}
+		segs = []segment{{first: 0, path: p}}
+	}
+	last := segs[len(segs)-1]
+
+	// Count the last segment's entries and cut a torn tail.
+	var cut *event.Journal
+	r, err := openSegmentReader(last.path, last.first)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		_, err := r.next()
+		if err == nil {
+			continue
+		}
+		var fe *frameError
+		if errors.As(err, &fe) {
+			torn, terr := r.torn(fe)
+			if terr != nil {
+				r.Close()
+				return nil, terr
+			}
+			cutBytes := r.size - fe.offset
+			if !torn || cutBytes > maxBatchBytes+MaxPayload+frameHeaderSize {
+				r.Close()
+				return nil, fmt.Errorf("%w: segment %s: %v: not a torn tail; the journal was modified or damaged (run sandtrail verify)", ErrCorrupt, filepath.Base(last.path), fe)
+			}
+			cut = &event.Journal{Segment: filepath.Base(last.path), Offset: fe.offset, CutBytes: cutBytes, Detail: fe.kind.String()}
+			break
+		}
+		if err == io.EOF {
+			break
+		}
+		r.Close()
+		return nil, err
+	}
+	size := r.seq
+	segSize := r.off
+	r.Close()
+
+	// The latest checkpoint we signed bounds what may be cut.
+	cp, err := j.latestStored()
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil {
+		if cp.Origin != j.origin {
+			return nil, fmt.Errorf("%w: checkpoints have origin %q, the journal is opened with %q", ErrInconsistent, cp.Origin, j.origin)
+		}
+		if size < cp.Size {
+			return nil, fmt.Errorf("%w: %d entries, fewer than the %d that signed checkpoint covers (run sandtrail verify)", ErrCorrupt, size, cp.Size)
+		}
+	}
+	if cut != nil {
+		f, err := os.OpenFile(last.path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cutting torn tail: %w", err)
+		}
+		err = f.Truncate(cut.Offset)
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("cutting torn tail: %w", err)
+		}
+	}
+
+	// The stored hashes are trusted up to the latest checkpoint (they are
+	// synced before it is signed); the rest is rebuilt from the entries.
+	hf, err := os.OpenFile(filepath.Join(j.dir, hashFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening hash file: %w", err)
+	}
+	j.hashes = hf
+	st, err := hf.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("opening hash file: %w", err)
+	}
+	var from uint64
+	if cp != nil {
+		from = min(uint64(recordsCovered(st.Size()/tlog.HashSize)), cp.Size)
+	}
+	err = j.rebuildHashes(from, size, cp)
+	if errors.Is(err, errRootMismatch) && from > 0 {
+		j.log.Warn("hash file does not match the latest checkpoint; rebuilding it")
+		err = j.rebuildHashes(0, size, cp)
+	}
+	if errors.Is(err, errRootMismatch) {
+		return nil, fmt.Errorf("%w: the entries do not match signed checkpoint %d (run sandtrail verify)", ErrCorrupt, cp.Size)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	seg, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening segment: %w", err)
+	}
+	j.seg, j.segFirst, j.segSize = seg, last.first, segSize
+	j.last = cp
+	j.size.Store(size)
+	return cut, nil
+}
+
+var errRootMismatch = errors.New("journal: root mismatch")
+
+// rebuildHashes truncates the hash file to the stored hashes of from
+// records and recomputes the rest from the entries, checking the root
+// against cp when the tree reaches its size.
+func (j *Journal) rebuildHashes(from, size uint64, cp *Checkpoint) error {
+	count := tlog.StoredHashCount(int64(from))
+	if err := j.hashes.Truncate(count * tlog.HashSize); err != nil {
+		return fmt.Errorf("truncating hash file: %w", err)
+	}
+	j.hr = &fileHashes{f: j.hashes, count: count}
+	e, err := loadEdge(from, j.hr)
+	if err != nil {
+		return err
+	}
+	check := func() error {
+		if cp != nil && e.n == cp.Size && e.root(j.x) != cp.Root {
+			return errRootMismatch
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	var hb []tlog.Hash
+	var out []byte
+	off := count * tlog.HashSize
+	flush := func() error {
+		if _, err := j.hashes.WriteAt(out, off); err != nil {
+			return fmt.Errorf("writing hash file: %w", err)
+		}
+		off += int64(len(out))
+		out = out[:0]
+		return nil
+	}
+	if from < size {
+		err = scan(j.dir, from, func(seq uint64, raw []byte) error {
+			if seq >= size {
+				return errStop
+			}
+			hb = e.append(j.x, j.x.leaf(raw), hb[:0])
+			for _, h := range hb {
+				out = append(out, h[:]...)
+			}
+			if err := check(); err != nil {
+				return err
+			}
+			if len(out) >= 1<<20 {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return err
+		}
+	}
+	if e.n != size {
+		return fmt.Errorf("%w: rebuilding hashes found %d entries, want %d", ErrCorrupt, e.n, size)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := j.hashes.Sync(); err != nil {
+		return fmt.Errorf("syncing hash file: %w", err)
+	}
+	j.hr.count = off / tlog.HashSize
+	j.edge = e
+	return nil
+}
+
+// latestStored returns the newest checkpoint in the directory, parsed but
+// not signature-checked (the writer holds only the signing key).
+func (j *Journal) latestStored() (*Checkpoint, error) {
+	files, _, err := readCheckpoints(j.dir)
+	if err != nil {
+		return nil, err
+	}
+	var best *Checkpoint
+	for _, f := range files {
+		cp, err := parseUnverified(f.text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: checkpoint %s: %v", ErrCorrupt, f.name, err)
+		}
+		if f.name != cpLatest && cp.Size != f.size {
+			return nil, fmt.Errorf("%w: checkpoint file %s holds size %d", ErrCorrupt, f.name, cp.Size)
+		}
+		if best == nil || cp.Size > best.Size {
+			best = cp
+		}
+	}
+	return best, nil
+}
+
+// Append assigns Seq (and V = event.SchemaVersion, and TS = now if zero)
+// to each event, encodes it canonically (event.Marshal), writes it, and
+// returns only once it is durable (fsync). Concurrent callers share one
+// fsync (group commit). An invalid event (event.Validate) fails the whole
+// call before anything is written. A "session.terminate" event makes a
+// checkpoint right after it is durable, before Append returns. If ctx ends
+// while the write is in flight, Append returns ctx's error but the events
+// may still become durable. After a failed write the journal is broken and
+// every Append fails: reopen it (Open recovers the tail).
+func (j *Journal) Append(ctx context.Context, evs ...*event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	r := &request{evs: evs, rest: make([][]byte, len(evs)), done: make(chan error, 1)}
+	now := time.Now().UTC()
+	for i, ev := range evs {
+		if ev == nil {
+			return fmt.Errorf("appending event %d: nil event", i)
+		}
+		ev.V = event.SchemaVersion
+		ev.Seq = 0
+		if ev.TS.IsZero() {
+			ev.TS = now
+		}
+		if err := ev.Validate(); err != nil {
+			return fmt.Errorf("appending event %d: %w", i, err)
+		}
+		b, err := event.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("appending event %d: %w", i, err)
+		}
+		if len(b)+20 > event.MaxEncodedSize {
+			return fmt.Errorf("appending event %d: %w: encoded size %d leaves no room for the seq", i, event.ErrInvalid, len(b))
+		}
+		rest, ok := bytes.CutPrefix(b, seqPrefix)
+		if !ok || len(rest) < 2 || rest[0] != '0' || rest[1] != ',' {
+			return fmt.Errorf("appending event %d: canonical encoding does not begin with %s0,", i, seqPrefix)
+		}
+		r.rest[i] = rest[1:]
+		r.size += len(b) + 20 + frameHeaderSize
+	}
+	select {
+	case j.reqs <- r:
+	case <-j.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("appending: %w", ctx.Err())
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("appending (the events may still become durable): %w", ctx.Err())
+	}
+}
+
+// run is the writer goroutine: it gathers the waiting appends into one
+// batch, writes and syncs them, and signs checkpoints.
+func (j *Journal) run() {
+	defer close(j.done)
+	tick := time.NewTicker(j.interval)
+	defer tick.Stop()
+	batch := make([]*request, 0, 64)
+	for {
+		select {
+		case r := <-j.reqs:
+			batch = append(batch[:0], r)
+			n := r.size
+		drain:
+			for n < maxBatchBytes {
+				select {
+				case r := <-j.reqs:
+					batch = append(batch, r)
+					n += r.size
+				default:
+					break drain
+				}
+			}
+			j.commit(batch)
+			clear(batch)
+		case <-tick.C:
+			j.wmu.Lock()
+			n := j.size.Load()
+			if j.err == nil && (j.last == nil && n > 0 || j.last != nil && n > j.last.Size) {
+				if _, err := j.checkpointLocked(); err != nil {
+					j.log.Error("signing checkpoint failed", "error", err)
+				}
+			}
+			j.wmu.Unlock()
+		case <-j.closing:
+			for {
+				select {
+				case r := <-j.reqs:
+					j.commit([]*request{r})
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// commit writes one batch, syncs it, acknowledges it, and checkpoints when
+// due.
+func (j *Journal) commit(batch []*request) {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if j.err != nil {
+		for _, r := range batch {
+			r.done <- j.err
+		}
+		return
+	}
+	fail := func(err error) {
+		j.err = fmt.Errorf("writing journal (reopen it to recover): %w", err)
+		j.log.Error("journal write failed", "error", err)
+		for _, r := range batch {
+			r.done <- j.err
+		}
+	}
+	start := j.size.Load()
+	if j.segSize >= j.segMax && start > j.segFirst {
+		if err := j.rotate(start); err != nil {
+			fail(err)
+			return
+		}
+	}
+	seq := start
+	terminate := false
+	j.buf = j.buf[:0]
+	j.hbuf = j.hbuf[:0]
+	j.hbytes = j.hbytes[:0]
+	for _, r := range batch {
+		for i, rest := range r.rest {
+			at := len(j.buf)
+			j.buf = append(j.buf, make([]byte, frameHeaderSize)...)
+			j.buf = append(j.buf, seqPrefix...)
+			j.buf = strconv.AppendUint(j.buf, seq, 10)
+			j.buf = append(j.buf, rest...)
+			payload := j.buf[at+frameHeaderSize:]
+			putFrameHeader(j.buf[at:at+frameHeaderSize], payload)
+			j.hbuf = j.edge.append(j.x, j.x.leaf(payload), j.hbuf)
+			if r.evs[i].Kind == "session.terminate" {
+				terminate = true
+			}
+			seq++
+		}
+	}
+	for _, h := range j.hbuf {
+		j.hbytes = append(j.hbytes, h[:]...)
+	}
+	if _, err := j.seg.Write(j.buf); err != nil {
+		fail(err)
+		return
+	}
+	if _, err := j.hashes.WriteAt(j.hbytes, j.hr.count*tlog.HashSize); err != nil {
+		fail(err)
+		return
+	}
+	if err := datasync(j.seg); err != nil {
+		fail(err)
+		return
+	}
+	j.segSize += int64(len(j.buf))
+	j.hr.count += int64(len(j.hbuf))
+	j.size.Store(seq)
+	s := start
+	for _, r := range batch {
+		for _, ev := range r.evs {
+			ev.Seq = s
+			s++
+		}
+	}
+	if terminate {
+		if _, err := j.checkpointLocked(); err != nil {
+			j.log.Error("signing checkpoint failed", "error", err)
+		}
+	}
+	for _, r := range batch {
+		r.done <- nil
+	}
+	j.chMu.Lock()
+	close(j.changed)
+	j.changed = make(chan struct{})
+	j.chMu.Unlock()
+	if !terminate && (j.last == nil && seq >= j.every || j.last != nil && seq-j.last.Size >= j.every) {
+		if _, err := j.checkpointLocked(); err != nil {
+			j.log.Error("signing checkpoint failed", "error", err)
+		}
+	}
+}
+
+// rotate syncs and closes the current segment and starts one at first.
+func (j *Journal) rotate(first uint64) error {
+	if err := j.seg.Sync(); err != nil {
+		return fmt.Errorf("syncing segment: %w", err)
+	}
+	if err := j.seg.Close(); err != nil {
+		return fmt.Errorf("closing segment: %w", err)
+	}
+	p := filepath.Join(j.dir, segmentName(first))
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating segment: %w", err)
+	}
+	j.seg, j.segFirst, j.segSize = f, first, 0
+	if err := syncDir(j.dir); err != nil {
+		return fmt.Errorf("creating segment: %w", err)
+	}
+	j.log.Debug("rotated segment", "segment", filepath.Base(p))
+	return nil
+}
+
+// checkpointLocked signs and stores a checkpoint of the current tree, after
+// checking that it is consistent with the previous one. It returns the
+// previous checkpoint when the tree has not grown.
+func (j *Journal) checkpointLocked() (*Checkpoint, error) {
+	if j.err != nil {
+		return nil, j.err
+	}
+	n := j.size.Load()
+	if j.last != nil && j.last.Size == n {
+		return j.last, nil
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: the journal is empty", ErrNotFound)
+	}
+	root := j.edge.root(j.x)
+	if j.last != nil {
+		if n < j.last.Size {
+			return nil, fmt.Errorf("%w: size %d below checkpoint %d", ErrInconsistent, n, j.last.Size)
+		}
+		proof, err := tlog.ProveTree(int64(n), int64(j.last.Size), j.hr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: proving tree %d extends %d: %v", ErrInconsistent, n, j.last.Size, err)
+		}
+		if err := tlog.CheckTree(proof, int64(n), root, int64(j.last.Size), j.last.Root); err != nil {
+			return nil, fmt.Errorf("%w: tree %d does not extend checkpoint %d: %v", ErrInconsistent, n, j.last.Size, err)
+		}
+	}
+	if err := j.hashes.Sync(); err != nil {
+		return nil, fmt.Errorf("syncing hash file: %w", err)
+	}
+	cp, err := signCheckpoint(j.signer, j.origin, n, root)
+	if err != nil {
+		return nil, err
+	}
+	if err := storeCheckpoint(j.dir, cp); err != nil {
+		return nil, err
+	}
+	j.last = cp
+	j.log.Debug("signed checkpoint", "size", n)
+	return cp, nil
+}
+
+// Size returns the number of durable entries, which is the next seq.
+func (j *Journal) Size() uint64 { return j.size.Load() }
+
+// Dir returns the journal directory.
+func (j *Journal) Dir() string { return j.dir }
+
+// Changed returns a channel that is closed at the next durable append.
+// Followers wait on it, then call Changed again.
+func (j *Journal) Changed() <-chan struct{} {
+	j.chMu.Lock()
+	defer j.chMu.Unlock()
+	return j.changed
+}
+
+// Checkpoint signs a checkpoint of the current tree now, if it grew since
+// the last one, and returns it (or the last one). It returns an error
+// wrapping ErrNotFound for an empty journal and ErrClosed after Close.
+func (j *Journal) Checkpoint(ctx context.Context) (*Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-j.closing:
+		return nil, ErrClosed
+	default:
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if j.seg == nil {
+		return nil, ErrClosed
+	}
+	return j.checkpointLocked()
+}
+
+// Close waits for pending appends, signs a final checkpoint, and closes the
+// journal, releasing its lock. It returns the journal's write error, if
+// any.
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() {
+		close(j.closing)
+		<-j.done
+		j.wmu.Lock()
+		defer j.wmu.Unlock()
+		err := j.err
+		if err == nil && j.size.Load() > 0 {
+			_, err = j.checkpointLocked()
+		}
+		if cerr := j.closeFiles(); err == nil {
+			err = cerr
+		}
+		j.closeErr = err
+	})
+	return j.closeErr
+}
+
+func (j *Journal) closeFiles() error {
+	var errs []error
+	if j.seg != nil {
+		errs = append(errs, j.seg.Sync(), j.seg.Close())
+		j.seg = nil
+	}
+	if j.hashes != nil {
+		errs = append(errs, j.hashes.Sync(), j.hashes.Close())
+		j.hashes = nil
+	}
+	if j.lock != nil {
+		errs = append(errs, j.lock.Close())
+		j.lock = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing journal: %w", err)
+	}
+	return nil
+}

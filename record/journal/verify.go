@@ -1,0 +1,489 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// Status is the outcome of Verify.
+type Status string
+
+// The statuses, from best to worst.
+const (
+	// StatusIntact: every entry is covered by a verified checkpoint and
+	// every checkpoint matches the recomputed tree.
+	StatusIntact Status = "intact"
+	// StatusUncovered: nothing is wrong, but some entries (or an incomplete
+	// tail frame) come after the newest verified checkpoint, so no signature
+	// vouches for them yet.
+	StatusUncovered Status = "uncovered"
+	// StatusTampered: an entry, a segment or a checkpoint is bad.
+	StatusTampered Status = "tampered"
+)
+
+// Problem is one thing Verify found wrong.
+type Problem struct {
+	// Seq is the entry concerned, when there is one.
+	Seq *uint64 `json:"seq,omitempty"`
+	// File is the file concerned, relative to the journal directory, or
+	// "held[i]" for the i-th held checkpoint.
+	File string `json:"file,omitempty"`
+	// Offset is the byte offset in File, for a bad frame.
+	Offset *int64 `json:"offset,omitempty"`
+	Msg    string `json:"msg"`
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Seq != nil {
+		fmt.Fprintf(&b, "seq %d: ", *p.Seq)
+	}
+	if p.File != "" {
+		b.WriteString(p.File)
+		if p.Offset != nil {
+			fmt.Fprintf(&b, "@%d", *p.Offset)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Report is what Verify found.
+type Report struct {
+	Status Status `json:"status"`
+	// Entries is the number of entries read in order before verification
+	// ended (all of them unless an entry was bad).
+	Entries uint64 `json:"entries"`
+	// Root is the tree hash of those entries.
+	Root     tlog.Hash `json:"root"`
+	Segments int       `json:"segments"`
+	// Checkpoints counts the checkpoints (stored and held) whose signature
+	// verified and whose root matched the recomputed tree.
+	Checkpoints int `json:"checkpoints"`
+	// Held counts the caller's checkpoints among them.
+	Held int `json:"held"`
+	// Covered is the size of the newest verified checkpoint; Uncovered the
+	// entries after it, which no signature vouches for yet.
+	Covered   uint64 `json:"covered"`
+	Uncovered uint64 `json:"uncovered"`
+	// TailBytes counts the bytes of an incomplete frame at the end of the
+	// last segment (a write in progress, or a crash not yet recovered).
+	TailBytes int64 `json:"tail_bytes,omitempty"`
+	// FirstBad is the first bad entry when the status is tampered and an
+	// entry is to blame. When Exact is false it is the earliest entry that
+	// may be bad: the first entry after the newest checkpoint that still
+	// matched.
+	FirstBad *uint64   `json:"first_bad,omitempty"`
+	Exact    bool      `json:"exact,omitempty"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+func (r *Report) problem(p Problem) { r.Problems = append(r.Problems, p) }
+
+// bad records that seq is bad, keeping the earliest.
+func (r *Report) bad(seq uint64, exact bool) {
+	if r.FirstBad == nil || seq < *r.FirstBad || seq == *r.FirstBad && exact {
+		r.FirstBad = &seq
+		r.Exact = exact
+	}
+}
+
+// VerifyOption configures Verify.
+type VerifyOption func(*verifyOptions)
+
+type verifyOptions struct {
+	origin string
+	decode bool
+}
+
+// RequireOrigin makes Verify require that every checkpoint carry origin.
+// Without it, all checkpoints must share the origin of the first.
+func RequireOrigin(origin string) VerifyOption { return func(o *verifyOptions) { o.origin = origin } }
+
+// DecodeEvents makes Verify also decode and validate every entry with
+// event.Unmarshal. It is much slower and catches entries that a holder of
+// the signing key wrote malformed.
+func DecodeEvents() VerifyOption { return func(o *verifyOptions) { o.decode = true } }
+
+type heldCheckpoint struct {
+	cp   *Checkpoint
+	file string
+	held bool
+}
+
+// Verify recomputes the whole Merkle tree from the segments and checks it
+// against every stored checkpoint and every extra checkpoint note in held
+// (for example ones shipped off-host). Each checkpoint's signature must
+// verify with verifiers: a signature by an unknown key is a problem. It
+// never trusts the hash file, except to pinpoint which entry a checkpoint
+// mismatch is due to, and then only for hashes the checkpoint authenticates.
+//
+// The journal is tampered when any entry frame is bad, an entry does not
+// hold its own seq, segments leave a gap, a checkpoint is malformed, badly
+// signed, signed by an unknown key or does not match the recomputed tree,
+// or the journal has fewer entries than a checkpoint covers. Entries after
+// the newest verified checkpoint are uncovered, which is not tampering
+// unless one breaks the checks above.
+//
+// Verify returns the report and, when the journal is tampered, an error
+// wrapping ErrTampered that names the first bad seq. Other errors (no such
+// directory, unreadable files) come with a nil report.
+func Verify(dir string, verifiers note.Verifiers, held [][]byte, opts ...VerifyOption) (*Report, error) {
+	if verifiers == nil {
+		return nil, errors.New("journal: verify: no verifier keys")
+	}
+	var o verifyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("verifying journal: %w", err)
+	}
+	rep := &Report{}
+	cps, err := loadCheckpoints(dir, verifiers, held, o.origin, rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyEntries(dir, cps, rep, o); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(rep.Problems) > 0:
+		rep.Status = StatusTampered
+	case rep.Uncovered > 0 || rep.TailBytes > 0:
+		rep.Status = StatusUncovered
+	default:
+		rep.Status = StatusIntact
+	}
+	if rep.Status == StatusTampered {
+		where := "a checkpoint"
+		if rep.FirstBad != nil {
+			where = fmt.Sprintf("first bad seq %d", *rep.FirstBad)
+			if !rep.Exact {
+				where = fmt.Sprintf("first bad seq %d or later", *rep.FirstBad)
+			}
+		}
+		return rep, fmt.Errorf("%w: %s: %s", ErrTampered, where, rep.Problems[0])
+	}
+	return rep, nil
+}
+
+// loadCheckpoints reads, checks and sorts the stored and held checkpoints,
+// recording problems in rep.
+func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin string, rep *Report) ([]heldCheckpoint, error) {
+	files, bad, err := readCheckpoints(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range bad {
+		rep.problem(Problem{File: filepath.Join(cpDir, name), Msg: "unexpected file among the checkpoints"})
+	}
+	var cps []heldCheckpoint
+	for _, f := range files {
+		file := filepath.Join(cpDir, f.name)
+		cp, err := ParseCheckpoint(f.text, verifiers)
+		if err != nil {
+			rep.problem(Problem{File: file, Msg: err.Error()})
+			continue
+		}
+		if f.name != cpLatest && cp.Size != f.size {
+			rep.problem(Problem{File: file, Msg: fmt.Sprintf("file name says size %d, the checkpoint says %d", f.size, cp.Size)})
+			continue
+		}
+		cps = append(cps, heldCheckpoint{cp: cp, file: file})
+	}
+	for i, h := range held {
+		file := fmt.Sprintf("held[%d]", i)
+		cp, err := parseCheckpoint(h, verifiers, false)
+		if err != nil {
+			rep.problem(Problem{File: file, Msg: err.Error()})
+			continue
+		}
+		cps = append(cps, heldCheckpoint{cp: cp, file: file, held: true})
+	}
+	for _, c := range cps {
+		if origin == "" {
+			origin = c.cp.Origin
+		}
+		if c.cp.Origin != origin {
+			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("origin %q, want %q", truncate(c.cp.Origin, 64), truncate(origin, 64))})
+		}
+	}
+	slices.SortStableFunc(cps, func(a, b heldCheckpoint) int {
+		switch {
+		case a.cp.Size < b.cp.Size:
+			return -1
+		case a.cp.Size > b.cp.Size:
+			return 1
+		}
+		return 0
+	})
+	return cps, nil
+}
+
+// verifyEntries reads every segment, recomputing the tree and comparing it
+// with each checkpoint as the tree reaches its size.
+func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOptions) error {
+	segs, err := listSegments(dir)
+	if errors.Is(err, ErrCorrupt) {
+		rep.problem(Problem{Msg: err.Error()})
+		rep.bad(0, false)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rep.Segments = len(segs)
+	x := newHasher()
+	e := &edge{}
+	next := 0 // the next checkpoint to compare
+	var good uint64
+	goodCount := 0
+	heldCount := 0
+	stopped := false
+	// compare checks the checkpoints of the current size; it returns false
+	// on a mismatch.
+	compare := func() bool {
+		if next >= len(cps) || cps[next].cp.Size != e.n {
+			return true
+		}
+		root := e.root(x)
+		ok := true
+		for ; next < len(cps) && cps[next].cp.Size == e.n; next++ {
+			c := cps[next]
+			if c.cp.Root != root {
+				rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("root hash of the %d entries does not match the signed checkpoint", e.n)})
+				ok = false
+				continue
+			}
+			goodCount++
+			if c.held {
+				heldCount++
+			}
+		}
+		if ok {
+			good = e.n
+			return true
+		}
+		seq, exact := locate(dir, good, e.n, cps[next-1].cp.Root)
+		rep.bad(seq, exact)
+		return false
+	}
+	want := uint64(0)
+	if !compare() {
+		stopped = true
+	}
+	for i, s := range segs {
+		if stopped {
+			break
+		}
+		name := filepath.Base(s.path)
+		if s.first != want {
+			rep.problem(Problem{File: name, Msg: fmt.Sprintf("segment starts at seq %d, want %d (a segment is missing or was inserted)", s.first, want)})
+			rep.bad(want, true)
+			pinpoint(dir, cps, next, good, rep)
+			break
+		}
+		r, err := openSegmentReader(s.path, s.first)
+		if err != nil {
+			return err
+		}
+		for {
+			seq := r.seq
+			p, err := r.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				var fe *frameError
+				if !errors.As(err, &fe) {
+					r.Close()
+					return err
+				}
+				torn := false
+				if i == len(segs)-1 {
+					if torn, err = r.torn(fe); err != nil {
+						r.Close()
+						return err
+					}
+				}
+				if torn {
+					rep.TailBytes = r.size - fe.offset
+				} else {
+					off := fe.offset
+					rep.problem(Problem{Seq: &seq, File: name, Offset: &off, Msg: fe.kind.String() + detail(fe.detail)})
+					rep.bad(seq, true)
+					pinpoint(dir, cps, next, good, rep)
+				}
+				stopped = true
+				break
+			}
+			if o.decode {
+				if _, err := event.Unmarshal(p); err != nil {
+					off := r.off - int64(len(p)) - frameHeaderSize
+					rep.problem(Problem{Seq: &seq, File: name, Offset: &off, Msg: err.Error()})
+					rep.bad(seq, true)
+					stopped = true
+					break
+				}
+			}
+			e.appendLeaf(x, x.leaf(p))
+			if !compare() {
+				stopped = true
+				break
+			}
+		}
+		want = r.seq
+		r.Close()
+	}
+	rep.Entries = e.n
+	rep.Root = e.root(x)
+	if !stopped || rep.TailBytes > 0 {
+		// Checkpoints beyond the entries: the journal was truncated.
+		for ; next < len(cps); next++ {
+			c := cps[next]
+			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("the checkpoint covers %d entries but the journal has %d (truncated)", c.cp.Size, e.n)})
+			rep.bad(e.n, true)
+		}
+	}
+	rep.Checkpoints = goodCount
+	rep.Held = heldCount
+	rep.Covered = good
+	if len(rep.Problems) == 0 {
+		rep.Uncovered = e.n - good
+	}
+	return nil
+}
+
+// pinpoint looks, after an entry was found bad in order, for an earlier
+// entry that the next checkpoint proves bad: an entry inserted with the
+// right seq only shows as a seq mismatch in the entry after it.
+func pinpoint(dir string, cps []heldCheckpoint, next int, good uint64, rep *Report) {
+	if next >= len(cps) {
+		return
+	}
+	if seq, exact := locate(dir, good, cps[next].cp.Size, cps[next].cp.Root); exact {
+		rep.bad(seq, true)
+	}
+}
+
+func detail(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// appendLeaf adds leaf hash h to the edge.
+func (e *edge) appendLeaf(x *hasher, h tlog.Hash) {
+	l := 0
+	for ; e.n>>l&1 == 1; l++ {
+		h = x.node(e.level[l], h)
+	}
+	e.level[l] = h
+	e.n++
+}
+
+// locate finds which entry in [from, size) makes the tree of size entries
+// differ from root. It compares each entry's leaf hash with the one in the
+// hash file, trusting a stored leaf hash only when its inclusion proof (from
+// the same file) verifies against the signed root: then a differing entry
+// is proven bad, and equal ones before it proven good. If the hash file
+// cannot be trusted it returns from, not exact.
+func locate(dir string, from, size uint64, root tlog.Hash) (uint64, bool) {
+	f, err := os.Open(filepath.Join(dir, hashFile))
+	if err != nil {
+		return from, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return from, false
+	}
+	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
+	if hr.count < tlog.StoredHashCount(int64(size)) {
+		return from, false
+	}
+	x := newHasher()
+	found, exact := from, false
+	err = scan(dir, from, func(seq uint64, raw []byte) error {
+		if seq >= size {
+			return errStop
+		}
+		stored, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(seq))})
+		if err != nil {
+			return err
+		}
+		proof, err := tlog.ProveRecord(int64(size), int64(seq), hr)
+		if err != nil {
+			return err
+		}
+		if tlog.CheckRecord(proof, int64(size), root, int64(seq), stored[0]) != nil {
+			return errStop // the hash file is not the signed tree
+		}
+		if x.leaf(raw) != stored[0] {
+			found, exact = seq, true
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return from, false
+	}
+	return found, exact
+}
+
+// LeafHash returns the Merkle leaf hash of an entry's canonical encoding.
+func LeafHash(raw []byte) tlog.Hash { return tlog.RecordHash(raw) }
+
+// Prove returns an inclusion proof of entry seq in the tree of checkpoint
+// cp, built from the hash file. Before returning it, Prove checks the proof
+// against cp's root with the leaf hash recomputed from the entry itself, so
+// a returned proof always verifies (tlog.CheckRecord). Errors wrap
+// ErrNotFound when cp does not cover seq, and ErrCorrupt when the entry or
+// the hash file does not match cp. Prove does not check cp's signature:
+// pass a checkpoint from ParseCheckpoint or ReadCheckpoint.
+func Prove(dir string, seq uint64, cp *Checkpoint) (tlog.RecordProof, error) {
+	if cp == nil {
+		return nil, errors.New("journal: prove: nil checkpoint")
+	}
+	if seq >= cp.Size {
+		return nil, fmt.Errorf("%w: entry %d is not covered by the checkpoint of size %d", ErrNotFound, seq, cp.Size)
+	}
+	f, err := os.Open(filepath.Join(dir, hashFile))
+	if err != nil {
+		return nil, fmt.Errorf("opening hash file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("opening hash file: %w", err)
+	}
+	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
+	if hr.count < tlog.StoredHashCount(int64(cp.Size)) {
+		return nil, fmt.Errorf("%w: the hash file covers fewer than the checkpoint's %d entries", ErrCorrupt, cp.Size)
+	}
+	proof, err := tlog.ProveRecord(int64(cp.Size), int64(seq), hr)
+	if err != nil {
+		return nil, fmt.Errorf("proving entry %d: %w", seq, err)
+	}
+	raw, err := Entry(dir, seq)
+	if err != nil {
+		return nil, err
+	}
+	if err := tlog.CheckRecord(proof, int64(cp.Size), cp.Root, int64(seq), LeafHash(raw)); err != nil {
+		return nil, fmt.Errorf("%w: entry %d does not verify against the checkpoint of size %d: %v", ErrCorrupt, seq, cp.Size, err)
+	}
+	return proof, nil
+}
