@@ -29,6 +29,26 @@ type Config struct {
 	// Origin is the checkpoint origin line.
 	Origin     string           `mapstructure:"origin"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
+	Ingest     IngestConfig     `mapstructure:"ingest"`
+}
+
+// IngestConfig configures the daemon's ingest socket and its clients.
+type IngestConfig struct {
+	// SocketMode is the socket file's mode, in octal. Attribution by
+	// peer credentials, not the mode, decides what a peer may send.
+	SocketMode string `mapstructure:"socket_mode"`
+	// MaxConns caps concurrent connections.
+	MaxConns int `mapstructure:"max_conns"`
+	// DedupSize is how many journaled event ids are remembered (and loaded
+	// from the journal's tail at start) to drop replayed events.
+	DedupSize int `mapstructure:"dedup_size"`
+	// IdleTimeout closes connections that send nothing for this long.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// DrainTimeout bounds the graceful shutdown of connections.
+	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
+	// SpoolDir is where `sandtrail emit` keeps events the daemon could not
+	// take; empty means <data_dir>/spool.
+	SpoolDir string `mapstructure:"spool_dir"`
 }
 
 // CheckpointConfig says how often the journal signs a checkpoint.
@@ -49,6 +69,12 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("origin", "")
 	v.SetDefault("checkpoint.every", 4096)
 	v.SetDefault("checkpoint.interval", time.Second)
+	v.SetDefault("ingest.socket_mode", "0666")
+	v.SetDefault("ingest.max_conns", 256)
+	v.SetDefault("ingest.dedup_size", 1<<18)
+	v.SetDefault("ingest.idle_timeout", 2*time.Minute)
+	v.SetDefault("ingest.drain_timeout", 30*time.Second)
+	v.SetDefault("ingest.spool_dir", "")
 }
 
 // globals holds the persistent flags and builds the Config on demand.
