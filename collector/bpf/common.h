@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Structs and constants shared between the BPF programs and the Go loader.
+ * They are defined here once and exported to Go by bpf2go -type; the Go side
+ * never redeclares them.
+ */
+#ifndef SANDTRAIL_COMMON_H
+#define SANDTRAIL_COMMON_H
+
+/* Sizes, exported to Go. ARGV_MAX is the most argv bytes kept per exec. */
+enum limits {
+	ARGV_MAX = 32768,
+	ARGV_CHUNK = 4096,
+	ARGV_CHUNKS = ARGV_MAX / ARGV_CHUNK,
+	FILENAME_MAX_LEN = 4096,
+	CWD_MAX = 4096,
+	CWD_MAX_DEPTH = 64,
+	NAME_MAX_LEN = 256,
+	COMM_LEN = 16,
+	/* How many ancestor levels above a task's own cgroup are checked
+	 * against the watched table, so that cgroups nested inside a session
+	 * still count. */
+	CGROUP_MAX_NEST = 8,
+};
+
+/* Offsets inside exec_event.data: the filename starts at 0; the cwd follows
+ * it; argv follows the cwd. The data array is sized so that every masked
+ * offset plus the largest single read stays inside it. */
+#define EXEC_DATA_MASK_CWD 0x1fff  /* offsets below 8 KiB */
+#define EXEC_DATA_MASK_ARGV 0x3fff /* offsets below 16 KiB */
+#define EXEC_DATA_SIZE (16384 + ARGV_MAX)
+
+/* Event kinds: the first field of every record in the ring buffer and the
+ * index of the per-kind drop counters. */
+enum event_kind {
+	KIND_EXEC = 1,
+	KIND_FORK = 2,
+	KIND_EXIT = 3,
+	KIND_EXEC_FAILED = 4,
+	KIND_OOM_VICTIM = 5,
+	KIND_MAX = 6,
+};
+
+/* exec_event flags. */
+enum exec_flags {
+	EXEC_ARGV_TRUNCATED = 1,
+	EXEC_CWD_TRUNCATED = 2,
+	EXEC_FILENAME_TRUNCATED = 4,
+	EXEC_ARGV_FAULT = 8,
+};
+
+/* config map keys (an array of u32). */
+enum config_key {
+	CONFIG_HOST_WIDE = 0,
+	CONFIG_MAX = 1,
+};
+
+/* The common header of every record. */
+struct event_header {
+	__u32 kind;
+	__u32 pid;       /* thread-group id */
+	__u64 ts;        /* bpf_ktime_get_boot_ns() when recorded */
+	__u64 cgroup_id; /* the task's own v2 cgroup id */
+	__u64 watched;   /* the watched cgroup id it matched; 0 in host-wide mode */
+	char comm[COMM_LEN];
+};
+
+/* process.exec. data holds the filename (filename_len bytes, no NUL), then
+ * the cwd components from the leaf up to the root (cwd_len bytes, each
+ * component NUL-terminated), then argv exactly as the kernel laid it out at
+ * mm->arg_start (argv_len bytes, each argument NUL-terminated unless cut).
+ * Only the used part of data is sent. */
+struct exec_event {
+	struct event_header hdr;
+	__u32 ppid;
+	__u32 uid;
+	__u32 euid;
+	__u32 auid;
+	__u64 start_time; /* task->start_boottime, ns since boot */
+	__u64 stdin_pipe; /* pipefs inode number of fd 0, 0 when not a pipe */
+	__u64 stdout_pipe;
+	__u32 filename_len;
+	__u32 cwd_len;
+	__u32 argv_len;
+	__u32 flags;
+	char data[EXEC_DATA_SIZE];
+};
+
+/* process.fork: a new process (not a thread). hdr.pid is the parent. */
+struct fork_event {
+	struct event_header hdr;
+	__u32 child_pid;
+	__u32 uid;
+	__u64 child_start_time;
+};
+
+/* process.exit of a thread-group leader. */
+struct exit_event {
+	struct event_header hdr;
+	__u32 ppid;
+	__u32 exit_code; /* task->exit_code: (status << 8) | signal */
+	__u64 start_time;
+};
+
+/* process.exec_failed: execve or execveat returned an error. */
+struct exec_failed_event {
+	struct event_header hdr;
+	__u32 uid;
+	__s32 ret; /* the negative errno */
+	__u32 filename_len;
+	__u32 flags;
+	char filename[FILENAME_MAX_LEN];
+};
+
+/* An OOM victim chosen by the kernel (oom:mark_victim). */
+struct oom_event {
+	struct event_header hdr;
+	__u32 uid;
+	__u32 _pad;
+};
+
+#endif

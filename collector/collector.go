@@ -1,0 +1,185 @@
+// Package collector is the eBPF process collector of sandtrail. It records
+// exec (with exact argv, cwd and the pipes on fd 0 and 1), fork, exit and
+// failed exec of the processes in watched session cgroups, and reports the
+// victims of the kernel's OOM killer.
+//
+// Trust model: the collector runs as root, outside the agent's reach. The
+// kernel attributes every event to a cgroup, and the collector maps the cgroup
+// to the session that Watch registered, so a process inside a session cannot
+// claim another session. Events are marked event.SourceKernel.
+//
+// The collector never blocks on a slow consumer and never loses an event
+// silently: a record that does not fit in the kernel ring buffer is counted
+// per kind in the kernel, an event that does not fit in the Events channel is
+// counted in Go, and both counts become "collector.loss" events with the exact
+// number lost (sources "kernel:ringbuf" and "collector:queue").
+//
+// The BPF programs are in bpf/process.c; their structs are defined once in
+// bpf/common.h and generated into Go by bpf2go (see gen.go). Generated types
+// never leave this package.
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotSupported is returned by New on systems without the kernel
+	// features the collector needs (any OS but Linux, or a Linux without BPF
+	// ring buffers, BTF or tp_btf).
+	ErrNotSupported = errors.New("collector: not supported on this system")
+	// ErrPermission is returned by New when the process lacks the privileges
+	// to load BPF programs (root, or CAP_BPF with CAP_PERFMON).
+	ErrPermission = errors.New("collector: insufficient privileges")
+	// ErrClosed is returned by Watch and Unwatch after Close.
+	ErrClosed = errors.New("collector: closed")
+)
+
+// Loss sources written in event.Loss.Source.
+const (
+	LossSourceRingbuf = "kernel:ringbuf"
+	LossSourceQueue   = "collector:queue"
+)
+
+// Event kinds produced by the collector.
+const (
+	KindExec       = "process.exec"
+	KindFork       = "process.fork"
+	KindExit       = "process.exit"
+	KindExecFailed = "process.exec_failed"
+	KindLoss       = "collector.loss"
+)
+
+// Defaults.
+const (
+	DefaultRingBufferSize = 16 << 20
+	DefaultQueueSize      = 8192
+	DefaultLossInterval   = time.Second
+	DefaultDrainTimeout   = 10 * time.Second
+)
+
+// OOMHandler is called, from the collector's reader goroutine, for every OOM
+// victim in a watched cgroup. cgroupID is the watched cgroup (the one passed
+// to Watch) the victim belongs to, or the victim's own cgroup in host-wide
+// mode when no watched cgroup matches. It must not block.
+type OOMHandler func(cgroupID uint64, pid int32, comm string)
+
+// Stats are the collector's counters since New.
+type Stats struct {
+	// Received is the number of records read from the kernel ring buffer.
+	Received uint64
+	// KernelDrops is the number of records the kernel could not put in the
+	// ring buffer because it was full.
+	KernelDrops uint64
+	// QueueDrops is the number of events dropped because the Events channel
+	// was full.
+	QueueDrops uint64
+	// DecodeErrors is the number of records that could not be decoded.
+	DecodeErrors uint64
+}
+
+type options struct {
+	ringSize     int
+	queueSize    int
+	hostWide     bool
+	oom          OOMHandler
+	lossInterval time.Duration
+	drainTimeout time.Duration
+	host         string
+	// gate, when set, holds the reader back until it is closed (tests use
+	// it to fill the ring buffer).
+	gate <-chan struct{}
+}
+
+// Option configures New.
+type Option func(*options) error
+
+// WithRingBufferSize sets the size of the kernel ring buffer in bytes. It must
+// be a power of two and a multiple of the page size. The default is 16 MiB.
+func WithRingBufferSize(n int) Option {
+	return func(o *options) error {
+		if n <= 0 || n&(n-1) != 0 {
+			return fmt.Errorf("ring buffer size %d: not a power of two", n)
+		}
+		o.ringSize = n
+		return nil
+	}
+}
+
+// WithQueueSize sets the capacity of the Events channel. The default is 8192.
+func WithQueueSize(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("queue size %d: must be positive", n)
+		}
+		o.queueSize = n
+		return nil
+	}
+}
+
+// WithHostWide records the processes of the whole host, not only those in
+// watched cgroups. Their events carry no session id.
+func WithHostWide(on bool) Option {
+	return func(o *options) error {
+		o.hostWide = on
+		return nil
+	}
+}
+
+// WithOOMHandler sets the function called for each OOM victim.
+func WithOOMHandler(h OOMHandler) Option {
+	return func(o *options) error {
+		o.oom = h
+		return nil
+	}
+}
+
+// WithLossInterval sets how often the kernel drop counters are read and
+// turned into collector.loss events. The default is one second.
+func WithLossInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("loss interval %v: must be positive", d)
+		}
+		o.lossInterval = d
+		return nil
+	}
+}
+
+// WithDrainTimeout bounds how long Close waits for the consumer to take the
+// final collector.loss events. The default is ten seconds.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("drain timeout %v: must not be negative", d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// WithHost sets event.Event.Host on every event.
+func WithHost(name string) Option {
+	return func(o *options) error {
+		o.host = name
+		return nil
+	}
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		ringSize:     DefaultRingBufferSize,
+		queueSize:    DefaultQueueSize,
+		lossInterval: DefaultLossInterval,
+		drainTimeout: DefaultDrainTimeout,
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, fmt.Errorf("applying option: %w", err)
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,464 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+const (
+	btfPath     = "/sys/kernel/btf/vmlinux"
+	tracefsPath = "/sys/kernel/tracing"
+	// unwatchGrace is how long the session id of an unwatched cgroup is
+	// still known, for the records already in the ring buffer.
+	unwatchGrace = 10 * time.Second
+)
+
+// Collector is a loaded and attached set of BPF process programs and the
+// goroutine that reads their ring buffer.
+type Collector struct {
+	log  hclog.Logger
+	opts options
+
+	objs  processObjects
+	links []link.Link
+	rd    *ringbuf.Reader
+	out   chan *event.Event
+	dec   decoder
+	done  chan struct{}
+	// closing is closed when Close starts.
+	closing chan struct{}
+
+	mu       sync.RWMutex
+	sessions map[uint64]string
+	removed  map[uint64]time.Time
+	closed   bool
+
+	closeOnce sync.Once
+
+	received, kernelDrops, queueDrops, decodeErrors atomic.Uint64
+
+	// Owned by the reader goroutine.
+	seenKernel  [numKinds]uint64 // cumulative kernel drops already counted
+	lostKernel  [numKinds]uint64 // kernel drops not yet reported
+	lostQueue   [numKinds]uint64 // queue drops not yet reported
+	nextAccount time.Time
+}
+
+// New checks the kernel features the collector needs, loads the BPF
+// programs, attaches them and starts reading. It returns ErrPermission without
+// the privileges to load BPF, and ErrNotSupported when a kernel feature is
+// missing; the error says which. The caller must Close the collector.
+func New(log hclog.Logger, opts ...Option) (*Collector, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	log = log.Named("collector")
+	if err := probe(); err != nil {
+		return nil, err
+	}
+	if err := ensureTracefs(log); err != nil {
+		return nil, err
+	}
+	off, err := bootOffset()
+	if err != nil {
+		return nil, err
+	}
+
+	c := &Collector{
+		log:      log,
+		opts:     o,
+		out:      make(chan *event.Event, o.queueSize),
+		done:     make(chan struct{}),
+		closing:  make(chan struct{}),
+		sessions: make(map[uint64]string),
+		removed:  make(map[uint64]time.Time),
+	}
+	c.dec = decoder{bootOffset: off, host: o.host, session: c.session}
+
+	if err := c.load(); err != nil {
+		c.teardown()
+		return nil, err
+	}
+	rd, err := ringbuf.NewReader(c.objs.Events)
+	if err != nil {
+		c.teardown()
+		return nil, fmt.Errorf("opening ring buffer reader: %w", err)
+	}
+	c.rd = rd
+	if err := c.attach(); err != nil {
+		c.teardown()
+		return nil, err
+	}
+	log.Debug("collector started", "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide)
+	go c.run()
+	return c, nil
+}
+
+// probe checks privileges and kernel features.
+func probe() error {
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	if !has(unix.CAP_SYS_ADMIN) && !(has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
+		return fmt.Errorf("%w: loading BPF programs needs root, or CAP_BPF and CAP_PERFMON", ErrPermission)
+	}
+	if _, err := os.Stat(btfPath); err != nil {
+		return fmt.Errorf("%w: kernel BTF (%s) is missing: %v", ErrNotSupported, btfPath, err)
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		return fmt.Errorf("%w: BPF ring buffers: %v", ErrNotSupported, err)
+	}
+	// tp_btf support is checked by loading and attaching the programs:
+	// the generic probe for tracing programs uses fentry, which kernels may
+	// refuse while allowing tp_btf.
+	return nil
+}
+
+// ensureTracefs mounts tracefs at /sys/kernel/tracing when it is not mounted
+// there, for the syscall tracepoints. It is left mounted: others may use it.
+func ensureTracefs(log hclog.Logger) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(tracefsPath, &st); err == nil && st.Type == unix.TRACEFS_MAGIC {
+		return nil
+	}
+	if err := unix.Mount("tracefs", tracefsPath, "tracefs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("%w: mounting tracefs at %s: %v", ErrNotSupported, tracefsPath, err)
+	}
+	log.Info("mounted tracefs", "path", tracefsPath)
+	return nil
+}
+
+// bootOffset measures CLOCK_REALTIME - CLOCK_BOOTTIME, taking the reading
+// whose CLOCK_BOOTTIME bracket around CLOCK_REALTIME is the narrowest.
+func bootOffset() (int64, error) {
+	best := int64(-1)
+	var off int64
+	for range 64 {
+		var b1, r, b2 unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &b1); err != nil {
+			return 0, fmt.Errorf("reading CLOCK_BOOTTIME: %w", err)
+		}
+		if err := unix.ClockGettime(unix.CLOCK_REALTIME, &r); err != nil {
+			return 0, fmt.Errorf("reading CLOCK_REALTIME: %w", err)
+		}
+		if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &b2); err != nil {
+			return 0, fmt.Errorf("reading CLOCK_BOOTTIME: %w", err)
+		}
+		gap := b2.Nano() - b1.Nano()
+		if best < 0 || gap < best {
+			best = gap
+			off = r.Nano() - (b1.Nano() + gap/2)
+		}
+	}
+	return off, nil
+}
+
+func (c *Collector) load() error {
+	spec, err := loadProcess()
+	if err != nil {
+		return fmt.Errorf("loading bpf spec: %w", err)
+	}
+	spec.Maps[processMapEvents].MaxEntries = uint32(c.opts.ringSize)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("counting possible cpus: %w", err)
+	}
+	spec.Maps[processMapExecScratch].MaxEntries = uint32(ncpu)
+	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			c.log.Debug("verifier log", "log", fmt.Sprintf("%+v", verr))
+		}
+		return fmt.Errorf("loading bpf objects: %w", err)
+	}
+	var on uint32
+	if c.opts.hostWide {
+		on = 1
+	}
+	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_HOST_WIDE), on); err != nil {
+		return fmt.Errorf("writing host-wide setting: %w", err)
+	}
+	return nil
+}
+
+func (c *Collector) attach() error {
+	for _, p := range []*ebpf.Program{c.objs.HandleExec, c.objs.HandleFork, c.objs.HandleExit, c.objs.HandleOomVictim} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			return fmt.Errorf("%w: attaching tp_btf program %s: %v", ErrNotSupported, p, err)
+		}
+		c.links = append(c.links, l)
+	}
+	for _, tp := range []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"sys_enter_execve", c.objs.EnterExecve},
+		{"sys_enter_execveat", c.objs.EnterExecveat},
+		{"sys_exit_execve", c.objs.ExitExecve},
+		{"sys_exit_execveat", c.objs.ExitExecveat},
+	} {
+		l, err := link.Tracepoint("syscalls", tp.name, tp.prog, nil)
+		if err != nil {
+			return fmt.Errorf("%w: attaching tracepoint syscalls/%s: %v", ErrNotSupported, tp.name, err)
+		}
+		c.links = append(c.links, l)
+	}
+	return nil
+}
+
+// teardown detaches and unloads everything. It is safe on a partly built
+// collector.
+func (c *Collector) teardown() {
+	for _, l := range c.links {
+		l.Close()
+	}
+	c.links = nil
+	if c.rd != nil {
+		c.rd.Close()
+	}
+	c.objs.Close()
+}
+
+// Watch records the processes in the v2 cgroup cgroupID, and in the cgroups
+// nested in it up to 8 levels down, as session sessionID.
+func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
+	if cgroupID == 0 {
+		return fmt.Errorf("watching cgroup: id 0 is not a cgroup")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	// The session id is known before the kernel starts recording.
+	c.sessions[cgroupID] = sessionID
+	delete(c.removed, cgroupID)
+	if err := c.objs.Watched.Put(cgroupID, uint8(1)); err != nil {
+		delete(c.sessions, cgroupID)
+		return fmt.Errorf("watching cgroup %d: %w", cgroupID, err)
+	}
+	return nil
+}
+
+// Unwatch stops recording the cgroup cgroupID. Events already recorded keep
+// their session id.
+func (c *Collector) Unwatch(cgroupID uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.objs.Watched.Delete(cgroupID); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unwatching cgroup %d: %w", cgroupID, err)
+	}
+	if _, ok := c.sessions[cgroupID]; ok {
+		c.removed[cgroupID] = time.Now()
+	}
+	return nil
+}
+
+func (c *Collector) session(watched uint64) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.sessions[watched]
+}
+
+// Events returns the channel of events. It is closed after Close, once the
+// last events and the final collector.loss events are in it.
+func (c *Collector) Events() <-chan *event.Event { return c.out }
+
+// Stats returns the counters.
+func (c *Collector) Stats() Stats {
+	return Stats{
+		Received:     c.received.Load(),
+		KernelDrops:  c.kernelDrops.Load(),
+		QueueDrops:   c.queueDrops.Load(),
+		DecodeErrors: c.decodeErrors.Load(),
+	}
+}
+
+// Close detaches the programs, delivers what is left in the ring buffer and
+// the final loss counts (waiting at most the drain timeout for the consumer),
+// closes the Events channel and unloads the programs.
+func (c *Collector) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.closing)
+		for _, l := range c.links {
+			l.Close()
+		}
+		c.links = nil
+		// Read what is in the ring buffer, then stop.
+		c.rd.Flush()
+		<-c.done
+		c.teardown()
+	})
+	return nil
+}
+
+// run is the reader goroutine.
+func (c *Collector) run() {
+	defer close(c.done)
+	defer close(c.out)
+	if c.opts.gate != nil {
+		select {
+		case <-c.opts.gate:
+		case <-c.closing:
+		}
+	}
+	var rec ringbuf.Record
+	c.nextAccount = time.Now().Add(c.opts.lossInterval)
+	for {
+		c.rd.SetDeadline(c.nextAccount)
+		err := c.rd.ReadInto(&rec)
+		switch {
+		case err == nil:
+			c.handle(rec.RawSample)
+			if time.Now().After(c.nextAccount) {
+				c.account(false)
+			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.account(false)
+		case errors.Is(err, ringbuf.ErrFlushed), errors.Is(err, ringbuf.ErrClosed):
+			c.account(true)
+			return
+		default:
+			c.log.Error("reading ring buffer", "error", err)
+			c.account(true)
+			return
+		}
+	}
+}
+
+func (c *Collector) handle(raw []byte) {
+	c.received.Add(1)
+	ev, oom, err := c.dec.toEvent(raw)
+	if err != nil {
+		c.decodeErrors.Add(1)
+		c.log.Warn("dropping malformed record", "error", err)
+		return
+	}
+	if oom != nil {
+		if c.opts.oom != nil {
+			id := oom.watched
+			if id == 0 {
+				id = oom.cgroup
+			}
+			c.opts.oom(id, oom.pid, oom.comm)
+		}
+		return
+	}
+	select {
+	case c.out <- ev:
+	default:
+		c.queueDrops.Add(1)
+		c.lostQueue[kindIndex(ev.Kind)]++
+	}
+}
+
+func kindIndex(kind string) int {
+	for i, k := range kindName {
+		if k == kind && k != "" {
+			return i
+		}
+	}
+	return 0
+}
+
+// account reads the kernel drop counters and sends collector.loss events for
+// everything lost since the last report. A loss event that does not fit in
+// the channel stays counted and is sent next time; on the final call it
+// waits up to the drain timeout.
+func (c *Collector) account(final bool) {
+	c.nextAccount = time.Now().Add(c.opts.lossInterval)
+	c.mu.Lock()
+	for id, at := range c.removed {
+		if time.Since(at) > unwatchGrace {
+			delete(c.removed, id)
+			delete(c.sessions, id)
+		}
+	}
+	c.mu.Unlock()
+
+	var per []uint64
+	for k := 1; k < numKinds; k++ {
+		if err := c.objs.Drops.Lookup(uint32(k), &per); err != nil {
+			c.log.Error("reading drop counters", "error", err)
+			continue
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		if d := sum - c.seenKernel[k]; d > 0 {
+			c.seenKernel[k] = sum
+			c.lostKernel[k] += d
+			c.kernelDrops.Add(d)
+		}
+	}
+	var deadline <-chan time.Time
+	if final {
+		t := time.NewTimer(c.opts.drainTimeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for k := 1; k < numKinds; k++ {
+		c.lostKernel[k] = c.sendLoss(k, LossSourceRingbuf, c.lostKernel[k], deadline)
+		c.lostQueue[k] = c.sendLoss(k, LossSourceQueue, c.lostQueue[k], deadline)
+	}
+}
+
+// sendLoss sends one loss event and returns what is still unreported.
+func (c *Collector) sendLoss(k int, source string, n uint64, deadline <-chan time.Time) uint64 {
+	if n == 0 {
+		return 0
+	}
+	ev := &event.Event{
+		V:      event.SchemaVersion,
+		TS:     time.Now().UTC(),
+		Host:   c.opts.host,
+		Kind:   KindLoss,
+		Source: event.SourceKernel,
+		Loss:   &event.Loss{Count: n, Source: source, LostKind: kindName[k]},
+	}
+	if deadline == nil {
+		select {
+		case c.out <- ev:
+			return 0
+		default:
+			return n
+		}
+	}
+	select {
+	case c.out <- ev:
+		return 0
+	case <-deadline:
+		c.log.Error("consumer did not take the final loss event", "lost_kind", kindName[k], "source", source, "count", n)
+		return n
+	}
+}

@@ -1,0 +1,39 @@
+//go:build !linux || !(386 || amd64 || arm64)
+
+package collector
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// Collector is not available on this system; New returns ErrNotSupported.
+type Collector struct{}
+
+// New returns ErrNotSupported: the collector needs Linux on amd64 or arm64.
+func New(log hclog.Logger, opts ...Option) (*Collector, error) {
+	if _, err := buildOptions(opts); err != nil {
+		return nil, err
+	}
+	return nil, ErrNotSupported
+}
+
+// Watch returns ErrNotSupported.
+func (c *Collector) Watch(cgroupID uint64, sessionID string) error { return ErrNotSupported }
+
+// Unwatch returns ErrNotSupported.
+func (c *Collector) Unwatch(cgroupID uint64) error { return ErrNotSupported }
+
+// Events returns a closed channel.
+func (c *Collector) Events() <-chan *event.Event {
+	ch := make(chan *event.Event)
+	close(ch)
+	return ch
+}
+
+// Stats returns zero counters.
+func (c *Collector) Stats() Stats { return Stats{} }
+
+// Close does nothing.
+func (c *Collector) Close() error { return nil }

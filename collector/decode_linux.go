@@ -1,0 +1,267 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// errDecode is wrapped by every error of toEvent.
+var errDecode = errors.New("collector: malformed record")
+
+// oomVictim is an OOM victim reported by the kernel.
+type oomVictim struct {
+	watched uint64
+	cgroup  uint64
+	pid     int32
+	comm    string
+}
+
+// decoder turns ring buffer records into events. It is owned by the reader
+// goroutine: its scratch struct is reused from record to record.
+type decoder struct {
+	// bootOffset is CLOCK_REALTIME - CLOCK_BOOTTIME in ns, measured at start.
+	bootOffset int64
+	host       string
+	// session maps a watched cgroup id to its session id.
+	session func(watched uint64) string
+	exec    processExecEvent
+}
+
+// kindName maps a BPF event kind to the event kind.
+var kindName = [...]string{
+	processEventKindKIND_EXEC:        KindExec,
+	processEventKindKIND_FORK:        KindFork,
+	processEventKindKIND_EXIT:        KindExit,
+	processEventKindKIND_EXEC_FAILED: KindExecFailed,
+	processEventKindKIND_OOM_VICTIM:  "oom_victim",
+}
+
+const numKinds = int(processEventKindKIND_MAX)
+
+// asBytes returns the memory of *p as a byte slice.
+func asBytes[T any](p *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
+}
+
+// load copies a fixed-size record into *dst.
+func load[T any](dst *T, raw []byte) error {
+	b := asBytes(dst)
+	if len(raw) < len(b) {
+		return fmt.Errorf("%w: %d bytes, want %d", errDecode, len(raw), len(b))
+	}
+	copy(b, raw)
+	return nil
+}
+
+// cString returns the bytes of a C char array up to the first NUL.
+func cString(a []int8) string {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), len(a))
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// wall converts a CLOCK_BOOTTIME timestamp in ns to wall time.
+func (d *decoder) wall(boot uint64) time.Time {
+	if boot == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(boot)+d.bootOffset).UTC()
+}
+
+func (d *decoder) envelope(kind string, h *processEventHeader) *event.Event {
+	e := &event.Event{
+		V:      event.SchemaVersion,
+		TS:     d.wall(h.Ts),
+		Host:   d.host,
+		Kind:   kind,
+		Source: event.SourceKernel,
+	}
+	if h.Watched != 0 && d.session != nil {
+		e.SessionID = d.session(h.Watched)
+	}
+	return e
+}
+
+// toEvent converts one ring buffer record to an event. An OOM victim record
+// returns a nil event and the victim instead. It never panics on malformed
+// input: every length is checked against the record.
+func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
+	if len(raw) < int(unsafe.Sizeof(processEventHeader{})) {
+		return nil, nil, fmt.Errorf("%w: %d bytes is shorter than the header", errDecode, len(raw))
+	}
+	kind := processEventKind(binary.NativeEndian.Uint32(raw))
+	switch kind {
+	case processEventKindKIND_EXEC:
+		return d.exec1(raw)
+	case processEventKindKIND_FORK:
+		var r processForkEvent
+		if err := load(&r, raw); err != nil {
+			return nil, nil, err
+		}
+		e := d.envelope(KindFork, &r.Hdr)
+		e.Proc = &event.Proc{
+			Pid:      int32(r.ChildPid),
+			PPid:     int32(r.Hdr.Pid),
+			UID:      event.U32(r.Uid),
+			Comm:     cString(r.Hdr.Comm[:]),
+			StartTS:  d.wall(r.ChildStartTime),
+			CgroupID: r.Hdr.CgroupId,
+		}
+		return e, nil, nil
+	case processEventKindKIND_EXIT:
+		var r processExitEvent
+		if err := load(&r, raw); err != nil {
+			return nil, nil, err
+		}
+		e := d.envelope(KindExit, &r.Hdr)
+		e.Proc = &event.Proc{
+			Pid:      int32(r.Hdr.Pid),
+			PPid:     int32(r.Ppid),
+			Comm:     cString(r.Hdr.Comm[:]),
+			StartTS:  d.wall(r.StartTime),
+			CgroupID: r.Hdr.CgroupId,
+		}
+		// The wait status: a signal number in the low 7 bits, or the exit
+		// status in bits 8-15.
+		if sig := int32(r.ExitCode & 0x7f); sig != 0 {
+			e.Proc.Signal = sig
+		} else {
+			e.Proc.ExitCode = event.I32(int32(r.ExitCode>>8) & 0xff)
+		}
+		return e, nil, nil
+	case processEventKindKIND_EXEC_FAILED:
+		var r processExecFailedEvent
+		if err := load(&r, raw); err != nil {
+			return nil, nil, err
+		}
+		if r.FilenameLen > uint32(len(r.Filename)) {
+			return nil, nil, fmt.Errorf("%w: filename length %d", errDecode, r.FilenameLen)
+		}
+		if r.Ret >= 0 {
+			return nil, nil, fmt.Errorf("%w: exec_failed with return value %d", errDecode, r.Ret)
+		}
+		e := d.envelope(KindExecFailed, &r.Hdr)
+		e.Proc = &event.Proc{
+			Pid:      int32(r.Hdr.Pid),
+			UID:      event.U32(r.Uid),
+			Comm:     cString(r.Hdr.Comm[:]),
+			Exe:      string(asBytes(&r.Filename)[:r.FilenameLen]),
+			CgroupID: r.Hdr.CgroupId,
+			Errno:    errnoName(-r.Ret),
+		}
+		return e, nil, nil
+	case processEventKindKIND_OOM_VICTIM:
+		var r processOomEvent
+		if err := load(&r, raw); err != nil {
+			return nil, nil, err
+		}
+		return nil, &oomVictim{
+			watched: r.Hdr.Watched,
+			cgroup:  r.Hdr.CgroupId,
+			pid:     int32(r.Hdr.Pid),
+			comm:    cString(r.Hdr.Comm[:]),
+		}, nil
+	}
+	return nil, nil, fmt.Errorf("%w: unknown kind %d", errDecode, kind)
+}
+
+// execDataOffset is where exec_event.data starts.
+var execDataOffset = int(unsafe.Offsetof(processExecEvent{}.Data))
+
+func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
+	if len(raw) < execDataOffset {
+		return nil, nil, fmt.Errorf("%w: exec record of %d bytes, want at least %d", errDecode, len(raw), execDataOffset)
+	}
+	r := &d.exec
+	buf := asBytes(r)
+	n := copy(buf, raw)
+	data := buf[execDataOffset:n]
+	fl, cl, al := uint64(r.FilenameLen), uint64(r.CwdLen), uint64(r.ArgvLen)
+	if fl+cl+al > uint64(len(data)) {
+		return nil, nil, fmt.Errorf("%w: exec lengths %d+%d+%d exceed %d data bytes", errDecode, fl, cl, al, len(data))
+	}
+	filename := data[:fl]
+	cwd := data[fl : fl+cl]
+	argv := data[fl+cl : fl+cl+al]
+	flags := processExecFlags(r.Flags)
+
+	e := d.envelope(KindExec, &r.Hdr)
+	e.Proc = &event.Proc{
+		Pid:           int32(r.Hdr.Pid),
+		PPid:          int32(r.Ppid),
+		UID:           event.U32(r.Uid),
+		EUID:          event.U32(r.Euid),
+		Comm:          cString(r.Hdr.Comm[:]),
+		Exe:           string(filename),
+		Argv:          splitArgv(argv),
+		ArgvTruncated: flags&processExecFlagsEXEC_ARGV_TRUNCATED != 0,
+		Cwd:           joinCwd(cwd, flags&processExecFlagsEXEC_CWD_TRUNCATED != 0),
+		StartTS:       d.wall(r.StartTime),
+		CgroupID:      r.Hdr.CgroupId,
+		StdinPipe:     r.StdinPipe,
+		StdoutPipe:    r.StdoutPipe,
+	}
+	// (uid_t)-1 is the loginuid of a task that never logged in.
+	if r.Auid != ^uint32(0) {
+		e.Proc.AUID = event.U32(r.Auid)
+	}
+	return e, nil, nil
+}
+
+// splitArgv splits the argument area at the NULs that end each argument.
+// Empty arguments are kept. A last argument cut by truncation has no NUL and
+// is kept as far as it goes.
+func splitArgv(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	parts := bytes.Split(b, []byte{0})
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// joinCwd assembles the path from the components the kernel wrote from the
+// leaf up to the root, each NUL-terminated. A path whose walk was cut short
+// starts with "…/" instead of "/".
+func joinCwd(b []byte, truncated bool) string {
+	b = bytes.TrimSuffix(b, []byte{0})
+	var parts []string
+	if len(b) > 0 {
+		for p := range bytes.SplitSeq(b, []byte{0}) {
+			parts = append(parts, string(p))
+		}
+	}
+	slices.Reverse(parts)
+	if truncated {
+		return "…/" + strings.Join(parts, "/")
+	}
+	return "/" + strings.Join(parts, "/")
+}
+
+// errnoName returns the symbolic name of an errno ("ENOENT"), or its number
+// when it has none.
+func errnoName(n int32) string {
+	if s := unix.ErrnoName(syscall.Errno(n)); s != "" {
+		return s
+	}
+	return fmt.Sprintf("errno %d", n)
+}
