@@ -1,0 +1,270 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/ingest"
+)
+
+// testCgroups creates a scratch v2 cgroup beneath the test process's own
+// and removes it (and what the test made under it) at cleanup.
+type testCgroups struct {
+	h    Cgroup2
+	base string // cgroup path of the scratch parent
+	made []string
+}
+
+func newTestCgroups(t *testing.T) *testCgroups {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups and run processes as another uid")
+	}
+	h, err := FindCgroup2()
+	if err != nil {
+		t.Skipf("needs a cgroup v2 hierarchy: %v", err)
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := parseProcCgroup(b)
+	if err != nil {
+		t.Skipf("test process is not in the v2 hierarchy: %v", err)
+	}
+	tc := &testCgroups{h: h}
+	tc.base = tc.mkdir(t, filepath.Join(own, fmt.Sprintf("sandtrail-ingest-test-%d", os.Getpid())))
+	return tc
+}
+
+// mkdir creates cgroup path cg and returns it.
+func (tc *testCgroups) mkdir(t *testing.T, cg string) string {
+	t.Helper()
+	dir, err := tc.h.Dir(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("creating cgroup: %v", err)
+	}
+	tc.made = append(tc.made, dir)
+	t.Cleanup(func() {
+		// Children first: cleanups run last-registered first.
+		if err := syscall.Rmdir(dir); err != nil {
+			t.Errorf("removing cgroup %s: %v", dir, err)
+		}
+	})
+	return cg
+}
+
+func (tc *testCgroups) child(t *testing.T, name string) string {
+	return tc.mkdir(t, tc.base+"/"+name)
+}
+
+func (tc *testCgroups) id(t *testing.T, cg string) uint64 {
+	t.Helper()
+	id, err := CgroupID(tc.h, cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// fd opens cg's directory for SysProcAttr.CgroupFD.
+func (tc *testCgroups) fd(t *testing.T, cg string) int {
+	t.Helper()
+	dir, _ := tc.h.Dir(cg)
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return int(f.Fd())
+}
+
+// move writes pid into cg's cgroup.procs.
+func (tc *testCgroups) move(t *testing.T, pid int, cg string) {
+	t.Helper()
+	dir, _ := tc.h.Dir(cg)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		t.Fatalf("moving %d to %s: %v", pid, cg, err)
+	}
+}
+
+// publicExe copies the test binary where uid 65534 can run it.
+func publicExe(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	exe := filepath.Join(publicDir(t), "ingest.test")
+	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+const nobody = 65534
+
+// TestAttribution runs real processes in real session cgroups and checks
+// that the server, not the client, decides session, source and process.
+func TestAttribution(t *testing.T) {
+	tc := newTestCgroups(t)
+	cgA := tc.child(t, "A")
+	cgB := tc.child(t, "B")
+	cgA2 := tc.mkdir(t, cgA+"/nested")
+	cgOut := tc.child(t, "outside")
+	idA, idB := tc.id(t, cgA), tc.id(t, cgB)
+
+	table := NewTable()
+	table.Register(idA, "sess-A")
+	table.Register(idB, "sess-B")
+	j, jdir := openJournal(t)
+	srv := New(j, table, WithHost("test-host"))
+	sock := startServer(t, srv)
+	exe := publicExe(t)
+
+	in := func(cg string, uid uint32) *syscall.SysProcAttr {
+		a := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: tc.fd(t, cg)}
+		if uid != 0 {
+			a.Credential = &syscall.Credential{Uid: uid, Gid: uid}
+		}
+		return a
+	}
+
+	// The forged claims a session A process makes.
+	forged := func(id, kind, payload string) string {
+		return fmt.Sprintf(`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"sess-B","kind":%q,"source":"kernel","event_id":%q,"seq":99,"host":"forged","proc":{"pid":1,"uid":0,"comm":"init","exe":"/sbin/init","cgroup_id":%d},%s}`,
+			kind, id, idB, payload)
+	}
+	pkg := `"pkg":{"ecosystem":"npm","name":"left-pad","resolved":"1.3.0","verified":true,"cache":"hit","client":"10.0.0.1:1"}`
+	tool := `"tool":{"name":"bash","status":"ok"}`
+
+	type want struct {
+		session string
+		source  event.Source
+		pid     int
+		uid     uint32
+		cgroup  uint64
+	}
+	wants := map[string]want{}
+
+	t.Run("session A cannot write as B", func(t *testing.T) {
+		c := startChild(t, exe, sock, in(cgA, 0))
+		rep := c.send(t, request(
+			forged("a-pkg", "pkg.install", pkg),
+			forged("a-tool", "tool.call", tool),
+			forged("a-proc", "process.exec", `"file":{"op":"read","path":"/etc/shadow"}`),
+			forged("a-alert", "alert", `"alert":{"rule_id":"r","title":"t","level":"high"}`),
+			`{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"net.connect","net":{"op":"connect"}}`,
+		))
+		wantStatus := []ingest.Status{ingest.StatusOK, ingest.StatusOK, ingest.StatusRejected, ingest.StatusRejected, ingest.StatusRejected}
+		if rep.Code != "" || len(rep.Results) != len(wantStatus) {
+			t.Fatalf("reply = %+v, want %d results", rep, len(wantStatus))
+		}
+		for i, w := range wantStatus {
+			if rep.Results[i].Status != w {
+				t.Errorf("result %d = %+v, want status %s", i, rep.Results[i], w)
+			}
+		}
+		pid := c.cmd.Process.Pid
+		wants["a-pkg"] = want{"sess-A", event.SourceShim, pid, 0, idA}
+		wants["a-tool"] = want{"sess-A", event.SourceShim, pid, 0, idA}
+
+		// The same process, moved to B while connected, is attributed
+		// to B from its next batch on.
+		tc.move(t, pid, cgB)
+		rep = c.send(t, request(forged("a-moved", "tool.call", tool)))
+		if rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
+			t.Fatalf("reply after move = %+v, want ok", rep)
+		}
+		wants["a-moved"] = want{"sess-B", event.SourceShim, pid, 0, idB}
+	})
+
+	t.Run("descendant cgroup belongs to the session, non-root allowed", func(t *testing.T) {
+		c := startChild(t, exe, sock, in(cgA2, nobody))
+		rep := c.send(t, request(forged("a2-pkg", "pkg.install", pkg)))
+		if rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
+			t.Fatalf("reply = %+v, want ok", rep)
+		}
+		wants["a2-pkg"] = want{"sess-A", event.SourceShim, c.cmd.Process.Pid, nobody, tc.id(t, cgA2)}
+	})
+
+	t.Run("unregistered non-root is refused", func(t *testing.T) {
+		before := srv.Stats().Refused
+		c := startChild(t, exe, sock, in(cgOut, nobody))
+		rep := c.send(t, request(forged("out-tool", "tool.call", tool)))
+		if rep.Code != ingest.CodeRefused {
+			t.Fatalf("reply = %+v, want code %s", rep, ingest.CodeRefused)
+		}
+		if got := srv.Stats().Refused; got != before+1 {
+			t.Errorf("Stats().Refused = %d, want %d", got, before+1)
+		}
+	})
+
+	t.Run("root outside sessions names the session for tool and model only", func(t *testing.T) {
+		c := startChild(t, exe, sock, in(cgOut, 0))
+		rep := c.send(t, request(
+			forged("api-tool", "tool.call", tool),
+			forged("api-model", "model.call", `"model":{"tokens":12}`),
+			forged("api-pkg", "pkg.install", pkg),
+		))
+		wantStatus := []ingest.Status{ingest.StatusOK, ingest.StatusOK, ingest.StatusRejected}
+		for i, w := range wantStatus {
+			if rep.Code != "" || rep.Results[i].Status != w {
+				t.Fatalf("reply = %+v, want statuses %v", rep, wantStatus)
+			}
+		}
+		pid := c.cmd.Process.Pid
+		wants["api-tool"] = want{"sess-B", event.SourceAPI, pid, 0, tc.id(t, cgOut)}
+		wants["api-model"] = want{"sess-B", event.SourceAPI, pid, 0, tc.id(t, cgOut)}
+	})
+
+	got := map[string]*event.Event{}
+	for _, e := range journaled(t, jdir) {
+		if _, dup := got[e.EventID]; dup {
+			t.Errorf("event %s journaled twice", e.EventID)
+		}
+		got[e.EventID] = e
+	}
+	if len(got) != len(wants) {
+		t.Errorf("journal holds %d events, want %d", len(got), len(wants))
+	}
+	for id, w := range wants {
+		e := got[id]
+		if e == nil {
+			t.Errorf("event %s not journaled", id)
+			continue
+		}
+		if e.SessionID != w.session || e.Source != w.source || e.Host != "test-host" {
+			t.Errorf("event %s: session, source, host = %q, %q, %q, want %q, %q, test-host", id, e.SessionID, e.Source, e.Host, w.session, w.source)
+		}
+		if e.Proc == nil || int(e.Proc.Pid) != w.pid || e.Proc.UID == nil || *e.Proc.UID != w.uid || e.Proc.CgroupID != w.cgroup {
+			t.Errorf("event %s: proc = %+v, want pid %d uid %d cgroup %d", id, e.Proc, w.pid, w.uid, w.cgroup)
+		} else if e.Proc.Comm != "" || e.Proc.Exe != "" {
+			t.Errorf("event %s: proc keeps the client's claims %q %q", id, e.Proc.Comm, e.Proc.Exe)
+		}
+		if e.Pkg != nil && (e.Pkg.Verified != nil || e.Pkg.Cache != "" || e.Pkg.Client != "") {
+			t.Errorf("event %s: pkg keeps mirror-only claims %+v", id, e.Pkg)
+		}
+	}
+}

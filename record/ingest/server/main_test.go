@@ -1,0 +1,292 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/ingest"
+	"github.com/sandtrail/sandtrail/record/journal"
+)
+
+// The test binary re-executes itself in these roles, selected by
+// envRole, to get real separate processes with their own credentials and
+// cgroups.
+const (
+	envRole    = "SANDTRAIL_INGEST_TEST_ROLE"
+	envSock    = "SANDTRAIL_INGEST_TEST_SOCK"
+	envJournal = "SANDTRAIL_INGEST_TEST_JOURNAL"
+	envKey     = "SANDTRAIL_INGEST_TEST_KEY"
+)
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(envRole) {
+	case "":
+		os.Exit(m.Run())
+	case "client":
+		if err := clientRole(os.Getenv(envSock), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "client role:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "daemon":
+		if err := daemonRole(os.Getenv(envSock), os.Getenv(envJournal), os.Getenv(envKey)); err != nil {
+			fmt.Fprintln(os.Stderr, "daemon role:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown role", os.Getenv(envRole))
+		os.Exit(2)
+	}
+}
+
+// clientRole connects once, then for every line of in sends it as one
+// frame and writes the reply frame as one line of out.
+func clientRole(sock string, in io.Reader, out io.Writer) error {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		if err := ingest.WriteFrame(c, sc.Bytes()); err != nil {
+			return err
+		}
+		b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\n", b)
+	}
+	return sc.Err()
+}
+
+// daemonRole is a minimal daemon: the real journal, the server, the tail
+// loaded into the dedup set, and a graceful stop on SIGTERM.
+func daemonRole(sock, dir, keyFile string) error {
+	signer, err := journal.LoadSigner(keyFile)
+	if err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "daemon", Level: hclog.Warn, Output: os.Stderr})
+	j, err := journal.Open(dir, signer, journal.WithLogger(log), journal.WithCheckpointEvery(500))
+	if err != nil {
+		return err
+	}
+	srv := New(j, NewTable(), WithLogger(log))
+	if _, err := srv.RememberTail(j.Size(), DefaultDedupSize, func(from uint64, fn func(uint64, []byte) error) error {
+		return journal.Scan(dir, from, fn)
+	}); err != nil {
+		return err
+	}
+	ln, err := Listen(sock, 0o666)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Println("ready")
+	select {
+	case <-sig:
+	case err := <-served:
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return err
+	}
+	return j.Close()
+}
+
+// testKey writes a fresh signer key into dir and returns its path and the
+// verifier.
+func testKey(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	skey, vkey, err := journal.GenerateKey("sandtrail-ingest-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "checkpoint.key")
+	if err := os.WriteFile(path, []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, vkey
+}
+
+// openJournal opens a real journal in a fresh directory.
+func openJournal(t *testing.T) (*journal.Journal, string) {
+	t.Helper()
+	dir := t.TempDir()
+	keyFile, _ := testKey(t, dir)
+	signer, err := journal.LoadSigner(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jdir := filepath.Join(dir, "journal")
+	j, err := journal.Open(jdir, signer)
+	if err != nil {
+		t.Fatalf("journal.Open = %v", err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	return j, jdir
+}
+
+// journaled returns every event in the journal at dir.
+func journaled(t *testing.T, dir string) []*event.Event {
+	t.Helper()
+	var out []*event.Event
+	err := journal.Scan(dir, 0, func(seq uint64, raw []byte) error {
+		var e event.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return fmt.Errorf("entry %d: %w", seq, err)
+		}
+		out = append(out, &e)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("journal.Scan = %v", err)
+	}
+	return out
+}
+
+// startServer serves srv on a socket in a directory every user can reach.
+func startServer(t *testing.T, srv *Server) string {
+	t.Helper()
+	dir := publicDir(t)
+	sock := filepath.Join(dir, "ingest.sock")
+	ln, err := Listen(sock, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown = %v", err)
+		}
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Errorf("Serve = %v, want ErrClosed", err)
+		}
+	})
+	return sock
+}
+
+// publicDir is a temporary directory that uid 65534 can traverse.
+func publicDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandtrail-ingest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// roundTrip sends one raw payload on a fresh connection and returns the
+// reply.
+func roundTrip(t *testing.T, sock string, payload []byte) *ingest.Reply {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := ingest.WriteFrame(c, payload); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+	if err != nil {
+		t.Fatalf("reading reply: %v", err)
+	}
+	rep, err := ingest.DecodeReply(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// request encodes raw JSON events into a request payload.
+func request(events ...string) []byte {
+	return []byte(`{"v":1,"events":[` + strings.Join(events, ",") + `]}`)
+}
+
+// child is a client-role process.
+type child struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// startChild runs the test binary as a client of sock, configured by attr.
+func startChild(t *testing.T, exe, sock string, attr *syscall.SysProcAttr) *child {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envRole+"=client", envSock+"="+sock)
+	cmd.SysProcAttr = attr
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting client process: %v", err)
+	}
+	ch := &child{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	ch.out.Buffer(nil, 4<<20)
+	t.Cleanup(ch.stop)
+	return ch
+}
+
+// send sends one request line and returns the reply.
+func (c *child) send(t *testing.T, payload []byte) *ingest.Reply {
+	t.Helper()
+	if _, err := fmt.Fprintf(c.in, "%s\n", payload); err != nil {
+		t.Fatal(err)
+	}
+	if !c.out.Scan() {
+		t.Fatalf("client process gave no reply: %v", c.out.Err())
+	}
+	rep, err := ingest.DecodeReply(c.out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func (c *child) stop() {
+	if c.in != nil {
+		c.in.Close()
+		c.in = nil
+		_ = c.cmd.Wait()
+	}
+}
