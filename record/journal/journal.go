@@ -267,7 +267,20 @@ func (j *Journal) recover() (*event.Journal, error) {
 	}
 	last := segs[len(segs)-1]
 
-	// Count the last segment's entries and cut a torn tail.
+	// Check the framing of every entry (CRC, seq, no gaps between
+	// segments), count the entries, and cut a torn tail of the last segment.
+	if segs[0].first != 0 {
+		return nil, fmt.Errorf("%w: first segment %s does not start at seq 0", ErrCorrupt, filepath.Base(segs[0].path))
+	}
+	for i, s := range segs[:len(segs)-1] {
+		n, err := checkSegment(s)
+		if err != nil {
+			return nil, err
+		}
+		if next := segs[i+1]; next.first != n {
+			return nil, fmt.Errorf("%w: segment %s starts at seq %d, want %d (run sandtrail verify)", ErrCorrupt, filepath.Base(next.path), next.first, n)
+		}
+	}
 	var cut *event.Journal
 	r, err := openSegmentReader(last.path, last.first)
 	if err != nil {
@@ -366,6 +379,29 @@ func (j *Journal) recover() (*event.Journal, error) {
 	j.last = cp
 	j.size.Store(size)
 	return cut, nil
+}
+
+// checkSegment reads every frame of a segment that is not the last one and
+// returns the seq that follows it.
+func checkSegment(s segment) (uint64, error) {
+	r, err := openSegmentReader(s.path, s.first)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	for {
+		_, err := r.next()
+		if err == io.EOF {
+			return r.seq, nil
+		}
+		var fe *frameError
+		if errors.As(err, &fe) {
+			return 0, fmt.Errorf("%w: segment %s: %v (run sandtrail verify)", ErrCorrupt, filepath.Base(s.path), fe)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 var errRootMismatch = errors.New("journal: root mismatch")
