@@ -4,6 +4,7 @@ import (
 	"github.com/sandtrail/sandtrail/resolver/cargo"
 	"github.com/sandtrail/sandtrail/resolver/deb"
 	"github.com/sandtrail/sandtrail/resolver/npm"
+	"github.com/sandtrail/sandtrail/resolver/pep440"
 )
 
 // Ecosystems returns every supported ecosystem, in a fixed order. This list is the one place
@@ -12,6 +13,7 @@ func Ecosystems() []Ecosystem {
 	return []Ecosystem{
 		npmEcosystem{},
 		cargoEcosystem{},
+		pypiEcosystem{},
 		debEcosystem{},
 	}
 }
@@ -111,3 +113,48 @@ func (v cargoVersion) String() string        { return v.v.String() }
 func (v cargoVersion) Compare(o Version) int { return v.v.Compare(o.(cargoVersion).v) }
 func (s cargoSpec) String() string           { return s.r.String() }
 func (s cargoSpec) Match(v Version) bool     { return s.r.Match(v.(cargoVersion).v) }
+
+// pypiEcosystem adapts package pep440: PEP 440 versions and specifier sets, with pip's choice
+// among candidates as the Selector.
+type pypiEcosystem struct{}
+
+type pypiVersion struct{ v *pep440.Version }
+
+type pypiSpec struct{ s *pep440.Specifiers }
+
+var (
+	_ Ecosystem = pypiEcosystem{}
+	_ Selector  = pypiSpec{}
+)
+
+func (pypiEcosystem) Name() string { return "pypi" }
+
+func (pypiEcosystem) ParseVersion(s string) (Version, error) {
+	v, err := pep440.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return pypiVersion{v}, nil
+}
+
+func (pypiEcosystem) ParseSpec(s string) (Spec, error) {
+	sp, err := pep440.ParseSpecifiers(s)
+	if err != nil {
+		return nil, err
+	}
+	return pypiSpec{sp}, nil
+}
+
+func (v pypiVersion) String() string        { return v.v.String() }
+func (v pypiVersion) Compare(o Version) int { return v.v.Compare(o.(pypiVersion).v) }
+func (s pypiSpec) String() string           { return s.s.String() }
+func (s pypiSpec) Match(v Version) bool     { return s.s.Contains(v.(pypiVersion).v) }
+
+// Select picks as pip does: the highest of SpecifierSet.filter(candidates).
+func (s pypiSpec) Select(candidates []Version) int {
+	vs := make([]*pep440.Version, len(candidates))
+	for i, c := range candidates {
+		vs[i] = c.(pypiVersion).v
+	}
+	return s.s.Best(vs)
+}
