@@ -57,7 +57,10 @@ func handcrafted() []*event.Event {
 		evs = append(evs, ev)
 	}
 	file := func(p string) func(*event.Event) {
-		return func(e *event.Event) { e.File = &event.File{Op: "read", Path: p}; e.Proc = &event.Proc{Pid: 7, Exe: "/bin/cat"} }
+		return func(e *event.Event) {
+			e.File = &event.File{Op: "read", Path: p}
+			e.Proc = &event.Proc{Pid: 7, Exe: "/bin/cat"}
+		}
 	}
 	conn := func(d string) func(*event.Event) {
 		return func(e *event.Event) { e.Net = &event.Net{Op: "connect", Domain: d, DstIP: "192.0.2.1", DstPort: 443} }
