@@ -385,7 +385,9 @@ func Marshal(e *Event) ([]byte, error) {
 }
 
 // Unmarshal decodes untrusted bytes into an Event. It rejects oversized
-// input, unknown fields and trailing data, then runs Validate.
+// input, unknown fields and trailing data, runs Validate, and rejects an
+// event whose canonical encoding would exceed MaxEncodedSize. Every error
+// wraps ErrInvalid.
 func Unmarshal(b []byte) (*Event, error) {
 	if len(b) > MaxEncodedSize {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalid, len(b), MaxEncodedSize)
@@ -404,8 +406,26 @@ func Unmarshal(b []byte) (*Event, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
+	// The canonical encoding can be longer than the input: encoding/json
+	// writes '<' and invalid UTF-8 as six-byte escapes, and writes the
+	// required fields that the input left out, which turns each "{}," in
+	// net.dns.answers into 29 bytes. Inputs that could grow past the limit
+	// pay for re-encoding, so that everything accepted can be journaled.
+	if len(b) > reencodeAbove {
+		if _, err := Marshal(&e); err != nil {
+			if errors.Is(err, ErrInvalid) {
+				return nil, fmt.Errorf("re-encoding: %w", err)
+			}
+			return nil, fmt.Errorf("%w: re-encoding: %w", ErrInvalid, err)
+		}
+	}
 	return &e, nil
 }
+
+// reencodeAbove is the input size above which Unmarshal re-encodes to check
+// the canonical size. The worst growth is about tenfold (empty DNS answers)
+// plus the envelope's required fields, so 1/16 of the limit is safe.
+const reencodeAbove = MaxEncodedSize / 16
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -117,7 +117,7 @@ func examples() map[string]*event.Event {
 	e = base("pkg.fetch", event.SourceMirror, 151)
 	e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "lodash", Resolved: "4.17.21",
 		SourceURL: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz", Registry: "https://registry.npmjs.org/",
-		Hash: "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
+		Hash:     "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
 		Verified: event.Bool(true), Verdict: "allow", Purl: "pkg:npm/lodash@4.17.21", Client: "10.88.0.7:41234", Cache: "miss"}
 	add(e)
 

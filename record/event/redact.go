@@ -38,6 +38,11 @@ const Mask = "***"
 // All three functions are idempotent: redacting a redacted string changes
 // nothing.
 
+// maskedValue matches a value that is already masked: the mask alone or a
+// known token's prefix followed by the mask. Value patterns try it first, so
+// that "x-access-token:ghp_***@github.com" stops at the mask.
+const maskedValue = `(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[abposr]-|sk-(?:ant-|proj-|svcacct-)?|eyJ[A-Za-z0-9_-]+\.)?\*\*\*`
+
 // secretWords are the endings that make a key or flag name sensitive. A name
 // is sensitive when, ignoring case, it ends in one of them: DB_PASSWORD,
 // npm's _authToken, --api-key. "max_tokens" and "author" are not.
@@ -57,7 +62,7 @@ var (
 	// white space, a quote or an angle bracket.
 	reURL = regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
-	reAuthHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*["']?)((?:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+)?([^\s"',;]+)`)
+	reAuthHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*["']?)((?:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+)?(` + maskedValue + `|[^\s"',;]+)`)
 
 	reBearer = regexp.MustCompile(`(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/=-]{12,}\**)`)
 
@@ -67,31 +72,40 @@ var (
 	// The value is a quoted string or a run up to white space, a quote, a
 	// comma, a semicolon or an ampersand; it may not start with ':' or '='
 	// so that "token::Lexer" and "token == x" are left alone.
-	reKV = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*?(?:` + secretWords + `))(["']?[ \t]*[=:][ \t]*)(\*\*\*|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"',;&:=][^\s"',;&]*)`)
+	reKV = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*?(?:` + secretWords + `))(["']?[ \t]*[=:][ \t]*)(` + maskedValue + `|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"',;&:=][^\s"',;&]*)`)
 
 	// reFlagSpace finds "--password value" in free text.
-	reFlagSpace = regexp.MustCompile(`(?i)((?:^|[\s"'])--?[A-Za-z0-9_.-]*?(?:` + secretWords + `|bearer))([ \t]+)("[^"]*"|'[^']*'|[^\s"'\-][^\s"']*)`)
+	reFlagSpace = regexp.MustCompile(`(?i)((?:^|[\s"'])--?[A-Za-z0-9_.-]*?(?:` + secretWords + `|bearer))([ \t]+)(` + maskedValue + `|"[^"]*"|'[^']*'|[^\s"'\-][^\s"']*)`)
 )
 
 // tokenRule masks a token of a known format, keeping the prefix in group 1.
 type tokenRule struct {
-	anchor string // a literal every match contains, for the cheap pre-check
-	re     *regexp.Regexp
-	repl   string
+	anchors []string // every match contains one of these: the cheap pre-check
+	re      *regexp.Regexp
+	repl    string
+}
+
+func (r *tokenRule) mayMatch(s string) bool {
+	for _, a := range r.anchors {
+		if strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
 }
 
 var tokenRules = []tokenRule{
-	{"AKIA", regexp.MustCompile(`\b(AKIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
-	{"ASIA", regexp.MustCompile(`\b(ASIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
-	{"github_pat_", regexp.MustCompile(`\b(github_pat_)[A-Za-z0-9_]{20,}`), "${1}" + Mask},
-	{"_", regexp.MustCompile(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
-	{"npm_", regexp.MustCompile(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
-	{"pypi-", regexp.MustCompile(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
-	{"xox", regexp.MustCompile(`\b(xox[abposr]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
-	{"hooks.slack.com", regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
-	{"sk-", regexp.MustCompile(`\b(sk-(?:ant-|proj-|svcacct-)?)[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
-	{"AIza", regexp.MustCompile(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
-	{"eyJ", regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
+	{[]string{"AKIA"}, regexp.MustCompile(`\b(AKIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{[]string{"ASIA"}, regexp.MustCompile(`\b(ASIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{[]string{"github_pat_"}, regexp.MustCompile(`\b(github_pat_)[A-Za-z0-9_]{20,}`), "${1}" + Mask},
+	{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, regexp.MustCompile(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
+	{[]string{"npm_"}, regexp.MustCompile(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
+	{[]string{"pypi-"}, regexp.MustCompile(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	{[]string{"xox"}, regexp.MustCompile(`\b(xox[abposr]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
+	{[]string{"hooks.slack.com"}, regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
+	{[]string{"sk-"}, regexp.MustCompile(`\b(sk-(?:ant-|proj-|svcacct-)?)[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	{[]string{"AIza"}, regexp.MustCompile(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
+	{[]string{"eyJ"}, regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
 }
 
 // mayContainSecret is the cheap pre-check: it is false only for strings that
@@ -103,29 +117,79 @@ func mayContainSecret(s string) bool {
 	if strings.ContainsAny(s, "=:_-") {
 		return true
 	}
-	for _, r := range tokenRules {
-		if strings.Contains(s, r.anchor) {
+	for i := range tokenRules {
+		if tokenRules[i].mayMatch(s) {
 			return true
 		}
 	}
 	return containsFold(s, "bearer")
 }
 
+// hasSecretWord reports whether s contains, ignoring ASCII case, a word
+// that every match of reKV and reFlagSpace contains: pass (password,
+// passwd, passphrase), pwd, secret, signature, token, key, auth, credential
+// or bearer. It is one pass over s, and most text fails it, which spares the
+// regular expressions.
+func hasSecretWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		rest := s[i:]
+		switch s[i] | 0x20 {
+		case 'p':
+			if hasPrefixFold(rest, "pass") || hasPrefixFold(rest, "pwd") {
+				return true
+			}
+		case 's':
+			if hasPrefixFold(rest, "secret") || hasPrefixFold(rest, "signature") {
+				return true
+			}
+		case 't':
+			if hasPrefixFold(rest, "token") {
+				return true
+			}
+		case 'k':
+			if hasPrefixFold(rest, "key") {
+				return true
+			}
+		case 'a':
+			if hasPrefixFold(rest, "auth") {
+				return true
+			}
+		case 'c':
+			if hasPrefixFold(rest, "credential") {
+				return true
+			}
+		case 'b':
+			if hasPrefixFold(rest, "bearer") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasPrefixFold reports whether s begins with the lower-case ASCII word
+// prefix, ignoring ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for j := 0; j < len(prefix); j++ {
+		c := s[j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[j] {
+			return false
+		}
+	}
+	return true
+}
+
 // containsFold reports whether s contains the lower-case ASCII word sub,
 // ignoring ASCII case, without allocating.
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
-		j := 0
-		for ; j < len(sub); j++ {
-			c := s[i+j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-		}
-		if j == len(sub) {
+		if hasPrefixFold(s[i:], sub) {
 			return true
 		}
 	}
@@ -160,11 +224,7 @@ func redactOnce(s string) string {
 	if strings.Contains(s, "-----BEGIN") {
 		s = rePEM.ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
 	}
-	for _, r := range tokenRules {
-		if strings.Contains(s, r.anchor) {
-			s = r.re.ReplaceAllString(s, r.repl)
-		}
-	}
+	s = redactTokens(s)
 	if strings.Contains(s, "://") {
 		s = reURL.ReplaceAllStringFunc(s, redactURL)
 	}
@@ -175,20 +235,32 @@ func redactOnce(s string) string {
 		if containsFold(s, "cookie") {
 			s = replaceGroup(s, reCookie, 3)
 		}
-		s = replaceGroup(s, reKV, 3)
+		if hasSecretWord(s) {
+			s = replaceGroup(s, reKV, 3)
+		}
 	}
 	if containsFold(s, "bearer") {
 		s = replaceGroup(s, reBearer, 3)
 	}
-	if strings.Contains(s, "-") {
+	if strings.Contains(s, "-") && hasSecretWord(s) {
 		s = replaceGroup(s, reFlagSpace, 3)
+	}
+	return s
+}
+
+// redactTokens masks the tokens of known formats in s.
+func redactTokens(s string) string {
+	for i := range tokenRules {
+		if r := &tokenRules[i]; r.mayMatch(s) {
+			s = r.re.ReplaceAllString(s, r.repl)
+		}
 	}
 	return s
 }
 
 // reMasked matches a value that is already masked: the mask alone or a known
 // token's prefix followed by the mask.
-var reMasked = regexp.MustCompile(`^(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[abposr]-|sk-(?:ant-|proj-|svcacct-)?|eyJ[A-Za-z0-9_-]+\.)?\*\*\*$`)
+var reMasked = regexp.MustCompile(`^` + maskedValue + `$`)
 
 // isMasked reports whether v, possibly quoted, is already masked.
 func isMasked(v string) bool {
@@ -239,7 +311,7 @@ func RedactURL(u string) string {
 		return u
 	}
 	if strings.Contains(u, "://") {
-		u = redactURL(u)
+		u = redactURL(redactTokens(u))
 	}
 	return Redact(u)
 }
@@ -383,8 +455,6 @@ func RedactArgv(argv []string) []string {
 		}
 		nextIsValue := i+1 < len(argv) && !strings.HasPrefix(next, "-")
 		switch {
-		case sensitiveFlag(a):
-			maskNext = nextIsValue
 		case isMySQL(prog) && strings.HasPrefix(a, "-p") && len(a) > 2 && !strings.HasPrefix(a, "--"):
 			r = "-p" + Mask
 		case (prog == "sshpass" || login) && a == "-p":
@@ -404,6 +474,8 @@ func RedactArgv(argv []string) []string {
 			maskNext = a == "-k" && i+1 < len(argv)
 		case prog == "openssl" && strings.HasPrefix(a, "pass:") && !isMasked(a[len("pass:"):]):
 			r = "pass:" + Mask
+		case sensitiveFlag(a):
+			maskNext = nextIsValue
 		}
 		out[i] = r
 	}

@@ -1,0 +1,77 @@
+package event_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// FuzzUnmarshal feeds untrusted bytes to Unmarshal. It must never panic, it
+// must fail only with ErrInvalid, and whatever it accepts must re-encode
+// within MaxEncodedSize and decode back to the same value and the same
+// canonical bytes. The seed corpus in testdata/fuzz/FuzzUnmarshal holds one
+// valid event per kind (valid-*, written by TestExamplesGolden -update),
+// broken ones (broken-*) and odd but acceptable ones (odd-*).
+func FuzzUnmarshal(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := event.Unmarshal(b)
+		if err != nil {
+			if !errors.Is(err, event.ErrInvalid) {
+				t.Fatalf("Unmarshal(%q) = %v, want an error wrapping ErrInvalid", b, err)
+			}
+			if e != nil {
+				t.Fatalf("Unmarshal(%q) returned an event together with %v", b, err)
+			}
+			return
+		}
+		b1, err := event.Marshal(e)
+		if err != nil {
+			t.Fatalf("Marshal(Unmarshal(%q)) = %v, want the accepted event to re-encode", b, err)
+		}
+		e2, err := event.Unmarshal(b1)
+		if err != nil {
+			t.Fatalf("Unmarshal(Marshal(Unmarshal(%q))) = %v, want nil", b, err)
+		}
+		if !sameEvent(e, e2) {
+			t.Fatalf("Unmarshal(Marshal(e)) = %+v, want %+v", e2, e)
+		}
+		b2, err := event.Marshal(e2)
+		if err != nil {
+			t.Fatalf("Marshal(e2) = %v", err)
+		}
+		if !bytes.Equal(b1, b2) {
+			t.Fatalf("canonical encoding not stable: %s then %s", b1, b2)
+		}
+	})
+}
+
+// sameEvent reports whether a and b are the same value. Times are the same
+// when they are the same instant written with the same offset: decoding
+// "+00:00" may yield time.Local where "Z" yields time.UTC, which
+// reflect.DeepEqual would tell apart.
+func sameEvent(a, b *event.Event) bool {
+	ac, bc := *a, *b
+	if !sameTime(ac.TS, bc.TS) {
+		return false
+	}
+	ac.TS, bc.TS = time.Time{}, time.Time{}
+	if ac.Proc != nil && bc.Proc != nil {
+		ap, bp := *ac.Proc, *bc.Proc
+		if !sameTime(ap.StartTS, bp.StartTS) {
+			return false
+		}
+		ap.StartTS, bp.StartTS = time.Time{}, time.Time{}
+		ac.Proc, bc.Proc = &ap, &bp
+	}
+	return reflect.DeepEqual(ac, bc)
+}
+
+func sameTime(a, b time.Time) bool {
+	_, ao := a.Zone()
+	_, bo := b.Zone()
+	return a.Equal(b) && ao == bo && a.IsZero() == b.IsZero()
+}
