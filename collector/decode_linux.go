@@ -105,6 +105,10 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		return nil, nil, fmt.Errorf("%w: %d bytes is shorter than the header", errDecode, len(raw))
 	}
 	kind := processEventKind(binary.NativeEndian.Uint32(raw))
+	// The header's ts is at the same offset in every record.
+	if binary.NativeEndian.Uint64(raw[unsafe.Offsetof(processEventHeader{}.Ts):]) == 0 {
+		return nil, nil, fmt.Errorf("%w: no timestamp", errDecode)
+	}
 	switch kind {
 	case processEventKindKIND_EXEC:
 		return d.exec1(raw)

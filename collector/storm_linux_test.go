@@ -1,0 +1,131 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stormExecs is the size of the exec storm.
+const stormExecs = 20000
+
+// execStorm forks and execs /bin/true n times inside cg, from two
+// goroutines, and waits for every child.
+func execStorm(cg *testCgroup, n int) error {
+	const workers = 2
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.fd}}
+			for i := w; i < n; i += workers {
+				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
+				if err != nil {
+					errs <- fmt.Errorf("exec %d: %w", i, err)
+					return
+				}
+				var ws syscall.WaitStatus
+				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+					errs <- fmt.Errorf("waiting for exec %d: %w", i, err)
+					return
+				}
+				if ws.ExitStatus() != 0 {
+					errs <- fmt.Errorf("exec %d: exit status %d", i, ws.ExitStatus())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// TestExecStorm runs the storm with different ways to lose events and checks
+// that every event is either delivered or counted in a collector.loss event.
+func TestExecStorm(t *testing.T) {
+	requireKernel(t)
+	if testing.Short() {
+		t.Skip("skipping the exec storm in -short mode")
+	}
+	for _, c := range []struct {
+		name string
+		// tinyRing holds the reader back during the storm with a 4 KiB ring
+		// buffer, so that the kernel must drop.
+		tinyRing bool
+		// liveTinyRing uses a 4 KiB ring buffer with the reader running:
+		// drops depend on timing, the accounting must be exact anyway.
+		liveTinyRing bool
+		// tinyQueue holds the consumer back until the reader has seen
+		// every record, with a queue of 64, so that the queue must drop.
+		tinyQueue bool
+	}{
+		{name: "default"},
+		{name: "tiny ring buffer, live reader", liveTinyRing: true},
+		{name: "tiny ring buffer", tinyRing: true},
+		{name: "tiny queue", tinyQueue: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cg := newCgroup(t)
+			opts := []Option{WithQueueSize(1 << 16)}
+			var gate chan struct{}
+			if c.tinyRing {
+				gate = make(chan struct{})
+				opts = append(opts, WithRingBufferSize(4096), withReaderGate(gate))
+			}
+			if c.liveTinyRing {
+				opts = append(opts, WithRingBufferSize(4096))
+			}
+			if c.tinyQueue {
+				opts = append(opts, WithQueueSize(64))
+			}
+			r := startRecorder(t, c.tinyQueue, opts...)
+			const sid = "sess-storm"
+			if err := r.c.Watch(cg.id, sid); err != nil {
+				t.Fatalf("Watch() = %v", err)
+			}
+			if err := execStorm(cg, stormExecs); err != nil {
+				t.Fatalf("exec storm: %v", err)
+			}
+			if gate != nil {
+				close(gate)
+			}
+			if c.tinyQueue {
+				// Wait (without a time limit that could fail the test on a
+				// slow machine) until the reader has seen every record.
+				for s := r.c.Stats(); s.Received+s.KernelDrops < 3*stormExecs; s = r.c.Stats() {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			evs := r.stop(t)
+			lost := losses(evs)
+			for _, kind := range []string{KindExec, KindFork, KindExit} {
+				got := uint64(len(inSession(evs, sid, kind)))
+				if got+lost[kind] != stormExecs {
+					t.Errorf("%s: received %d + lost %d = %d, want %d", kind, got, lost[kind], got+lost[kind], stormExecs)
+				}
+			}
+			s := r.c.Stats()
+			t.Logf("stats %+v, losses %v", s, lost)
+			var total uint64
+			for _, n := range lost {
+				total += n
+			}
+			if total != s.KernelDrops+s.QueueDrops {
+				t.Errorf("loss events sum to %d, want Stats().KernelDrops+QueueDrops = %d", total, s.KernelDrops+s.QueueDrops)
+			}
+			if c.tinyRing && s.KernelDrops == 0 {
+				t.Errorf("Stats().KernelDrops = 0 with a held reader and a 4 KiB ring, want > 0")
+			}
+			if c.tinyQueue && s.QueueDrops == 0 {
+				t.Errorf("Stats().QueueDrops = 0 with a held consumer and a queue of 64, want > 0")
+			}
+		})
+	}
+}
