@@ -22,6 +22,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -98,11 +99,12 @@ type options struct {
 type Option func(*options) error
 
 // WithRingBufferSize sets the size of the kernel ring buffer in bytes. It must
-// be a power of two and a multiple of the page size. The default is 16 MiB.
+// be a power of two of at least the page size. A record larger than the ring
+// buffer is always dropped (and counted). The default is 16 MiB.
 func WithRingBufferSize(n int) Option {
 	return func(o *options) error {
-		if n <= 0 || n&(n-1) != 0 {
-			return fmt.Errorf("ring buffer size %d: not a power of two", n)
+		if n <= 0 || n&(n-1) != 0 || n < os.Getpagesize() {
+			return fmt.Errorf("ring buffer size %d: not a power of two of at least a page", n)
 		}
 		o.ringSize = n
 		return nil

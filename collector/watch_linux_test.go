@@ -1,0 +1,109 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"errors"
+	"os/exec"
+	"testing"
+)
+
+func runIn(t *testing.T, cg *testCgroup, args ...string) {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = cg.sysAttr(nobody)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+}
+
+func TestWatchUnwatch(t *testing.T) {
+	requireKernel(t)
+	cg := newCgroup(t)
+	r := startRecorder(t, false)
+	const sid = "sess-unwatch"
+	if err := r.c.Watch(0, sid); err == nil {
+		t.Errorf("Watch(0) = nil, want an error")
+	}
+	if err := r.c.Watch(cg.id, sid); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	runIn(t, cg, "/bin/true", "first")
+	if err := r.c.Unwatch(cg.id); err != nil {
+		t.Fatalf("Unwatch() = %v", err)
+	}
+	if err := r.c.Unwatch(cg.id); err != nil {
+		t.Errorf("Unwatch() twice = %v, want nil", err)
+	}
+	runIn(t, cg, "/bin/true", "second")
+	if err := r.c.Watch(cg.id, sid); err != nil {
+		t.Fatalf("Watch() again = %v", err)
+	}
+	runIn(t, cg, "/bin/true", "third")
+	evs := r.stop(t)
+	var got []string
+	for _, ev := range findExec(evs, "/bin/true") {
+		if ev.SessionID != sid {
+			t.Errorf("exec of %q has session %q, want %q", ev.Proc.Argv, ev.SessionID, sid)
+		}
+		got = append(got, ev.Proc.Argv[1])
+	}
+	if len(got) != 2 || got[0] != "first" || got[1] != "third" {
+		t.Errorf("recorded execs = %q, want [first third]", got)
+	}
+	if err := r.c.Watch(cg.id, sid); !errors.Is(err, ErrClosed) {
+		t.Errorf("Watch() after Close = %v, want ErrClosed", err)
+	}
+	if err := r.c.Close(); err != nil {
+		t.Errorf("Close() twice = %v, want nil", err)
+	}
+}
+
+func TestHostWide(t *testing.T) {
+	requireKernel(t)
+	cg := newCgroup(t)
+	r := startRecorder(t, false, WithHostWide(true))
+	runIn(t, cg, "/bin/true", "host-wide")
+	evs := r.stop(t)
+	var hits int
+	for _, ev := range findExec(evs, "/bin/true") {
+		if len(ev.Proc.Argv) == 2 && ev.Proc.Argv[1] == "host-wide" && ev.Proc.CgroupID == cg.id {
+			hits++
+			if ev.SessionID != "" {
+				t.Errorf("host-wide exec session = %q, want none", ev.SessionID)
+			}
+		}
+	}
+	if hits != 1 {
+		t.Errorf("host-wide execs of the unwatched cgroup = %d, want 1", hits)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		opt     Option
+		wantErr bool
+	}{
+		{"ring buffer power of two", WithRingBufferSize(1 << 20), false},
+		{"ring buffer not a power of two", WithRingBufferSize(3 << 20), true},
+		{"ring buffer zero", WithRingBufferSize(0), true},
+		{"ring buffer below a page", WithRingBufferSize(1024), true},
+		{"queue", WithQueueSize(1), false},
+		{"queue zero", WithQueueSize(0), true},
+		{"loss interval", WithLossInterval(0), true},
+		{"drain timeout negative", WithDrainTimeout(-1), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := buildOptions([]Option{c.opt})
+			if (err != nil) != c.wantErr {
+				t.Errorf("buildOptions(%s) = %v, want error %v", c.name, err, c.wantErr)
+			}
+			if c.wantErr {
+				if _, err := New(nil, c.opt); err == nil {
+					t.Errorf("New(%s) = nil error, want one", c.name)
+				}
+			}
+		})
+	}
+}
