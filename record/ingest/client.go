@@ -206,10 +206,7 @@ func outcome(payload []byte, rep *Reply) (failed []byte, rejected []string, err 
 		}
 	}
 	if len(again) > 0 {
-		failed, err = json.Marshal(&Request{V: ProtocolVersion, Events: again})
-		if err != nil {
-			return nil, nil, fmt.Errorf("encoding retry batch: %w", err)
-		}
+		failed = encodeRequest(again)
 	}
 	return failed, rejected, nil
 }
@@ -323,16 +320,12 @@ func chunk(evs []*event.Event) ([][]byte, error) {
 	var out [][]byte
 	var cur []json.RawMessage
 	size := 0
-	const overhead = 32 // {"v":1,"events":[]} and slack
+	const overhead = requestOverhead
 	flush := func() error {
 		if len(cur) == 0 {
 			return nil
 		}
-		b, err := json.Marshal(&Request{V: ProtocolVersion, Events: cur})
-		if err != nil {
-			return fmt.Errorf("encoding request: %w", err)
-		}
-		out = append(out, b)
+		out = append(out, encodeRequest(cur))
 		cur, size = nil, 0
 		return nil
 	}

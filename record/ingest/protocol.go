@@ -211,22 +211,41 @@ func DecodeEvent(raw []byte) (*event.Event, error) {
 
 // EncodeRequest builds a request frame payload from events.
 func EncodeRequest(evs []*event.Event) ([]byte, error) {
-	req := Request{V: ProtocolVersion, Events: make([]json.RawMessage, len(evs))}
+	raws := make([]json.RawMessage, len(evs))
 	for i, e := range evs {
 		b, err := event.Marshal(e)
 		if err != nil {
 			return nil, err
 		}
-		req.Events[i] = b
+		raws[i] = b
 	}
-	b, err := json.Marshal(&req)
-	if err != nil {
-		return nil, fmt.Errorf("encoding request: %w", err)
-	}
+	b := encodeRequest(raws)
 	if len(b) > MaxFrame {
 		return nil, fmt.Errorf("%w: request of %d events is %d bytes", ErrFrameTooLarge, len(evs), len(b))
 	}
 	return b, nil
+}
+
+// requestOverhead is the size of a request without its events' bytes
+// and commas.
+const requestOverhead = len(`{"v":1,"events":[]}`)
+
+// encodeRequest joins already encoded events into a request payload,
+// without a second pass over their bytes.
+func encodeRequest(raws []json.RawMessage) []byte {
+	n := requestOverhead + len(raws)
+	for _, r := range raws {
+		n += len(r)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":1,"events":[`...)
+	for i, r := range raws {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r...)
+	}
+	return append(b, "]}"...)
 }
 
 // DecodeReply parses a reply frame payload. Errors wrap ErrMalformed.

@@ -212,23 +212,27 @@ func publicDir(t *testing.T) string {
 // reply.
 func roundTrip(t *testing.T, sock string, payload []byte) *ingest.Reply {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := ingest.WriteFrame(c, payload); err != nil {
-		t.Fatal(err)
-	}
-	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
-	if err != nil {
-		t.Fatalf("reading reply: %v", err)
-	}
-	rep, err := ingest.DecodeReply(b)
+	rep, err := tryRoundTrip(sock, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+func tryRoundTrip(sock string, payload []byte) (*ingest.Reply, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := ingest.WriteFrame(c, payload); err != nil {
+		return nil, err
+	}
+	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+	if err != nil {
+		return nil, fmt.Errorf("reading reply: %w", err)
+	}
+	return ingest.DecodeReply(b)
 }
 
 // request encodes raw JSON events into a request payload.

@@ -508,7 +508,7 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 	for i, raw := range req.Events {
 		e, err := ingest.DecodeEvent(raw)
 		if err == nil {
-			err = s.rewrite(e, a, now)
+			err = s.rewrite(e, len(raw), a, now)
 		}
 		if err != nil {
 			results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
@@ -580,7 +580,7 @@ func idOf(e *event.Event) string {
 
 // rewrite replaces everything in e that the server vouches for and checks
 // that the peer may send it.
-func (s *Server) rewrite(e *event.Event, a attribution, now time.Time) error {
+func (s *Server) rewrite(e *event.Event, rawLen int, a attribution, now time.Time) error {
 	if e.EventID == "" {
 		e.EventID = ingest.NewEventID()
 	} else if !ingest.ValidEventID(e.EventID) {
@@ -623,8 +623,13 @@ func (s *Server) rewrite(e *event.Event, a attribution, now time.Time) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	if _, err := event.Marshal(e); err != nil {
-		return err
+	// Re-encoding can grow a string up to six times ("<" becomes
+	// "\u003c"), and the server adds bounded fields. Only an event that
+	// could then exceed the limit pays for a trial encoding.
+	if 6*rawLen+len(s.host)+4096 > event.MaxEncodedSize {
+		if _, err := event.Marshal(e); err != nil {
+			return err
+		}
 	}
 	return nil
 }
