@@ -44,7 +44,7 @@ import (
 
 // SchemaVersion is the version of the index schema, kept in SQLite's
 // user_version. An index of another version must be rebuilt.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Errors returned by the index.
 var (
@@ -106,8 +106,8 @@ type Index struct {
 	log  hclog.Logger
 	o    options
 
-	mu     sync.Mutex // serializes writers and guards sids, closed
-	sids   map[string]int64
+	mu     sync.Mutex // serializes writers and guards the dictionaries, closed
+	dicts  [4]*dict   // sessions, paths, domains, packages
 	closed bool
 }
 
@@ -133,24 +133,31 @@ var tables = []string{
 		source TEXT NOT NULL,
 		pid INTEGER,
 		exe TEXT,
-		raw BLOB NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS files(seq INTEGER NOT NULL, sid INTEGER NOT NULL, ts INTEGER NOT NULL, path TEXT NOT NULL)`,
+		raw TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS paths(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)`,
+	`CREATE TABLE IF NOT EXISTS domains(id INTEGER PRIMARY KEY, rdomain TEXT NOT NULL UNIQUE)`,
+	`CREATE TABLE IF NOT EXISTS packages(id INTEGER PRIMARY KEY, ecosystem TEXT NOT NULL, name TEXT NOT NULL,
+		version TEXT NOT NULL, UNIQUE(ecosystem, name, version))`,
+	`CREATE TABLE IF NOT EXISTS files(seq INTEGER NOT NULL, sid INTEGER NOT NULL, ts INTEGER NOT NULL, path_id INTEGER NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS nets(seq INTEGER NOT NULL, sid INTEGER NOT NULL, ts INTEGER NOT NULL,
-		rdomain TEXT, dst_ip TEXT, dst_port INTEGER)`,
+		domain_id INTEGER, dst_ip TEXT, dst_port INTEGER)`,
 	`CREATE TABLE IF NOT EXISTS pkgs(seq INTEGER NOT NULL, sid INTEGER NOT NULL, ts INTEGER NOT NULL,
-		ecosystem TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL, purl TEXT)`,
+		pkg_id INTEGER NOT NULL, purl TEXT)`,
 	`CREATE TABLE IF NOT EXISTS skipped(seq INTEGER PRIMARY KEY, error TEXT NOT NULL)`,
 }
 
 // indexes are the secondary indexes, one or more per question. Each side
-// table's index covers its questions, so they never touch the table.
+// table's index covers its questions, so they never touch the table. The
+// dictionaries (paths, domains, packages) have their UNIQUE indexes from
+// the start: a filter first finds the matching keys there (a range of
+// paths, the versions of a package), then the side rows of those keys.
 var indexes = []string{
 	`CREATE INDEX IF NOT EXISTS events_sid_ts ON events(sid, ts)`,   // 5: the timeline
 	`CREATE INDEX IF NOT EXISTS events_ts ON events(ts)`,            // time windows
 	`CREATE INDEX IF NOT EXISTS events_kind_ts ON events(kind, ts)`, // --kind
-	`CREATE INDEX IF NOT EXISTS files_path ON files(path, sid, ts, seq)`,
-	`CREATE INDEX IF NOT EXISTS nets_rdomain ON nets(rdomain, sid, ts, seq) WHERE rdomain IS NOT NULL`,
-	`CREATE INDEX IF NOT EXISTS pkgs_name ON pkgs(ecosystem, name, version, sid, ts, seq)`,
+	`CREATE INDEX IF NOT EXISTS files_path ON files(path_id, sid, ts, seq)`,
+	`CREATE INDEX IF NOT EXISTS nets_domain ON nets(domain_id, sid, ts, seq) WHERE domain_id IS NOT NULL`,
+	`CREATE INDEX IF NOT EXISTS pkgs_pkg ON pkgs(pkg_id, sid, ts, seq)`,
 	`CREATE INDEX IF NOT EXISTS sessions_reason ON sessions(end_reason) WHERE end_reason IS NOT NULL`,
 }
 
@@ -179,7 +186,10 @@ func Open(path string, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}
-	ix := &Index{db: db, path: path, log: o.log.Named("index"), o: o, sids: map[string]int64{}}
+	ix := &Index{db: db, path: path, log: o.log.Named("index"), o: o}
+	for i := range ix.dicts {
+		ix.dicts[i] = newDict()
+	}
 	if err := ix.init(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
@@ -319,22 +329,38 @@ func (ix *Index) Add(ctx context.Context, batch []Entry) error {
 		return fmt.Errorf("adding to index: %w", err)
 	}
 	defer tx.Rollback()
-	newSids, err := ix.add(ctx, tx, batch)
+	err = ix.add(ctx, tx, batch)
 	if err != nil {
+		for _, d := range ix.dicts {
+			d.rollback()
+		}
 		return fmt.Errorf("adding to index: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
+		for _, d := range ix.dicts {
+			d.rollback()
+		}
 		return fmt.Errorf("adding to index: committing: %w", err)
 	}
-	for id, sid := range newSids {
-		ix.sids[id] = sid
+	for _, d := range ix.dicts {
+		d.commit()
 	}
 	return nil
 }
 
 type stmts struct {
-	ev, file, net, pkg, skip, sessIns, sessGet, sessUpd *sql.Stmt
+	ev, file, net, pkg, skip, sessUpd *sql.Stmt
+	// ins and get add a key to a dictionary and read its id, by dictionary.
+	ins, get [4]*sql.Stmt
 }
+
+// The dictionaries, by index in Index.dicts and stmts.ins/get.
+const (
+	dictSession = iota
+	dictPath
+	dictDomain
+	dictPackage
+)
 
 func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 	var s stmts
@@ -343,12 +369,18 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 		q   string
 	}{
 		{&s.ev, `INSERT OR IGNORE INTO events(seq, ts, sid, kind, source, pid, exe, raw) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&s.file, `INSERT INTO files(seq, sid, ts, path) VALUES(?, ?, ?, ?)`},
-		{&s.net, `INSERT INTO nets(seq, sid, ts, rdomain, dst_ip, dst_port) VALUES(?, ?, ?, ?, ?, ?)`},
-		{&s.pkg, `INSERT INTO pkgs(seq, sid, ts, ecosystem, name, version, purl) VALUES(?, ?, ?, ?, ?, ?, ?)`},
+		{&s.file, `INSERT INTO files(seq, sid, ts, path_id) VALUES(?, ?, ?, ?)`},
+		{&s.net, `INSERT INTO nets(seq, sid, ts, domain_id, dst_ip, dst_port) VALUES(?, ?, ?, ?, ?, ?)`},
+		{&s.pkg, `INSERT INTO pkgs(seq, sid, ts, pkg_id, purl) VALUES(?, ?, ?, ?, ?)`},
 		{&s.skip, `INSERT OR IGNORE INTO skipped(seq, error) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM events WHERE seq = ?)`},
-		{&s.sessIns, `INSERT INTO sessions(session_id) VALUES(?) ON CONFLICT(session_id) DO NOTHING`},
-		{&s.sessGet, `SELECT sid FROM sessions WHERE session_id = ?`},
+		{&s.ins[dictSession], `INSERT INTO sessions(session_id) VALUES(?) ON CONFLICT DO NOTHING`},
+		{&s.get[dictSession], `SELECT sid FROM sessions WHERE session_id = ?`},
+		{&s.ins[dictPath], `INSERT INTO paths(path) VALUES(?) ON CONFLICT DO NOTHING`},
+		{&s.get[dictPath], `SELECT id FROM paths WHERE path = ?`},
+		{&s.ins[dictDomain], `INSERT INTO domains(rdomain) VALUES(?) ON CONFLICT DO NOTHING`},
+		{&s.get[dictDomain], `SELECT id FROM domains WHERE rdomain = ?`},
+		{&s.ins[dictPackage], `INSERT INTO packages(ecosystem, name, version) VALUES(?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&s.get[dictPackage], `SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?`},
 		{&s.sessUpd, `UPDATE sessions SET
 			first_ts = CASE WHEN first_ts IS NULL OR ?1 < first_ts THEN ?1 ELSE first_ts END,
 			last_ts = CASE WHEN last_ts IS NULL OR ?2 > last_ts THEN ?2 ELSE last_ts END,
@@ -361,6 +393,7 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 	} {
 		st, err := tx.PrepareContext(ctx, p.q)
 		if err != nil {
+			s.close()
 			return nil, fmt.Errorf("preparing statements: %w", err)
 		}
 		*p.dst = st
@@ -369,35 +402,47 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.ev, s.file, s.net, s.pkg, s.skip, s.sessIns, s.sessGet, s.sessUpd} {
-		st.Close()
+	for _, st := range append(append([]*sql.Stmt{s.ev, s.file, s.net, s.pkg, s.skip, s.sessUpd}, s.ins[:]...), s.get[:]...) {
+		if st != nil {
+			st.Close()
+		}
 	}
 }
 
-func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) (map[string]int64, error) {
+// idOf returns the id of a key in dictionary d, adding the key when new.
+// A key of several columns is given as several values and cached joined
+// by NUL, which none of them contains.
+func (ix *Index) idOf(ctx context.Context, st *stmts, d int, key ...any) (int64, error) {
+	var k string
+	if len(key) == 1 {
+		k = key[0].(string)
+	} else {
+		parts := make([]string, len(key))
+		for i, v := range key {
+			parts[i] = v.(string)
+		}
+		k = strings.Join(parts, "\x00")
+	}
+	if id, ok := ix.dicts[d].get(k); ok {
+		return id, nil
+	}
+	if _, err := st.ins[d].ExecContext(ctx, key...); err != nil {
+		return 0, fmt.Errorf("adding key: %w", err)
+	}
+	var id int64
+	if err := st.get[d].QueryRowContext(ctx, key...).Scan(&id); err != nil {
+		return 0, fmt.Errorf("reading key: %w", err)
+	}
+	ix.dicts[d].put(k, id)
+	return id, nil
+}
+
+func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 	st, err := prepare(ctx, tx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer st.close()
-	newSids := map[string]int64{}
-	sidOf := func(id string) (int64, error) {
-		if sid, ok := ix.sids[id]; ok {
-			return sid, nil
-		}
-		if sid, ok := newSids[id]; ok {
-			return sid, nil
-		}
-		if _, err := st.sessIns.ExecContext(ctx, id); err != nil {
-			return 0, fmt.Errorf("adding session: %w", err)
-		}
-		var sid int64
-		if err := st.sessGet.QueryRowContext(ctx, id).Scan(&sid); err != nil {
-			return 0, fmt.Errorf("reading session: %w", err)
-		}
-		newSids[id] = sid
-		return sid, nil
-	}
 	aggs := map[int64]*sessionAgg{}
 	var maxNext uint64
 	for _, en := range batch {
@@ -407,14 +452,14 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) (map[string
 		var ev event.Event
 		if err := decode(en.Raw, &ev); err != nil {
 			if _, err := st.skip.ExecContext(ctx, int64(en.Seq), err.Error(), int64(en.Seq)); err != nil {
-				return nil, fmt.Errorf("recording skipped entry %d: %w", en.Seq, err)
+				return fmt.Errorf("recording skipped entry %d: %w", en.Seq, err)
 			}
 			ix.log.Warn("skipping undecodable journal entry", "seq", en.Seq, "error", err)
 			continue
 		}
-		sid, err := sidOf(ev.SessionID)
+		sid, err := ix.idOf(ctx, st, dictSession, ev.SessionID)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("indexing session of %d: %w", en.Seq, err)
 		}
 		ts := ev.TS.UnixNano()
 		var pid, exe any
@@ -426,15 +471,15 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) (map[string
 				exe = ev.Proc.Exe
 			}
 		}
-		res, err := st.ev.ExecContext(ctx, int64(en.Seq), ts, sid, ev.Kind, string(ev.Source), pid, exe, en.Raw)
+		res, err := st.ev.ExecContext(ctx, int64(en.Seq), ts, sid, ev.Kind, string(ev.Source), pid, exe, string(en.Raw))
 		if err != nil {
-			return nil, fmt.Errorf("inserting event %d: %w", en.Seq, err)
+			return fmt.Errorf("inserting event %d: %w", en.Seq, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			continue // already indexed
 		}
-		if err := insertSide(ctx, st, int64(en.Seq), sid, ts, &ev); err != nil {
-			return nil, fmt.Errorf("inserting event %d: %w", en.Seq, err)
+		if err := ix.insertSide(ctx, st, int64(en.Seq), sid, ts, &ev); err != nil {
+			return fmt.Errorf("inserting event %d: %w", en.Seq, err)
 		}
 		a := aggs[sid]
 		if a == nil {
@@ -454,14 +499,14 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) (map[string
 		}
 		if _, err := st.sessUpd.ExecContext(ctx, a.first, a.last, a.events, a.procs, a.files, a.nets, a.pkgs, a.alerts,
 			a.ended, a.endTS, reason, exit, sid); err != nil {
-			return nil, fmt.Errorf("updating session summary: %w", err)
+			return fmt.Errorf("updating session summary: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('next', ?)
 		ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)`, int64(maxNext)); err != nil {
-		return nil, fmt.Errorf("moving cursor: %w", err)
+		return fmt.Errorf("moving cursor: %w", err)
 	}
-	return newSids, nil
+	return nil
 }
 
 // decode reads an event leniently (unknown fields from a newer schema are
@@ -501,15 +546,17 @@ func (a *sessionAgg) add(ev *event.Event, ts int64) {
 	}
 }
 
-func insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, ev *event.Event) error {
+func (ix *Index) insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, ev *event.Event) error {
 	if f := ev.File; f != nil {
-		if f.Path != "" {
-			if _, err := st.file.ExecContext(ctx, seq, sid, ts, f.Path); err != nil {
+		for i, p := range []string{f.Path, f.NewPath} {
+			if p == "" || i == 1 && p == f.Path {
+				continue
+			}
+			id, err := ix.idOf(ctx, st, dictPath, p)
+			if err != nil {
 				return err
 			}
-		}
-		if f.NewPath != "" && f.NewPath != f.Path {
-			if _, err := st.file.ExecContext(ctx, seq, sid, ts, f.NewPath); err != nil {
+			if _, err := st.file.ExecContext(ctx, seq, sid, ts, id); err != nil {
 				return err
 			}
 		}
@@ -537,7 +584,11 @@ func insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, ev *event.Ev
 			}
 		}
 		for _, d := range names {
-			if _, err := st.net.ExecContext(ctx, seq, sid, ts, query.ReverseDomain(d), ip, port); err != nil {
+			id, err := ix.idOf(ctx, st, dictDomain, query.ReverseDomain(d))
+			if err != nil {
+				return err
+			}
+			if _, err := st.net.ExecContext(ctx, seq, sid, ts, id, ip, port); err != nil {
 				return err
 			}
 		}
@@ -557,7 +608,11 @@ func insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, ev *event.Ev
 			if p.Purl != "" {
 				purl = p.Purl
 			}
-			if _, err := st.pkg.ExecContext(ctx, seq, sid, ts, eco, query.NormalizeName(eco, name), version, purl); err != nil {
+			id, err := ix.idOf(ctx, st, dictPackage, eco, query.NormalizeName(eco, name), version)
+			if err != nil {
+				return err
+			}
+			if _, err := st.pkg.ExecContext(ctx, seq, sid, ts, id, purl); err != nil {
 				return err
 			}
 		}
@@ -760,3 +815,37 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	s.Events, s.Sessions, s.Skipped = uint64(ev), uint64(se), uint64(sk)
 	return s, nil
 }
+
+// maxDict bounds a dictionary cache; past it the cache starts over, so a
+// long-running follower holds at most this many keys of each kind.
+const maxDict = 1 << 17
+
+// dict caches the ids of one dictionary's keys. Keys added inside a
+// transaction are pending until it commits, and forgotten if it does not.
+type dict struct {
+	ids, pending map[string]int64
+}
+
+func newDict() *dict { return &dict{ids: map[string]int64{}, pending: map[string]int64{}} }
+
+func (d *dict) get(k string) (int64, bool) {
+	if id, ok := d.ids[k]; ok {
+		return id, true
+	}
+	id, ok := d.pending[k]
+	return id, ok
+}
+
+func (d *dict) put(k string, id int64) { d.pending[k] = id }
+
+func (d *dict) commit() {
+	if len(d.ids)+len(d.pending) > maxDict {
+		d.ids = map[string]int64{}
+	}
+	for k, id := range d.pending {
+		d.ids[k] = id
+	}
+	clear(d.pending)
+}
+
+func (d *dict) rollback() { clear(d.pending) }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,22 +41,19 @@ type Session struct {
 type plan struct {
 	q    string
 	args []any
-	// keep filters candidate rows on the side value (the last column), for
-	// what SQL cannot decide: globs and version ranges. nil keeps all.
-	keep func(string) bool
 	// none is set when the filter cannot match anything (an unknown
-	// session).
+	// session, no path matching a glob).
 	none bool
-	// side is set when the query reads a side table's value last.
-	side bool
 }
 
-// side says how a path, domain or package filter reads its side table.
+// side is how a path, domain or package filter reads its side table (as
+// x): the keys that match, from the dictionary, then their rows.
 type side struct {
-	table, col string
-	where      []string
-	args       []any
-	keep       func(string) bool
+	// table names the side table and forces its index: on a small or
+	// skewed table the planner may otherwise prefer a scan.
+	table string
+	where string
+	args  []any
 }
 
 func rangeSQL(col string, rs []query.Range) (string, []any) {
@@ -79,31 +75,73 @@ func rangeSQL(col string, rs []query.Range) (string, []any) {
 	return "(" + strings.Join(parts, " OR ") + ")", args
 }
 
-func sideOf(f *query.Filter) *side {
+// sideOf compiles the path, domain or package part of f. What SQL cannot
+// decide (a glob, a version range) is decided here in Go over the
+// dictionary's candidate keys, which are few next to the rows; the side
+// rows are then found by key. none is set when no key matches.
+func (ix *Index) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bool, err error) {
 	switch {
+	case f.Path != nil && !f.Path.Glob:
+		w, a := rangeSQL("path", f.Path.Ranges())
+		return &side{table: "files x INDEXED BY files_path", where: "x.path_id IN (SELECT id FROM paths WHERE " + w + ")", args: a}, false, nil
 	case f.Path != nil:
-		w, a := rangeSQL("x.path", f.Path.Ranges())
-		s := &side{table: "files", col: "x.path", where: []string{w}, args: a}
-		if f.Path.Glob {
-			s.keep = f.Path.Match
+		w, a := rangeSQL("path", f.Path.Ranges())
+		ids, err := ix.keys(ctx, "SELECT id, path FROM paths WHERE "+w, a, f.Path.Match)
+		if err != nil || len(ids) == 0 {
+			return nil, err == nil, err
 		}
-		return s
+		return &side{table: "files x INDEXED BY files_path", where: "x.path_id IN (SELECT value FROM json_each(?))", args: []any{ids}}, false, nil
 	case f.Domain != nil:
-		w, a := rangeSQL("x.rdomain", []query.Range{f.Domain.Range()})
-		return &side{table: "nets", col: "x.rdomain", where: []string{w}, args: a}
+		w, a := rangeSQL("rdomain", []query.Range{f.Domain.Range()})
+		return &side{table: "nets x INDEXED BY nets_domain", where: "x.domain_id IN (SELECT id FROM domains WHERE " + w + ")", args: a}, false, nil
 	case f.Package != nil:
 		p := f.Package
-		s := &side{table: "pkgs", col: "x.version", where: []string{"x.ecosystem = ?", "x.name = ?"}, args: []any{p.Ecosystem, p.Name}}
 		switch {
 		case p.Range != "":
-			s.keep = p.MatchVersion
+			ids, err := ix.keys(ctx, "SELECT id, version FROM packages WHERE ecosystem = ? AND name = ?",
+				[]any{p.Ecosystem, p.Name}, p.MatchVersion)
+			if err != nil || len(ids) == 0 {
+				return nil, err == nil, err
+			}
+			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT value FROM json_each(?))", args: []any{ids}}, false, nil
 		case p.Version != "":
-			s.where = append(s.where, "x.version = ?")
-			s.args = append(s.args, p.Version)
+			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?)",
+				args: []any{p.Ecosystem, p.Name, p.Version}}, false, nil
+		default:
+			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT id FROM packages WHERE ecosystem = ? AND name = ?)",
+				args: []any{p.Ecosystem, p.Name}}, false, nil
 		}
-		return s
 	}
-	return nil
+	return nil, false, nil
+}
+
+// keys runs q for (id, value) rows and returns, as a JSON array for
+// json_each, the ids whose value keep accepts.
+func (ix *Index) keys(ctx context.Context, q string, args []any, keep func(string) bool) (string, error) {
+	rows, err := ix.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return "", fmt.Errorf("querying index: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			return "", fmt.Errorf("reading index: %w", err)
+		}
+		if keep(v) {
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("reading index: %w", err)
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err
 }
 
 // kindSQL matches e.kind against the alternatives.
@@ -143,7 +181,10 @@ func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) 
 	var where []string
 	var args []any
 	add := func(w string, a ...any) { where = append(where, w); args = append(args, a...) }
-	sd := sideOf(f)
+	sd, none, err := ix.sideOf(ctx, f)
+	if err != nil || none {
+		return &plan{none: none}, err
+	}
 	p := &plan{}
 	if f.Session != "" {
 		sid, ok, err := ix.sid(ctx, f.Session)
@@ -183,11 +224,9 @@ func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) 
 	cols := "e.seq, e.ts, s.session_id, e.kind, e.source, e.raw"
 	var from string
 	if sd != nil {
-		cols += ", " + sd.col
-		from = sd.table + " x JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = e.sid"
-		where = append(sd.where, where...)
+		from = sd.table + " JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = e.sid"
+		where = append([]string{sd.where}, where...)
 		args = append(sd.args, args...)
-		p.keep, p.side = sd.keep, true
 	} else {
 		from = "events e JOIN sessions s ON s.sid = e.sid"
 	}
@@ -228,16 +267,8 @@ func (ix *Index) Each(ctx context.Context, f query.Filter, fn func(Hit) error) e
 		var h Hit
 		var seq, ts int64
 		var raw []byte
-		var val sql.NullString
-		dst := []any{&seq, &ts, &h.SessionID, &h.Kind, &h.Source, &raw}
-		if p.side {
-			dst = append(dst, &val)
-		}
-		if err := rows.Scan(dst...); err != nil {
+		if err := rows.Scan(&seq, &ts, &h.SessionID, &h.Kind, &h.Source, &raw); err != nil {
 			return fmt.Errorf("reading index: %w", err)
-		}
-		if p.keep != nil && !p.keep(val.String) {
-			continue
 		}
 		if seq == last {
 			continue
@@ -271,8 +302,7 @@ func (ix *Index) Query(ctx context.Context, f query.Filter) ([]Hit, error) {
 const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.files, s.nets, s.pkgs, s.alerts, s.end_ts, s.end_reason, s.exit_status`
 
 // sessionPlan compiles f into a query for the sessions that have at least
-// one event matching f. With a glob or a version range it returns, instead,
-// a query for candidate (sid, value) pairs that keep then filters.
+// one event matching f.
 func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error) {
 	var where []string
 	var args []any
@@ -294,7 +324,10 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 	var ew []string
 	var ea []any
 	eadd := func(w string, a ...any) { ew = append(ew, w); ea = append(ea, a...) }
-	sd := sideOf(f)
+	sd, none, err := ix.sideOf(ctx, f)
+	if err != nil || none {
+		return &plan{none: none}, err
+	}
 	alias := "e"
 	if sd != nil {
 		alias = "x"
@@ -318,21 +351,12 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 	}
 	switch {
 	case sd != nil:
-		from := sd.table + " x"
+		from := sd.table
 		if needEvents {
 			from += " JOIN events e ON e.seq = x.seq"
 		}
-		cond := append(append([]string(nil), sd.where...), ew...)
+		cond := append([]string{sd.where}, ew...)
 		cargs := append(append([]any(nil), sd.args...), ea...)
-		if f.Reason != "" {
-			cond = append(cond, "x.sid IN (SELECT sid FROM sessions WHERE end_reason = ?)")
-			cargs = append(cargs, f.Reason)
-		}
-		if sd.keep != nil {
-			p.q = "SELECT DISTINCT x.sid, " + sd.col + " FROM " + from + " WHERE " + strings.Join(cond, " AND ")
-			p.args, p.keep = cargs, sd.keep
-			return p, nil
-		}
 		add("s.sid IN (SELECT x.sid FROM "+from+" WHERE "+strings.Join(cond, " AND ")+")", cargs...)
 	case len(ew) > 0:
 		add("EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND "+strings.Join(ew, " AND ")+")", ea...)
@@ -340,7 +364,7 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 	if f.Session != "" {
 		add("s.sid = ?", sid)
 	}
-	if f.Reason != "" && sd == nil {
+	if f.Reason != "" {
 		add("s.end_reason = ?", f.Reason)
 	}
 	p.q = "SELECT " + sessionCols + " FROM sessions s"
@@ -367,47 +391,7 @@ func (ix *Index) Sessions(ctx context.Context, f query.Filter) ([]Session, error
 	if p.none {
 		return nil, nil
 	}
-	if p.keep == nil {
-		return ix.readSessions(ctx, p.q, p.args...)
-	}
-	rows, err := ix.db.QueryContext(ctx, p.q, p.args...)
-	if err != nil {
-		return nil, fmt.Errorf("querying index: %w", err)
-	}
-	sids := map[int64]bool{}
-	for rows.Next() {
-		var sid int64
-		var val sql.NullString
-		if err := rows.Scan(&sid, &val); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading index: %w", err)
-		}
-		if !sids[sid] && p.keep(val.String) {
-			sids[sid] = true
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading index: %w", err)
-	}
-	var out []Session
-	for sid := range sids {
-		s, err := ix.readSessions(ctx, "SELECT "+sessionCols+" FROM sessions s WHERE s.sid = ?", sid)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s...)
-	}
-	slices.SortFunc(out, func(a, b Session) int {
-		if c := a.First.Compare(b.First); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
+	return ix.readSessions(ctx, p.q, p.args...)
 }
 
 func (ix *Index) readSessions(ctx context.Context, q string, args ...any) ([]Session, error) {
