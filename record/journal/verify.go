@@ -479,6 +479,9 @@ func Prove(dir string, seq uint64, cp *Checkpoint) (tlog.RecordProof, error) {
 		return nil, fmt.Errorf("proving entry %d: %w", seq, err)
 	}
 	raw, err := Entry(dir, seq)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: entry %d, which the checkpoint of size %d covers, is missing or unreadable", ErrCorrupt, seq, cp.Size)
+	}
 	if err != nil {
 		return nil, err
 	}
