@@ -455,7 +455,7 @@ func head[T any](s []T) []T {
 // TestGeneratedAgainstOracle checks every filter on a mixed record against
 // a full scan.
 func TestGeneratedAgainstOracle(t *testing.T) {
-	evs := generate(t, indextest.Config{Sessions: 400, PerSession: 60, Seed: 1})
+	evs := generate(t, indextest.Config{Sessions: 400, PerSession: 60, Seed: 1, Suspect: 10})
 	ix := openTemp(t)
 	es := entries(t, evs)
 	for i := 0; i < len(es); i += 1000 {
@@ -466,8 +466,9 @@ func TestGeneratedAgainstOracle(t *testing.T) {
 	o := newOracle(evs)
 	// The data must exercise the questions: look-alikes present, rare ones
 	// rare but there.
-	for _, a := range []query.Args{{Path: "/etc/sshd"}, {Path: "/etc/ssh"}, {Domain: "badexample.com"}, {Domain: "*.example.com"},
-		{Package: "npm:lodash@4.17.19"}, {Package: "npm:lodash@4.17.21"}, {Reason: "oom"}} {
+	for _, a := range []query.Args{{Path: "/etc/sshd"}, {Path: "/etc/ssh"}, {Path: "/home/agent/.ssh"}, {Domain: "badexample.com"},
+		{Domain: "*.example.com"}, {Domain: "*.evil.example"}, {Package: "npm:lodash@4.17.19"}, {Package: "npm:lodash@4.17.21"},
+		{Package: "npm:lodash@4.17.20"}, {Reason: "oom"}} {
 		if n := len(o.sessions(mustParse(t, a))); n == 0 || n == 400 {
 			t.Fatalf("generated data: %+v matches %d of 400 sessions, want some but not all", a, n)
 		}
@@ -500,7 +501,7 @@ func newJournal(t *testing.T) (*journal.Journal, string) {
 func TestReindexMatchesIncremental(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	evs := generate(t, indextest.Config{Sessions: 150, PerSession: 40, Seed: 2})
+	evs := generate(t, indextest.Config{Sessions: 150, PerSession: 40, Seed: 2, Suspect: 10})
 	j, dir := newJournal(t)
 	live := openTemp(t, WithBatchSize(97))
 	done := make(chan error, 1)
@@ -590,7 +591,7 @@ func TestNoJournal(t *testing.T) {
 func TestQueryPlans(t *testing.T) {
 	ix := openTemp(t)
 	ctx := context.Background()
-	evs := generate(t, indextest.Config{Sessions: 50, PerSession: 40, Seed: 3})
+	evs := generate(t, indextest.Config{Sessions: 50, PerSession: 40, Seed: 3, Suspect: 30})
 	if err := ix.Add(ctx, entries(t, evs)); err != nil {
 		t.Fatal(err)
 	}

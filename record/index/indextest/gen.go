@@ -4,6 +4,11 @@
 // session.terminate per session with a spread of end reasons. The same
 // Config and seed always give the same events.
 //
+// Most sessions touch only the common part of each list; a few suspect
+// ones also touch the rare part, which is what incident questions ask
+// about. Each session installs from its own small set of packages, as a
+// project's lockfile would.
+//
 // The streams plant the look-alikes that a wrong index would confuse: paths
 // that share a prefix with a sibling ("/etc/ssh" and "/etc/sshd"), domains
 // that end like another ("badexample.com" and "www.example.com"), and
@@ -31,6 +36,9 @@ type Config struct {
 	Seed uint64
 	// Start is the time of the first event (default 2026-11-01 UTC).
 	Start time.Time
+	// Suspect is the share of sessions, in percent, that touch the rare
+	// paths, domains and packages at all (default 2).
+	Suspect int
 }
 
 // Paths are the file paths the sessions touch, the common ones first.
@@ -74,10 +82,10 @@ var Reasons = []string{
 // SessionID returns the id of session i.
 func SessionID(i int) string { return fmt.Sprintf("sess-%07d", i) }
 
-// pick chooses from n items with a skew towards the first ones; the last
-// third of a list is rare.
-func pick(r *rand.Rand, n int) int {
-	if r.IntN(100) < 97 {
+// pick chooses from n items; the last third of a list is rare, and only
+// suspect sessions pick from it, 10% of the time.
+func pick(r *rand.Rand, n int, suspect bool) int {
+	if !suspect || r.IntN(100) < 90 {
 		return r.IntN(n - n/3)
 	}
 	return n - n/3 + r.IntN(n/3)
@@ -96,10 +104,15 @@ func Generate(c Config, fn func(ev *event.Event) error) error {
 		c.Start = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	}
 	r := rand.New(rand.NewPCG(c.Seed, c.Seed^0x5eed))
+	if c.Suspect <= 0 {
+		c.Suspect = 2
+	}
 	type live struct {
-		id   int
-		left int
-		pid  int32
+		id      int
+		left    int
+		pid     int32
+		suspect bool
+		pkgs    [3]int
 	}
 	var active []*live
 	nextSession := 0
@@ -107,7 +120,11 @@ func Generate(c Config, fn func(ev *event.Event) error) error {
 	var seq uint64
 	for nextSession < c.Sessions || len(active) > 0 {
 		for len(active) < c.Concurrent && nextSession < c.Sessions {
-			active = append(active, &live{id: nextSession, left: c.PerSession, pid: int32(1000 + r.IntN(30000))})
+			l := &live{id: nextSession, left: c.PerSession, pid: int32(1000 + r.IntN(30000)), suspect: r.IntN(100) < c.Suspect}
+			for i := range l.pkgs {
+				l.pkgs[i] = pick(r, len(Pkgs), l.suspect)
+			}
+			active = append(active, l)
 			nextSession++
 		}
 		k := r.IntN(len(active))
@@ -127,7 +144,7 @@ func Generate(c Config, fn func(ev *event.Event) error) error {
 			}
 			ev.Session = &event.Session{Op: "terminate", Reason: reason, ExitStatus: &exit, FSState: "deleted"}
 		default:
-			fill(r, ev, s.pid)
+			fill(r, ev, s.pid, s.suspect, s.pkgs)
 		}
 		s.left--
 		if s.left == 0 {
@@ -142,7 +159,7 @@ func Generate(c Config, fn func(ev *event.Event) error) error {
 	return nil
 }
 
-func fill(r *rand.Rand, ev *event.Event, pid int32) {
+func fill(r *rand.Rand, ev *event.Event, pid int32, suspect bool, pkgs [3]int) {
 	proc := &event.Proc{Pid: pid + int32(r.IntN(50)), PPid: pid, Comm: "python3", Exe: "/usr/bin/python3"}
 	switch n := r.IntN(100); {
 	case n < 40:
@@ -156,7 +173,7 @@ func fill(r *rand.Rand, ev *event.Event, pid int32) {
 		}
 		ev.Proc = proc
 	case n < 75:
-		p := Paths[pick(r, len(Paths))]
+		p := Paths[pick(r, len(Paths), suspect)]
 		op := []string{"read", "read", "read", "write", "create"}[r.IntN(5)]
 		ev.Kind, ev.Proc = "file."+op, proc
 		ev.File = &event.File{Op: op, Path: p, Result: event.I64(3)}
@@ -164,7 +181,7 @@ func fill(r *rand.Rand, ev *event.Event, pid int32) {
 			ev.Kind, ev.File.Op, ev.File.NewPath = "file.rename", "rename", p+".bak"
 		}
 	case n < 95:
-		d := Domains[pick(r, len(Domains))]
+		d := Domains[pick(r, len(Domains), suspect)]
 		ev.Proc = proc
 		if n%2 == 0 {
 			ev.Kind = "net.dns"
@@ -177,7 +194,7 @@ func fill(r *rand.Rand, ev *event.Event, pid int32) {
 				DstIP: "93.184.216.34", DstPort: 443, Domain: d, Verdict: "allowed"}
 		}
 	case n < 99:
-		p := Pkgs[pick(r, len(Pkgs))]
+		p := Pkgs[pkgs[r.IntN(len(pkgs))]]
 		mgr := map[string]string{"npm": "npm", "pypi": "pip", "deb": "apt", "cargo": "cargo"}[p.Ecosystem]
 		ev.Kind, ev.Source = "pkg.install", event.SourceShim
 		ev.Pkg = &event.Pkg{Manager: mgr, Ecosystem: p.Ecosystem, Name: p.Name, Requested: p.Version, Resolved: p.Version,
