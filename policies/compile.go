@@ -1,0 +1,541 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
+)
+
+// Verdict is the outcome of a policy decision.
+type Verdict string
+
+// The verdicts, from least to most severe. They are the values of
+// event.Pkg.Verdict.
+const (
+	Allow Verdict = "allow"
+	Flag  Verdict = "flag"
+	Block Verdict = "block"
+)
+
+func (v Verdict) severity() int {
+	switch v {
+	case Allow:
+		return 0
+	case Flag:
+		return 1
+	}
+	return 2 // Block, and anything unexpected: fail closed.
+}
+
+// Past returns the verdict as event.Net.Verdict spells it: allowed, flagged
+// or blocked.
+func (v Verdict) Past() string {
+	switch v {
+	case Allow:
+		return "allowed"
+	case Flag:
+		return "flagged"
+	}
+	return "blocked"
+}
+
+// ToolIO verbosities.
+const (
+	VerbosityNames     = "names"
+	VerbositySummaries = "summaries"
+	VerbosityFull      = "full"
+)
+
+// compiled is a validated policy in the form the engine uses.
+type compiled struct {
+	onUnknown   Verdict
+	registries  map[string][]urlPrefix
+	gitHosts    []domainRule
+	allowDirect bool
+
+	block []blockRule
+
+	minAge         time.Duration
+	cooldownAction Verdict
+	unknownAge     Verdict
+	exclude        []purlRule
+
+	scripts Verdict
+
+	egressDefault  Verdict
+	allowedDomains []domainRule
+	blockedDomains []domainRule
+	allowedCIDRs   []cidrRule
+	blockedCIDRs   []cidrRule
+	allowedPorts   []portRule
+	blockedPorts   []portRule
+	doh            []dohRule
+	dohAction      Verdict
+
+	sensitive      []pathRule
+	readExceptions []pathRule
+	readAction     Verdict
+	protected      []pathRule
+	writeAction    Verdict
+
+	toolIO ToolIO
+	limits event.Limits
+	uid0   string
+}
+
+type urlPrefix struct {
+	scheme, host, path string // path always ends in "/"
+	raw, field         string
+}
+
+type blockRule struct {
+	purl          Purl
+	rng           string
+	reason, field string
+}
+
+type purlRule struct {
+	purl  Purl
+	field string
+}
+
+type domainRule struct {
+	name     string // lower case, no trailing dot
+	wildcard bool   // "*.name": any subdomain of name
+	field    string
+}
+
+type cidrRule struct {
+	prefix netip.Prefix
+	field  string
+}
+
+type portRule struct {
+	lo, hi uint16
+	proto  string // "" for any
+	field  string
+}
+
+type dohRule struct {
+	domain *domainRule
+	addr   netip.Addr
+	field  string
+}
+
+type pathRule struct {
+	abs   string // absolute, cleaned; or
+	home  string // relative to the home directory, cleaned; "." for ~ itself
+	raw   string
+	field string
+}
+
+// Validate checks every value of p. It returns Errors (with field paths but
+// no file or lines), or nil.
+func (p *Policy) Validate() error {
+	_, e := compile(p)
+	return e.result("", nil)
+}
+
+func verdictField(c *errs, field, value string, def Verdict, allowed ...Verdict) Verdict {
+	if value == "" {
+		return def
+	}
+	for _, a := range allowed {
+		if value == string(a) {
+			return a
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	c.add(field, "invalid value %q (want %s)", value, strings.Join(names, ", "))
+	return Block
+}
+
+func compile(p *Policy) (*compiled, *errs) {
+	c := &errs{}
+	out := &compiled{registries: map[string][]urlPrefix{}}
+
+	if p.Version != 0 && p.Version != 1 {
+		c.add("version", "unsupported policy version %d (want 1)", p.Version)
+	}
+
+	// sources
+	ecos := make([]string, 0, len(p.Sources.Registries))
+	for eco := range p.Sources.Registries {
+		ecos = append(ecos, eco)
+	}
+	slices.Sort(ecos)
+	for _, eco := range ecos {
+		field := "sources.registries." + eco
+		if !knownEcosystem(eco) {
+			c.add(field, "unknown ecosystem %q (want one of %s)", eco, strings.Join(Ecosystems, ", "))
+			continue
+		}
+		for i, raw := range p.Sources.Registries[eco] {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			u, err := parsePrefix(raw)
+			if err != nil {
+				c.add(f, "%v", err)
+				continue
+			}
+			u.field = f
+			out.registries[eco] = append(out.registries[eco], u)
+		}
+	}
+	for i, raw := range p.Sources.GitHosts {
+		f := fmt.Sprintf("sources.git_hosts[%d]", i)
+		d, err := parseDomain(raw)
+		if err != nil {
+			c.add(f, "%v", err)
+			continue
+		}
+		d.field = f
+		out.gitHosts = append(out.gitHosts, d)
+	}
+	out.allowDirect = p.Sources.AllowDirectURLs
+	out.onUnknown = verdictField(c, "on_unknown_source", p.OnUnknownSource, Block, Block, Flag)
+
+	// blocklist
+	for i, b := range p.Blocklist {
+		f := fmt.Sprintf("blocklist[%d]", i)
+		if b.Purl == "" {
+			c.add(f+".purl", "required")
+			continue
+		}
+		pu, err := ParsePurl(b.Purl)
+		if err != nil {
+			c.add(f+".purl", "%v", err)
+			continue
+		}
+		rng, rf := pu.Version, f+".purl"
+		if b.Range != "" {
+			if rng != "" {
+				c.add(f+".range", "the purl already has a version (@%s); give one or the other", rng)
+				continue
+			}
+			rng, rf = b.Range, f+".range"
+		}
+		if rng != "" {
+			if err := checkRange(pu.Type, rng); err != nil {
+				c.add(rf, "%v", err)
+				continue
+			}
+		}
+		if strings.TrimSpace(b.Reason) == "" {
+			c.add(f+".reason", "required: say why %s is blocked", b.Purl)
+			continue
+		}
+		out.block = append(out.block, blockRule{purl: pu, rng: rng, reason: b.Reason, field: f})
+	}
+
+	// cooldown
+	d, err := ParseDuration(p.Cooldown.MinAge)
+	if err != nil {
+		c.add("cooldown.min_age", "%v", err)
+	}
+	out.minAge = d
+	out.cooldownAction = verdictField(c, "cooldown.action", p.Cooldown.Action, Flag, Flag, Block)
+	out.unknownAge = verdictField(c, "cooldown.on_unknown_age", p.Cooldown.OnUnknownAge, Flag, Allow, Flag, Block)
+	for i, raw := range p.Cooldown.Exclude {
+		f := fmt.Sprintf("cooldown.exclude[%d]", i)
+		pu, err := ParsePurl(raw)
+		if err != nil {
+			c.add(f, "%v", err)
+			continue
+		}
+		if pu.Version != "" {
+			c.add(f, "an exclusion names packages, not versions: drop @%s", pu.Version)
+			continue
+		}
+		out.exclude = append(out.exclude, purlRule{purl: pu, field: f})
+	}
+
+	out.scripts = verdictField(c, "install_scripts", p.InstallScripts, Allow, Allow, Flag, Block)
+
+	// egress
+	e := &p.Egress
+	out.egressDefault = verdictField(c, "egress.default", e.Default, Allow, Allow, Block)
+	out.dohAction = verdictField(c, "egress.doh_action", e.DoHAction, Flag, Allow, Flag, Block)
+	out.allowedDomains = domains(c, "egress.allowed_domains", e.AllowedDomains)
+	out.blockedDomains = domains(c, "egress.blocked_domains", e.BlockedDomains)
+	out.allowedCIDRs = cidrs(c, "egress.allowed_cidrs", e.AllowedCIDRs)
+	out.blockedCIDRs = cidrs(c, "egress.blocked_cidrs", e.BlockedCIDRs)
+	out.allowedPorts = ports(c, "egress.allowed_ports", e.AllowedPorts)
+	out.blockedPorts = ports(c, "egress.blocked_ports", e.BlockedPorts)
+	for i, raw := range e.DoHEndpoints {
+		f := fmt.Sprintf("egress.doh_endpoints[%d]", i)
+		if a, err := netip.ParseAddr(raw); err == nil {
+			out.doh = append(out.doh, dohRule{addr: a.Unmap(), field: f})
+			continue
+		}
+		d, err := parseDomain(raw)
+		if err != nil {
+			c.add(f, "%v (want a host name or an address)", err)
+			continue
+		}
+		d.field = f
+		out.doh = append(out.doh, dohRule{domain: &d, field: f})
+	}
+
+	// files
+	out.sensitive = paths(c, "files.sensitive_read", p.Files.SensitiveRead)
+	out.readExceptions = paths(c, "files.read_exceptions", p.Files.ReadExceptions)
+	out.protected = paths(c, "files.protected_write", p.Files.ProtectedWrite)
+	out.readAction = verdictField(c, "files.sensitive_read_action", p.Files.SensitiveReadAction, Flag, Flag, Block)
+	out.writeAction = verdictField(c, "files.protected_write_action", p.Files.ProtectedWriteAction, Block, Flag, Block)
+
+	// tool_io
+	out.toolIO = ToolIO{Verbosity: p.ToolIO.Verbosity, Recipients: slices.Clone(p.ToolIO.Recipients)}
+	switch p.ToolIO.Verbosity {
+	case "":
+		out.toolIO.Verbosity = VerbosityNames
+	case VerbosityNames, VerbositySummaries, VerbosityFull:
+	default:
+		c.add("tool_io.verbosity", "invalid value %q (want names, summaries, full)", p.ToolIO.Verbosity)
+	}
+	for i, r := range p.ToolIO.Recipients {
+		if err := checkAgeRecipient(r); err != nil {
+			c.add(fmt.Sprintf("tool_io.recipients[%d]", i), "%v", err)
+		}
+	}
+	if p.ToolIO.Verbosity == VerbosityFull && len(p.ToolIO.Recipients) == 0 {
+		c.add("tool_io.verbosity", "full needs at least one age recipient in tool_io.recipients to seal the I/O to")
+	}
+
+	// limits
+	var l event.Limits
+	if l.MemoryBytes, err = ParseSize(p.Limits.Memory); err != nil {
+		c.add("limits.memory", "%v", err)
+	}
+	if l.CPUs, err = ParseCPUs(p.Limits.CPUs); err != nil {
+		c.add("limits.cpus", "%v", err)
+	}
+	if l.Pids, err = ParseCount(p.Limits.Pids); err != nil {
+		c.add("limits.pids", "%v", err)
+	}
+	to, err := ParseDuration(p.Limits.Timeout)
+	if err != nil {
+		c.add("limits.timeout", "%v", err)
+	}
+	l.TimeoutMS = to.Milliseconds()
+	if l.DiskBytes, err = ParseSize(p.Limits.Disk); err != nil {
+		c.add("limits.disk", "%v", err)
+	}
+	out.limits = l
+
+	switch p.AgentUID0 {
+	case "", "alert":
+		out.uid0 = "alert"
+	case "allow":
+		out.uid0 = "allow"
+	default:
+		c.add("agent_uid0", "invalid value %q (want alert, allow)", p.AgentUID0)
+	}
+	return out, c
+}
+
+// checkRange parses rng as a version range of ecosystem eco.
+func checkRange(eco, rng string) error {
+	if !hasRanges(eco) {
+		if strings.ContainsAny(rng, " <>=^~*,|") {
+			return fmt.Errorf("%s versions are tags and have no ranges: %q", eco, rng)
+		}
+		return nil
+	}
+	e, err := resolver.Lookup(eco)
+	if err != nil {
+		return fmt.Errorf("checking %s range %q: %w", eco, rng, err)
+	}
+	if _, err := e.ParseSpec(rng); err != nil {
+		return fmt.Errorf("invalid %s range %q: %w", eco, rng, err)
+	}
+	return nil
+}
+
+func parsePrefix(raw string) (urlPrefix, error) {
+	s := strings.TrimPrefix(strings.TrimPrefix(raw, "sparse+"), "registry+")
+	u, err := url.Parse(s)
+	if err != nil {
+		return urlPrefix{}, fmt.Errorf("invalid URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return urlPrefix{}, fmt.Errorf("URL %q: want an http or https URL prefix", raw)
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return urlPrefix{}, fmt.Errorf("URL %q: want scheme://host/path with no user, query or fragment", raw)
+	}
+	return urlPrefix{scheme: u.Scheme, host: normHost(u), path: dirPath(u.Path), raw: raw}, nil
+}
+
+// normHost returns the lower-case host with the scheme's default port
+// removed.
+func normHost(u *url.URL) string {
+	h, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		return h
+	}
+	return h + ":" + port
+}
+
+// dirPath cleans p and ends it with a slash.
+func dirPath(p string) string {
+	p = path.Clean("/" + p)
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}
+
+// parseDomain parses "example.com" or "*.example.com".
+func parseDomain(raw string) (domainRule, error) {
+	s := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(raw)), ".")
+	d := domainRule{}
+	if rest, ok := strings.CutPrefix(s, "*."); ok {
+		d.wildcard, s = true, rest
+	}
+	if s == "" || len(s) > 253 {
+		return d, fmt.Errorf("invalid domain %q", raw)
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return d, fmt.Errorf("invalid domain %q: empty or overlong label", raw)
+		}
+		for _, ch := range label {
+			if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
+				return d, fmt.Errorf("invalid domain %q: want a host name such as example.com or *.example.com", raw)
+			}
+		}
+	}
+	d.name = s
+	return d, nil
+}
+
+func (d domainRule) match(host string) bool {
+	if d.wildcard {
+		return strings.HasSuffix(host, "."+d.name)
+	}
+	return host == d.name
+}
+
+func domains(c *errs, field string, raws []string) []domainRule {
+	var out []domainRule
+	for i, raw := range raws {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d, err := parseDomain(raw)
+		if err != nil {
+			c.add(f, "%v", err)
+			continue
+		}
+		d.field = f
+		out = append(out, d)
+	}
+	return out
+}
+
+func cidrs(c *errs, field string, raws []string) []cidrRule {
+	var out []cidrRule
+	for i, raw := range raws {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s := strings.TrimSpace(raw)
+		var pfx netip.Prefix
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				c.add(f, "invalid CIDR %q: %v", raw, err)
+				continue
+			}
+			pfx = p.Masked()
+		} else {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				c.add(f, "invalid CIDR %q: want a prefix such as 10.0.0.0/8 or an address", raw)
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pfx.Addr().Zone() != "" {
+			c.add(f, "invalid CIDR %q: zones are not supported", raw)
+			continue
+		}
+		out = append(out, cidrRule{prefix: pfx, field: f})
+	}
+	return out
+}
+
+func ports(c *errs, field string, raws []string) []portRule {
+	var out []portRule
+	for i, raw := range raws {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		r, err := parsePort(raw)
+		if err != nil {
+			c.add(f, "%v", err)
+			continue
+		}
+		r.field = f
+		out = append(out, r)
+	}
+	return out
+}
+
+// parsePort parses "443", "443/tcp" or "8000-8100/udp".
+func parsePort(raw string) (portRule, error) {
+	s, proto, hasProto := strings.Cut(strings.ToLower(strings.TrimSpace(raw)), "/")
+	r := portRule{}
+	if hasProto {
+		if proto != "tcp" && proto != "udp" {
+			return r, fmt.Errorf("invalid port %q: protocol must be tcp or udp", raw)
+		}
+		r.proto = proto
+	}
+	lo, hi, isRange := strings.Cut(s, "-")
+	if !isRange {
+		hi = lo
+	}
+	l, err1 := strconv.ParseUint(lo, 10, 16)
+	h, err2 := strconv.ParseUint(hi, 10, 16)
+	if err1 != nil || err2 != nil || l == 0 || h < l {
+		return r, fmt.Errorf("invalid port %q: want 1-65535, a range such as 8000-8100, optionally /tcp or /udp", raw)
+	}
+	r.lo, r.hi = uint16(l), uint16(h)
+	return r, nil
+}
+
+func (r portRule) match(port uint16, proto string) bool {
+	return port >= r.lo && port <= r.hi && (r.proto == "" || r.proto == strings.ToLower(proto))
+}
+
+func paths(c *errs, field string, raws []string) []pathRule {
+	var out []pathRule
+	for i, raw := range raws {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s := strings.TrimSpace(raw)
+		r := pathRule{raw: raw, field: f}
+		switch {
+		case s == "~":
+			r.home = "."
+		case strings.HasPrefix(s, "~/"):
+			r.home = path.Clean(s[2:])
+			if r.home == ".." || strings.HasPrefix(r.home, "../") {
+				c.add(f, "path %q leaves the home directory", raw)
+				continue
+			}
+		case strings.HasPrefix(s, "/"):
+			r.abs = path.Clean(s)
+		default:
+			c.add(f, "path %q: want an absolute path or one starting with ~/", raw)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,537 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
+)
+
+// Engine applies a compiled policy. It is immutable and safe for concurrent
+// use.
+type Engine struct {
+	p    *Policy
+	c    *compiled
+	home string
+	now  func() time.Time
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithHome sets the agent's home directory, against which "~/" paths in
+// files are expanded. Without it, "~/x" matches /root/x and /home/USER/x
+// for every USER.
+func WithHome(dir string) Option {
+	return func(e *Engine) { e.home = path.Clean(dir) }
+}
+
+// WithClock sets the clock used for the cooldown. The default is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(e *Engine) { e.now = now }
+}
+
+// New compiles p into an Engine. It returns Errors if p is invalid.
+func New(p *Policy, opts ...Option) (*Engine, error) {
+	if p == nil {
+		return nil, fmt.Errorf("policy: nil policy")
+	}
+	c, ce := compile(p)
+	if err := ce.result("", nil); err != nil {
+		return nil, err
+	}
+	e := &Engine{p: p, c: c, now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
+}
+
+// Policy returns the policy the engine applies. Callers must not modify it.
+func (e *Engine) Policy() *Policy { return e.p }
+
+// Decision is the engine's answer.
+type Decision struct {
+	// Verdict is allow, flag or block.
+	Verdict Verdict `json:"verdict"`
+	// Reason says why, for a human.
+	Reason string `json:"reason"`
+	// Rule is the field path of the rule that decided, such as
+	// "blocklist[3]" or "cooldown.min_age"; empty when no rule applies.
+	Rule string `json:"rule,omitempty"`
+	// Checks are the individual checks of a package decision, in order.
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is the outcome of one check of a package decision.
+type Check struct {
+	// Name is blocklist, source, cooldown or install_scripts.
+	Name    string  `json:"check"`
+	Verdict Verdict `json:"verdict"`
+	Reason  string  `json:"reason"`
+	Rule    string  `json:"rule,omitempty"`
+}
+
+// PackageRequest describes one package version that a client is about to
+// install, or that the mirror is about to serve.
+type PackageRequest struct {
+	// Ecosystem is the purl type: npm, pypi, cargo, deb, oci.
+	Ecosystem string
+	// Name is the package name as the ecosystem writes it ("@scope/name").
+	Name string
+	// Version is the resolved, exact version. Empty means not yet resolved:
+	// a blocklist entry with a range then blocks, because it cannot be
+	// ruled out.
+	Version string
+	// Requested is the spec the agent asked for; it is only reported.
+	Requested string
+	// Source is where the artifact comes from: a registry or artifact URL,
+	// a git URL (git+https://…, git@host:path, github:owner/repo) or a
+	// direct URL or file.
+	Source string
+	// Registry is the registry the client was configured with, if known.
+	// Unlike Source it is never treated as a direct URL: it must match an
+	// approved registry.
+	Registry string
+	// Published is when the version was published; zero if unknown.
+	Published time.Time
+	// InstallScripts is true when installing runs the package's code (npm
+	// install scripts, a Python sdist). Callers that cannot tell pass false.
+	InstallScripts bool
+}
+
+// Package decides whether a package version may be installed. The checks
+// run in this order: blocklist, source, cooldown, install scripts. The
+// verdict is the most severe of theirs; Reason and Rule are those of the
+// first check with that verdict (for an allow, of the source check), and
+// Checks lists every check. It never fails: where a check cannot decide, it
+// fails closed and says so. ctx is for future checks that look things up.
+func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
+	_ = ctx
+	var checks []Check
+	if req.Ecosystem == "" || req.Name == "" {
+		checks = append(checks, Check{Name: "request", Verdict: Block, Reason: "the request names no ecosystem or package"})
+	} else {
+		checks = append(checks,
+			e.checkBlocklist(req),
+			e.checkSource(req),
+			e.checkCooldown(req),
+			e.checkScripts(req),
+		)
+	}
+	return combine(checks)
+}
+
+func combine(checks []Check) Decision {
+	worst := 0
+	for _, c := range checks {
+		worst = max(worst, c.Verdict.severity())
+	}
+	d := Decision{Checks: checks}
+	if worst == 0 {
+		d.Verdict = Allow
+		for _, c := range checks {
+			if c.Name == "source" {
+				d.Reason, d.Rule = "no check blocks or flags it; "+c.Reason, c.Rule
+			}
+		}
+		return d
+	}
+	for _, c := range checks {
+		if c.Verdict.severity() == worst {
+			d.Verdict, d.Reason, d.Rule = c.Verdict, c.Reason, c.Rule
+			return d
+		}
+	}
+	return d
+}
+
+func pkgID(req PackageRequest) string {
+	p := Purl{Type: req.Ecosystem, Name: req.Name, Version: req.Version}
+	return p.String()
+}
+
+func (e *Engine) checkBlocklist(req PackageRequest) Check {
+	for _, b := range e.c.block {
+		if !b.purl.MatchName(req.Ecosystem, req.Name) {
+			continue
+		}
+		if b.rng == "" {
+			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+				Reason: fmt.Sprintf("%s is blocklisted (%s): %s", pkgID(req), b.purl, b.reason)}
+		}
+		if req.Version == "" {
+			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+				Reason: fmt.Sprintf("version not resolved, so it may be in the blocklisted range %s of %s: %s", b.rng, b.purl.Name, b.reason)}
+		}
+		in, err := matchVersion(req.Ecosystem, b.rng, req.Version)
+		if err != nil {
+			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+				Reason: fmt.Sprintf("cannot tell whether %s is in the blocklisted range %s (%v): %s", pkgID(req), b.rng, err, b.reason)}
+		}
+		if in {
+			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+				Reason: fmt.Sprintf("%s is in the blocklisted range %s: %s", pkgID(req), b.rng, b.reason)}
+		}
+	}
+	return Check{Name: "blocklist", Verdict: Allow, Reason: "not on the blocklist"}
+}
+
+func matchVersion(eco, rng, version string) (bool, error) {
+	if !hasRanges(eco) {
+		return rng == version, nil
+	}
+	return resolver.Match(eco, rng, version)
+}
+
+func (e *Engine) checkSource(req PackageRequest) Check {
+	if req.Source == "" && req.Registry == "" {
+		return e.unknownSource("no source URL given")
+	}
+	var ok Check
+	if req.Registry != "" {
+		c, approved := e.matchRegistry(req.Ecosystem, req.Registry)
+		if !approved {
+			return e.unknownSource(fmt.Sprintf("registry %s is not an approved %s registry", redactURL(req.Registry), req.Ecosystem))
+		}
+		ok = c
+	}
+	if req.Source != "" {
+		c := e.classifySource(req.Ecosystem, req.Source)
+		if c.Verdict != Allow {
+			return c
+		}
+		ok = c
+	}
+	return ok
+}
+
+func (e *Engine) unknownSource(why string) Check {
+	return Check{Name: "source", Verdict: e.c.onUnknown, Rule: "on_unknown_source", Reason: "unknown source: " + why}
+}
+
+// matchRegistry checks raw against the ecosystem's approved prefixes.
+func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
+	s := strings.TrimPrefix(strings.TrimPrefix(raw, "sparse+"), "registry+")
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Check{}, false
+	}
+	host, p := normHost(u), path.Clean("/"+u.Path)
+	for _, pre := range e.c.registries[eco] {
+		if u.Scheme != pre.scheme || host != pre.host {
+			continue
+		}
+		if p+"/" == pre.path || strings.HasPrefix(p, pre.path) {
+			return Check{Name: "source", Verdict: Allow, Rule: pre.field,
+				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", redactURL(raw), eco, pre.raw)}, true
+		}
+	}
+	return Check{}, false
+}
+
+// classifySource decides a Source: a git URL against git_hosts, an http URL
+// against the registries, anything else as a direct URL.
+func (e *Engine) classifySource(eco, raw string) Check {
+	if host, isGit := gitHost(raw); isGit {
+		if host == "" {
+			return e.unknownSource(fmt.Sprintf("cannot find the host of git source %s", redactURL(raw)))
+		}
+		for _, h := range e.c.gitHosts {
+			if h.match(host) {
+				return Check{Name: "source", Verdict: Allow, Rule: h.field,
+					Reason: fmt.Sprintf("git source on approved host %s", host)}
+			}
+		}
+		return e.unknownSource(fmt.Sprintf("git host %s is not approved", host))
+	}
+	if c, ok := e.matchRegistry(eco, raw); ok {
+		return c
+	}
+	if e.c.allowDirect {
+		return Check{Name: "source", Verdict: Allow, Rule: "sources.allow_direct_urls",
+			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", redactURL(raw))}
+	}
+	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", redactURL(raw), eco))
+}
+
+// npmHosts are npm's hosted-git shorthands.
+var npmHosts = map[string]string{"github": "github.com", "gitlab": "gitlab.com", "bitbucket": "bitbucket.org", "gist": "gist.github.com"}
+
+// gitHost reports whether raw names a git source, and its lower-case host.
+func gitHost(raw string) (host string, isGit bool) {
+	s := strings.TrimSpace(raw)
+	scheme, rest, hasScheme := strings.Cut(s, ":")
+	if hasScheme {
+		if h, ok := npmHosts[strings.ToLower(scheme)]; ok && !strings.HasPrefix(rest, "//") {
+			return h, true
+		}
+	}
+	switch ls := strings.ToLower(s); {
+	case strings.HasPrefix(ls, "git+"), strings.HasPrefix(ls, "git://"), strings.HasPrefix(ls, "ssh://"):
+		u, err := url.Parse(strings.TrimPrefix(strings.TrimPrefix(s, "git+"), "GIT+"))
+		if err != nil {
+			return "", true
+		}
+		return strings.ToLower(u.Hostname()), true
+	case !strings.Contains(s, "://") && hasScheme && strings.Contains(scheme, "@") && !strings.Contains(scheme, "/"):
+		// scp-like: user@host:path
+		_, h, _ := strings.Cut(scheme, "@")
+		return strings.ToLower(h), true
+	case strings.HasPrefix(ls, "https://") || strings.HasPrefix(ls, "http://"):
+		if u, err := url.Parse(s); err == nil && strings.HasSuffix(u.Path, ".git") {
+			return strings.ToLower(u.Hostname()), true
+		}
+	}
+	return "", false
+}
+
+// redactURL removes a password from a URL before it goes into a reason.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+func (e *Engine) checkCooldown(req PackageRequest) Check {
+	if e.c.minAge <= 0 {
+		return Check{Name: "cooldown", Verdict: Allow, Reason: "no cooldown"}
+	}
+	for _, x := range e.c.exclude {
+		if x.purl.MatchName(req.Ecosystem, req.Name) {
+			return Check{Name: "cooldown", Verdict: Allow, Rule: x.field,
+				Reason: fmt.Sprintf("excluded from the cooldown by %s", x.purl)}
+		}
+	}
+	if req.Published.IsZero() {
+		return Check{Name: "cooldown", Verdict: e.c.unknownAge, Rule: "cooldown.on_unknown_age",
+			Reason: fmt.Sprintf("the publish time of %s is unknown, so the %s cooldown cannot be checked", pkgID(req), fmtDuration(e.c.minAge))}
+	}
+	now := e.now()
+	age := now.Sub(req.Published)
+	if age < e.c.minAge {
+		when := "ago"
+		if age < 0 {
+			when = "in the future"
+			age = -age
+		}
+		return Check{Name: "cooldown", Verdict: e.c.cooldownAction, Rule: "cooldown.min_age",
+			Reason: fmt.Sprintf("%s was published %s (%s %s), inside the %s cooldown; allowed from %s",
+				pkgID(req), req.Published.UTC().Format(time.RFC3339), fmtDuration(age), when, fmtDuration(e.c.minAge),
+				req.Published.Add(e.c.minAge).UTC().Format(time.RFC3339))}
+	}
+	return Check{Name: "cooldown", Verdict: Allow, Rule: "cooldown.min_age",
+		Reason: fmt.Sprintf("published %s, %s ago, older than the %s cooldown", req.Published.UTC().Format(time.RFC3339), fmtDuration(age), fmtDuration(e.c.minAge))}
+}
+
+// fmtDuration prints a duration rounded to minutes, with days.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Minute)
+	if d < time.Minute {
+		return "<1m"
+	}
+	days := d / (24 * time.Hour)
+	rest := d % (24 * time.Hour)
+	s := strings.TrimSuffix(rest.String(), "0s")
+	if days == 0 {
+		return s
+	}
+	if rest == 0 {
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%s", days, s)
+}
+
+func (e *Engine) checkScripts(req PackageRequest) Check {
+	if !req.InstallScripts {
+		return Check{Name: "install_scripts", Verdict: Allow, Reason: "no install scripts reported"}
+	}
+	return Check{Name: "install_scripts", Verdict: e.c.scripts, Rule: "install_scripts",
+		Reason: fmt.Sprintf("%s runs code at install time (install_scripts: %s)", pkgID(req), e.c.scripts)}
+}
+
+// Egress decides a connection to domain (the name it was looked up as,
+// empty if unknown), ip (invalid if unknown), port and proto (tcp or udp).
+// Rules are tried in order and the first that matches decides: blocked
+// domains, blocked CIDRs, blocked ports, DoH endpoints (on ports 443 and
+// 853, or an unknown port 0), allowed destinations, then the default.
+func (e *Engine) Egress(domain string, ip netip.Addr, port uint16, proto string) Decision {
+	c := e.c
+	host := strings.TrimSuffix(strings.ToLower(domain), ".")
+	ip = ip.Unmap()
+	dest := host
+	if ip.IsValid() {
+		if dest != "" {
+			dest += " "
+		}
+		dest += ip.String()
+	}
+	dest = fmt.Sprintf("%s port %d/%s", dest, port, proto)
+	if host != "" {
+		for _, d := range c.blockedDomains {
+			if d.match(host) {
+				return Decision{Verdict: Block, Rule: d.field, Reason: fmt.Sprintf("%s: domain is blocked", dest)}
+			}
+		}
+	}
+	if ip.IsValid() {
+		for _, r := range c.blockedCIDRs {
+			if r.prefix.Contains(ip) {
+				return Decision{Verdict: Block, Rule: r.field, Reason: fmt.Sprintf("%s: address is in blocked %s", dest, r.prefix)}
+			}
+		}
+	}
+	for _, r := range c.blockedPorts {
+		if r.match(port, proto) {
+			return Decision{Verdict: Block, Rule: r.field, Reason: fmt.Sprintf("%s: port is blocked", dest)}
+		}
+	}
+	if port == 443 || port == 853 || port == 0 {
+		for _, r := range c.doh {
+			if (r.domain != nil && host != "" && r.domain.match(host)) || (r.addr.IsValid() && r.addr == ip) {
+				return Decision{Verdict: c.dohAction, Rule: r.field, Reason: fmt.Sprintf("%s: DNS-over-HTTPS endpoint, whose lookups bypass the DNS record", dest)}
+			}
+		}
+	}
+	if len(c.allowedDomains)+len(c.allowedCIDRs)+len(c.allowedPorts) > 0 {
+		destRule := ""
+		if len(c.allowedDomains)+len(c.allowedCIDRs) == 0 {
+			destRule = "egress.allowed_ports"
+		}
+		for _, d := range c.allowedDomains {
+			if host != "" && d.match(host) {
+				destRule = d.field
+				break
+			}
+		}
+		if destRule == "" && ip.IsValid() {
+			for _, r := range c.allowedCIDRs {
+				if r.prefix.Contains(ip) {
+					destRule = r.field
+					break
+				}
+			}
+		}
+		portOK := len(c.allowedPorts) == 0
+		for _, r := range c.allowedPorts {
+			if r.match(port, proto) {
+				portOK = true
+				break
+			}
+		}
+		if destRule != "" && portOK {
+			return Decision{Verdict: Allow, Rule: destRule, Reason: fmt.Sprintf("%s: allowed destination", dest)}
+		}
+	}
+	return Decision{Verdict: c.egressDefault, Rule: "egress.default", Reason: fmt.Sprintf("%s: no egress rule matches; default %s", dest, c.egressDefault)}
+}
+
+// FileRead decides a read of path (absolute, as resolved by the caller
+// against the process's working directory). A path under a sensitive_read
+// prefix gets sensitive_read_action unless it is under a read exception.
+// A relative path cannot be checked and gets sensitive_read_action.
+func (e *Engine) FileRead(p string) Decision {
+	c := e.c
+	if !strings.HasPrefix(p, "/") {
+		return Decision{Verdict: c.readAction, Rule: "files.sensitive_read_action", Reason: fmt.Sprintf("path %q is not absolute, so it cannot be checked", p)}
+	}
+	p = path.Clean(p)
+	for _, r := range c.sensitive {
+		if !e.under(p, r) {
+			continue
+		}
+		for _, x := range c.readExceptions {
+			if e.under(p, x) {
+				return Decision{Verdict: Allow, Rule: x.field, Reason: fmt.Sprintf("%s is a routine read under %s", p, x.raw)}
+			}
+		}
+		return Decision{Verdict: c.readAction, Rule: r.field, Reason: fmt.Sprintf("%s is under sensitive %s", p, r.raw)}
+	}
+	return Decision{Verdict: Allow, Reason: fmt.Sprintf("%s is not sensitive", p)}
+}
+
+// FileWrite decides a write, create, delete, rename or chmod of path. A
+// path under a protected_write prefix, or a relative path, gets
+// protected_write_action.
+func (e *Engine) FileWrite(p string) Decision {
+	c := e.c
+	if !strings.HasPrefix(p, "/") {
+		return Decision{Verdict: c.writeAction, Rule: "files.protected_write_action", Reason: fmt.Sprintf("path %q is not absolute, so it cannot be checked", p)}
+	}
+	p = path.Clean(p)
+	for _, r := range c.protected {
+		if e.under(p, r) {
+			return Decision{Verdict: c.writeAction, Rule: r.field, Reason: fmt.Sprintf("%s is under protected %s", p, r.raw)}
+		}
+	}
+	return Decision{Verdict: Allow, Reason: fmt.Sprintf("%s is not protected", p)}
+}
+
+// under reports whether the clean absolute path p is r or beneath it.
+func (e *Engine) under(p string, r pathRule) bool {
+	if r.abs != "" {
+		return hasPathPrefix(p, r.abs)
+	}
+	home := e.home
+	if home == "" {
+		home = homeOf(p)
+		if home == "" {
+			return false
+		}
+	}
+	return hasPathPrefix(p, path.Join(home, r.home))
+}
+
+// homeOf returns the home directory p is in when no home was configured:
+// /root, or /home/USER.
+func homeOf(p string) string {
+	if hasPathPrefix(p, "/root") {
+		return "/root"
+	}
+	if rest, ok := strings.CutPrefix(p, "/home/"); ok {
+		user, _, _ := strings.Cut(rest, "/")
+		if user != "" {
+			return "/home/" + user
+		}
+	}
+	return ""
+}
+
+func hasPathPrefix(p, prefix string) bool {
+	if prefix == "/" {
+		return true
+	}
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// Limits returns the session's default resource limits; zero fields are
+// unlimited.
+func (e *Engine) Limits() event.Limits { return e.c.limits }
+
+// ToolIO returns how much tool I/O to keep: the verbosity (names, summaries
+// or full) and, for full, the age recipients to seal it to.
+func (e *Engine) ToolIO() ToolIO {
+	t := e.c.toolIO
+	t.Recipients = append([]string(nil), t.Recipients...)
+	return t
+}
+
+// AgentUID0 decides an agent process running as uid: for uid 0 it flags
+// when agent_uid0 is alert (the default), and allows when it is allow.
+func (e *Engine) AgentUID0(uid uint32) Decision {
+	if uid != 0 {
+		return Decision{Verdict: Allow, Reason: fmt.Sprintf("agent runs as uid %d", uid)}
+	}
+	if e.c.uid0 == "allow" {
+		return Decision{Verdict: Allow, Rule: "agent_uid0", Reason: "agent runs as uid 0, allowed by agent_uid0"}
+	}
+	return Decision{Verdict: Flag, Rule: "agent_uid0", Reason: "agent runs as uid 0 (root)"}
+}

@@ -1,0 +1,178 @@
+package policy
+
+// Policy is a policy file as written: every value is kept in the file's own
+// notation (durations, sizes, ranges and CIDRs as strings), so that the
+// policy can be shown back exactly. [Load] validates it and [New] compiles it.
+//
+// A field that is absent takes its zero value, and every zero value has a
+// meaning that fails closed or keeps least: an empty on_unknown_source blocks,
+// an empty agent_uid0 alerts, and so on (see docs/policy.md).
+type Policy struct {
+	// Version is the policy format version; 0 means 1, the only one there is.
+	Version int `mapstructure:"version" yaml:"version" json:"version"`
+	// Sources lists where packages may come from.
+	Sources Sources `mapstructure:"sources" yaml:"sources" json:"sources"`
+	// OnUnknownSource is the verdict for a package from a source that is not
+	// approved: block (the default) or flag.
+	OnUnknownSource string `mapstructure:"on_unknown_source" yaml:"on_unknown_source" json:"on_unknown_source"`
+	// Blocklist names packages, optionally with a version range, that are
+	// always blocked.
+	Blocklist []BlockEntry `mapstructure:"blocklist" yaml:"blocklist" json:"blocklist"`
+	// Cooldown holds back releases younger than a minimum age.
+	Cooldown Cooldown `mapstructure:"cooldown" yaml:"cooldown" json:"cooldown"`
+	// InstallScripts is the verdict for packages that run code at install
+	// time: allow (the default), flag or block.
+	InstallScripts string `mapstructure:"install_scripts" yaml:"install_scripts" json:"install_scripts"`
+	// Egress decides network connections out of the sandbox.
+	Egress Egress `mapstructure:"egress" yaml:"egress" json:"egress"`
+	// Files names paths that are sensitive to read or protected from writes.
+	Files Files `mapstructure:"files" yaml:"files" json:"files"`
+	// ToolIO says how much of each tool invocation's input and output is kept.
+	ToolIO ToolIO `mapstructure:"tool_io" yaml:"tool_io" json:"tool_io"`
+	// Limits are the default resource limits of a session.
+	Limits Limits `mapstructure:"limits" yaml:"limits" json:"limits"`
+	// AgentUID0 is what happens when the agent runs as uid 0: alert (the
+	// default) or allow.
+	AgentUID0 string `mapstructure:"agent_uid0" yaml:"agent_uid0" json:"agent_uid0"`
+}
+
+// Sources lists the approved package sources.
+type Sources struct {
+	// Registries maps an ecosystem (npm, pypi, cargo, deb, oci) to the URL
+	// prefixes of its approved registries and artifact hosts. A source URL
+	// matches a prefix when the scheme and host are equal and the path
+	// starts with the prefix's path at a segment boundary.
+	Registries map[string][]string `mapstructure:"registries" yaml:"registries" json:"registries"`
+	// GitHosts are the hosts that git sources may come from: exact names,
+	// or "*.example.com" for any subdomain.
+	GitHosts []string `mapstructure:"git_hosts" yaml:"git_hosts" json:"git_hosts"`
+	// AllowDirectURLs allows packages from any other URL (a tarball or
+	// wheel named by URL, or a local file).
+	AllowDirectURLs bool `mapstructure:"allow_direct_urls" yaml:"allow_direct_urls" json:"allow_direct_urls"`
+}
+
+// BlockEntry is one blocklist entry.
+type BlockEntry struct {
+	// Purl names the package purl-style: pkg:TYPE/[NAMESPACE/]NAME[@RANGE],
+	// for example pkg:npm/lodash@<4.17.21 or pkg:npm/%40scope/name@^1. The
+	// name may be a glob (pkg:npm/%40evil/*). The range uses the
+	// ecosystem's own syntax; without one every version is blocked.
+	Purl string `mapstructure:"purl" yaml:"purl" json:"purl"`
+	// Range is the version range, as an alternative to writing it after the
+	// @ in Purl.
+	Range string `mapstructure:"range" yaml:"range,omitempty" json:"range,omitempty"`
+	// Reason says why; it is required and shown with every block.
+	Reason string `mapstructure:"reason" yaml:"reason" json:"reason"`
+}
+
+// Cooldown holds back releases that are younger than MinAge.
+type Cooldown struct {
+	// MinAge is the minimum release age: a Go duration, or a number of
+	// days such as "2d". Empty or zero turns the cooldown off.
+	MinAge string `mapstructure:"min_age" yaml:"min_age" json:"min_age"`
+	// Action is the verdict for a release inside the cooldown: flag (the
+	// default) or block.
+	Action string `mapstructure:"action" yaml:"action" json:"action"`
+	// OnUnknownAge is the verdict when the publish time is not known:
+	// flag (the default), allow or block.
+	OnUnknownAge string `mapstructure:"on_unknown_age" yaml:"on_unknown_age" json:"on_unknown_age"`
+	// Exclude lists packages exempt from the cooldown, purl-style with
+	// glob names and no version: pkg:npm/%40myorg/*.
+	Exclude []string `mapstructure:"exclude" yaml:"exclude" json:"exclude"`
+}
+
+// Egress decides connections out of the sandbox. Blocked entries win over
+// DoH endpoints, which win over allowed entries, which win over Default.
+type Egress struct {
+	// Default is the verdict for a connection no entry matches: allow (the
+	// default) or block.
+	Default string `mapstructure:"default" yaml:"default" json:"default"`
+	// AllowedDomains and BlockedDomains are exact names or "*.suffix"
+	// (any subdomain of suffix, not suffix itself).
+	AllowedDomains []string `mapstructure:"allowed_domains" yaml:"allowed_domains" json:"allowed_domains"`
+	BlockedDomains []string `mapstructure:"blocked_domains" yaml:"blocked_domains" json:"blocked_domains"`
+	// AllowedCIDRs and BlockedCIDRs are prefixes ("10.0.0.0/8") or single
+	// addresses.
+	AllowedCIDRs []string `mapstructure:"allowed_cidrs" yaml:"allowed_cidrs" json:"allowed_cidrs"`
+	BlockedCIDRs []string `mapstructure:"blocked_cidrs" yaml:"blocked_cidrs" json:"blocked_cidrs"`
+	// AllowedPorts and BlockedPorts are ports ("443"), ranges
+	// ("8000-8100"), either with an optional "/tcp" or "/udp". When
+	// AllowedPorts is not empty, an allowed destination is allowed only on
+	// those ports.
+	AllowedPorts []string `mapstructure:"allowed_ports" yaml:"allowed_ports" json:"allowed_ports"`
+	BlockedPorts []string `mapstructure:"blocked_ports" yaml:"blocked_ports" json:"blocked_ports"`
+	// DoHEndpoints are DNS-over-HTTPS servers (names as in AllowedDomains,
+	// or addresses). Using one hides lookups from the DNS record.
+	DoHEndpoints []string `mapstructure:"doh_endpoints" yaml:"doh_endpoints" json:"doh_endpoints"`
+	// DoHAction is the verdict for a connection to a DoH endpoint: flag
+	// (the default), block or allow.
+	DoHAction string `mapstructure:"doh_action" yaml:"doh_action" json:"doh_action"`
+}
+
+// Files names sensitive and protected paths. Entries are absolute path
+// prefixes matched at component boundaries; "~/" entries are expanded
+// against the agent's home directory.
+type Files struct {
+	// SensitiveRead are prefixes whose reads are reported.
+	SensitiveRead []string `mapstructure:"sensitive_read" yaml:"sensitive_read" json:"sensitive_read"`
+	// ReadExceptions are prefixes inside SensitiveRead that every program
+	// reads routinely (the dynamic loader's cache, CA certificates).
+	ReadExceptions []string `mapstructure:"read_exceptions" yaml:"read_exceptions" json:"read_exceptions"`
+	// SensitiveReadAction is flag (the default) or block.
+	SensitiveReadAction string `mapstructure:"sensitive_read_action" yaml:"sensitive_read_action" json:"sensitive_read_action"`
+	// ProtectedWrite are prefixes that the agent must not modify.
+	ProtectedWrite []string `mapstructure:"protected_write" yaml:"protected_write" json:"protected_write"`
+	// ProtectedWriteAction is block (the default) or flag.
+	ProtectedWriteAction string `mapstructure:"protected_write_action" yaml:"protected_write_action" json:"protected_write_action"`
+}
+
+// ToolIO says how much of the agent's tool I/O is kept.
+type ToolIO struct {
+	// Verbosity is names (the default: tool names only), summaries
+	// (redacted summaries) or full (everything, sealed to Recipients).
+	Verbosity string `mapstructure:"verbosity" yaml:"verbosity" json:"verbosity"`
+	// Recipients are the age public keys (age1...) that full I/O is sealed
+	// to; at least one is required for full.
+	Recipients []string `mapstructure:"recipients" yaml:"recipients" json:"recipients"`
+}
+
+// Limits are a session's default resource limits, as human strings. Empty
+// or "0" means unlimited.
+type Limits struct {
+	// Memory is a size: "512M", "2G", "1.5Gi" (binary multiples).
+	Memory string `mapstructure:"memory" yaml:"memory" json:"memory"`
+	// CPUs is a number of CPUs: "0.5", "2", or millicores "500m".
+	CPUs string `mapstructure:"cpus" yaml:"cpus" json:"cpus"`
+	// Pids is the maximum number of processes: "256".
+	Pids string `mapstructure:"pids" yaml:"pids" json:"pids"`
+	// Timeout is the session's wall-clock limit: "10m", "2h", "1d".
+	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
+	// Disk is a size, as Memory.
+	Disk string `mapstructure:"disk" yaml:"disk" json:"disk"`
+}
+
+// Effective returns a copy of p with every empty setting replaced by the
+// value it stands for (an empty on_unknown_source is block, and so on), so
+// that showing it tells the whole truth. Lists and maps are shared with p.
+func (p *Policy) Effective() *Policy {
+	q := *p
+	set := func(s *string, def string) {
+		if *s == "" {
+			*s = def
+		}
+	}
+	if q.Version == 0 {
+		q.Version = 1
+	}
+	set(&q.OnUnknownSource, string(Block))
+	set(&q.Cooldown.Action, string(Flag))
+	set(&q.Cooldown.OnUnknownAge, string(Flag))
+	set(&q.InstallScripts, string(Allow))
+	set(&q.Egress.Default, string(Allow))
+	set(&q.Egress.DoHAction, string(Flag))
+	set(&q.Files.SensitiveReadAction, string(Flag))
+	set(&q.Files.ProtectedWriteAction, string(Block))
+	set(&q.ToolIO.Verbosity, VerbosityNames)
+	set(&q.AgentUID0, "alert")
+	return &q
+}

@@ -1,0 +1,118 @@
+// Package release reads a package's published versions, with their publish
+// times, from its registry: the npm packument, PyPI's JSON simple API
+// (PEP 691, with PEP 700's upload-time) and the crates.io sparse index. It
+// is small on purpose: `sandtrail policy explain` uses it to resolve a spec
+// the way the ecosystem's client would, and to learn the publish time that
+// the cooldown needs.
+//
+// Registry responses are untrusted input. The parsers cap what they read,
+// reject malformed documents with an error, never panic, and are fuzzed.
+package release
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sandtrail/sandtrail/resolver"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound is returned when the registry has no such package.
+	ErrNotFound = errors.New("release: package not found")
+	// ErrUnsupported is returned for an ecosystem without a fetcher.
+	ErrUnsupported = errors.New("release: no registry fetcher for this ecosystem")
+	// ErrMalformed is wrapped by every parse error.
+	ErrMalformed = errors.New("release: malformed registry response")
+)
+
+// Version is one published version of a package.
+type Version struct {
+	Version string `json:"version"`
+	// Published is when it was published; zero if the registry does not
+	// say.
+	Published time.Time `json:"published,omitzero"`
+	// Yanked is true when the registry withdrew it (PyPI yanked, cargo
+	// yanked). Clients skip yanked versions when resolving a range.
+	Yanked bool `json:"yanked,omitempty"`
+	// InstallScripts is true when installing it runs its code: npm
+	// preinstall/install/postinstall scripts or a node-gyp build, or a
+	// Python release with no wheel (pip builds the sdist).
+	InstallScripts bool `json:"install_scripts,omitempty"`
+	// Artifact is the URL that a client would download, if known.
+	Artifact string `json:"artifact,omitempty"`
+}
+
+// Info is what a registry says about a package.
+type Info struct {
+	Name     string    `json:"name"`
+	Versions []Version `json:"versions"`
+	// Tags are npm's dist-tags ("latest" → "4.17.21").
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// Lookup returns the version v, if published.
+func (in *Info) Lookup(v string) (Version, bool) {
+	for _, x := range in.Versions {
+		if x.Version == v {
+			return x, true
+		}
+	}
+	return Version{}, false
+}
+
+// Resolve picks the version that ecosystem's client would install for spec:
+// npm takes a dist-tag named by the spec, prefers the "latest" tag when it
+// satisfies the spec, and otherwise takes the highest matching version;
+// the others take resolver.Best. Yanked versions are skipped. An empty
+// spec means "latest" for npm and the highest version elsewhere.
+func (in *Info) Resolve(ecosystem, spec string) (Version, error) {
+	var cands []string
+	for _, v := range in.Versions {
+		if !v.Yanked {
+			cands = append(cands, v.Version)
+		}
+	}
+	pick := func(s string) (Version, error) {
+		v, _ := in.Lookup(s)
+		return v, nil
+	}
+	if ecosystem == "npm" {
+		if spec == "" {
+			spec = "latest"
+		}
+		if t, ok := in.Tags[spec]; ok {
+			if _, ok := in.Lookup(t); !ok {
+				return Version{}, fmt.Errorf("resolving %s@%s: dist-tag %s points at %s, which is not published", in.Name, spec, spec, t)
+			}
+			return pick(t)
+		}
+		if latest, ok := in.Tags["latest"]; ok && slices.Contains(cands, latest) {
+			if ok, err := resolver.Match(ecosystem, spec, latest); err == nil && ok {
+				return pick(latest)
+			}
+		}
+	}
+	if spec == "" {
+		if len(cands) == 0 {
+			return Version{}, fmt.Errorf("resolving %s: %w", in.Name, resolver.ErrNoMatch)
+		}
+		best := cands[0]
+		for _, c := range cands[1:] {
+			if n, err := resolver.Compare(ecosystem, c, best); err == nil && n > 0 {
+				best = c
+			}
+		}
+		if _, err := resolver.Compare(ecosystem, best, best); err != nil {
+			return Version{}, fmt.Errorf("resolving %s: %w", in.Name, err)
+		}
+		return pick(best)
+	}
+	best, err := resolver.Best(ecosystem, spec, cands)
+	if err != nil {
+		return Version{}, fmt.Errorf("resolving %s@%s among %d versions: %w", in.Name, spec, len(cands), err)
+	}
+	return pick(best)
+}
