@@ -10,6 +10,12 @@
 // journal stores exactly those bytes as Merkle leaves. Field names are
 // snake_case and each is named once; changing what a field means bumps
 // SchemaVersion. This package imports only the standard library.
+//
+// Unmarshal is the one way untrusted bytes become an Event. Redact,
+// RedactURL and RedactArgv mask credentials in free text, URLs and argv
+// before a producer records them. The schema is documented field by field in
+// docs/schema.md and as JSON Schema in docs/event.schema.json; tests keep
+// both in line with the type.
 package event
 
 import (

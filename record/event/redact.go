@@ -11,33 +11,6 @@ import (
 // investigator can tell what kind of credential was there.
 const Mask = "***"
 
-// Redaction is applied by producers to argv, URLs and free-text summaries
-// before they are recorded. It is a best-effort filter for credentials that
-// have a recognisable shape; it is not a guarantee that no secret survives:
-// a bare password with nothing around it looks like any other word.
-//
-// What is masked:
-//   - PEM private key blocks, including a block cut off before its END line;
-//   - credentials in URLs (user:password@ keeps the user, a long token-only
-//     userinfo is masked whole) and sensitive query or fragment parameters
-//     (token, access_token, api_key, password, secret, sig, signature,
-//     X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, key, …);
-//   - Authorization and Proxy-Authorization header values (the scheme is
-//     kept: "Authorization: Bearer ***"), "Bearer <token>" and Cookie values;
-//   - key=value and key: value pairs whose key ends in password, passwd,
-//     passphrase, secret, token, api_key, access_key, private_key, auth,
-//     credential(s) or signature, in env style (DB_PASSWORD=x, NPM_TOKEN=x),
-//     flag style (--password=x) and JSON or YAML style ("token": "x");
-//   - "--password x" style flags followed by their value;
-//   - tokens of known formats wherever they appear: AWS access key ids
-//     (AKIA/ASIA), GitHub (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), npm
-//     (npm_), PyPI (pypi-AgEI…), Slack (xoxb- and friends, and incoming
-//     webhook URLs), OpenAI and Anthropic keys (sk-…), Google API keys (AIza)
-//     and JWTs (the header is kept, the payload and signature are masked).
-//
-// All three functions are idempotent: redacting a redacted string changes
-// nothing.
-
 // maskedValue matches a value that is already masked: the mask alone or a
 // known token's prefix followed by the mask. Value patterns try it first, so
 // that "x-access-token:ghp_***@github.com" stops at the mask.
@@ -200,6 +173,30 @@ func containsFold(s, sub string) bool {
 // is meant for free text (tool and model summaries, a single argv element,
 // a header, a config line) and is idempotent. Strings without anything that
 // could be a secret are returned as they are, without allocating.
+//
+// Producers apply Redact, RedactURL and RedactArgv to free text, URLs and
+// argv before they are recorded. Redaction is a best-effort filter for
+// credentials that have a recognisable shape, not a guarantee that no secret
+// survives: a bare password with nothing around it looks like any other word.
+//
+// What is masked:
+//   - PEM private key blocks, including a block cut off before its END line;
+//   - credentials in URLs (user:password@ keeps the user, a long token-only
+//     userinfo is masked whole) and sensitive query or fragment parameters
+//     (token, access_token, api_key, password, secret, sig, signature,
+//     X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, key, …);
+//   - Authorization and Proxy-Authorization header values (the scheme is
+//     kept: "Authorization: Bearer ***"), "Bearer <token>" and Cookie values;
+//   - key=value and key: value pairs whose key ends in password, passwd,
+//     passphrase, secret, token, api_key, access_key, private_key, auth,
+//     credential(s) or signature, in env style (DB_PASSWORD=x, NPM_TOKEN=x),
+//     flag style (--password=x) and JSON or YAML style ("token": "x");
+//   - "--password x" style flags followed by their value;
+//   - tokens of known formats wherever they appear: AWS access key ids
+//     (AKIA/ASIA), GitHub (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), npm
+//     (npm_), PyPI (pypi-AgEI…), Slack (xoxb- and friends, and incoming
+//     webhook URLs), OpenAI and Anthropic keys (sk-…), Google API keys (AIza)
+//     and JWTs (the header is kept, the payload and signature are masked).
 func Redact(s string) string {
 	if !mayContainSecret(s) {
 		return s
