@@ -131,7 +131,7 @@ func (c *Client) Send(ctx context.Context, evs ...*event.Event) error {
 			e.TS = time.Now().UTC()
 		}
 	}
-	payloads, err := chunk(evs)
+	payloads, counts, err := chunk(evs)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (c *Client) Send(ctx context.Context, evs ...*event.Event) error {
 		if err != nil {
 			return c.fallback(payloads[i:], err)
 		}
-		failed, rej, err := outcome(p, rep)
+		failed, rej, err := outcome(p, counts[i], rep)
 		if err != nil {
 			return err
 		}
@@ -176,15 +176,25 @@ func (c *Client) fallback(payloads [][]byte, cause error) error {
 	return fmt.Errorf("%w: %v", ErrSpooled, cause)
 }
 
-// outcome interprets a reply to payload. It returns a payload holding the
+// outcome interprets a reply to payload, which holds n events (-1 when
+// unknown). It returns a payload holding the
 // events that failed transiently (nil if none), descriptions of the events
 // rejected for good, and an error when the whole batch was refused for good.
-func outcome(payload []byte, rep *Reply) (failed []byte, rejected []string, err error) {
+func outcome(payload []byte, n int, rep *Reply) (failed []byte, rejected []string, err error) {
 	if rep.Code != "" {
 		if rep.Code.Transient() {
 			return payload, nil, nil
 		}
 		return nil, nil, fmt.Errorf("%w: %s: %s", ErrRejected, rep.Code, rep.Error)
+	}
+	if n == len(rep.Results) {
+		all := true
+		for _, r := range rep.Results {
+			all = all && r.Status.Acked()
+		}
+		if all { // the common case, without decoding our own request
+			return nil, nil, nil
+		}
 	}
 	req, err := DecodeRequest(payload)
 	if err != nil {
@@ -241,7 +251,7 @@ func (c *Client) replayLocked(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("replaying %s: %w", name, err)
 		}
-		failed, _, err := outcome(p, rep)
+		failed, _, err := outcome(p, -1, rep)
 		if err != nil && !errors.Is(err, ErrRejected) {
 			return fmt.Errorf("replaying %s: %w", name, err)
 		}
@@ -315,9 +325,10 @@ func (c *Client) exchange(ctx context.Context, deadline time.Time, payload []byt
 }
 
 // chunk encodes events into request payloads that respect MaxBatch and
-// MaxFrame.
-func chunk(evs []*event.Event) ([][]byte, error) {
+// MaxFrame, and says how many events each holds.
+func chunk(evs []*event.Event) ([][]byte, []int, error) {
 	var out [][]byte
+	var counts []int
 	var cur []json.RawMessage
 	size := 0
 	const overhead = requestOverhead
@@ -326,27 +337,28 @@ func chunk(evs []*event.Event) ([][]byte, error) {
 			return nil
 		}
 		out = append(out, encodeRequest(cur))
+		counts = append(counts, len(cur))
 		cur, size = nil, 0
 		return nil
 	}
 	for _, e := range evs {
 		b, err := event.Marshal(e)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(b)+overhead > MaxFrame {
-			return nil, fmt.Errorf("%w: one event is %d bytes", ErrFrameTooLarge, len(b))
+			return nil, nil, fmt.Errorf("%w: one event is %d bytes", ErrFrameTooLarge, len(b))
 		}
 		if len(cur) == MaxBatch || size+len(b)+1+overhead > MaxFrame {
 			if err := flush(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		cur = append(cur, b)
 		size += len(b) + 1
 	}
 	if err := flush(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, counts, nil
 }

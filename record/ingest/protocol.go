@@ -194,6 +194,105 @@ func DecodeRequest(b []byte) (*Request, error) {
 	return &req, nil
 }
 
+// Batch is a decoded request: for each event of the request, in order,
+// either the decoded event or the error that kept it from decoding, and the
+// bytes it took in the request.
+type Batch struct {
+	Events []*event.Event
+	Errs   []error
+	Sizes  []int
+}
+
+// Len returns the number of events in the batch.
+func (b *Batch) Len() int { return len(b.Events) }
+
+// DecodeBatch parses an untrusted request payload in one pass, decoding each
+// event strictly (unknown fields are errors) but not validating it. An
+// event that does not decode, or is larger than event.MaxEncodedSize, gets
+// an error wrapping event.ErrInvalid in Errs and a nil Event, and the rest of
+// the batch still decodes. Anything wrong with the request itself (bad JSON,
+// unknown or repeated keys, wrong version, no events, more than MaxBatch)
+// is an error wrapping ErrMalformed.
+func DecodeBatch(b []byte) (*Batch, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	malformed := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, malformed("request is not a JSON object")
+	}
+	var (
+		batch          Batch
+		v              int
+		haveV, haveEvs bool
+	)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, malformed("%v", err)
+		}
+		switch t {
+		case "v":
+			if haveV {
+				return nil, malformed("repeated key v")
+			}
+			haveV = true
+			if err := dec.Decode(&v); err != nil {
+				return nil, malformed("v: %v", err)
+			}
+		case "events":
+			if haveEvs {
+				return nil, malformed("repeated key events")
+			}
+			haveEvs = true
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return nil, malformed("events is not an array")
+			}
+			for dec.More() {
+				if batch.Len() == MaxBatch {
+					return nil, malformed("more than %d events", MaxBatch)
+				}
+				start := dec.InputOffset()
+				e := new(event.Event)
+				err := dec.Decode(e)
+				size := int(dec.InputOffset() - start)
+				var se *json.SyntaxError
+				if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+					return nil, malformed("event %d: %v", batch.Len(), err)
+				}
+				switch {
+				case err != nil:
+					e, err = nil, fmt.Errorf("%w: decoding: %v", event.ErrInvalid, err)
+				case size > event.MaxEncodedSize:
+					e, err = nil, fmt.Errorf("%w: %d bytes exceeds %d", event.ErrInvalid, size, event.MaxEncodedSize)
+				}
+				batch.Events = append(batch.Events, e)
+				batch.Errs = append(batch.Errs, err)
+				batch.Sizes = append(batch.Sizes, size)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, malformed("events: %v", err)
+			}
+		default:
+			return nil, malformed("unknown key %v", t)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, malformed("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed("trailing data")
+	}
+	if v != ProtocolVersion {
+		return nil, malformed("unsupported protocol version %d (want %d)", v, ProtocolVersion)
+	}
+	if batch.Len() == 0 {
+		return nil, malformed("no events")
+	}
+	return &batch, nil
+}
+
 // DecodeEvent parses one untrusted event of a request. Unknown fields,
 // trailing data and oversized events are errors wrapping event.ErrInvalid.
 // It does not run Validate: the server first overwrites the fields it

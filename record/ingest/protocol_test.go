@@ -159,7 +159,7 @@ func TestChunkRespectsLimits(t *testing.T) {
 	for range MaxBatch + 10 {
 		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: "tool.call", Tool: &event.Tool{Name: "t"}})
 	}
-	payloads, err := chunk(evs)
+	payloads, _, err := chunk(evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +235,90 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			_ = e.Validate()
 			_, _ = event.Marshal(e)
+		}
+	})
+}
+
+func TestDecodeBatch(t *testing.T) {
+	const tool = `{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"x"}}`
+	tests := []struct {
+		name     string
+		in       string
+		wantErrs []bool // per event: failed to decode
+		wantErr  bool
+	}{
+		{name: "one", in: `{"v":1,"events":[` + tool + `]}`, wantErrs: []bool{false}},
+		{name: "keys in any order", in: `{"events":[` + tool + `],"v":1}`, wantErrs: []bool{false}},
+		{name: "bad events isolated", in: `{"v":1,"events":[` + tool + `,"str",{"evil":1},{"seq":"x"},null,` + tool + `]}`,
+			wantErrs: []bool{false, true, true, true, false, false}},
+		{name: "whitespace", in: " {\n\"v\" : 1 , \"events\" : [ " + tool + " ] }\n", wantErrs: []bool{false}},
+		{name: "repeated v", in: `{"v":1,"v":1,"events":[{}]}`, wantErr: true},
+		{name: "repeated events", in: `{"v":1,"events":[{}],"events":[{}]}`, wantErr: true},
+		{name: "unknown key", in: `{"v":1,"events":[{}],"x":1}`, wantErr: true},
+		{name: "missing v", in: `{"events":[{}]}`, wantErr: true},
+		{name: "v not a number", in: `{"v":"1","events":[{}]}`, wantErr: true},
+		{name: "no events", in: `{"v":1,"events":[]}`, wantErr: true},
+		{name: "events not array", in: `{"v":1,"events":{}}`, wantErr: true},
+		{name: "syntax error inside event", in: `{"v":1,"events":[{"kind":}]}`, wantErr: true},
+		{name: "cut short", in: `{"v":1,"events":[{}`, wantErr: true},
+		{name: "trailing data", in: `{"v":1,"events":[{}]}{}`, wantErr: true},
+		{name: "array", in: `[1]`, wantErr: true},
+		{name: "too many", in: `{"v":1,"events":[` + strings.Repeat(`{},`, MaxBatch) + `{}]}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := DecodeBatch([]byte(tt.in))
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("DecodeBatch(%.50q) = %v, want ErrMalformed", tt.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeBatch(%.50q) = %v", tt.in, err)
+			}
+			if b.Len() != len(tt.wantErrs) {
+				t.Fatalf("DecodeBatch(%.50q) has %d events, want %d", tt.in, b.Len(), len(tt.wantErrs))
+			}
+			for i, want := range tt.wantErrs {
+				if got := b.Errs[i] != nil; got != want || got != (b.Events[i] == nil) {
+					t.Errorf("event %d: err = %v, event = %v, want failed %v", i, b.Errs[i], b.Events[i], want)
+				}
+				if b.Errs[i] != nil && !errors.Is(b.Errs[i], event.ErrInvalid) {
+					t.Errorf("event %d: err = %v, want event.ErrInvalid", i, b.Errs[i])
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeBatch checks the server's one-pass decoder against the
+// two-pass DecodeRequest + DecodeEvent: whatever the first accepts, the
+// second accepts the same way.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"x"}},"s",{"x":1}]}`))
+	f.Add([]byte(`{"events":[null],"v":1}`))
+	f.Add([]byte(`{"v":1,"events":[{"kind":}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		batch, err := DecodeBatch(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("DecodeBatch error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		req, err := DecodeRequest(b)
+		if err != nil {
+			t.Fatalf("DecodeBatch accepted what DecodeRequest refuses: %v", err)
+		}
+		if len(req.Events) != batch.Len() {
+			t.Fatalf("DecodeBatch found %d events, DecodeRequest %d", batch.Len(), len(req.Events))
+		}
+		for i, raw := range req.Events {
+			_, err := DecodeEvent(raw)
+			if (err == nil) != (batch.Errs[i] == nil) {
+				t.Fatalf("event %d %q: DecodeBatch error %v, DecodeEvent error %v", i, raw, batch.Errs[i], err)
+			}
 		}
 	})
 }

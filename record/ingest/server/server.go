@@ -479,7 +479,7 @@ func (a attribution) allowed(cat string) bool {
 
 // handle answers one request payload.
 func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
-	req, err := ingest.DecodeRequest(payload)
+	batch, err := ingest.DecodeBatch(payload)
 	if err != nil {
 		s.malformed.Add(1)
 		return &ingest.Reply{Code: ingest.CodeMalformed, Error: err.Error()}
@@ -496,7 +496,7 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 		return &ingest.Reply{Code: ingest.CodeRefused, Error: "peer is not in a session and not root"}
 	}
 
-	results := make([]ingest.Result, len(req.Events))
+	results := make([]ingest.Result, batch.Len())
 	var (
 		evs    []*event.Event
 		idx    []int       // results index of each entry of evs
@@ -505,10 +505,10 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 		first  map[string]int
 	)
 	now := time.Now().UTC()
-	for i, raw := range req.Events {
-		e, err := ingest.DecodeEvent(raw)
+	for i, e := range batch.Events {
+		err := batch.Errs[i]
 		if err == nil {
-			err = s.rewrite(e, len(raw), a, now)
+			err = s.rewrite(e, batch.Sizes[i], a, now)
 		}
 		if err != nil {
 			results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
