@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
 )
@@ -95,6 +96,16 @@ func runDaemon(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+
+	// The index follows the journal in the background. It is derived
+	// data: when it fails the daemon keeps recording, and `sandtrail
+	// query` or `sandtrail reindex` catch it up later.
+	followCtx, stopFollow := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		followIndex(followCtx, filepath.Join(cfg.DataDir, "index.db"), jdir, j, log)
+	}()
 	log.Info("daemon started", "journal", jdir, "entries", j.Size(), "socket", cfg.Socket, "remembered_ids", n)
 
 	var serveErr error
@@ -114,8 +125,31 @@ func runDaemon(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	log.Info("ingest stopped", "events", st.Events, "duplicates", st.Duplicates, "rejected", st.Rejected,
 		"failed", st.Failed, "malformed", st.Malformed, "oversized", st.Oversized, "refused", st.Refused,
 		"busy", st.Busy)
+	stopFollow()
+	<-followed
 	start, size := time.Now(), j.Size()
 	closeErr := closeJournal()
 	log.Info("journal closed", "entries", size, "took", time.Since(start))
 	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+// followIndex keeps the index at path current with the journal until ctx is
+// done, rebuilding it first when its schema is out of date. It logs rather
+// than returns its errors: the journal, not the index, is the record.
+func followIndex(ctx context.Context, path, jdir string, j *journal.Journal, log hclog.Logger) {
+	ix, err := index.Open(path, index.WithLogger(log))
+	if errors.Is(err, index.ErrSchema) {
+		log.Info("index schema changed, rebuilding", "index", path)
+		if err = index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err == nil {
+			ix, err = index.Open(path, index.WithLogger(log))
+		}
+	}
+	if err != nil {
+		log.Error("index not followed", "index", path, "error", err)
+		return
+	}
+	defer ix.Close()
+	if err := ix.Follow(ctx, jdir, j); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("index stopped following the journal", "index", path, "error", err)
+	}
 }
