@@ -1,12 +1,363 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/query"
 )
 
-// TODO(owner): replaced by the real command.
+// filterHelp is the part of the help that query and sessions share.
+const filterHelp = `Filters (all optional; together they must all hold for an event):
+  --session ID        one session
+  --since T, --until T  RFC 3339 (2026-11-29T08:00:00Z), a date (2026-11-29),
+                      or a duration before now (30m, 2h, 7d, 2w); since <= ts < until
+  --kind K[,K...]     event kinds: exact (file.read), a prefix (file. or file.*),
+                      or a whole category (pkg)
+  --path P            a prefix: the path and everything beneath it (/etc/ssh
+                      matches /etc/ssh/sshd_config, not /etc/sshd), or a glob:
+                      * and ? stay within one directory, ** crosses them, [a-z]
+  --domain D          exact (example.com) or every sub-domain (*.example.com,
+                      which matches a.example.com, not example.com nor
+                      badexample.com); matches connects and DNS lookups
+  --package P         npm:lodash (any version), npm:lodash@4.17.20 (exact),
+                      pkg:npm/lodash@4.17.20 (a purl), npm:lodash@^4.17.0 or
+                      pypi:requests@>=2,<3 or deb:curl@">= 7.88" (a range)
+  --reason R          sessions that ended (session.terminate) with reason R:
+                      normal, timeout, oom, api, policy_violation, signal
+  --pid N             events of process N
+  --limit N           at most N results (0: no limit)
+
+The index (<data_dir>/index.db) is caught up with the journal
+(<data_dir>/journal) first, so answers are never stale.`
+
+// filterFlags registers the filter flags and returns where they land.
+func filterFlags(cmd *cobra.Command) *query.Args {
+	a := &query.Args{}
+	f := cmd.Flags()
+	f.StringVar(&a.Session, "session", "", "only this session")
+	f.StringVar(&a.Since, "since", "", "events at or after this time (RFC 3339, date, or 2h/7d before now)")
+	f.StringVar(&a.Until, "until", "", "events before this time (RFC 3339, date, or 2h/7d before now)")
+	f.StringVar(&a.Kind, "kind", "", "event kinds, comma-separated; file. or file.* is a prefix")
+	f.StringVar(&a.Path, "path", "", "file path prefix, or glob (* ? [..] within a directory, ** across)")
+	f.StringVar(&a.Domain, "domain", "", "domain, exact or *.suffix")
+	f.StringVar(&a.Package, "package", "", "eco:name[@version|@range] or a purl")
+	f.StringVar(&a.Reason, "reason", "", "sessions that ended with this reason")
+	f.StringVar(&a.Pid, "pid", "", "process id")
+	f.StringVar(&a.Limit, "limit", "", "at most this many results (0: no limit)")
+	return a
+}
+
+// outputFormat checks --format.
+func outputFormat(s string) (string, error) {
+	switch s {
+	case "table", "json", "jsonl":
+		return s, nil
+	}
+	return "", fmt.Errorf("--format %q: want table, json or jsonl", s)
+}
+
+// indexJournalDir is where the daemon keeps the journal.
+func indexJournalDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "journal") }
+
+// indexPath is where the index lives.
+func indexPath(cfg *Config) string { return filepath.Join(cfg.DataDir, "index.db") }
+
+// openIndex opens the index and catches it up with the journal. An index of
+// another schema version is rebuilt first.
+func openIndex(ctx context.Context, cfg *Config, log hclog.Logger) (*index.Index, error) {
+	jdir := indexJournalDir(cfg)
+	if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("no journal at %s: nothing has been recorded with this data directory (set --data or SANDTRAIL_DATA_DIR)", jdir)
+	}
+	path := indexPath(cfg)
+	ix, err := index.Open(path, index.WithLogger(log))
+	if errors.Is(err, index.ErrSchema) {
+		log.Info("index schema changed, rebuilding", "index", path)
+		if err := index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err != nil {
+			return nil, err
+		}
+		ix, err = index.Open(path, index.WithLogger(log))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (sandtrail reindex rebuilds the index from the journal)", err)
+	}
+	if _, err := ix.CatchUp(ctx, jdir); err != nil {
+		ix.Close()
+		return nil, fmt.Errorf("catching up with the journal: %w", err)
+	}
+	return ix, nil
+}
+
 func newQueryCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "query", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("query: not built yet") }}
+	var format string
+	var args *query.Args
+	cmd := &cobra.Command{
+		Use:   "query [filters] [--format table|json|jsonl]",
+		Short: "Print the recorded events that match the filters",
+		Long: `query prints the events that match every filter given, in time order.
+
+` + filterHelp + `
+
+Output (--format):
+  table   seq, time, session, kind and a one-line summary (default)
+  json    one JSON array of the events
+  jsonl   one event per line, byte for byte as the journal stores it`,
+		Example: `  # 1. who touched the SSH keys, and how
+  sandtrail query --path '/home/*/.ssh/**'
+  # 2. every connection and lookup of a sub-domain of evil.example
+  sandtrail query --domain '*.evil.example'
+  # 3. every install or fetch of a vulnerable lodash
+  sandtrail query --package 'npm:lodash@<4.17.21' --kind pkg.install
+  # 4. how the sessions that ran out of memory ended
+  sandtrail query --reason oom --kind session.terminate
+  # 5. what one session did in the last two hours, for a SIEM
+  sandtrail query --session sess-42 --since 2h --format jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmtName, err := outputFormat(format)
+			if err != nil {
+				return err
+			}
+			f, err := query.Parse(*args, time.Now())
+			if err != nil {
+				return err
+			}
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			log := cfg.logger()
+			ix, err := openIndex(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			defer ix.Close()
+			return printEvents(cmd.Context(), cmd.OutOrStdout(), ix, f, fmtName)
+		},
+	}
+	args = filterFlags(cmd)
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json or jsonl")
+	return cmd
+}
+
+// printEvents streams the matching events in the format.
+func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, format string) error {
+	w := bufio.NewWriter(out)
+	var tw *tabwriter.Writer
+	n := 0
+	switch format {
+	case "table":
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tTIME\tSESSION\tKIND\tSUMMARY")
+	case "json":
+		w.WriteString("[")
+	}
+	err := ix.Each(ctx, f, func(h index.Hit) error {
+		switch format {
+		case "table":
+			var ev event.Event
+			sum := "(undecodable)"
+			if err := decodeHit(h.Raw, &ev); err == nil {
+				sum = summary(&ev)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.TS.Format("2006-01-02T15:04:05.000Z07:00"),
+				clean(h.SessionID, 40), clean(h.Kind, 32), sum)
+		case "json":
+			if n > 0 {
+				w.WriteString(",")
+			}
+			w.WriteString("\n")
+			w.Write(h.Raw)
+		case "jsonl":
+			w.Write(h.Raw)
+			w.WriteString("\n")
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "table":
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	case "json":
+		if n > 0 {
+			w.WriteString("\n")
+		}
+		w.WriteString("]\n")
+	}
+	return w.Flush()
+}
+
+// decodeHit decodes a stored event for display, leniently: fields of a
+// newer schema are ignored rather than hiding the event.
+func decodeHit(raw []byte, ev *event.Event) error {
+	return json.Unmarshal(raw, ev)
+}
+
+// clean makes an untrusted string safe for one line of a terminal: control
+// characters (escape sequences included) and invalid UTF-8 are escaped,
+// and it is cut at max runes.
+func clean(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if n >= max {
+			b.WriteString("…")
+			break
+		}
+		n++
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i-1])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// summary is a one-line account of an event's sub-object for the table.
+func summary(ev *event.Event) string {
+	var parts []string
+	add := func(format string, a ...any) { parts = append(parts, fmt.Sprintf(format, a...)) }
+	switch {
+	case ev.File != nil:
+		f := ev.File
+		add("%s %s", f.Op, clean(f.Path, 120))
+		if f.NewPath != "" {
+			add("-> %s", clean(f.NewPath, 120))
+		}
+		if f.Errno != "" {
+			add("(%s)", clean(f.Errno, 16))
+		}
+	case ev.Net != nil:
+		n := ev.Net
+		if n.DNS != nil {
+			add("dns %s %s", clean(n.DNS.QType, 8), clean(n.DNS.Query, 80))
+			if n.DNS.RCode != "" {
+				add("%s", clean(n.DNS.RCode, 16))
+			}
+			for i, a := range n.DNS.Answers {
+				if i == 3 {
+					add("…")
+					break
+				}
+				add("%s", clean(a.Data, 64))
+			}
+		} else {
+			add("%s %s", clean(n.Op, 16), clean(n.Proto, 8))
+			if n.Domain != "" {
+				add("%s", clean(n.Domain, 80))
+			}
+			if n.DstIP != "" {
+				add("%s", clean(hostPort(n.DstIP, n.DstPort), 64))
+			}
+			if n.BytesOut+n.BytesIn > 0 {
+				add("out %d in %d", n.BytesOut, n.BytesIn)
+			}
+		}
+		if n.Verdict != "" {
+			add("[%s]", clean(n.Verdict, 16))
+		}
+	case ev.Pkg != nil:
+		p := ev.Pkg
+		v := p.Resolved
+		if v == "" {
+			v = p.Requested
+		}
+		add("%s %s@%s", clean(p.Ecosystem, 16), clean(p.Name, 80), clean(v, 40))
+		if p.Requested != "" && p.Requested != p.Resolved {
+			add("(asked %s)", clean(p.Requested, 40))
+		}
+		if p.Verified != nil {
+			if *p.Verified {
+				add("verified")
+			} else {
+				add("UNVERIFIED")
+			}
+		}
+		if p.Verdict != "" {
+			add("[%s]", clean(p.Verdict, 16))
+		}
+	case ev.Session != nil:
+		s := ev.Session
+		add("%s", clean(s.Op, 16))
+		if s.Reason != "" {
+			add("reason=%s", clean(s.Reason, 32))
+		}
+		if s.ExitStatus != nil {
+			add("exit=%d", *s.ExitStatus)
+		}
+		if s.Image != "" {
+			add("image=%s", clean(s.Image, 60))
+		}
+	case ev.Alert != nil:
+		a := ev.Alert
+		add("[%s] %s: %s", clean(a.Level, 16), clean(a.RuleID, 40), clean(a.Title, 80))
+	case ev.Limit != nil:
+		l := ev.Limit
+		add("%s %d/%d %s %s", clean(l.Type, 24), l.Measured, l.Configured, clean(l.Unit, 8), clean(l.Action, 16))
+	case ev.Tool != nil:
+		t := ev.Tool
+		add("%s %s %dms", clean(t.Name, 40), clean(t.Status, 16), t.DurationMS)
+		if t.InputSummary != "" {
+			add("%s", clean(t.InputSummary, 80))
+		}
+	case ev.Model != nil:
+		add("tokens=%d %s", ev.Model.Tokens, clean(ev.Model.InputSummary, 80))
+	case ev.Loss != nil:
+		add("lost %d from %s", ev.Loss.Count, clean(ev.Loss.Source, 32))
+	case ev.Journal != nil:
+		add("%s", clean(ev.Journal.Detail, 100))
+	}
+	if p := ev.Proc; p != nil {
+		proc := fmt.Sprintf("pid=%d", p.Pid)
+		if ev.Kind == "process.exec" || ev.File == nil && ev.Net == nil && len(p.Argv) > 0 {
+			proc += " " + clean(strings.Join(p.Argv, " "), 100)
+		} else if p.Exe != "" {
+			proc += " " + clean(p.Exe, 60)
+		}
+		if p.ExitCode != nil {
+			proc += fmt.Sprintf(" exit=%d", *p.ExitCode)
+		}
+		parts = append(parts, proc)
+	}
+	return strings.Join(parts, " ")
+}
+
+func hostPort(ip string, port uint16) string {
+	if port == 0 {
+		return ip
+	}
+	if strings.Contains(ip, ":") {
+		return fmt.Sprintf("[%s]:%d", ip, port)
+	}
+	return fmt.Sprintf("%s:%d", ip, port)
 }
