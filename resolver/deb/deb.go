@@ -31,8 +31,18 @@ func (v Version) Upstream() string { return v.v.Version }
 // Revision returns the Debian revision, or "" when absent.
 func (v Version) Revision() string { return v.v.Revision }
 
-// String returns the version in canonical form (the epoch only when non-zero).
-func (v Version) String() string { return v.v.String() }
+// String returns the version in canonical form: the epoch only when non-zero or when the
+// upstream part contains a colon (which would otherwise be read as the epoch's).
+func (v Version) String() string {
+	s := v.v.Version
+	if v.v.Revision != "" {
+		s += "-" + v.v.Revision
+	}
+	if v.v.Epoch != 0 || strings.Contains(v.v.Version, ":") {
+		s = fmt.Sprintf("%d:%s", v.v.Epoch, s)
+	}
+	return s
+}
 
 // Compare orders v against o as dpkg --compare-versions does: -1, 0 or +1.
 func (v Version) Compare(o Version) int {

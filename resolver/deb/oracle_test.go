@@ -99,7 +99,7 @@ func TestDifferentialDpkg(t *testing.T) {
 	type tc struct{ a, b, op string }
 	var cases []tc
 	var in bytes.Buffer
-	for i := 0; i < 1500; i++ {
+	for i := 0; i < 1100; i++ {
 		a := g.version()
 		b := g.mutate(a)
 		if i%3 == 0 {
