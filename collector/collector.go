@@ -43,6 +43,9 @@ var (
 const (
 	LossSourceRingbuf = "kernel:ringbuf"
 	LossSourceQueue   = "collector:queue"
+	// LossSourceRecursion counts runs of a BPF program that the kernel
+	// skipped because another BPF program was running on the CPU.
+	LossSourceRecursion = "kernel:recursion"
 )
 
 // Event kinds produced by the collector.
@@ -60,6 +63,10 @@ const (
 	DefaultQueueSize      = 8192
 	DefaultLossInterval   = time.Second
 	DefaultDrainTimeout   = 10 * time.Second
+	DefaultPollInterval   = 50 * time.Millisecond
+	// DefaultWakeupBytes caps the default wake-up threshold, which is a
+	// sixteenth of the ring buffer.
+	DefaultWakeupBytes = 64 << 10
 )
 
 // OOMHandler is called, from the collector's reader goroutine, for every OOM
@@ -80,6 +87,16 @@ type Stats struct {
 	QueueDrops uint64
 	// DecodeErrors is the number of records that could not be decoded.
 	DecodeErrors uint64
+	// BPFRunTime and BPFRuns are the time the kernel spent in the
+	// collector's BPF programs and how often they ran. The kernel counts
+	// them only while BPF statistics are enabled (sysctl
+	// kernel.bpf_stats_enabled=1, or ebpf.EnableStats).
+	BPFRunTime time.Duration
+	BPFRuns    uint64
+	// BPFMisses is the number of times a program did not run because
+	// another BPF program was running on the CPU: events that were never
+	// seen. The kernel always counts these.
+	BPFMisses uint64
 }
 
 type options struct {
@@ -90,6 +107,8 @@ type options struct {
 	lossInterval time.Duration
 	drainTimeout time.Duration
 	host         string
+	wakeupBytes  int
+	poll         time.Duration
 	// gate, when set, holds the reader back until it is closed (tests use
 	// it to fill the ring buffer).
 	gate <-chan struct{}
@@ -163,6 +182,25 @@ func WithDrainTimeout(d time.Duration) Option {
 	}
 }
 
+// WithWakeup batches the reader's wake-ups: the kernel wakes the reader only
+// when at least bytes are waiting in the ring buffer, and the reader polls
+// every interval for the rest, so an event waits at most about interval.
+// bytes 0 wakes the reader for every record (lowest latency, most CPU). The
+// default is a sixteenth of the ring buffer, at most 64 KiB, and 50 ms.
+func WithWakeup(bytes int, interval time.Duration) Option {
+	return func(o *options) error {
+		if bytes < 0 {
+			return fmt.Errorf("wake-up bytes %d: must not be negative", bytes)
+		}
+		if interval <= 0 {
+			return fmt.Errorf("poll interval %v: must be positive", interval)
+		}
+		o.wakeupBytes = bytes
+		o.poll = interval
+		return nil
+	}
+}
+
 // WithHost sets event.Event.Host on every event.
 func WithHost(name string) Option {
 	return func(o *options) error {
@@ -177,11 +215,19 @@ func buildOptions(opts []Option) (options, error) {
 		queueSize:    DefaultQueueSize,
 		lossInterval: DefaultLossInterval,
 		drainTimeout: DefaultDrainTimeout,
+		wakeupBytes:  -1,
+		poll:         DefaultPollInterval,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, fmt.Errorf("applying option: %w", err)
 		}
+	}
+	if o.wakeupBytes < 0 {
+		o.wakeupBytes = min(o.ringSize/16, DefaultWakeupBytes)
+	}
+	if o.wakeupBytes >= o.ringSize {
+		return o, fmt.Errorf("wake-up bytes %d: must be below the ring buffer size %d", o.wakeupBytes, o.ringSize)
 	}
 	return o, nil
 }

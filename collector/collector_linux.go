@@ -43,10 +43,12 @@ type Collector struct {
 	// closing is closed when Close starts.
 	closing chan struct{}
 
-	mu       sync.RWMutex
-	sessions map[uint64]string
-	removed  map[uint64]time.Time
-	closed   bool
+	mu        sync.RWMutex
+	sessions  map[uint64]string
+	removed   map[uint64]time.Time
+	closed    bool
+	final     Stats // program counters at Close
+	haveFinal bool
 
 	closeOnce sync.Once
 
@@ -56,6 +58,8 @@ type Collector struct {
 	seenKernel  [numKinds]uint64 // cumulative kernel drops already counted
 	lostKernel  [numKinds]uint64 // kernel drops not yet reported
 	lostQueue   [numKinds]uint64 // queue drops not yet reported
+	seenMisses  map[*ebpf.Program]uint64
+	lostMisses  [numKinds]uint64 // recursion misses not yet reported
 	nextAccount time.Time
 }
 
@@ -108,7 +112,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		c.teardown()
 		return nil, err
 	}
-	log.Debug("collector started", "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide)
+	log.Debug("collector started", "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide, "wakeup_bytes", o.wakeupBytes, "poll", o.poll)
 	go c.run()
 	return c, nil
 }
@@ -200,6 +204,9 @@ func (c *Collector) load() error {
 	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_HOST_WIDE), on); err != nil {
 		return fmt.Errorf("writing host-wide setting: %w", err)
 	}
+	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_WAKEUP_BYTES), uint32(c.opts.wakeupBytes)); err != nil {
+		return fmt.Errorf("writing wake-up setting: %w", err)
+	}
 	return nil
 }
 
@@ -290,14 +297,39 @@ func (c *Collector) session(watched uint64) string {
 // last events and the final collector.loss events are in it.
 func (c *Collector) Events() <-chan *event.Event { return c.out }
 
-// Stats returns the counters.
+// Stats returns the counters. After Close, the BPF program counters are
+// those at Close.
 func (c *Collector) Stats() Stats {
-	return Stats{
-		Received:     c.received.Load(),
-		KernelDrops:  c.kernelDrops.Load(),
-		QueueDrops:   c.queueDrops.Load(),
-		DecodeErrors: c.decodeErrors.Load(),
+	c.mu.RLock()
+	s, have := c.final, c.haveFinal
+	c.mu.RUnlock()
+	if !have {
+		s = c.progStats()
 	}
+	s.Received = c.received.Load()
+	s.KernelDrops = c.kernelDrops.Load()
+	s.QueueDrops = c.queueDrops.Load()
+	s.DecodeErrors = c.decodeErrors.Load()
+	return s
+}
+
+// progStats sums the kernel's counters of the programs.
+func (c *Collector) progStats() Stats {
+	var s Stats
+	for _, p := range []*ebpf.Program{c.objs.HandleExec, c.objs.HandleFork, c.objs.HandleExit, c.objs.HandleOomVictim,
+		c.objs.EnterExecve, c.objs.EnterExecveat, c.objs.ExitExecve, c.objs.ExitExecveat} {
+		if p == nil {
+			continue
+		}
+		ps, err := p.Stats()
+		if err != nil {
+			continue
+		}
+		s.BPFRunTime += ps.Runtime
+		s.BPFRuns += ps.RunCount
+		s.BPFMisses += ps.RecursionMisses
+	}
+	return s
 }
 
 // Close detaches the programs, delivers what is left in the ring buffer and
@@ -316,6 +348,10 @@ func (c *Collector) Close() error {
 		// Read what is in the ring buffer, then stop.
 		c.rd.Flush()
 		<-c.done
+		final := c.progStats()
+		c.mu.Lock()
+		c.final, c.haveFinal = final, true
+		c.mu.Unlock()
 		c.teardown()
 	})
 	return nil
@@ -334,16 +370,16 @@ func (c *Collector) run() {
 	var rec ringbuf.Record
 	c.nextAccount = time.Now().Add(c.opts.lossInterval)
 	for {
-		c.rd.SetDeadline(c.nextAccount)
+		now := time.Now()
+		if now.After(c.nextAccount) {
+			c.account(false)
+		}
+		c.rd.SetDeadline(now.Add(c.opts.poll))
 		err := c.rd.ReadInto(&rec)
 		switch {
 		case err == nil:
 			c.handle(rec.RawSample)
-			if time.Now().After(c.nextAccount) {
-				c.account(false)
-			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			c.account(false)
 		case errors.Is(err, ringbuf.ErrFlushed), errors.Is(err, ringbuf.ErrClosed):
 			c.account(true)
 			return
@@ -421,6 +457,33 @@ func (c *Collector) account(final bool) {
 			c.kernelDrops.Add(d)
 		}
 	}
+	if c.seenMisses == nil {
+		c.seenMisses = make(map[*ebpf.Program]uint64)
+	}
+	for _, pk := range []struct {
+		p *ebpf.Program
+		k processEventKind
+	}{
+		{c.objs.HandleExec, processEventKindKIND_EXEC},
+		{c.objs.HandleFork, processEventKindKIND_FORK},
+		{c.objs.HandleExit, processEventKindKIND_EXIT},
+		{c.objs.HandleOomVictim, processEventKindKIND_OOM_VICTIM},
+		// A missed enter or exit of execve loses its exec_failed, if it
+		// failed.
+		{c.objs.EnterExecve, processEventKindKIND_EXEC_FAILED},
+		{c.objs.EnterExecveat, processEventKindKIND_EXEC_FAILED},
+		{c.objs.ExitExecve, processEventKindKIND_EXEC_FAILED},
+		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
+	} {
+		ps, err := pk.p.Stats()
+		if err != nil {
+			continue
+		}
+		if d := ps.RecursionMisses - c.seenMisses[pk.p]; d > 0 {
+			c.seenMisses[pk.p] = ps.RecursionMisses
+			c.lostMisses[pk.k] += d
+		}
+	}
 	var deadline <-chan time.Time
 	if final {
 		t := time.NewTimer(c.opts.drainTimeout)
@@ -430,6 +493,7 @@ func (c *Collector) account(final bool) {
 	for k := 1; k < numKinds; k++ {
 		c.lostKernel[k] = c.sendLoss(k, LossSourceRingbuf, c.lostKernel[k], deadline)
 		c.lostQueue[k] = c.sendLoss(k, LossSourceQueue, c.lostQueue[k], deadline)
+		c.lostMisses[k] = c.sendLoss(k, LossSourceRecursion, c.lostMisses[k], deadline)
 	}
 }
 

@@ -55,6 +55,9 @@ func TestExecForkExit(t *testing.T) {
 	}
 	after := time.Now()
 	evs := r.stop(t)
+	if s := r.c.Stats(); s.Received < uint64(len(evs)) || s.KernelDrops != 0 || s.QueueDrops != 0 || s.DecodeErrors != 0 || s.BPFMisses != 0 {
+		t.Errorf("Stats() = %+v, want at least %d received and nothing lost", s, len(evs))
+	}
 	mine := slices.DeleteFunc(slices.Clone(evs), func(ev *event.Event) bool { return ev.SessionID != sid })
 
 	shPid := int32(cmd.Process.Pid)

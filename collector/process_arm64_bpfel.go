@@ -16,8 +16,9 @@ import (
 type processConfigKey uint32
 
 const (
-	processConfigKeyCONFIG_HOST_WIDE processConfigKey = 0
-	processConfigKeyCONFIG_MAX       processConfigKey = 1
+	processConfigKeyCONFIG_HOST_WIDE    processConfigKey = 0
+	processConfigKeyCONFIG_WAKEUP_BYTES processConfigKey = 1
+	processConfigKeyCONFIG_MAX          processConfigKey = 2
 )
 
 type processEventHeader struct {

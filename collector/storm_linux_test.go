@@ -117,8 +117,8 @@ func TestExecStorm(t *testing.T) {
 			for _, n := range lost {
 				total += n
 			}
-			if total != s.KernelDrops+s.QueueDrops {
-				t.Errorf("loss events sum to %d, want Stats().KernelDrops+QueueDrops = %d", total, s.KernelDrops+s.QueueDrops)
+			if want := s.KernelDrops + s.QueueDrops + s.BPFMisses; total != want {
+				t.Errorf("loss events sum to %d, want Stats().KernelDrops+QueueDrops+BPFMisses = %d", total, want)
 			}
 			if c.tinyRing && s.KernelDrops == 0 {
 				t.Errorf("Stats().KernelDrops = 0 with a held reader and a 4 KiB ring, want > 0")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 func runIn(t *testing.T, cg *testCgroup, args ...string) {
@@ -93,6 +94,10 @@ func TestOptions(t *testing.T) {
 		{"queue zero", WithQueueSize(0), true},
 		{"loss interval", WithLossInterval(0), true},
 		{"drain timeout negative", WithDrainTimeout(-1), true},
+		{"wake-up for every record", WithWakeup(0, time.Millisecond), false},
+		{"wake-up bytes negative", WithWakeup(-1, time.Millisecond), true},
+		{"wake-up interval zero", WithWakeup(4096, 0), true},
+		{"wake-up past the ring buffer", WithWakeup(DefaultRingBufferSize, time.Millisecond), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := buildOptions([]Option{c.opt})

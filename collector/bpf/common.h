@@ -52,7 +52,10 @@ enum exec_flags {
 /* config map keys (an array of u32). */
 enum config_key {
 	CONFIG_HOST_WIDE = 0,
-	CONFIG_MAX = 1,
+	/* Wake the reader only once this many bytes wait in the ring buffer
+	 * (the reader also polls on a timer); 0 wakes it for every record. */
+	CONFIG_WAKEUP_BYTES = 1,
+	CONFIG_MAX = 2,
 };
 
 /* The common header of every record. */

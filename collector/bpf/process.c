@@ -135,6 +135,19 @@ static __always_inline bool host_wide(void)
 	return v && *v;
 }
 
+/* wakeup returns the flags for submitting a record: batch the reader's
+ * wake-ups until CONFIG_WAKEUP_BYTES are waiting. */
+static __always_inline __u64 wakeup(void)
+{
+	__u32 key = CONFIG_WAKEUP_BYTES;
+	__u32 *v = bpf_map_lookup_elem(&settings, &key);
+	if (!v || !*v)
+		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= *v)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* selected reports whether events of the task are recorded, and fills the
  * cgroup fields of the header. */
 static __always_inline bool selected(struct task_struct *task, struct event_header *h)
@@ -352,7 +365,7 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	__u64 size = offsetof(struct exec_event, data) + off;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&events, e, size, 0))
+	if (bpf_ringbuf_output(&events, e, size, wakeup()))
 		count_drop(KIND_EXEC);
 	return 0;
 }
@@ -377,7 +390,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	e->child_pid = BPF_CORE_READ(child, tgid);
 	e->uid = BPF_CORE_READ(child, cred, uid.val);
 	e->child_start_time = BPF_CORE_READ(child, start_boottime);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }
 
@@ -402,7 +415,7 @@ int BPF_PROG(handle_exit, struct task_struct *task)
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->exit_code = BPF_CORE_READ(task, exit_code);
 	e->start_time = BPF_CORE_READ(task, start_boottime);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }
 
@@ -459,7 +472,7 @@ static __always_inline int exit_exec(long ret)
 		len = FILENAME_MAX_LEN;
 	e->filename_len = len;
 	bpf_probe_read_kernel(e->filename, sizeof(e->filename), p->filename);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 	bpf_map_delete_elem(&pending, &tid);
 	return 0;
 }
@@ -503,6 +516,6 @@ int BPF_PROG(handle_oom_victim, struct task_struct *task, uid_t uid)
 	fill_header(&e->hdr, KIND_OOM_VICTIM, task);
 	e->uid = uid;
 	e->_pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }
