@@ -14,6 +14,9 @@ func checkAgeRecipient(s string) error {
 	if strings.HasPrefix(strings.ToUpper(s), "AGE-SECRET-KEY-") {
 		return fmt.Errorf("%.16q… is an age identity (a secret key), not a recipient", s)
 	}
+	if !strings.HasPrefix(strings.ToLower(s), "age1") {
+		return fmt.Errorf("%.24q is not an age recipient: want age1…", s)
+	}
 	if s != strings.ToLower(s) {
 		return fmt.Errorf("%q: an age recipient is lower case", s)
 	}

@@ -177,7 +177,7 @@ func (e *Engine) checkBlocklist(req PackageRequest) Check {
 		}
 		if in {
 			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
-				Reason: fmt.Sprintf("%s is in the blocklisted range %s: %s", pkgID(req), b.rng, b.reason)}
+				Reason: fmt.Sprintf("%s is blocklisted (%s versions %s): %s", pkgID(req), b.purl.Name, b.rng, b.reason)}
 		}
 	}
 	return Check{Name: "blocklist", Verdict: Allow, Reason: "not on the blocklist"}

@@ -23,6 +23,7 @@ var commands = []func(*globals) *cobra.Command{
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,
+	newPolicyCmd,
 	newEmitCmd,
 	newKeysCmd,
 }

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/release"
+	"github.com/sandtrail/sandtrail/resolver"
+)
+
+func newPolicyCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Check, show and explain the policy that the mirror, the shims and the collector obey",
+		Long: `The policy decides which packages may be installed (approved sources, a
+blocklist, a release-age cooldown, install scripts), which connections and
+file accesses are flagged or blocked, how much tool I/O is kept, and the
+default resource limits. Without --policy the built-in default is used;
+docs/policy.md documents every field.`,
+	}
+	cmd.AddCommand(newPolicyCheckCmd(), newPolicyShowCmd(), newPolicyExplainCmd(g))
+	return cmd
+}
+
+func newPolicyCheckCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Validate a policy file, listing every error with its line and field",
+		Long: `check validates a policy file. It exits 0 when the file is valid, 1 when it
+is invalid (listing every error as FILE:LINE: FIELD: MESSAGE), and 2 when it
+cannot be read.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := policyCheckFormat(format); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			file := args[0]
+			_, err := policy.Load(file)
+			var fes policy.Errors
+			if err != nil && !errors.As(err, &fes) {
+				return &exitError{code: 2, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if format == "json" {
+				if fes == nil {
+					fes = policy.Errors{}
+				}
+				if err := policyWriteJSON(out, map[string]any{"file": file, "valid": len(fes) == 0, "errors": fes}); err != nil {
+					return err
+				}
+			} else if len(fes) == 0 {
+				fmt.Fprintf(out, "%s: valid\n", file)
+			} else {
+				for _, fe := range fes {
+					fmt.Fprintln(out, fe.Error())
+				}
+			}
+			if len(fes) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%s: invalid policy (%d %s)", file, len(fes), policyPlural(len(fes), "error", "errors"))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func newPolicyShowCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective policy as YAML",
+		Long: `show prints the effective policy: the file given with --policy, or the
+built-in default, with every empty setting replaced by the value it stands
+for.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := policy.Load(file)
+			if err != nil {
+				return err
+			}
+			b, err := policy.Marshal(p.Effective())
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&file, "policy", "", "policy file (default: the built-in policy)")
+	return cmd
+}
+
+// policyExplainResult is the JSON output of policy explain.
+type policyExplainResult struct {
+	Ecosystem      string         `json:"ecosystem"`
+	Name           string         `json:"name"`
+	Requested      string         `json:"requested"`
+	Resolved       string         `json:"resolved"`
+	Candidates     int            `json:"candidates"`
+	Unlisted       bool           `json:"unlisted,omitempty"`
+	Registry       string         `json:"registry,omitempty"`
+	Source         string         `json:"source,omitempty"`
+	Published      *time.Time     `json:"published,omitempty"`
+	InstallScripts bool           `json:"install_scripts"`
+	Verdict        policy.Verdict `json:"verdict"`
+	Reason         string         `json:"reason"`
+	Rule           string         `json:"rule,omitempty"`
+	Checks         []policy.Check `json:"checks"`
+}
+
+func newPolicyExplainCmd(g *globals) *cobra.Command {
+	var (
+		file, source, registry, published, format string
+		versions                                  []string
+		scripts                                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "explain ECOSYSTEM:NAME@SPEC",
+		Short: "Resolve a package spec and show the policy's verdict and why",
+		Long: `explain resolves SPEC to a version and shows what the policy decides about
+it: the verdict (allow, flag or block), the reason, the deciding rule, and
+the outcome of each check (blocklist, source, cooldown, install scripts).
+
+The package is ECOSYSTEM:NAME@SPEC (npm:lodash@^4.17.0, pypi:requests@>=2,<3,
+cargo:serde@1) or a purl (pkg:npm/%40scope/name@^1). SPEC is resolved among
+--versions when given, and otherwise among the versions that the registry
+lists: npm packuments, PyPI's JSON simple API, or the crates sparse index,
+from --registry or the policy's first registry for the ecosystem. The
+registry also supplies the publish time (unless --published is given), the
+artifact URL that is checked as the source (unless --source is given) and
+whether the package has install scripts.`,
+		Example: `  sandtrail policy explain npm:lodash@^4.17.0
+  sandtrail policy explain npm:left-pad@1.3.0 --source https://example.com/left-pad.tgz
+  sandtrail policy explain pypi:requests@2.32.3 --versions 2.32.3 --published 2026-11-28T00:00:00Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := policyCheckFormat(format); err != nil {
+				return err
+			}
+			eco, name, spec, err := policyParsePackageArg(args[0])
+			if err != nil {
+				return err
+			}
+			p, err := policy.Load(file)
+			if err != nil {
+				return err
+			}
+			eng, err := policy.New(p)
+			if err != nil {
+				return err
+			}
+			if registry == "" {
+				if regs := p.Sources.Registries[eco]; len(regs) > 0 {
+					registry = regs[0]
+				}
+			}
+			var info *release.Info
+			if cmd.Flags().Changed("versions") {
+				info = &release.Info{Name: name}
+				for _, v := range versions {
+					if v = strings.TrimSpace(v); v != "" {
+						info.Versions = append(info.Versions, release.Version{Version: v})
+					}
+				}
+			} else {
+				if registry == "" {
+					return fmt.Errorf("explaining %s: the policy lists no %s registry to read versions from; pass --registry or --versions", args[0], eco)
+				}
+				cfg, err := g.load()
+				if err != nil {
+					return err
+				}
+				f := release.New(release.WithLogger(cfg.logger()))
+				info, err = f.Fetch(cmd.Context(), eco, registry, name)
+				if errors.Is(err, release.ErrUnsupported) {
+					return fmt.Errorf("explaining %s: sandtrail cannot list %s versions from a registry; pass --versions", args[0], eco)
+				}
+				if err != nil {
+					return fmt.Errorf("explaining %s: %w", args[0], err)
+				}
+			}
+			v, err := info.Resolve(eco, spec)
+			unlisted := false
+			if errors.Is(err, resolver.ErrNoMatch) && spec != "" {
+				// An exact version the registry no longer lists (npm
+				// unpublished, PyPI deleted) may still be in a lockfile
+				// or a cache: explain it as asked.
+				if _, cerr := resolver.Compare(eco, spec, spec); cerr == nil {
+					v, err, unlisted = release.Version{Version: spec}, nil, true
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("explaining %s: %w", args[0], err)
+			}
+			req := policy.PackageRequest{
+				Ecosystem: eco, Name: name, Version: v.Version, Requested: spec,
+				Source: v.Artifact, Registry: registry,
+				Published: v.Published, InstallScripts: v.InstallScripts,
+			}
+			if source != "" {
+				req.Source = source
+			}
+			if published != "" {
+				t, err := policyParseTime(published)
+				if err != nil {
+					return fmt.Errorf("--published: %w", err)
+				}
+				req.Published = t
+			}
+			if cmd.Flags().Changed("install-scripts") {
+				req.InstallScripts = scripts
+			}
+			d := eng.Package(cmd.Context(), req)
+			res := policyExplainResult{
+				Ecosystem: eco, Name: name, Requested: spec, Resolved: v.Version,
+				Candidates: len(info.Versions), Unlisted: unlisted, Registry: registry, Source: req.Source,
+				InstallScripts: req.InstallScripts,
+				Verdict:        d.Verdict, Reason: d.Reason, Rule: d.Rule, Checks: d.Checks,
+			}
+			if !req.Published.IsZero() {
+				t := req.Published.UTC()
+				res.Published = &t
+			}
+			if format == "json" {
+				return policyWriteJSON(cmd.OutOrStdout(), res)
+			}
+			return policyWriteExplain(cmd.OutOrStdout(), res)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&file, "policy", "", "policy file (default: the built-in policy)")
+	fl.StringVar(&source, "source", "", "source URL to check (default: the artifact URL the registry names)")
+	fl.StringVar(&registry, "registry", "", "registry to read versions from (default: the policy's first registry for the ecosystem)")
+	fl.StringVar(&published, "published", "", "publish time, RFC 3339 (default: what the registry says)")
+	fl.StringSliceVar(&versions, "versions", nil, "candidate versions, comma-separated, instead of asking the registry")
+	fl.BoolVar(&scripts, "install-scripts", false, "whether the package runs install scripts (default: what the registry says)")
+	fl.StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func policyWriteExplain(w io.Writer, r policyExplainResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "package\t%s:%s@%s\n", r.Ecosystem, r.Name, r.Requested)
+	if r.Unlisted {
+		fmt.Fprintf(tw, "resolved\t%s (not among the %d %s listed)\n", r.Resolved, r.Candidates, policyPlural(r.Candidates, "version", "versions"))
+	} else {
+		fmt.Fprintf(tw, "resolved\t%s (among %d %s)\n", r.Resolved, r.Candidates, policyPlural(r.Candidates, "version", "versions"))
+	}
+	if r.Published != nil {
+		fmt.Fprintf(tw, "published\t%s\n", r.Published.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(tw, "published\tunknown\n")
+	}
+	fmt.Fprintf(tw, "registry\t%s\n", policyOrDash(r.Registry))
+	fmt.Fprintf(tw, "source\t%s\n", policyOrDash(r.Source))
+	fmt.Fprintf(tw, "verdict\t%s\n", strings.ToUpper(string(r.Verdict)))
+	fmt.Fprintf(tw, "reason\t%s\n", r.Reason)
+	fmt.Fprintf(tw, "rule\t%s\n", policyOrDash(r.Rule))
+	fmt.Fprintf(tw, "\nchecks\t\n")
+	for _, c := range r.Checks {
+		rule := ""
+		if c.Rule != "" {
+			rule = " [" + c.Rule + "]"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", c.Name, c.Verdict, c.Reason, rule)
+	}
+	return tw.Flush()
+}
+
+// policyParsePackageArg parses ECOSYSTEM:NAME@SPEC or a purl.
+func policyParsePackageArg(s string) (eco, name, spec string, err error) {
+	if strings.HasPrefix(s, "pkg:") {
+		p, err := policy.ParsePurl(s)
+		if err != nil {
+			return "", "", "", err
+		}
+		if p.IsGlob() {
+			return "", "", "", fmt.Errorf("%q: explain needs one package, not a pattern", s)
+		}
+		return p.Type, p.Name, p.Version, nil
+	}
+	eco, rest, ok := strings.Cut(s, ":")
+	if !ok || eco == "" || rest == "" {
+		return "", "", "", fmt.Errorf("%q: want ECOSYSTEM:NAME@SPEC, such as npm:lodash@^4.17.0", s)
+	}
+	eco = strings.ToLower(eco)
+	if !slices.Contains(policy.Ecosystems, eco) {
+		return "", "", "", fmt.Errorf("%q: unknown ecosystem %q (want one of %s)", s, eco, strings.Join(policy.Ecosystems, ", "))
+	}
+	name, spec = rest, ""
+	if i := strings.LastIndexByte(rest, '@'); i > 0 {
+		name, spec = rest[:i], rest[i+1:]
+	}
+	if name == "" || strings.ContainsAny(name, " \t\r\n") {
+		return "", "", "", fmt.Errorf("%q: bad package name %q", s, name)
+	}
+	return eco, name, spec, nil
+}
+
+func policyParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time such as 2026-11-28T00:00:00Z", s)
+}
+
+func policyCheckFormat(f string) error {
+	if f != "text" && f != "json" {
+		return fmt.Errorf("--format %q: want text or json", f)
+	}
+	return nil
+}
+
+func policyWriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func policyPlural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func policyOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
