@@ -250,6 +250,14 @@ func TestPackageRange(t *testing.T) {
 		{"npm:lodash@4.17.20", "4.17.20", true},
 		{"npm:lodash@4.17.20", "4.17.2", false},
 		{"npm:lodash", "0.0.1", true},
+		{"pypi:requests@>=2,<3", "2.0", true},
+		{"pypi:requests@>=2,<3", "2.31.0", true},
+		{"pypi:requests@>=2,<3", "3.0", false},
+		{"pypi:requests@>=2,<3", "1.9.9", false},
+		{"pypi:requests@~=2.31", "2.32.3", true},
+		{"cargo:serde@^1.0.100", "1.0.200", true},
+		{"cargo:serde@^1.0.100", "1.0.99", false},
+		{"cargo:serde@~1.0", "1.1.0", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec+" "+tt.version, func(t *testing.T) {
