@@ -28,8 +28,9 @@ func MaxSatisfying(r *Range, candidates []string) int {
 //
 //   - a spec that is a version (loose, e.g. "v1.2.3") picks exactly that version;
 //   - a spec that is a range picks the "latest" tag's version if it satisfies the range (or the
-//     spec is "*" or empty), and otherwise the highest satisfying version;
-//   - any other spec is a dist-tag name ("latest", "next") and picks the tag's version.
+//     spec is "*"), and otherwise the highest satisfying version;
+//   - any other spec is a dist-tag name ("latest", "next") and picks the tag's version. An empty
+//     spec is "*": the "latest" tag's version if it is among the candidates, else the highest.
 //
 // The version picked must be among the candidates, and an exact version must be spelled in
 // its normalized form there, as a packument's keys are. It returns the candidate as given, or an
@@ -39,7 +40,7 @@ func MaxSatisfying(r *Range, candidates []string) int {
 func BestWithTags(spec string, candidates []string, tags map[string]string) (string, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
-		spec = "*"
+		spec = "*" // npm-pick-manifest treats no spec as the range "*", preferring "latest"
 	}
 	if v, err := ParseVersion(spec, NPM); err == nil {
 		for _, c := range candidates {

@@ -59,3 +59,13 @@ func TestRangeString(t *testing.T) {
 		})
 	}
 }
+
+func TestBestWithTagsNoLatest(t *testing.T) {
+	// An empty spec is "*", not the "latest" tag: without the tag the highest release wins.
+	if got, err := BestWithTags("", []string{"1.0.0", "1.1.0", "2.0.0-rc.1"}, nil); err != nil || got != "1.1.0" {
+		t.Errorf("BestWithTags(\"\", no tags) = %q, %v, want 1.1.0", got, err)
+	}
+	if got, err := BestWithTags("latest", []string{"1.0.0"}, nil); !errors.Is(err, ErrNoMatch) {
+		t.Errorf("BestWithTags(latest, no tags) = %q, %v, want ErrNoMatch", got, err)
+	}
+}
