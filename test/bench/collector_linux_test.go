@@ -1,0 +1,397 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/collector"
+)
+
+// collectorStormExecs is the size of one exec storm; SANDTRAIL_BENCH_EXECS
+// overrides it.
+func collectorStormExecs() int {
+	if n, err := strconv.Atoi(os.Getenv("SANDTRAIL_BENCH_EXECS")); err == nil && n > 0 {
+		return n
+	}
+	return 20000
+}
+
+// collectorCgroup makes a v2 cgroup beneath this process's own and returns
+// its path, inode number and an open fd.
+func collectorCgroup(b *testing.B) (string, uint64, int) {
+	b.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var root string
+	for line := range strings.SplitSeq(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) >= 5 {
+			root = f[4]
+		}
+	}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var own string
+	for line := range strings.SplitSeq(string(cg), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			own = p
+		}
+	}
+	if root == "" || own == "" {
+		b.Skip("skipping: no cgroup v2 hierarchy")
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	path := filepath.Join(root, own, "sandtrail-bench-"+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(path, 0o755); err != nil {
+		b.Fatalf("making cgroup: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		b.Fatal(err)
+	}
+	fd, err := unix.Open(path, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		unix.Close(fd)
+		for range 100 {
+			if err := unix.Rmdir(path); err == nil || errors.Is(err, unix.ENOENT) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return path, st.Ino, fd
+}
+
+// collectorCPU returns the CPU time (user + system) of this process and of
+// its waited-for children so far.
+func collectorCPU() time.Duration {
+	var self, kids unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &self)
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &kids)
+	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// collectorStorm forks and execs /bin/true n times inside the cgroup, from two
+// goroutines (the machine has two cores), and returns how long it took.
+func collectorStorm(cgfd, n int) (time.Duration, error) {
+	const workers = 2
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}}
+			for i := w; i < n; i += workers {
+				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
+				if err != nil {
+					errs <- fmt.Errorf("exec %d: %w", i, err)
+					return
+				}
+				var ws syscall.WaitStatus
+				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+					errs <- fmt.Errorf("waiting for exec %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	close(errs)
+	return d, <-errs
+}
+
+// collectorAuditd is an auditd started by the benchmark with an execve rule.
+type collectorAuditd struct {
+	cmd         *exec.Cmd
+	wasEnabled  string
+	ruleAdded   bool
+	rule        []string
+	startedLost uint64
+}
+
+func collectorAuditStatus() (map[string]string, error) {
+	out, err := exec.Command("auditctl", "-s").Output()
+	if err != nil {
+		return nil, fmt.Errorf("auditctl -s: %w", err)
+	}
+	m := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), " "); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// collectorStartAuditd starts auditd in the foreground and adds the rule
+// `-a always,exit -F arch=b64 -S execve`.
+func collectorStartAuditd() (*collectorAuditd, error) {
+	st, err := collectorAuditStatus()
+	if err != nil {
+		return nil, err
+	}
+	if st["pid"] != "0" {
+		return nil, fmt.Errorf("an audit daemon (pid %s) is already running", st["pid"])
+	}
+	a := &collectorAuditd{wasEnabled: st["enabled"],
+		rule: []string{"always,exit", "-F", "arch=b64", "-S", "execve", "-k", "sandtrail-bench"}}
+	a.cmd = exec.Command("/usr/sbin/auditd", "-n")
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting auditd: %w", err)
+	}
+	for i := 0; ; i++ {
+		st, err := collectorAuditStatus()
+		if err == nil && st["pid"] == strconv.Itoa(a.cmd.Process.Pid) {
+			a.startedLost, _ = strconv.ParseUint(st["lost"], 10, 64)
+			break
+		}
+		if i == 100 {
+			a.stop()
+			return nil, errors.New("auditd did not register with the kernel")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := exec.Command("auditctl", append([]string{"-a"}, a.rule...)...).CombinedOutput(); err != nil {
+		a.stop()
+		return nil, fmt.Errorf("adding the audit rule: %v: %s", err, out)
+	}
+	a.ruleAdded = true
+	return a, nil
+}
+
+// lost returns the audit records the kernel lost since the start.
+func (a *collectorAuditd) lost() uint64 {
+	st, err := collectorAuditStatus()
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(st["lost"], 10, 64)
+	return n - a.startedLost
+}
+
+// stop removes the rule, stops the auditd it started (by pid) and restores
+// the audit enabled flag.
+func (a *collectorAuditd) stop() error {
+	var errs []error
+	if a.ruleAdded {
+		if out, err := exec.Command("auditctl", append([]string{"-d"}, a.rule...)...).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("removing the audit rule: %v: %s", err, out))
+		}
+		a.ruleAdded = false
+	}
+	if a.cmd != nil && a.cmd.Process != nil {
+		a.cmd.Process.Signal(syscall.SIGTERM)
+		a.cmd.Wait()
+		a.cmd = nil
+	}
+	if a.wasEnabled != "" {
+		if out, err := exec.Command("auditctl", "-e", a.wasEnabled).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("restoring audit enabled=%s: %v: %s", a.wasEnabled, err, out))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func collectorMedian(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// collectorRuns are the measurements of one configuration.
+type collectorRuns struct {
+	wall, cpu []time.Duration
+}
+
+func (r *collectorRuns) add(wall, cpu time.Duration) {
+	r.wall = append(r.wall, wall)
+	r.cpu = append(r.cpu, cpu)
+}
+
+// BenchmarkCollectorExecStorm times the same exec storm with no collector,
+// with the sandtrail collector watching the storm's cgroup, and with auditd
+// logging every execve, interleaved in rounds (five per iteration, the order
+// rotating), and reports the medians as ratios to the no-collector runs: of
+// the wall time, and of the CPU time of this process (driver and collector)
+// and its children (the execs and auditd; the kauditd kernel thread is not
+// counted). Run it with -benchtime=1x.
+func BenchmarkCollectorExecStorm(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("skipping: the collector and auditd need root")
+	}
+	n := collectorStormExecs()
+	_, cgid, cgfd := collectorCgroup(b)
+	if _, err := collectorStorm(cgfd, 2000); err != nil { // warm up
+		b.Fatal(err)
+	}
+	auditdReason := ""
+	if _, err := exec.LookPath("/usr/sbin/auditd"); err != nil {
+		auditdReason = "auditd is not installed (apt-get install -y auditd)"
+	}
+
+	var base, coll, audit collectorRuns
+	var received, lost, auditLost uint64
+	runBase := func() {
+		cpu := collectorCPU()
+		d, err := collectorStorm(cgfd, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base.add(d, collectorCPU()-cpu)
+	}
+	runCollector := func() {
+		c, err := collector.New(nil, collector.WithQueueSize(1<<16))
+		if err != nil {
+			b.Fatalf("collector.New() = %v", err)
+		}
+		if err := c.Watch(cgid, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan [2]uint64)
+		go func() {
+			var got, l uint64
+			for ev := range c.Events() {
+				if ev.Kind == collector.KindLoss {
+					l += ev.Loss.Count
+				} else {
+					got++
+				}
+			}
+			done <- [2]uint64{got, l}
+		}()
+		cpu := collectorCPU()
+		d, err := collectorStorm(cgfd, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		r := <-done
+		cpu = collectorCPU() - cpu
+		received += r[0]
+		lost += r[1]
+		if r[0]+r[1] != uint64(3*n) {
+			b.Errorf("collector: received %d + lost %d, want %d (exec, fork and exit of each)", r[0], r[1], 3*n)
+		}
+		coll.add(d, cpu)
+	}
+	runAuditd := func() {
+		if auditdReason != "" {
+			return
+		}
+		a, err := collectorStartAuditd()
+		if err != nil {
+			auditdReason = err.Error()
+			return
+		}
+		cpu := collectorCPU()
+		d, err := collectorStorm(cgfd, n)
+		auditLost += a.lost()
+		if serr := a.stop(); serr != nil {
+			b.Error(serr)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		audit.add(d, collectorCPU()-cpu)
+	}
+	orders := [][]func(){
+		{runBase, runCollector, runAuditd},
+		{runCollector, runAuditd, runBase},
+		{runAuditd, runBase, runCollector},
+	}
+	b.ResetTimer()
+	for i := range 5 * b.N {
+		for _, f := range orders[i%3] {
+			f()
+		}
+	}
+	b.StopTimer()
+
+	// One more storm with the kernel's BPF statistics on, which cost a
+	// little themselves, for the time spent in the BPF programs.
+	if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
+		b.Logf("BPF statistics not available: %v", err)
+	} else {
+		c, err := collector.New(nil, collector.WithQueueSize(1<<16))
+		if err != nil {
+			b.Fatalf("collector.New() = %v", err)
+		}
+		if err := c.Watch(cgid, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for range c.Events() {
+			}
+		}()
+		if _, err := collectorStorm(cgfd, n); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		stats.Close()
+		s := c.Stats()
+		b.ReportMetric(float64(s.BPFRunTime.Nanoseconds())/float64(n), "bpf-ns/exec")
+		b.Logf("BPF programs: %d runs, %v, %.0f ns per run; misses %d", s.BPFRuns, s.BPFRunTime,
+			float64(s.BPFRunTime.Nanoseconds())/float64(max(s.BPFRuns, 1)), s.BPFMisses)
+	}
+
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
+	ratio := func(x, y []time.Duration) float64 {
+		return float64(collectorMedian(x)) / float64(collectorMedian(y))
+	}
+	b.ReportMetric(per(collectorMedian(base.wall)), "ns/exec-none")
+	b.ReportMetric(per(collectorMedian(coll.wall)), "ns/exec-sandtrail")
+	b.ReportMetric(ratio(coll.wall, base.wall), "x-sandtrail-wall")
+	b.ReportMetric(ratio(coll.cpu, base.cpu), "x-sandtrail-cpu")
+	b.ReportMetric(float64(lost), "events-lost")
+	b.Logf("%d execs per storm, %d rounds; events received %d, lost %d", n, len(base.wall), received, lost)
+	b.Logf("wall ms: none %v sandtrail %v auditd %v", collectorMs(base.wall), collectorMs(coll.wall), collectorMs(audit.wall))
+	b.Logf("cpu ms:  none %v sandtrail %v auditd %v", collectorMs(base.cpu), collectorMs(coll.cpu), collectorMs(audit.cpu))
+	if len(audit.wall) == 0 {
+		b.Logf("auditd not measured: %s", auditdReason)
+		return
+	}
+	b.ReportMetric(per(collectorMedian(audit.wall)), "ns/exec-auditd")
+	b.ReportMetric(ratio(audit.wall, base.wall), "x-auditd-wall")
+	b.ReportMetric(ratio(audit.cpu, base.cpu), "x-auditd-cpu")
+	b.ReportMetric((ratio(coll.wall, base.wall)-1)/(ratio(audit.wall, base.wall)-1), "overhead-vs-auditd-wall")
+	b.ReportMetric((ratio(coll.cpu, base.cpu)-1)/(ratio(audit.cpu, base.cpu)-1), "overhead-vs-auditd-cpu")
+	b.Logf("auditd: kernel lost %d audit records", auditLost)
+}
+
+func collectorMs(ds []time.Duration) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Milliseconds()
+	}
+	return out
+}
