@@ -81,7 +81,8 @@ func indexJournalDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "jo
 func indexPath(cfg *Config) string { return filepath.Join(cfg.DataDir, "index.db") }
 
 // openIndex opens the index and catches it up with the journal. An index of
-// another schema version is rebuilt first.
+// another schema version, or one that no longer matches the journal, is
+// rebuilt.
 func openIndex(ctx context.Context, cfg *Config, log hclog.Logger) (*index.Index, error) {
 	jdir := indexJournalDir(cfg)
 	if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
@@ -99,7 +100,21 @@ func openIndex(ctx context.Context, cfg *Config, log hclog.Logger) (*index.Index
 	if err != nil {
 		return nil, fmt.Errorf("%w (sandtrail reindex rebuilds the index from the journal)", err)
 	}
-	if _, err := ix.CatchUp(ctx, jdir); err != nil {
+	_, err = ix.CatchUp(ctx, jdir)
+	if errors.Is(err, index.ErrStale) {
+		// The journal was replaced or cut back: the index describes
+		// another record. Rebuild it from the journal, the truth.
+		ix.Close()
+		log.Warn("index does not match the journal, rebuilding", "index", path, "error", err)
+		if err := index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err != nil {
+			return nil, err
+		}
+		if ix, err = index.Open(path, index.WithLogger(log)); err != nil {
+			return nil, err
+		}
+		_, err = ix.CatchUp(ctx, jdir)
+	}
+	if err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("catching up with the journal: %w", err)
 	}

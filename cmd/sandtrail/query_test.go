@@ -262,4 +262,18 @@ func TestReindexCLI(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(data, "index.db.rebuild-*")); len(m) != 0 {
 		t.Errorf("reindex left %v behind", m)
 	}
+	// A journal replaced under the index: the next query rebuilds the
+	// index rather than answer from the old record.
+	if err := os.RemoveAll(filepath.Join(data, "journal")); err != nil {
+		t.Fatal(err)
+	}
+	evs := queryEvents(50)
+	for _, ev := range evs {
+		ev.SessionID = "C" + ev.SessionID
+	}
+	queryFixture(t, data, evs)
+	out, err = queryCLI(t, "--data", data, "sessions", "--format", "jsonl")
+	if got := sessionsOf(t, out); err != nil || !slices.Equal(got, []string{"CA", "CB"}) {
+		t.Errorf("sessions after the journal was replaced = %v, %v; want [CA CB]", got, err)
+	}
 }

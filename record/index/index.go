@@ -26,6 +26,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -55,6 +56,10 @@ var (
 	ErrNoJournal = errors.New("index: no journal")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("index: closed")
+	// ErrStale means the journal no longer holds the last entry the index
+	// took from it, byte for byte: the journal was replaced or cut back.
+	// Rebuild the index (Reindex).
+	ErrStale = errors.New("index: does not match the journal")
 )
 
 // Entry is one journal entry to index: its seq and the canonical JSON of
@@ -244,7 +249,8 @@ func (ix *Index) Finish(ctx context.Context) error {
 			return fmt.Errorf("building indexes: %w", err)
 		}
 	}
-	if _, err := ix.db.ExecContext(ctx, `PRAGMA optimize=0x10002`); err != nil {
+	// analysis_limit bounds the statistics pass on a large index.
+	if _, err := ix.db.ExecContext(ctx, `PRAGMA analysis_limit=1000; PRAGMA optimize=0x10002`); err != nil {
 		return fmt.Errorf("analyzing index: %w", err)
 	}
 	return nil
@@ -650,7 +656,8 @@ type waitSource interface {
 
 // CatchUp indexes every journal entry after the cursor and returns how many
 // entries it read. It returns an error wrapping ErrNoJournal when
-// journalDir does not exist.
+// journalDir does not exist, and ErrStale when the journal no longer holds
+// the last indexed entry as it was indexed.
 func (ix *Index) CatchUp(ctx context.Context, journalDir string) (uint64, error) {
 	return ix.catchUp(ctx, journalDir, 0, nil)
 }
@@ -663,9 +670,24 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 	if err != nil {
 		return 0, err
 	}
+	// The scan starts one entry early, at the last one indexed, to check
+	// that the journal still holds it: an index must not mix two journals.
 	var n uint64
 	batch := make([]Entry, 0, ix.o.batch)
 	var buf []byte
+	scanFrom, check := from, from > 0
+	var want []byte
+	if check {
+		scanFrom = from - 1
+		var raw string
+		err := ix.db.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?`, int64(from-1)).Scan(&raw)
+		switch {
+		case err == nil:
+			want = []byte(raw)
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, fmt.Errorf("reading last indexed entry: %w", err)
+		}
+	}
 	flush := func() error {
 		if err := ix.Add(ctx, batch); err != nil {
 			return err
@@ -677,9 +699,16 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 		}
 		return nil
 	}
-	err = ix.o.scan(journalDir, from, func(seq uint64, raw []byte) error {
+	err = ix.o.scan(journalDir, scanFrom, func(seq uint64, raw []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if check {
+			check = false
+			if seq != from-1 || want != nil && !bytes.Equal(raw, want) {
+				return fmt.Errorf("%w: entry %d differs from the indexed one", ErrStale, from-1)
+			}
+			return nil
 		}
 		// raw is only valid during the call: copy it into one buffer per
 		// batch. When append moves the buffer, earlier entries keep
@@ -694,6 +723,9 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 	})
 	if err != nil {
 		return n, fmt.Errorf("reading journal %s: %w", journalDir, err)
+	}
+	if check {
+		return n, fmt.Errorf("%w: it has no entry %d, which is indexed", ErrStale, from-1)
 	}
 	if len(batch) > 0 {
 		if err := flush(); err != nil {

@@ -665,3 +665,43 @@ func explain(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, 
 	}
 	return out, rows.Err()
 }
+
+// TestStale checks that an index refuses to continue from a journal that
+// does not hold what it indexed.
+func TestStale(t *testing.T) {
+	ctx := context.Background()
+	appendAll := func(j *journal.Journal, evs []*event.Event) {
+		for _, ev := range evs {
+			c := *ev
+			if err := j.Append(ctx, &c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	j1, dir1 := newJournal(t)
+	appendAll(j1, handcrafted()[:8])
+	ix := openTemp(t)
+	if n, err := ix.CatchUp(ctx, dir1); err != nil || n != j1.Size() {
+		t.Fatalf("CatchUp() = %d, %v, want %d, nil", n, err, j1.Size())
+	}
+	// Current: nothing to do, no error.
+	if n, err := ix.CatchUp(ctx, dir1); err != nil || n != 0 {
+		t.Errorf("CatchUp(current) = %d, %v, want 0, nil", n, err)
+	}
+	// Another journal of the same length but other entries.
+	j2, dir2 := newJournal(t)
+	evs := handcrafted()[:8]
+	for _, ev := range evs {
+		ev.SessionID += "x"
+	}
+	appendAll(j2, evs)
+	if _, err := ix.CatchUp(ctx, dir2); !errors.Is(err, ErrStale) {
+		t.Errorf("CatchUp(other journal) error = %v, want ErrStale", err)
+	}
+	// A shorter journal.
+	j3, dir3 := newJournal(t)
+	appendAll(j3, handcrafted()[:3])
+	if _, err := ix.CatchUp(ctx, dir3); !errors.Is(err, ErrStale) {
+		t.Errorf("CatchUp(shorter journal) error = %v, want ErrStale", err)
+	}
+}
