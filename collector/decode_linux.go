@@ -98,7 +98,8 @@ func (d *decoder) envelope(kind string, h *processEventHeader) *event.Event {
 }
 
 // toEvent converts one ring buffer record to an event. An OOM victim record
-// returns a nil event and the victim instead. It never panics on malformed
+// returns a nil event and the victim instead. Secrets in argv are masked
+// (event.RedactArgv) before anything else sees them. It never panics on malformed
 // input: every length is checked against the record.
 func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 	if len(raw) < int(unsafe.Sizeof(processEventHeader{})) {
@@ -212,7 +213,7 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 		EUID:          event.U32(r.Euid),
 		Comm:          cString(r.Hdr.Comm[:]),
 		Exe:           string(filename),
-		Argv:          splitArgv(argv),
+		Argv:          event.RedactArgv(splitArgv(argv)),
 		ArgvTruncated: flags&processExecFlagsEXEC_ARGV_TRUNCATED != 0,
 		Cwd:           joinCwd(cwd, flags&processExecFlagsEXEC_CWD_TRUNCATED != 0),
 		StartTS:       d.wall(r.StartTime),

@@ -125,6 +125,11 @@ func TestToEvent(t *testing.T) {
 				t.Errorf("toEvent(exec).cwd, argv = %q, %q, want …/a/b, nil", p.Cwd, p.Argv)
 			}
 		}},
+		{name: "argv secrets masked", raw: execRecord("/usr/bin/curl", nil, "curl\x00-u\x00alice:hunter2\x00--password\x00s3cret\x00", 0), kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+			if want := []string{"curl", "-u", "alice:" + event.Mask, "--password", event.Mask}; !slices.Equal(p.Argv, want) {
+				t.Errorf("toEvent(exec).argv = %q, want %q", p.Argv, want)
+			}
+		}},
 		{name: "fork", raw: seeds()["fork"], kind: KindFork, check: func(t *testing.T, p *event.Proc) {
 			if p.Pid != 100 || p.PPid != 99 || p.Comm != "sh" {
 				t.Errorf("toEvent(fork) = pid %d ppid %d comm %q, want 100 99 sh", p.Pid, p.PPid, p.Comm)
