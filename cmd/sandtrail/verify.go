@@ -1,12 +1,199 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/sandtrail/sandtrail/record/journal"
 )
 
-// TODO(owner): replaced by the real command.
+// The exit codes of sandtrail verify (and prove).
+const (
+	exitIntact    = 0 // verified: every entry is covered by a good checkpoint
+	exitFailed    = 1 // usage error, or the journal could not be read
+	exitTampered  = 2 // an entry, a segment or a checkpoint is bad
+	exitUncovered = 3 // nothing is bad, but entries follow the newest checkpoint
+)
+
+// journalDir is where the daemon keeps the journal.
+func journalDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "journal") }
+
+// pubKeyPath is the verifier key file beside the signer key file.
+func pubKeyPath(keyFile string) string { return strings.TrimSuffix(keyFile, ".key") + ".pub" }
+
+// usageErr wraps err with the usage/IO exit code.
+func usageErr(err error) error { return &exitError{code: exitFailed, err: err} }
+
+// loadVerifiers reads verifier key files; with none given, the one beside
+// the configured signing key.
+func loadVerifiers(cfg *Config, files []string) (note.Verifiers, error) {
+	if len(files) == 0 {
+		files = []string{pubKeyPath(cfg.KeyFile)}
+	}
+	var vs []note.Verifier
+	for _, f := range files {
+		v, err := journal.LoadVerifier(f)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return note.VerifierList(vs...), nil
+}
+
 func newVerifyCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "verify", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("verify: not built yet") }}
+	var (
+		held   []string
+		keys   []string
+		format string
+		decode bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify [--checkpoint FILE]... [--key PUB]... [--format text|json]",
+		Short: "Verify the journal: recompute its Merkle tree and check every signed checkpoint",
+		Long: `verify recomputes the journal's Merkle tree from its entries (it never trusts
+the stored hash file) and checks every stored checkpoint, plus each
+checkpoint given with --checkpoint (for example one shipped off-host), against
+the verifier keys (--key, default the .pub beside key_file,
+<data_dir>/keys/checkpoint.pub). A checkpoint signed by any other key is a
+failure. It names the first bad sequence number.
+
+Pass the newest checkpoint held off-host with --checkpoint: that is what
+detects a journal truncated (and its checkpoints deleted) on the host.
+Entries after the newest checkpoint are "uncovered": no signature vouches for
+them yet, so verify reports them with their own exit code.
+
+Exit codes:
+  0  intact     every entry is covered by a verified checkpoint
+  1  error      usage error, or the journal or a key could not be read
+  2  tampered   an entry, a segment or a checkpoint is bad, or the journal is
+                shorter than a checkpoint (the report names the first bad seq)
+  3  uncovered  nothing is bad, but entries (or an incomplete last frame)
+                follow the newest verified checkpoint`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 {
+				return usageErr(fmt.Errorf("verify takes no arguments, got %q", args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return usageErr(fmt.Errorf("verify: --format %q must be text or json", format))
+			}
+			cfg, err := g.load()
+			if err != nil {
+				return usageErr(err)
+			}
+			verifiers, err := loadVerifiers(cfg, keys)
+			if err != nil {
+				return usageErr(fmt.Errorf("verify: %w", err))
+			}
+			var notes [][]byte
+			for _, f := range held {
+				b, err := readSmallFile(f)
+				if err != nil {
+					return usageErr(fmt.Errorf("verify: reading checkpoint: %w", err))
+				}
+				notes = append(notes, b)
+			}
+			var opts []journal.VerifyOption
+			if decode {
+				opts = append(opts, journal.DecodeEvents())
+			}
+			dir := journalDir(cfg)
+			rep, verr := journal.Verify(dir, verifiers, notes, opts...)
+			if verr != nil && !errors.Is(verr, journal.ErrTampered) {
+				return usageErr(verr)
+			}
+			out := cmd.OutOrStdout()
+			if format == "json" {
+				err = writeVerifyJSON(out, dir, rep)
+			} else {
+				err = writeVerifyText(out, dir, rep, held)
+			}
+			if err != nil {
+				return usageErr(err)
+			}
+			switch rep.Status {
+			case journal.StatusTampered:
+				return &exitError{code: exitTampered, err: verr}
+			case journal.StatusUncovered:
+				return &exitError{code: exitUncovered, err: fmt.Errorf("verify: %d entries after the newest checkpoint are not covered by a signature yet", rep.Uncovered)}
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	f := cmd.Flags()
+	f.StringArrayVar(&held, "checkpoint", nil, "a checkpoint note held elsewhere (repeatable)")
+	f.StringArrayVar(&keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
+	f.StringVar(&format, "format", "text", "output format: text or json")
+	f.BoolVar(&decode, "decode", false, "also decode and validate every event (slower)")
+	return cmd
+}
+
+// readSmallFile reads a checkpoint or key file, refusing a large one.
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 1<<20 {
+		return nil, fmt.Errorf("%s: larger than 1 MiB", path)
+	}
+	return b, nil
+}
+
+func writeVerifyJSON(w io.Writer, dir string, rep *journal.Report) error {
+	type out struct {
+		Journal string `json:"journal"`
+		*journal.Report
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out{Journal: dir, Report: rep})
+}
+
+func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "journal     %s\n", dir)
+	fmt.Fprintf(&b, "status      %s\n", rep.Status)
+	fmt.Fprintf(&b, "entries     %d in %d segments\n", rep.Entries, rep.Segments)
+	fmt.Fprintf(&b, "root        %s\n", rep.Root)
+	fmt.Fprintf(&b, "checkpoints %d verified (%d of %d held)\n", rep.Checkpoints, rep.Held, len(held))
+	fmt.Fprintf(&b, "covered     %d entries\n", rep.Covered)
+	if rep.Status != journal.StatusTampered {
+		fmt.Fprintf(&b, "uncovered   %d entries\n", rep.Uncovered)
+	}
+	if rep.TailBytes > 0 {
+		fmt.Fprintf(&b, "tail        %d bytes of an incomplete last frame\n", rep.TailBytes)
+	}
+	if rep.FirstBad != nil {
+		how := "exactly"
+		if !rep.Exact {
+			how = "or later: the hash file could not pinpoint it"
+		}
+		fmt.Fprintf(&b, "first bad   seq %d (%s)\n", *rep.FirstBad, how)
+	}
+	for i, p := range rep.Problems {
+		if i == 0 {
+			b.WriteString("problems\n")
+		}
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
