@@ -705,3 +705,55 @@ func TestStale(t *testing.T) {
 		t.Errorf("CatchUp(shorter journal) error = %v, want ErrStale", err)
 	}
 }
+
+// TestConcurrentCatchUp opens one index file twice, as the daemon and a
+// query would, and catches both up with the same journal at once: no event
+// may be counted twice in the session summaries.
+func TestConcurrentCatchUp(t *testing.T) {
+	ctx := context.Background()
+	j, dir := newJournal(t)
+	evs := generate(t, indextest.Config{Sessions: 40, PerSession: 50, Seed: 5})
+	for _, ev := range evs {
+		ev.Seq = 0
+	}
+	if err := j.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "index.db")
+	var ixs []*Index
+	for range 2 {
+		ix, err := Open(path, WithBatchSize(64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ix.Close()
+		ixs = append(ixs, ix)
+	}
+	errs := make(chan error, len(ixs))
+	for _, ix := range ixs {
+		go func() {
+			_, err := ix.CatchUp(ctx, dir)
+			errs <- err
+		}()
+	}
+	for range ixs {
+		if err := <-errs; err != nil {
+			t.Fatalf("CatchUp() error = %v", err)
+		}
+	}
+	fresh := openTemp(t)
+	if _, err := fresh.CatchUp(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fresh.Sessions(ctx, query.Filter{})
+	for i, ix := range ixs {
+		got, err := ix.Sessions(ctx, query.Filter{})
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("index %d: Sessions() = %d sessions (%v), want the %d of a single catch-up", i, len(got), err, len(want))
+		}
+	}
+	st, _ := ixs[0].Stats(ctx)
+	if st.Events != j.Size() {
+		t.Errorf("Stats().Events = %d, want %d", st.Events, j.Size())
+	}
+}
