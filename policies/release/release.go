@@ -12,10 +12,10 @@ package release
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/npm"
 )
 
 // Sentinel errors.
@@ -64,10 +64,11 @@ func (in *Info) Lookup(v string) (Version, bool) {
 }
 
 // Resolve picks the version that ecosystem's client would install for spec:
-// npm takes a dist-tag named by the spec, prefers the "latest" tag when it
-// satisfies the spec, and otherwise takes the highest matching version;
-// the others take resolver.Best. Yanked versions are skipped. An empty
-// spec means "latest" for npm and the highest version elsewhere.
+// npm follows npm-pick-manifest (npm.BestWithTags: a dist-tag named by the
+// spec, else the "latest" tag when it satisfies the range, else the highest
+// match); the others take resolver.Best. Yanked versions are skipped. An
+// empty spec means "*" for npm and the highest version elsewhere. When
+// nothing matches the error wraps resolver.ErrNoMatch.
 func (in *Info) Resolve(ecosystem, spec string) (Version, error) {
 	var cands []string
 	for _, v := range in.Versions {
@@ -80,20 +81,14 @@ func (in *Info) Resolve(ecosystem, spec string) (Version, error) {
 		return v, nil
 	}
 	if ecosystem == "npm" {
-		if spec == "" {
-			spec = "latest"
+		best, err := npm.BestWithTags(spec, cands, in.Tags)
+		if errors.Is(err, npm.ErrNoMatch) {
+			return Version{}, fmt.Errorf("resolving %s@%s among %d versions: %v: %w", in.Name, spec, len(cands), err, resolver.ErrNoMatch)
 		}
-		if t, ok := in.Tags[spec]; ok {
-			if _, ok := in.Lookup(t); !ok {
-				return Version{}, fmt.Errorf("resolving %s@%s: dist-tag %s points at %s, which is not published", in.Name, spec, spec, t)
-			}
-			return pick(t)
+		if err != nil {
+			return Version{}, fmt.Errorf("resolving %s@%s: %w", in.Name, spec, err)
 		}
-		if latest, ok := in.Tags["latest"]; ok && slices.Contains(cands, latest) {
-			if ok, err := resolver.Match(ecosystem, spec, latest); err == nil && ok {
-				return pick(latest)
-			}
-		}
+		return pick(best)
 	}
 	if spec == "" {
 		if len(cands) == 0 {

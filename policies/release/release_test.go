@@ -135,7 +135,10 @@ func TestParseMalformed(t *testing.T) {
 			_, err := ParsePyPI([]byte(`{"name":"a","files":[{"filename":"a-1.0.tar.gz","upload-time":"x"}]}`), nil)
 			return err
 		}},
-		{"crates bad line", func() error { _, err := ParseCrates([]byte("{\"name\":\"a\",\"vers\":\"1.0.0\"}\nnot json\n"), ""); return err }},
+		{"crates bad line", func() error {
+			_, err := ParseCrates([]byte("{\"name\":\"a\",\"vers\":\"1.0.0\"}\nnot json\n"), "")
+			return err
+		}},
 		{"crates mixed names", func() error {
 			_, err := ParseCrates([]byte("{\"name\":\"a\",\"vers\":\"1.0.0\"}\n{\"name\":\"b\",\"vers\":\"1.0.0\"}\n"), "")
 			return err
