@@ -326,9 +326,10 @@ func (c *cgroup) v1Dirs() []string {
 }
 
 // checkMember verifies that pid is in every session cgroup. A process that
-// has already exited cannot be checked (the kernel shows a zombie in the v1
-// roots) and passes: its descendants, if any, are checked by nothing but
-// were forked inside whatever it was in, which the test suite verifies.
+// is exiting cannot be checked (once past cgroup_exit the kernel shows it
+// in the v1 roots) and passes: it was forked where the test suite verifies
+// that processes are born, and it runs no more code. Exiting is monotonic,
+// so reading the cgroups first and the exit state second is sound.
 func (c *cgroup) checkMember(pid int) error {
 	err := c.checkMember1(pid)
 	if err != nil && exited(pid) {
@@ -337,18 +338,30 @@ func (c *cgroup) checkMember(pid int) error {
 	return err
 }
 
-// exited reports whether pid is a zombie or gone.
+// pfExiting is PF_EXITING in the flags field of /proc/<pid>/stat.
+const pfExiting = 0x4
+
+// exited reports whether pid is exiting, a zombie, or gone.
 func exited(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return true
 	}
-	// pid (comm) state ...: comm may hold ")", so cut at the last one.
+	// pid (comm) state ppid pgrp session tty tpgid flags ...: comm may
+	// hold ")", so cut at the last one.
 	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
+	if i < 0 {
 		return false
 	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 func (c *cgroup) checkMember1(pid int) error {
