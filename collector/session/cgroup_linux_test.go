@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // TestFreeze exercises both freezers for real, whatever the session
@@ -110,5 +112,46 @@ func TestExited(t *testing.T) {
 	cmd.Wait()
 	if !exited(pid) {
 		t.Errorf("exited(%d) = false after reaping", pid)
+	}
+}
+
+// TestKillWithoutCgroupKill runs the fallback of kernels before 5.14 for
+// real: freeze, SIGKILL every member, thaw, against a fork loop.
+func TestKillWithoutCgroupKill(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash for a fork loop that survives refused forks")
+	}
+	m, err := NewManager(nil, func(*event.Event) {}, WithRoot(t.TempDir()))
+	if err != nil {
+		t.Skipf("no session manager: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := m.Create(ctx, Spec{Limits: event.Limits{Pids: 64}})
+	if err != nil {
+		t.Fatalf("Create() = %v", err)
+	}
+	defer s.Cleanup(ctx, FSDeleted)
+	s.cg.noKillFile = true
+	if err := s.Start(ctx, exec.Command("bash", "-c", "while :; do sleep 100 & done")); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, _ := s.cg.pids()
+		if len(p) >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fork loop reached %d processes", len(p))
+		}
+	}
+	if err := s.Terminate(ctx, ReasonAPI, nil); err != nil {
+		t.Fatalf("Terminate() = %v", err)
+	}
+	if p, err := s.cg.pids(); err != nil || len(p) != 0 {
+		t.Errorf("pids() after Terminate = %v, %v, want none", p, err)
 	}
 }

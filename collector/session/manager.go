@@ -370,7 +370,8 @@ func (s *Session) Result() (reason string, exitStatus *int32) {
 // the OOM killer killed it, signal if another signal did, normal otherwise.
 // Start emits session.start and starts the limit monitor, whose timeout
 // counts from now. A session has one main process; a second Start fails
-// with ErrState.
+// with ErrState. When Start fails the session stays created: Start again,
+// or Terminate and Cleanup it.
 func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if err := ctx.Err(); err != nil {
 		return err

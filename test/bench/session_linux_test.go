@@ -48,6 +48,7 @@ func BenchmarkSessionLifecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := s.Start(ctx, exec.Command("true")); err != nil {
+			sessionEnd(s)
 			b.Fatal(err)
 		}
 		<-s.Done()
@@ -79,6 +80,7 @@ func BenchmarkSessionPauseResume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { sessionEnd(s) })
 	if err := s.Start(ctx, exec.Command("sh", "-c", "while :; do :; done")); err != nil {
 		b.Fatal(err)
 	}
@@ -89,8 +91,6 @@ func BenchmarkSessionPauseResume(b *testing.B) {
 	defer func() {
 		other.Process.Kill()
 		other.Wait()
-		s.Terminate(ctx, session.ReasonAPI, nil)
-		s.Cleanup(ctx, session.FSDeleted)
 	}()
 	var base, sess []time.Duration
 	b.ResetTimer()
@@ -114,6 +114,15 @@ func BenchmarkSessionPauseResume(b *testing.B) {
 	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "us/sigstop-sigcont")
 	b.ReportMetric(float64(ms.Nanoseconds())/1e3, "us/pause-resume")
 	b.ReportMetric(float64(ms)/float64(mb), "x-signals")
+}
+
+// sessionEnd terminates and removes a benchmark's session, whatever state
+// it is in.
+func sessionEnd(s *session.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.Terminate(ctx, session.ReasonAPI, nil)
+	s.Cleanup(ctx, session.FSDeleted)
 }
 
 func sessionMedian(ds []time.Duration) time.Duration {
