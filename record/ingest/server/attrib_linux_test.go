@@ -1,9 +1,12 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -266,5 +269,132 @@ func TestAttribution(t *testing.T) {
 		if e.Pkg != nil && (e.Pkg.Verified != nil || e.Pkg.Cache != "" || e.Pkg.Client != "") {
 			t.Errorf("event %s: pkg keeps mirror-only claims %+v", id, e.Pkg)
 		}
+	}
+}
+
+// TestPeerGone: a connection handed to another process keeps the identity
+// of the process that connected; once that process has exited, its pid may
+// be recycled, so the server refuses to attribute the connection.
+func TestPeerGone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the process that keeps the connection must be allowed to send")
+	}
+	for _, tt := range []struct {
+		name    string
+		noPidfd bool
+	}{
+		{name: "pidfd"},
+		{name: "start time", noPidfd: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testPeerGone(t, tt.noPidfd) })
+	}
+}
+
+func testPeerGone(t *testing.T, noPidfd bool) {
+	j, _ := openJournal(t)
+	srv := New(j, NewTable())
+	srv.noPidfd = noPidfd
+	sock := startServer(t, srv)
+
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
+	defer mine.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), envRole+"=handoff", envSock+"="+sock)
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("handoff process: %v", err)
+	}
+	theirs.Close()
+	reused := reusePid(t, self, cmd.Process.Pid)
+	buf, oob := make([]byte, 1), make([]byte, syscall.CmsgSpace(4))
+	_, oobn, _, _, err := syscall.Recvmsg(fds[0], buf, oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("parsing control message: %v", err)
+	}
+	got, err := syscall.ParseUnixRights(&msgs[0])
+	if err != nil || len(got) != 1 {
+		t.Fatalf("parsing rights: %v", err)
+	}
+	f := os.NewFile(uintptr(got[0]), "handed")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	before := srv.Stats().Unavailable
+	if err := ingest.WriteFrame(c, request(toolEvent("s", "from-handed-conn"))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ingest.DecodeReply(b)
+	if err != nil || rep.Code != ingest.CodeUnavailable {
+		t.Fatalf("reply on a connection whose process exited = %+v, %v, want code unavailable", rep, err)
+	}
+	if got := srv.Stats().Unavailable; got != before+1 {
+		t.Errorf("Stats().Unavailable = %d, want %d", got, before+1)
+	}
+	t.Logf("pid %d recycled by another process: %v", cmd.Process.Pid, reused)
+}
+
+// reusePid tries to start a process that gets pid, so that a stale pid names
+// someone else, by setting ns_last_pid. Other processes on the machine race
+// for pids, so it tries a few times and reports whether it succeeded.
+func reusePid(t *testing.T, exe string, pid int) bool {
+	t.Helper()
+	for range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Logf("cannot set ns_last_pid: %v", err)
+			return false
+		}
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), envRole+"=sleep")
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+			return true
+		}
+		stdin.Close()
+		_ = cmd.Wait()
+	}
+	return false
+}
+
+// TestServeReturnsWhenListenerCloses: Serve must not spin on a listener
+// closed by someone else.
+func TestServeReturnsWhenListenerCloses(t *testing.T) {
+	srv := New(nil, NewTable())
+	ln, err := Listen(filepath.Join(t.TempDir(), "s.sock"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	ln.Close()
+	if err := <-done; err == nil || errors.Is(err, ErrClosed) {
+		t.Fatalf("Serve after the listener closed = %v, want the accept error", err)
 	}
 }

@@ -44,6 +44,15 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "sleep":
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "handoff":
+		if err := handoffRole(os.Getenv(envSock)); err != nil {
+			fmt.Fprintln(os.Stderr, "handoff role:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "daemon":
 		if err := daemonRole(os.Getenv(envSock), os.Getenv(envJournal), os.Getenv(envKey)); err != nil {
 			fmt.Fprintln(os.Stderr, "daemon role:", err)
@@ -77,6 +86,26 @@ func clientRole(sock string, in io.Reader, out io.Writer) error {
 		fmt.Fprintf(out, "%s\n", b)
 	}
 	return sc.Err()
+}
+
+// handoffRole connects to sock, passes the connection over fd 3 (a unix
+// socket to the parent) with SCM_RIGHTS, and exits.
+func handoffRole(sock string) error {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return err
+	}
+	f, err := c.(*net.UnixConn).File()
+	if err != nil {
+		return err
+	}
+	parent := os.NewFile(3, "parent")
+	pc, err := net.FileConn(parent)
+	if err != nil {
+		return err
+	}
+	_, _, err = pc.(*net.UnixConn).WriteMsgUnix([]byte{1}, syscall.UnixRights(int(f.Fd())), nil)
+	return err
 }
 
 // daemonRole is a minimal daemon: the real journal, the server, the tail

@@ -29,8 +29,9 @@ type peer struct {
 // pid can no longer be trusted to name it.
 var errPeerGone = errors.New("server: peer process has exited")
 
-// newPeer reads the peer credentials of a unix connection.
-func newPeer(c *net.UnixConn) (*peer, error) {
+// newPeer reads the peer credentials of a unix connection. Without
+// usePidfd (a test hook) it behaves as on kernels without SO_PEERPIDFD.
+func newPeer(c *net.UnixConn, usePidfd bool) (*peer, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("getting raw conn: %w", err)
@@ -44,6 +45,9 @@ func newPeer(c *net.UnixConn) (*peer, error) {
 			return
 		}
 		p.pid, p.uid = cred.Pid, cred.Uid
+		if !usePidfd {
+			return
+		}
 		if pfd, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
 			unix.CloseOnExec(pfd)
 			p.pidfd = pfd

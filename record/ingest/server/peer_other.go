@@ -17,7 +17,7 @@ type peer struct {
 	uid uint32
 }
 
-func newPeer(*net.UnixConn) (*peer, error) { return nil, ErrNotSupported }
+func newPeer(*net.UnixConn, bool) (*peer, error) { return nil, ErrNotSupported }
 
 func (p *peer) close() {}
 

@@ -94,6 +94,7 @@ type Server struct {
 	frameTO  time.Duration
 	writeTO  time.Duration
 	dedup    *dedup
+	noPidfd  bool // tests: behave as on kernels without SO_PEERPIDFD
 
 	mu       sync.Mutex
 	closing  bool
@@ -284,7 +285,7 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 				return ErrClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, net.ErrClosed) || errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
 				return fmt.Errorf("accepting: %w", err)
 			}
 			// EMFILE and friends: back off instead of spinning.
@@ -368,7 +369,7 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		s.reply(c, &ingest.Reply{Code: ingest.CodeBusy, Error: "too many connections"})
 		return
 	}
-	p, err := newPeer(c)
+	p, err := newPeer(c, !s.noPidfd)
 	if err != nil {
 		s.unavailable.Add(1)
 		s.log.Warn("cannot identify peer", "error", err)
