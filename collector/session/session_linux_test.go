@@ -340,6 +340,50 @@ func TestMemoryOOM(t *testing.T) {
 	}
 }
 
+// TestMemoryOOMChild: the OOM victim is a child of the main process, so
+// its pid can only come from the kernel log (no collector runs here), and
+// the session goes on after it.
+func TestMemoryOOMChild(t *testing.T) {
+	r := &recorder{}
+	m := newManager(t, r)
+	if f, err := os.Open("/dev/kmsg"); err != nil {
+		t.Skipf("kernel log unreadable: %v", err)
+	} else {
+		f.Close()
+	}
+	const limit = 64 << 20
+	s := create(t, m, session.Spec{Limits: event.Limits{MemoryBytes: limit}})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(s.Workdir(), "child.pid")
+	cmd := exec.Command("sh", "-c", `"$0" 512 & echo $! > "$1"; wait $!; sleep 0.5; exit 0`, exe, pidfile)
+	cmd.Env = append(os.Environ(), helperEnv+"=alloc")
+	if err := s.Start(context.Background(), cmd); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	reason, status := waitDone(t, s, 60*time.Second)
+	if reason != session.ReasonNormal || status == nil || *status != 0 {
+		t.Errorf("Result() = %q, %v, want normal, 0 (the main process survived)", reason, status)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := r.waitFor(t, 5*time.Second, "memory_oom", isLimit(session.LimitMemory))
+	if e.Proc == nil || e.Proc.Pid != int32(child) || e.Proc.Comm == "" {
+		t.Errorf("memory_oom proc = %+v, want the child's pid %d and its comm", e.Proc, child)
+	}
+	if n := count(r.all(), isLimit(session.LimitMemory)); n != 1 {
+		t.Errorf("memory_oom events = %d, want 1", n)
+	}
+}
+
 func index(s []string, v string) int {
 	for i, x := range s {
 		if x == v {
