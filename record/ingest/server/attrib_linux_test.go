@@ -123,6 +123,9 @@ func publicExe(t *testing.T) string {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(exe, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	return exe
 }
 

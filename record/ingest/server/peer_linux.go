@@ -20,6 +20,8 @@ type peer struct {
 	pidfd int    // -1 when the kernel has no SO_PEERPIDFD
 	start uint64 // process start time, used when there is no pidfd
 
+	warned bool // a refusal was logged for this connection
+
 	// The cgroup id chain of the last cgroup path seen, nearest first.
 	cachePath string
 	cacheIDs  []uint64

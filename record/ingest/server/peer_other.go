@@ -13,8 +13,9 @@ var ErrNotSupported = errors.New("server: peer attribution needs linux")
 var errPeerGone = errors.New("server: peer process has exited")
 
 type peer struct {
-	pid int32
-	uid uint32
+	pid    int32
+	uid    uint32
+	warned bool
 }
 
 func newPeer(*net.UnixConn, bool) (*peer, error) { return nil, ErrNotSupported }

@@ -61,6 +61,7 @@ type Appender interface {
 // Errors returned by the server.
 var (
 	ErrClosed = errors.New("server: closed")
+	ErrInUse  = errors.New("server: socket in use")
 )
 
 // Stats are the server's counters since it started.
@@ -232,17 +233,28 @@ func (s *Server) Stats() Stats {
 	}
 }
 
-// Listen creates the socket at path: its parent directory is created 0755, a
-// stale socket left by a crash is removed (anything else at path is an
-// error), and the socket file is made mode (0666 normally: attribution, not
-// the file mode, decides what a peer may do).
+// Listen creates the socket at path. A missing parent directory is created
+// 0755 whatever the umask. A stale socket left by a crash is replaced;
+// anything else at path is an error, and so is a socket that something
+// still serves (ErrInUse). The socket file gets mode, normally 0666:
+// attribution, not the file mode, decides what a peer may do.
 func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating socket directory: %w", err)
+	if dir := filepath.Dir(path); !exists(dir) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating socket directory: %w", err)
+		}
+		// Whatever the umask: peers must reach the socket.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("setting socket directory mode: %w", err)
+		}
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
 			return nil, fmt.Errorf("creating socket: %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("creating socket: %w: something is serving %s", ErrInUse, path)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("removing stale socket: %w", err)
@@ -257,6 +269,11 @@ func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("setting socket mode: %w", err)
 	}
 	return ln, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns ErrClosed after
@@ -488,12 +505,18 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 	a, err := s.attribute(p)
 	if err != nil {
 		s.unavailable.Add(1)
-		s.log.Warn("cannot attribute batch", "pid", p.pid, "uid", p.uid, "error", err)
+		if !p.warned {
+			p.warned = true
+			s.log.Warn("cannot attribute batch", "pid", p.pid, "uid", p.uid, "error", err)
+		}
 		return &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot attribute peer: " + err.Error()}
 	}
 	if a.session == "" && a.uid != 0 {
 		s.refused.Add(1)
-		s.log.Warn("refused batch from peer outside every session", "pid", a.pid, "uid", a.uid, "cgroup_id", a.cgroupID)
+		if !p.warned { // once per connection: peers must not flood the log
+			p.warned = true
+			s.log.Warn("refused batch from peer outside every session", "pid", a.pid, "uid", a.uid, "cgroup_id", a.cgroupID)
+		}
 		return &ingest.Reply{Code: ingest.CodeRefused, Error: "peer is not in a session and not root"}
 	}
 

@@ -513,3 +513,68 @@ func TestCrashKeepsAcked(t *testing.T) {
 		t.Errorf("journal holds %d distinct events after re-sending, want %d", len(seen), want)
 	}
 }
+
+func TestListen(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		prepare func(path string) func()
+		wantErr error // nil: success; errAny: any error
+	}{
+		{name: "fresh, parent created", prepare: func(string) func() { return func() {} }},
+		{name: "stale socket replaced", prepare: func(path string) func() {
+			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln.SetUnlinkOnClose(false)
+			ln.Close()
+			return func() {}
+		}},
+		{name: "live socket kept", prepare: func(path string) func() {
+			ln, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() { ln.Close() }
+		}, wantErr: ErrInUse},
+		{name: "regular file kept", prepare: func(path string) func() {
+			if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return func() {}
+		}, wantErr: errAny},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := fmt.Sprintf("%s/%d/sub/ingest.sock", dir, i)
+			if i > 0 {
+				if err := os.MkdirAll(path[:strings.LastIndex(path, "/")], 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer tt.prepare(path)()
+			ln, err := Listen(path, 0o666)
+			if tt.wantErr != nil {
+				if err == nil || tt.wantErr != errAny && !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Listen(%s) = %v, want %v", tt.name, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Listen = %v", err)
+			}
+			defer ln.Close()
+			fi, err := os.Stat(path)
+			if err != nil || fi.Mode().Perm() != 0o666 {
+				t.Fatalf("socket mode = %v, %v, want 0666", fi.Mode().Perm(), err)
+			}
+			di, err := os.Stat(path[:strings.LastIndex(path, "/")])
+			if i == 0 && (err != nil || di.Mode().Perm() != 0o755) {
+				t.Fatalf("socket directory mode = %v, %v, want 0755", di.Mode().Perm(), err)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
