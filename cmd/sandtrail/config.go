@@ -46,6 +46,9 @@ type IngestConfig struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// DrainTimeout bounds the graceful shutdown of connections.
 	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
+	// StatsInterval is how often the daemon logs the ingest counters
+	// when they changed; 0 logs them only at shutdown.
+	StatsInterval time.Duration `mapstructure:"stats_interval"`
 	// SpoolDir is where `sandtrail emit` keeps events the daemon could not
 	// take; empty means <data_dir>/spool.
 	SpoolDir string `mapstructure:"spool_dir"`
@@ -74,6 +77,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("ingest.dedup_size", 1<<18)
 	v.SetDefault("ingest.idle_timeout", 2*time.Minute)
 	v.SetDefault("ingest.drain_timeout", 30*time.Second)
+	v.SetDefault("ingest.stats_interval", 5*time.Minute)
 	v.SetDefault("ingest.spool_dir", "")
 }
 

@@ -108,12 +108,31 @@ func runDaemon(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	}()
 	log.Info("daemon started", "journal", jdir, "entries", j.Size(), "socket", cfg.Socket, "remembered_ids", n)
 
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case serveErr = <-served:
-		serveErr = fmt.Errorf("serving ingest socket: %w", serveErr)
+	var (
+		serveErr error
+		tick     <-chan time.Time
+		last     server.Stats
+	)
+	if cfg.Ingest.StatsInterval > 0 {
+		t := time.NewTicker(cfg.Ingest.StatsInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case serveErr = <-served:
+			serveErr = fmt.Errorf("serving ingest socket: %w", serveErr)
+			break wait
+		case <-tick:
+			if st := srv.Stats(); st != last {
+				logStats(log, "ingest stats", st)
+				last = st
+			}
+		}
 	}
 	drain, cancel := context.WithTimeout(context.Background(), cfg.Ingest.DrainTimeout)
 	defer cancel()
@@ -121,10 +140,7 @@ func runDaemon(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		log.Warn("removing socket", "error", err)
 	}
-	st := srv.Stats()
-	log.Info("ingest stopped", "events", st.Events, "duplicates", st.Duplicates, "rejected", st.Rejected,
-		"failed", st.Failed, "malformed", st.Malformed, "oversized", st.Oversized, "refused", st.Refused,
-		"busy", st.Busy)
+	logStats(log, "ingest stopped", srv.Stats())
 	stopFollow()
 	<-followed
 	start, size := time.Now(), j.Size()
@@ -152,4 +168,11 @@ func followIndex(ctx context.Context, path, jdir string, j *journal.Journal, log
 	if err := ix.Follow(ctx, jdir, j); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("index stopped following the journal", "index", path, "error", err)
 	}
+}
+
+func logStats(log hclog.Logger, msg string, st server.Stats) {
+	log.Info(msg, "conns", st.Conns, "batches", st.Batches, "events", st.Events,
+		"duplicates", st.Duplicates, "rejected", st.Rejected, "failed", st.Failed,
+		"malformed", st.Malformed, "oversized", st.Oversized, "refused", st.Refused,
+		"unavailable", st.Unavailable, "busy", st.Busy, "timeouts", st.Timeouts)
 }
