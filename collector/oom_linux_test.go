@@ -39,11 +39,16 @@ func memoryCgroup(t *testing.T, cg *testCgroup, limit string) string {
 		if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(limit), 0o644); err != nil {
 			t.Fatalf("setting the memory limit: %v", err)
 		}
+		// Without swap the limit is reached at once; the files are absent
+		// on kernels without swap accounting.
+		os.WriteFile(filepath.Join(dir, "memory.swappiness"), []byte("0"), 0o644)
+		os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(limit), 0o644)
 		return filepath.Join(dir, "cgroup.procs")
 	}
 	if err := os.WriteFile(filepath.Join(cg.path, "memory.max"), []byte(limit), 0o644); err != nil {
 		t.Skipf("skipping: no v1 memory controller and no memory.max in the v2 cgroup: %v", err)
 	}
+	os.WriteFile(filepath.Join(cg.path, "memory.swap.max"), []byte("0"), 0o644)
 	return filepath.Join(cg.path, "cgroup.procs")
 }
 

@@ -63,7 +63,9 @@ func TestWatchUnwatch(t *testing.T) {
 func TestHostWide(t *testing.T) {
 	requireKernel(t)
 	cg := newCgroup(t)
-	r := startRecorder(t, false, WithHostWide(true))
+	// The whole host's processes: a large queue, so that the one exec
+	// looked for is not dropped while other work runs.
+	r := startRecorder(t, false, WithHostWide(true), WithQueueSize(1<<18))
 	runIn(t, cg, "/bin/true", "host-wide")
 	evs := r.stop(t)
 	var hits int
