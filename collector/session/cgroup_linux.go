@@ -58,11 +58,13 @@ func readLayout() (*Layout, error) {
 
 // newCgroup creates the session's cgroups named name beneath the layout's
 // cgroups and applies lim. On error it removes what it created.
-func newCgroup(l *Layout, name string, lim event.Limits) (c *cgroup, err error) {
-	c = &cgroup{v1: map[string]Dir{}}
+func newCgroup(l *Layout, name string, lim event.Limits) (_ *cgroup, err error) {
+	c := &cgroup{v1: map[string]Dir{}}
 	defer func() {
 		if err != nil {
-			c.closeAndRemove(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c.closeAndRemove(ctx)
 		}
 	}()
 	avail, err := readFields(filepath.Join(l.V2.Path, "cgroup.controllers"))

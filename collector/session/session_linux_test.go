@@ -636,3 +636,69 @@ func TestCreateErrors(t *testing.T) {
 		t.Errorf("Pause(whim) = %v, want ErrInvalidSpec", err)
 	}
 }
+
+// TestV2Only runs sessions with only the v2 hierarchy, as on a pure v2 host
+// whose manager got no controllers delegated: identity, start, freeze and
+// kill all work through v2 alone, and a limit fails closed.
+func TestV2Only(t *testing.T) {
+	needRoot(t)
+	r := &recorder{}
+	host, err := session.NewManager(nil, r.emit, session.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Skipf("no session manager: %v", err)
+	}
+	if avail, _ := os.ReadFile(filepath.Join(host.Layout().V2.Path, "cgroup.controllers")); strings.Contains(string(avail), "memory") {
+		t.Skip("this host's v2 cgroup has a memory controller; the unavailable path cannot be shown")
+	}
+	m, err := session.NewManager(nil, r.emit, session.WithRoot(t.TempDir()),
+		session.WithLayout(&session.Layout{V2: host.Layout().V2, V1: map[string]session.Dir{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	failID := fmt.Sprintf("v2only-%d", os.Getpid())
+	if _, err := m.Create(ctx, session.Spec{ID: failID, Limits: event.Limits{MemoryBytes: 64 << 20}}); !errors.Is(err, session.ErrControllerUnavailable) {
+		t.Errorf("Create(memory limit, no memory controller) = %v, want ErrControllerUnavailable", err)
+	}
+	if _, err := os.Stat(filepath.Join(host.Layout().V2.Path, "sandtrail-"+failID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup of the failed Create: Stat() = %v, want removed", err)
+	}
+	s := create(t, m, session.Spec{})
+	cmd := exec.Command("sh", "-c", "cat /proc/self/cgroup > cg.txt; sleep 60")
+	if err := s.Start(ctx, cmd); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(s.Workdir(), "cg.txt")); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child never wrote its cgroup")
+		}
+	}
+	if err := s.Pause(ctx, session.PauseAPI, "t"); err != nil {
+		t.Fatalf("Pause() = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.CgroupPath(), "cgroup.events")); !strings.Contains(string(b), "frozen 1") {
+		t.Errorf("cgroup.events while paused = %q, want frozen 1", b)
+	}
+	if err := s.Resume(ctx, "t"); err != nil {
+		t.Fatalf("Resume() = %v", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Terminate(tctx, session.ReasonAPI, nil); err != nil {
+		t.Fatalf("Terminate() = %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(s.Workdir(), "cg.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := session.ParseProcCgroup(b)
+	if err != nil || !strings.HasSuffix(pc.V2, "/sandtrail-"+s.ID()) {
+		t.Errorf("child's v2 cgroup = %q, %v, want …/sandtrail-%s", pc.V2, err, s.ID())
+	}
+	if reason, st := s.Result(); reason != "api" || st == nil || *st != 137 {
+		t.Errorf("Result() = %q, %v, want api, 137", reason, st)
+	}
+}
