@@ -22,11 +22,8 @@ const maskedValue = `(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[abp
 const secretWords = `password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth|credentials?|mysql_pwd|signature`
 
 var (
-	// sensitiveName matches a whole key or flag name that is sensitive.
-	sensitiveName = regexp.MustCompile(`(?i)(?:` + secretWords + `|bearer)$`)
-
 	// sensitiveParam matches URL query parameter names that carry secrets
-	// beyond those of sensitiveName.
+	// beyond those of secretKey.
 	sensitiveParam = regexp.MustCompile(`(?i)^(?:sig|key|code|x-amz-credential|x-goog-credential|client_secret)$`)
 
 	rePEM = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
@@ -40,16 +37,31 @@ var (
 	reBearer = regexp.MustCompile(`(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/=-]{12,}\**)`)
 
 	reCookie = regexp.MustCompile(`(?i)\b((?:set-)?cookie)(["']?[ \t]*:[ \t]*["']?)([^\r\n"']+)`)
-
-	// reKV finds key=value and key: value pairs whose key is sensitive.
-	// The value is a quoted string or a run up to white space, a quote, a
-	// comma, a semicolon or an ampersand; it may not start with ':' or '='
-	// so that "token::Lexer" and "token == x" are left alone.
-	reKV = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*?(?:` + secretWords + `))(["']?[ \t]*[=:][ \t]*)(` + maskedValue + `|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"',;&:=][^\s"',;&]*)`)
-
-	// reFlagSpace finds "--password value" in free text.
-	reFlagSpace = regexp.MustCompile(`(?i)((?:^|[\s"'])--?[A-Za-z0-9_.-]*?(?:` + secretWords + `|bearer))([ \t]+)(` + maskedValue + `|"[^"]*"|'[^']*'|[^\s"'\-][^\s"']*)`)
 )
+
+// secretEndings are the expansions of secretWords, for secretKey.
+var secretEndings = []string{
+	"password", "passwd", "passphrase", "secret", "token",
+	"apikey", "api_key", "api-key", "accesskey", "access_key", "access-key",
+	"privatekey", "private_key", "private-key", "auth", "credential", "credentials",
+	"mysql_pwd", "signature",
+}
+
+// secretKey reports whether a key name ends, ignoring ASCII case, in one of
+// secretWords, which makes its key=value pair sensitive. With flag set,
+// "bearer" counts too (--oauth2-bearer). It is what the regular expression
+// (?i)(?:secretWords)$ says, without trying every start position.
+func secretKey(name string, flag bool) bool {
+	for _, w := range secretEndings {
+		if len(name) >= len(w) && hasPrefixFold(name[len(name)-len(w):], w) {
+			return true
+		}
+	}
+	return flag && len(name) >= 6 && hasPrefixFold(name[len(name)-6:], "bearer")
+}
+
+// reMaskedHead matches an already masked value at the start of a string.
+var reMaskedHead = regexp.MustCompile(`(?i)^` + maskedValue)
 
 // tokenRule masks a token of a known format, keeping the prefix in group 1.
 type tokenRule struct {
@@ -99,7 +111,7 @@ func mayContainSecret(s string) bool {
 }
 
 // hasSecretWord reports whether s contains, ignoring ASCII case, a word
-// that every match of reKV and reFlagSpace contains: pass (password,
+// that every match of redactKV and redactFlagSpace contains: pass (password,
 // passwd, passphrase), pwd, secret, signature, token, key, auth, credential
 // or bearer. It is one pass over s, and most text fails it, which spares the
 // regular expressions.
@@ -233,14 +245,14 @@ func redactOnce(s string) string {
 			s = replaceGroup(s, reCookie, 3)
 		}
 		if hasSecretWord(s) {
-			s = replaceGroup(s, reKV, 3)
+			s = redactKV(s)
 		}
 	}
 	if containsFold(s, "bearer") {
 		s = replaceGroup(s, reBearer, 3)
 	}
 	if strings.Contains(s, "-") && hasSecretWord(s) {
-		s = replaceGroup(s, reFlagSpace, 3)
+		s = redactFlagSpace(s)
 	}
 	return s
 }
@@ -381,7 +393,7 @@ func redactParams(tail string) string {
 
 // sensitiveKey reports whether a key, parameter or flag name names a secret.
 func sensitiveKey(name string) bool {
-	return sensitiveName.MatchString(name) || sensitiveParam.MatchString(name)
+	return secretKey(name, true) || sensitiveParam.MatchString(name)
 }
 
 // sensitiveFlag reports whether a flag such as "--password" or "-token"
@@ -394,7 +406,7 @@ func sensitiveFlag(arg string) bool {
 	if name == "" || strings.HasPrefix(name, "no-") || strings.HasPrefix(name, "no_") {
 		return false
 	}
-	return sensitiveName.MatchString(name) || name == "pass"
+	return secretKey(name, true) || name == "pass"
 }
 
 // RedactArgv returns a copy of argv with secrets masked; argv itself is not
@@ -502,4 +514,177 @@ func maskUserPass(a string) string {
 		return a
 	}
 	return user + ":" + Mask
+}
+
+// isNameByte reports whether c may appear in a key or flag name.
+func isNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// isSpace reports whether c is white space as \s is in a regexp.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
+}
+
+// redactKV masks the value of every key=value and key: value pair whose key
+// is sensitive (secretKey). A key is a run of letters, digits, '_', '.'
+// and '-', optionally followed by a quote; blanks may surround the
+// separator. The value is an already masked value, a double-quoted string
+// with backslash escapes, a single-quoted string, or a run up to white
+// space, a quote, ',', ';' or '&' that does not start with ':' or '=' (so
+// "token::Lexer" and "token == x" are left alone).
+//
+// It is a hand-written scanner rather than one regular expression because
+// Go's regexp tries every start position against every key word; this looks
+// only at separators. A test checks that it agrees with the equivalent
+// expression, kvPattern in the tests.
+func redactKV(s string) string {
+	var b strings.Builder
+	last, pos := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' && s[i] != ':' {
+			continue
+		}
+		j := i
+		for j > pos && (s[j-1] == ' ' || s[j-1] == '\t') {
+			j--
+		}
+		if j > pos && (s[j-1] == '"' || s[j-1] == '\'') {
+			j--
+		}
+		e := j
+		for j > pos && isNameByte(s[j-1]) {
+			j--
+		}
+		if j == e || !secretKey(s[j:e], false) {
+			continue
+		}
+		v := i + 1
+		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
+			v++
+		}
+		ve := kvValueEnd(s, v)
+		if ve < 0 {
+			continue
+		}
+		if !isMasked(s[v:ve]) {
+			b.WriteString(s[last:v])
+			b.WriteString(maskValue(s[v:ve]))
+			last = ve
+		}
+		pos = ve
+		i = ve - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// kvValueEnd returns the end of the key=value value starting at v, or -1.
+func kvValueEnd(s string, v int) int {
+	if v >= len(s) {
+		return -1
+	}
+	if m := reMaskedHead.FindStringIndex(s[v:]); m != nil {
+		return v + m[1]
+	}
+	switch c := s[v]; {
+	case c == '"':
+		for k := v + 1; k < len(s); k++ {
+			switch s[k] {
+			case '"':
+				return k + 1
+			case '\\':
+				if k+1 >= len(s) || s[k+1] == '\n' {
+					return -1
+				}
+				k++
+			}
+		}
+		return -1
+	case c == '\'':
+		if k := strings.IndexByte(s[v+1:], '\''); k >= 0 {
+			return v + 1 + k + 1
+		}
+		return -1
+	case isSpace(c) || strings.IndexByte(`"',;&:=`, c) >= 0:
+		return -1
+	}
+	k := v + 1
+	for k < len(s) && !isSpace(s[k]) && strings.IndexByte(`"',;&`, s[k]) < 0 {
+		k++
+	}
+	return k
+}
+
+// redactFlagSpace masks the value after a sensitive flag in free text:
+// "--password hunter2", "-token abc". The flag starts the text or follows
+// white space or a quote; its name ends in a secret word (secretKey);
+// blanks separate it from the value, which is an already masked value, a
+// quoted string, or a run up to white space or a quote that does not start
+// with '-'. A test checks that it agrees with flagPattern in the tests.
+func redactFlagSpace(s string) string {
+	var b strings.Builder
+	last, pos := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			continue
+		}
+		if i > 0 && (i-1 < pos || !isSpace(s[i-1]) && s[i-1] != '"' && s[i-1] != '\'') {
+			continue
+		}
+		e := i + 1
+		for e < len(s) && isNameByte(s[e]) {
+			e++
+		}
+		if e == i+1 || e >= len(s) || (s[e] != ' ' && s[e] != '\t') || !secretKey(s[i+1:e], true) {
+			continue
+		}
+		v := e
+		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
+			v++
+		}
+		ve := flagValueEnd(s, v)
+		if ve < 0 {
+			continue
+		}
+		if !isMasked(s[v:ve]) {
+			b.WriteString(s[last:v])
+			b.WriteString(maskValue(s[v:ve]))
+			last = ve
+		}
+		pos = ve
+		i = ve - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// flagValueEnd returns the end of the flag value starting at v, or -1.
+func flagValueEnd(s string, v int) int {
+	if v >= len(s) {
+		return -1
+	}
+	if m := reMaskedHead.FindStringIndex(s[v:]); m != nil {
+		return v + m[1]
+	}
+	switch c := s[v]; {
+	case c == '"' || c == '\'':
+		if k := strings.IndexByte(s[v+1:], c); k >= 0 {
+			return v + 1 + k + 1
+		}
+		return -1
+	case isSpace(c) || c == '-':
+		return -1
+	}
+	k := v + 1
+	for k < len(s) && !isSpace(s[k]) && s[k] != '"' && s[k] != '\'' {
+		k++
+	}
+	return k
 }

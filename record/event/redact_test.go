@@ -347,3 +347,27 @@ func FuzzRedactArgv(f *testing.F) {
 		}
 	})
 }
+
+func TestRedactTokensInContext(t *testing.T) {
+	tokens := []string{awsKeyID, awsTempID, ghToken, ghoToken, patToken, npmToken, pypiToken, slackToken, jwt, pem, anthropic}
+	wrappers := []string{
+		"%s", " %s ", "x=%s", "TOKEN=%s", "'%s'", `"%s"`, "(%s)", "[%s]", "%s,%s", "%s%s",
+		"https://%s@github.com/", "https://u:%s@h/", "https://h/?x=%s", "Authorization: Bearer %s",
+		"Bearer %s", "--token %s", "--password=%s", `{"k": "%s"}`, "password: %s\n", "\t%s\n",
+	}
+	for _, tok := range tokens {
+		for _, w := range wrappers {
+			in := strings.ReplaceAll(w, "%s", tok)
+			got := event.Redact(in)
+			if l := leak(got); l != "" {
+				t.Errorf("Redact(%q) = %q, which still holds %q", in, got, l)
+			}
+			if again := event.Redact(got); again != got {
+				t.Errorf("Redact(Redact(%q)) = %q, want %q", in, again, got)
+			}
+			if u := event.RedactURL(in); leak(u) != "" {
+				t.Errorf("RedactURL(%q) = %q, which still holds %q", in, u, leak(u))
+			}
+		}
+	}
+}
