@@ -249,11 +249,17 @@ func (c *Collector) teardown() {
 	c.objs.Close()
 }
 
-// Watch records the processes in the v2 cgroup cgroupID, and in the cgroups
-// nested in it up to 8 levels down, as session sessionID.
+// Watch records the processes in the v2 cgroup cgroupID (the inode number of
+// its directory), and in the cgroups nested in it up to 8 levels down, as
+// session sessionID. It returns ErrClosed after Close, and an error for id 0,
+// a session id that is empty or longer than 128 bytes, or a full table (4096
+// cgroups).
 func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
 	if cgroupID == 0 {
 		return fmt.Errorf("watching cgroup: id 0 is not a cgroup")
+	}
+	if sessionID == "" || len(sessionID) > 128 {
+		return fmt.Errorf("watching cgroup %d: session id must be 1 to 128 bytes, got %d", cgroupID, len(sessionID))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -380,6 +386,10 @@ func (c *Collector) run() {
 		case err == nil:
 			c.handle(rec.RawSample)
 		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, ringbuf.ErrFlushed) && c.rd.AvailableBytes() > 0:
+			// A program that was already running when its link closed
+			// wrote after the flush.
+			c.rd.Flush()
 		case errors.Is(err, ringbuf.ErrFlushed), errors.Is(err, ringbuf.ErrClosed):
 			c.account(true)
 			return

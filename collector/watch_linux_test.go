@@ -26,6 +26,9 @@ func TestWatchUnwatch(t *testing.T) {
 	if err := r.c.Watch(0, sid); err == nil {
 		t.Errorf("Watch(0) = nil, want an error")
 	}
+	if err := r.c.Watch(cg.id, ""); err == nil {
+		t.Errorf("Watch(id, \"\") = nil, want an error")
+	}
 	if err := r.c.Watch(cg.id, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
