@@ -329,13 +329,33 @@ func Categories() []string {
 	return out
 }
 
-func (e *Event) present() map[string]bool {
-	return map[string]bool{
-		"proc": e.Proc != nil, "file": e.File != nil, "net": e.Net != nil,
-		"pkg": e.Pkg != nil, "tool": e.Tool != nil, "model": e.Model != nil,
-		"session": e.Session != nil, "limit": e.Limit != nil, "alert": e.Alert != nil,
-		"loss": e.Loss != nil, "journal": e.Journal != nil,
+// has reports whether the sub-object with the given JSON name is present.
+func (e *Event) has(name string) bool {
+	switch name {
+	case "proc":
+		return e.Proc != nil
+	case "file":
+		return e.File != nil
+	case "net":
+		return e.Net != nil
+	case "pkg":
+		return e.Pkg != nil
+	case "tool":
+		return e.Tool != nil
+	case "model":
+		return e.Model != nil
+	case "session":
+		return e.Session != nil
+	case "limit":
+		return e.Limit != nil
+	case "alert":
+		return e.Alert != nil
+	case "loss":
+		return e.Loss != nil
+	case "journal":
+		return e.Journal != nil
 	}
+	return false
 }
 
 // Validate checks the envelope: the version, a kind of a known category with
@@ -360,7 +380,7 @@ func (e *Event) Validate() error {
 	if cat != "alert" && !strings.Contains(e.Kind, ".") {
 		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, e.Kind)
 	}
-	if !e.present()[want] {
+	if !e.has(want) {
 		return fmt.Errorf("%w: %s: required by kind %q", ErrInvalid, want, e.Kind)
 	}
 	if !e.Source.Valid() {
