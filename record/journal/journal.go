@@ -85,10 +85,15 @@ const (
 	DefaultSegmentSize        = 64 << 20
 )
 
-// maxBatchBytes caps one group commit's write. Only the last write can be
-// torn by a crash, so Open refuses to cut a "torn" tail longer than this:
+// maxBatchBytes caps one batch's write, and flightsQueued the written
+// batches waiting for the syncer. Only batches not yet synced can be torn by
+// a crash, so Open refuses to cut a "torn" tail longer than maxTornBytes:
 // that is corruption, not a crash.
-const maxBatchBytes = 8 << 20
+const (
+	maxBatchBytes = 4 << 20
+	flightsQueued = 2
+	maxTornBytes  = (flightsQueued + 2) * (maxBatchBytes + MaxPayload + frameHeaderSize)
+)
 
 // KindRecovered is the kind of the event Open appends after cutting a torn
 // tail.
@@ -130,6 +135,12 @@ func WithSegmentSize(size int64) Option { return func(o *options) { o.segSize = 
 
 // Journal is an open journal directory with its single writer. All its
 // methods are safe for concurrent use.
+//
+// Appends flow through two goroutines: the writer gathers waiting appends
+// into a batch, frames and hashes them and writes them (run); the syncer
+// makes the written batches durable with one fdatasync per group,
+// acknowledges them and signs checkpoints (syncer). The writer prepares the
+// next batch while the syncer waits for the disk.
 type Journal struct {
 	dir      string
 	signer   note.Signer
@@ -143,29 +154,47 @@ type Journal struct {
 	lock    *os.File
 	reqs    chan *request
 	closing chan struct{}
-	done    chan struct{}
-	size    atomic.Uint64
+	done    chan struct{} // closed when the syncer exits
+	written chan *flight
+	size    atomic.Uint64 // durable entries
 
 	chMu    sync.Mutex
 	changed chan struct{}
 
+	errMu sync.Mutex
+	err   error // sticky: after a failed write or sync the journal accepts nothing
+
 	closeOnce sync.Once
 	closeErr  error
 
-	// wmu guards the writer state below.
-	wmu      sync.Mutex
-	err      error // sticky: after a failed write the journal accepts nothing
+	// Owned by the writer goroutine (and by recover before it starts).
 	seg      *os.File
 	segFirst uint64
 	segSize  int64
 	hashes   *os.File
-	hr       *fileHashes
+	hcount   int64  // stored hashes written
+	wsize    uint64 // entries written, not necessarily durable yet
 	edge     *edge
 	x        *hasher
-	last     *Checkpoint
 	buf      []byte
 	hbuf     []tlog.Hash
 	hbytes   []byte
+	inflight sync.WaitGroup // batches handed to the syncer and not yet done
+
+	// cpMu guards the checkpoint state.
+	cpMu        sync.Mutex
+	last        *Checkpoint
+	durable     tlog.Tree // durable size and its root
+	filesClosed bool
+}
+
+// flight is one written batch on its way to the disk.
+type flight struct {
+	reqs      []*request
+	seg       *os.File
+	end       uint64    // tree size after the batch
+	root      tlog.Hash // tree hash at end
+	terminate bool      // the batch holds a session.terminate
 }
 
 type request struct {
@@ -227,7 +256,7 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 		dir: dir, signer: signer, origin: o.origin, host: o.host, log: o.log.Named("journal"),
 		every: uint64(o.every), interval: o.interval, segMax: o.segSize,
 		lock: lock, reqs: make(chan *request), closing: make(chan struct{}), done: make(chan struct{}),
-		changed: make(chan struct{}), x: newHasher(),
+		written: make(chan *flight, flightsQueued), changed: make(chan struct{}), x: newHasher(),
 	}
 	cut, err := j.recover()
 	if err != nil {
@@ -235,6 +264,7 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 		return nil, err
 	}
 	go j.run()
+	go j.syncer()
 	if cut != nil {
 		j.log.Warn("cut torn tail", "segment", cut.Segment, "offset", cut.Offset, "cut_bytes", cut.CutBytes)
 		ev := &event.Event{Kind: KindRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
@@ -299,7 +329,7 @@ func (j *Journal) recover() (*event.Journal, error) {
 				return nil, terr
 			}
 			cutBytes := r.size - fe.offset
-			if !torn || cutBytes > maxBatchBytes+MaxPayload+frameHeaderSize {
+			if !torn || cutBytes > maxTornBytes {
 				r.Close()
 				return nil, fmt.Errorf("%w: segment %s: %v: not a torn tail; the journal was modified or damaged (run sandtrail verify)", ErrCorrupt, filepath.Base(last.path), fe)
 			}
@@ -377,6 +407,8 @@ func (j *Journal) recover() (*event.Journal, error) {
 	}
 	j.seg, j.segFirst, j.segSize = seg, last.first, segSize
 	j.last = cp
+	j.wsize = size
+	j.durable = tlog.Tree{N: int64(size), Hash: j.edge.root(j.x)}
 	j.size.Store(size)
 	return cut, nil
 }
@@ -414,8 +446,7 @@ func (j *Journal) rebuildHashes(from, size uint64, cp *Checkpoint) error {
 	if err := j.hashes.Truncate(count * tlog.HashSize); err != nil {
 		return fmt.Errorf("truncating hash file: %w", err)
 	}
-	j.hr = &fileHashes{f: j.hashes, count: count}
-	e, err := loadEdge(from, j.hr)
+	e, err := loadEdge(from, &fileHashes{f: j.hashes, count: count})
 	if err != nil {
 		return err
 	}
@@ -469,7 +500,7 @@ func (j *Journal) rebuildHashes(from, size uint64, cp *Checkpoint) error {
 	if err := j.hashes.Sync(); err != nil {
 		return fmt.Errorf("syncing hash file: %w", err)
 	}
-	j.hr.count = off / tlog.HashSize
+	j.hcount = off / tlog.HashSize
 	j.edge = e
 	return nil
 }
@@ -553,276 +584,3 @@ func (j *Journal) Append(ctx context.Context, evs ...*event.Event) error {
 	}
 }
 
-// run is the writer goroutine: it gathers the waiting appends into one
-// batch, writes and syncs them, and signs checkpoints.
-func (j *Journal) run() {
-	defer close(j.done)
-	tick := time.NewTicker(j.interval)
-	defer tick.Stop()
-	batch := make([]*request, 0, 64)
-	for {
-		select {
-		case r := <-j.reqs:
-			batch = append(batch[:0], r)
-			n := r.size
-		drain:
-			for n < maxBatchBytes {
-				select {
-				case r := <-j.reqs:
-					batch = append(batch, r)
-					n += r.size
-				default:
-					break drain
-				}
-			}
-			j.commit(batch)
-			clear(batch)
-		case <-tick.C:
-			j.wmu.Lock()
-			n := j.size.Load()
-			if j.err == nil && (j.last == nil && n > 0 || j.last != nil && n > j.last.Size) {
-				if _, err := j.checkpointLocked(); err != nil {
-					j.log.Error("signing checkpoint failed", "error", err)
-				}
-			}
-			j.wmu.Unlock()
-		case <-j.closing:
-			for {
-				select {
-				case r := <-j.reqs:
-					j.commit([]*request{r})
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-// commit writes one batch, syncs it, acknowledges it, and checkpoints when
-// due.
-func (j *Journal) commit(batch []*request) {
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	if j.err != nil {
-		for _, r := range batch {
-			r.done <- j.err
-		}
-		return
-	}
-	fail := func(err error) {
-		j.err = fmt.Errorf("writing journal (reopen it to recover): %w", err)
-		j.log.Error("journal write failed", "error", err)
-		for _, r := range batch {
-			r.done <- j.err
-		}
-	}
-	start := j.size.Load()
-	if j.segSize >= j.segMax && start > j.segFirst {
-		if err := j.rotate(start); err != nil {
-			fail(err)
-			return
-		}
-	}
-	seq := start
-	terminate := false
-	j.buf = j.buf[:0]
-	j.hbuf = j.hbuf[:0]
-	j.hbytes = j.hbytes[:0]
-	for _, r := range batch {
-		for i, rest := range r.rest {
-			at := len(j.buf)
-			j.buf = append(j.buf, make([]byte, frameHeaderSize)...)
-			j.buf = append(j.buf, seqPrefix...)
-			j.buf = strconv.AppendUint(j.buf, seq, 10)
-			j.buf = append(j.buf, rest...)
-			payload := j.buf[at+frameHeaderSize:]
-			putFrameHeader(j.buf[at:at+frameHeaderSize], payload)
-			j.hbuf = j.edge.append(j.x, j.x.leaf(payload), j.hbuf)
-			if r.evs[i].Kind == "session.terminate" {
-				terminate = true
-			}
-			seq++
-		}
-	}
-	for _, h := range j.hbuf {
-		j.hbytes = append(j.hbytes, h[:]...)
-	}
-	if _, err := j.seg.Write(j.buf); err != nil {
-		fail(err)
-		return
-	}
-	if _, err := j.hashes.WriteAt(j.hbytes, j.hr.count*tlog.HashSize); err != nil {
-		fail(err)
-		return
-	}
-	if err := datasync(j.seg); err != nil {
-		fail(err)
-		return
-	}
-	j.segSize += int64(len(j.buf))
-	j.hr.count += int64(len(j.hbuf))
-	j.size.Store(seq)
-	s := start
-	for _, r := range batch {
-		for _, ev := range r.evs {
-			ev.Seq = s
-			s++
-		}
-	}
-	if terminate {
-		if _, err := j.checkpointLocked(); err != nil {
-			j.log.Error("signing checkpoint failed", "error", err)
-		}
-	}
-	for _, r := range batch {
-		r.done <- nil
-	}
-	j.chMu.Lock()
-	close(j.changed)
-	j.changed = make(chan struct{})
-	j.chMu.Unlock()
-	if !terminate && (j.last == nil && seq >= j.every || j.last != nil && seq-j.last.Size >= j.every) {
-		if _, err := j.checkpointLocked(); err != nil {
-			j.log.Error("signing checkpoint failed", "error", err)
-		}
-	}
-}
-
-// rotate syncs and closes the current segment and starts one at first.
-func (j *Journal) rotate(first uint64) error {
-	if err := j.seg.Sync(); err != nil {
-		return fmt.Errorf("syncing segment: %w", err)
-	}
-	if err := j.seg.Close(); err != nil {
-		return fmt.Errorf("closing segment: %w", err)
-	}
-	p := filepath.Join(j.dir, segmentName(first))
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("creating segment: %w", err)
-	}
-	j.seg, j.segFirst, j.segSize = f, first, 0
-	if err := syncDir(j.dir); err != nil {
-		return fmt.Errorf("creating segment: %w", err)
-	}
-	j.log.Debug("rotated segment", "segment", filepath.Base(p))
-	return nil
-}
-
-// checkpointLocked signs and stores a checkpoint of the current tree, after
-// checking that it is consistent with the previous one. It returns the
-// previous checkpoint when the tree has not grown.
-func (j *Journal) checkpointLocked() (*Checkpoint, error) {
-	if j.err != nil {
-		return nil, j.err
-	}
-	n := j.size.Load()
-	if j.last != nil && j.last.Size == n {
-		return j.last, nil
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("%w: the journal is empty", ErrNotFound)
-	}
-	root := j.edge.root(j.x)
-	if j.last != nil {
-		if n < j.last.Size {
-			return nil, fmt.Errorf("%w: size %d below checkpoint %d", ErrInconsistent, n, j.last.Size)
-		}
-		proof, err := tlog.ProveTree(int64(n), int64(j.last.Size), j.hr)
-		if err != nil {
-			return nil, fmt.Errorf("%w: proving tree %d extends %d: %v", ErrInconsistent, n, j.last.Size, err)
-		}
-		if err := tlog.CheckTree(proof, int64(n), root, int64(j.last.Size), j.last.Root); err != nil {
-			return nil, fmt.Errorf("%w: tree %d does not extend checkpoint %d: %v", ErrInconsistent, n, j.last.Size, err)
-		}
-	}
-	if err := j.hashes.Sync(); err != nil {
-		return nil, fmt.Errorf("syncing hash file: %w", err)
-	}
-	cp, err := signCheckpoint(j.signer, j.origin, n, root)
-	if err != nil {
-		return nil, err
-	}
-	if err := storeCheckpoint(j.dir, cp); err != nil {
-		return nil, err
-	}
-	j.last = cp
-	j.log.Debug("signed checkpoint", "size", n)
-	return cp, nil
-}
-
-// Size returns the number of durable entries, which is the next seq.
-func (j *Journal) Size() uint64 { return j.size.Load() }
-
-// Dir returns the journal directory.
-func (j *Journal) Dir() string { return j.dir }
-
-// Changed returns a channel that is closed at the next durable append.
-// Followers wait on it, then call Changed again.
-func (j *Journal) Changed() <-chan struct{} {
-	j.chMu.Lock()
-	defer j.chMu.Unlock()
-	return j.changed
-}
-
-// Checkpoint signs a checkpoint of the current tree now, if it grew since
-// the last one, and returns it (or the last one). It returns an error
-// wrapping ErrNotFound for an empty journal and ErrClosed after Close.
-func (j *Journal) Checkpoint(ctx context.Context) (*Checkpoint, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	select {
-	case <-j.closing:
-		return nil, ErrClosed
-	default:
-	}
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	if j.seg == nil {
-		return nil, ErrClosed
-	}
-	return j.checkpointLocked()
-}
-
-// Close waits for pending appends, signs a final checkpoint, and closes the
-// journal, releasing its lock. It returns the journal's write error, if
-// any.
-func (j *Journal) Close() error {
-	j.closeOnce.Do(func() {
-		close(j.closing)
-		<-j.done
-		j.wmu.Lock()
-		defer j.wmu.Unlock()
-		err := j.err
-		if err == nil && j.size.Load() > 0 {
-			_, err = j.checkpointLocked()
-		}
-		if cerr := j.closeFiles(); err == nil {
-			err = cerr
-		}
-		j.closeErr = err
-	})
-	return j.closeErr
-}
-
-func (j *Journal) closeFiles() error {
-	var errs []error
-	if j.seg != nil {
-		errs = append(errs, j.seg.Sync(), j.seg.Close())
-		j.seg = nil
-	}
-	if j.hashes != nil {
-		errs = append(errs, j.hashes.Sync(), j.hashes.Close())
-		j.hashes = nil
-	}
-	if j.lock != nil {
-		errs = append(errs, j.lock.Close())
-		j.lock = nil
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("closing journal: %w", err)
-	}
-	return nil
-}

@@ -26,8 +26,9 @@ func (j *Journal) crash() {
 	j.closeOnce.Do(func() {
 		close(j.closing)
 		<-j.done
-		j.wmu.Lock()
-		defer j.wmu.Unlock()
+		j.cpMu.Lock()
+		defer j.cpMu.Unlock()
+		j.filesClosed = true
 		j.closeFiles()
 		j.closeErr = ErrClosed
 	})
@@ -155,7 +156,7 @@ func TestRecoverRefuses(t *testing.T) {
 			l := locs[len(locs)-1]
 			f, _ := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0)
 			f.Write([]byte{0xff, 0xff, 0xff, 0x7f})
-			f.Write(make([]byte, maxBatchBytes+MaxPayload+frameHeaderSize))
+			f.Write(make([]byte, maxTornBytes))
 			f.Close()
 		}},
 	}
