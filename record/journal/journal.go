@@ -583,4 +583,3 @@ func (j *Journal) Append(ctx context.Context, evs ...*event.Event) error {
 		return fmt.Errorf("appending (the events may still become durable): %w", ctx.Err())
 	}
 }
-
