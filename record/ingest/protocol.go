@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -116,10 +117,11 @@ func WriteFrame(w io.Writer, payload []byte) error {
 	if len(payload) > MaxFrame {
 		return fmt.Errorf("%w: %d bytes exceeds %d", ErrFrameTooLarge, len(payload), MaxFrame)
 	}
-	buf := make([]byte, 4+len(payload))
-	binary.BigEndian.PutUint32(buf, uint32(len(payload)))
-	copy(buf[4:], payload)
-	if _, err := w.Write(buf); err != nil {
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(payload)))
+	// One writev on a connection, without copying the payload.
+	bufs := net.Buffers{hdr[:], payload}
+	if _, err := bufs.WriteTo(w); err != nil {
 		return fmt.Errorf("writing frame: %w", err)
 	}
 	return nil
