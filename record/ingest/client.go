@@ -298,8 +298,13 @@ func (c *Client) roundTrip(ctx context.Context, payload []byte) (*Reply, error) 
 		_ = c.dropConn()
 		return nil, err
 	}
-	if rep.Code == CodeOversized || rep.Code == CodeBusy {
+	switch rep.Code {
+	case CodeOversized, CodeBusy:
 		_ = c.dropConn() // the server closes these
+	case CodeUnavailable:
+		// The connection may be inherited from a process that has
+		// exited; a new one carries this process's credentials.
+		_ = c.dropConn()
 	}
 	return rep, nil
 }
