@@ -4,6 +4,7 @@ package collector
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -115,5 +116,45 @@ func TestOptions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExecFromThread checks an exec by a thread that is not the leader: the
+// exec is recorded under the process id, and no pending filename is left
+// behind under the thread's old id.
+func TestExecFromThread(t *testing.T) {
+	requireKernel(t)
+	cg := newCgroup(t)
+	r := startRecorder(t, false)
+	if err := r.c.Watch(cg.id, "sess-thread"); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"=exec-from-thread")
+	cmd.SysProcAttr = cg.sysAttr(-1)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	var left []uint32
+	var key uint32
+	it := r.c.objs.Pending.Iterate()
+	var val processPendingExec
+	for it.Next(&key, &val) {
+		left = append(left, key)
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("iterating pending: %v", err)
+	}
+	evs := inSession(r.stop(t), "sess-thread", KindExec)
+	got := findExec(evs, "/bin/true")
+	if len(got) != 1 || got[0].Proc.Pid != int32(cmd.Process.Pid) {
+		t.Errorf("exec of /bin/true from a thread = %v, want one with pid %d", kinds(got), cmd.Process.Pid)
+	}
+	for _, tid := range left {
+		t.Errorf("pending filename left behind for thread %d", tid)
 	}
 }

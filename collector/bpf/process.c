@@ -334,6 +334,10 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		return 0;
 	if (!selected(task, &e->hdr))
 		return 0;
+	/* A thread other than the leader that execs takes the leader's pid, so
+	 * sys_exit_execve would not find its entry under the old thread id. */
+	__u32 old_tid = old_pid;
+	bpf_map_delete_elem(&pending, &old_tid);
 	fill_header(&e->hdr, KIND_EXEC, task);
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->uid = BPF_CORE_READ(task, cred, uid.val);
