@@ -46,6 +46,10 @@ const (
 	// LossSourceRecursion counts runs of a BPF program that the kernel
 	// skipped because another BPF program was running on the CPU.
 	LossSourceRecursion = "kernel:recursion"
+	// LossSourcePending counts execs whose filename could not be kept
+	// because too many execs were in flight: if they failed, their
+	// process.exec_failed is lost (an upper bound).
+	LossSourcePending = "kernel:pending"
 )
 
 // Event kinds produced by the collector.
@@ -80,7 +84,8 @@ type Stats struct {
 	// Received is the number of records read from the kernel ring buffer.
 	Received uint64
 	// KernelDrops is the number of records the kernel could not put in the
-	// ring buffer because it was full.
+	// ring buffer because it was full, plus the execs whose filename could
+	// not be kept for a possible exec_failed (LossSourcePending).
 	KernelDrops uint64
 	// QueueDrops is the number of events dropped because the Events channel
 	// was full.

@@ -60,6 +60,8 @@ type Collector struct {
 	lostQueue   [numKinds]uint64 // queue drops not yet reported
 	seenMisses  map[*ebpf.Program]uint64
 	lostMisses  [numKinds]uint64 // recursion misses not yet reported
+	seenPending uint64           // cumulative pending-table drops already counted
+	lostPending uint64           // pending-table drops not yet reported
 	nextAccount time.Time
 }
 
@@ -494,6 +496,19 @@ func (c *Collector) account(final bool) {
 			c.lostMisses[pk.k] += d
 		}
 	}
+	if err := c.objs.PendingDrops.Lookup(uint32(0), &per); err != nil {
+		c.log.Error("reading pending drop counters", "error", err)
+	} else {
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		if d := sum - c.seenPending; d > 0 {
+			c.seenPending = sum
+			c.lostPending += d
+			c.kernelDrops.Add(d)
+		}
+	}
 	var deadline <-chan time.Time
 	if final {
 		t := time.NewTimer(c.opts.drainTimeout)
@@ -505,6 +520,7 @@ func (c *Collector) account(final bool) {
 		c.lostQueue[k] = c.sendLoss(k, LossSourceQueue, c.lostQueue[k], deadline)
 		c.lostMisses[k] = c.sendLoss(k, LossSourceRecursion, c.lostMisses[k], deadline)
 	}
+	c.lostPending = c.sendLoss(int(processEventKindKIND_EXEC_FAILED), LossSourcePending, c.lostPending, deadline)
 }
 
 // sendLoss sends one loss event and returns what is still unreported.

@@ -130,6 +130,7 @@ const (
 	processMapEvents                = "events"
 	processMapExecScratch           = "exec_scratch"
 	processMapPending               = "pending"
+	processMapPendingDrops          = "pending_drops"
 	processMapPendingScratch        = "pending_scratch"
 	processMapSettings              = "settings"
 	processMapWatched               = "watched"
@@ -212,6 +213,7 @@ type processMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	ExecScratch    *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Pending        *ebpf.MapSpec `ebpf:"pending"`
+	PendingDrops   *ebpf.MapSpec `ebpf:"pending_drops"`
 	PendingScratch *ebpf.MapSpec `ebpf:"pending_scratch"`
 	Settings       *ebpf.MapSpec `ebpf:"settings"`
 	Watched        *ebpf.MapSpec `ebpf:"watched"`
@@ -256,6 +258,7 @@ type processMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	ExecScratch    *ebpf.Map `ebpf:"exec_scratch"`
 	Pending        *ebpf.Map `ebpf:"pending"`
+	PendingDrops   *ebpf.Map `ebpf:"pending_drops"`
 	PendingScratch *ebpf.Map `ebpf:"pending_scratch"`
 	Settings       *ebpf.Map `ebpf:"settings"`
 	Watched        *ebpf.Map `ebpf:"watched"`
@@ -267,6 +270,7 @@ func (m *processMaps) Close() error {
 		m.Events,
 		m.ExecScratch,
 		m.Pending,
+		m.PendingDrops,
 		m.PendingScratch,
 		m.Settings,
 		m.Watched,

@@ -44,6 +44,15 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/* execs whose filename could not be kept in `pending` (the table was full):
+ * if they fail, their exec_failed is lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} pending_drops SEC(".maps");
+
 /* Watched cgroup ids (v2 cgroup inode numbers). The value is unused by the
  * kernel side; the Go side keeps the session ids. */
 struct {
@@ -443,7 +452,11 @@ static __always_inline int enter_exec(const char *filename)
 			p->flags |= EXEC_FILENAME_TRUNCATED;
 	}
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_map_update_elem(&pending, &tid, p, BPF_ANY);
+	if (bpf_map_update_elem(&pending, &tid, p, BPF_ANY)) {
+		__u64 *n = bpf_map_lookup_elem(&pending_drops, &zero);
+		if (n)
+			*n += 1;
+	}
 	return 0;
 }
 
