@@ -88,12 +88,23 @@ func clientRole(sock string, in io.Reader, out io.Writer) error {
 	return sc.Err()
 }
 
-// handoffRole connects to sock, passes the connection over fd 3 (a unix
-// socket to the parent) with SCM_RIGHTS, and exits.
+// handoffRole connects to sock, sends one batch (so the server has taken
+// its identity), passes the connection over fd 3 (a unix socket to the
+// parent) with SCM_RIGHTS, and exits.
 func handoffRole(sock string) error {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		return err
+	}
+	if err := ingest.WriteFrame(c, request(toolEvent("s", "before-handoff"))); err != nil {
+		return err
+	}
+	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+	if err != nil {
+		return err
+	}
+	if rep, err := ingest.DecodeReply(b); err != nil || rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
+		return fmt.Errorf("first batch: %+v, %v", rep, err)
 	}
 	f, err := c.(*net.UnixConn).File()
 	if err != nil {

@@ -20,9 +20,12 @@
 //   - Any other peer is refused.
 //
 // Attribution is re-read for every batch, so a process that moves between
-// cgroups is attributed where it is now. A pidfd (or, on older kernels, the
-// process start time) ensures that a recycled pid never lends its cgroup to
-// a connection whose process has exited; such a batch is refused.
+// cgroups is attributed where it is now. The peer's pidfd (SO_PEERPIDFD)
+// ensures that a recycled pid never lends its cgroup to a connection whose
+// process has exited; such a batch is answered "unavailable". Kernels
+// before 6.5 lack SO_PEERPIDFD: there the server compares the process start
+// time with the one it read at accept, which leaves a window (a pid
+// recycled between the peer's connect and the accept goes unnoticed).
 //
 // Malformed, oversized and garbage frames get an error reply and are counted;
 // they never stop the server. Each connection has its own goroutine, read
