@@ -392,7 +392,7 @@ func (s *Server) serveConn(c *net.UnixConn) {
 	p, err := newPeer(c, !s.noPidfd)
 	if err != nil {
 		s.unavailable.Add(1)
-		s.log.Warn("cannot identify peer", "error", err)
+		s.log.Debug("cannot identify peer", "error", err) // counted; peers must not flood the log
 		s.reply(c, &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot identify peer"})
 		return
 	}
