@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,11 +86,11 @@ func TestToEvent(t *testing.T) {
 	d := &decoder{bootOffset: 1_700_000_000_000_000_000, session: func(w uint64) string { return fmt.Sprintf("s%d", w) }}
 	wall := func(boot int64) time.Time { return time.Unix(0, boot+d.bootOffset).UTC() }
 	tooLong := execRecord("/bin/true", nil, "x\x00", 0)
-	(*processExecEvent)(unsafe.Pointer(&tooLong[0])).ArgvLen = 1 << 20
+	binary.NativeEndian.PutUint32(tooLong[unsafe.Offsetof(processExecEvent{}.ArgvLen):], 1<<20)
 	noTS := exitRecord(0)
-	(*processEventHeader)(unsafe.Pointer(&noTS[0])).Ts = 0
+	binary.NativeEndian.PutUint64(noTS[unsafe.Offsetof(processEventHeader{}.Ts):], 0)
 	unknown := exitRecord(0)
-	(*processEventHeader)(unsafe.Pointer(&unknown[0])).Kind = 99
+	binary.NativeEndian.PutUint32(unknown[unsafe.Offsetof(processEventHeader{}.Kind):], 99)
 	for _, c := range []struct {
 		name    string
 		raw     []byte
