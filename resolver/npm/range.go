@@ -3,7 +3,18 @@ package npm
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
+
+// setCache memoizes parsed comparator sets, as node-semver's range.js does (an LRU of 1000
+// entries keyed by the options and the set's text). Parsed sets are never modified, so they are
+// shared. When full, the cache is emptied.
+var setCache = struct {
+	sync.Mutex
+	m map[string][]comparator
+}{m: map[string][]comparator{}}
+
+const setCacheMax = 1000
 
 // A comparator is one "<op><version>" of a comparator set; ANY (the empty comparator) matches
 // everything.
@@ -137,6 +148,27 @@ func (r *Range) testSet(set []comparator, v *Version) bool {
 }
 
 func (r *Range) parseSet(rng string) ([]comparator, error) {
+	key := fmt.Sprintf("%t:%t:%s", r.opts.Loose, r.opts.IncludePrerelease, rng)
+	setCache.Lock()
+	cached, ok := setCache.m[key]
+	setCache.Unlock()
+	if ok {
+		return cached, nil
+	}
+	set, err := r.parseSetUncached(rng)
+	if err != nil {
+		return nil, err
+	}
+	setCache.Lock()
+	if len(setCache.m) >= setCacheMax {
+		clear(setCache.m)
+	}
+	setCache.m[key] = set
+	setCache.Unlock()
+	return set, nil
+}
+
+func (r *Range) parseSetUncached(rng string) ([]comparator, error) {
 	loose := r.opts.Loose
 	rng = reBuildStrip.ReplaceAllString(rng, "")
 	hr := reHyphenRange

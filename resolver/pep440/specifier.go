@@ -35,6 +35,10 @@ var (
 type Specifier struct {
 	Op      string // "~=", "==", "!=", "<=", ">=", "<", ">" or "==="
 	Version string // as written, white space stripped
+
+	parsed *Version // Version parsed, unless Op is "===" or Version ends in ".*"
+	prefix string   // for "~=": the wildcard the version must also match
+	pre    bool     // Prereleases
 }
 
 // ParseSpecifier parses one clause, as packaging's Specifier does. Errors wrap
@@ -69,7 +73,15 @@ func ParseSpecifier(s string) (Specifier, error) {
 	if m == nil {
 		return Specifier{}, fmt.Errorf("parsing specifier %q: %w", s, ErrInvalidSpecifier)
 	}
-	return Specifier{Op: op, Version: pyStrip(m[1])}, nil
+	sp := Specifier{Op: op, Version: pyStrip(m[1])}
+	if op != "===" && !strings.HasSuffix(sp.Version, ".*") {
+		sp.parsed = mustParse(sp.Version)
+	}
+	if op == "~=" {
+		sp.prefix = compatiblePrefix(sp.Version)
+	}
+	sp.pre = sp.namesPrerelease()
+	return sp, nil
 }
 
 // String returns the clause as packaging prints it: operator then version, as written.
@@ -77,7 +89,9 @@ func (s Specifier) String() string { return s.Op + s.Version }
 
 // Prereleases reports whether the clause names a pre-release, which lets the whole set match
 // pre-releases (packaging's Specifier.prereleases). Only ==, ===, >=, <= and ~= count.
-func (s Specifier) Prereleases() bool {
+func (s Specifier) Prereleases() bool { return s.pre }
+
+func (s Specifier) namesPrerelease() bool {
 	switch s.Op {
 	case "==", ">=", "<=", "~=", "===":
 		v := s.Version
@@ -104,15 +118,15 @@ func (s Specifier) compare(v *Version) bool {
 	case "~=":
 		return s.compatible(v)
 	case "==":
-		return equal(v, s.Version)
+		return s.equal(v)
 	case "!=":
-		return !equal(v, s.Version)
+		return !s.equal(v)
 	case "<=":
-		return v.Public().Compare(mustParse(s.Version)) <= 0
+		return v.Public().Compare(s.parsed) <= 0
 	case ">=":
-		return v.Public().Compare(mustParse(s.Version)) >= 0
+		return v.Public().Compare(s.parsed) >= 0
 	case "<":
-		spec := mustParse(s.Version)
+		spec := s.parsed
 		if v.Compare(spec) >= 0 {
 			return false
 		}
@@ -121,7 +135,7 @@ func (s Specifier) compare(v *Version) bool {
 		}
 		return true
 	case ">":
-		spec := mustParse(s.Version)
+		spec := s.parsed
 		if v.Compare(spec) <= 0 {
 			return false
 		}
@@ -149,8 +163,14 @@ func mustParse(s string) *Version {
 }
 
 func (s Specifier) compatible(v *Version) bool {
+	return v.Public().Compare(s.parsed) >= 0 && equal(v, s.prefix, nil)
+}
+
+// compatiblePrefix is the wildcard of _compare_compatible: the version's release without its
+// last component, then ".*" ("1.4.2" gives "1.4.*").
+func compatiblePrefix(version string) string {
 	var prefix []string
-	for _, seg := range versionSplit(s.Version) {
+	for _, seg := range versionSplit(version) {
 		if strings.HasPrefix(seg, "dev") || strings.HasPrefix(seg, "a") || strings.HasPrefix(seg, "b") || strings.HasPrefix(seg, "rc") || strings.HasPrefix(seg, "post") {
 			break
 		}
@@ -159,11 +179,13 @@ func (s Specifier) compatible(v *Version) bool {
 	if len(prefix) > 0 {
 		prefix = prefix[:len(prefix)-1]
 	}
-	return v.Public().Compare(mustParse(s.Version)) >= 0 && equal(v, strings.Join(prefix, ".")+".*")
+	return strings.Join(prefix, ".") + ".*"
 }
 
-// equal is _compare_equal.
-func equal(v *Version, spec string) bool {
+func (s Specifier) equal(v *Version) bool { return equal(v, s.Version, s.parsed) }
+
+// equal is _compare_equal; sv is spec parsed, or nil for a wildcard.
+func equal(v *Version, spec string, sv *Version) bool {
 	if prefix, ok := strings.CutSuffix(spec, ".*"); ok {
 		splitSpec := versionSplit(prefix)
 		splitV := versionSplit(v.Public().String())
@@ -181,7 +203,9 @@ func equal(v *Version, spec string) bool {
 		}
 		return true
 	}
-	sv := mustParse(spec)
+	if sv == nil {
+		sv = mustParse(spec)
+	}
 	if sv.local == nil {
 		v = v.Public()
 	}
