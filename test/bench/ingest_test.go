@@ -120,6 +120,7 @@ func BenchmarkIngest(b *testing.B) {
 	}
 	for _, w := range []ingestWorkload{
 		{clients: 4, batches: 50, batch: 256},
+		{clients: 16, batches: 13, batch: 256},
 		{clients: 4, batches: 400, batch: 32},
 		{clients: 4, batches: 2000, batch: 1},
 	} {
