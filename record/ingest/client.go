@@ -146,21 +146,32 @@ func (c *Client) Send(ctx context.Context, evs ...*event.Event) error {
 	for i, p := range payloads {
 		rep, err := c.roundTrip(ctx, p)
 		if err != nil {
-			return c.fallback(payloads[i:], err)
+			return errors.Join(c.fallback(payloads[i:], err), rejectedError(rejected))
 		}
 		failed, rej, err := outcome(p, counts[i], rep)
 		if err != nil {
-			return err
+			return errors.Join(err, rejectedError(rejected))
 		}
 		rejected = append(rejected, rej...)
 		if failed != nil {
-			return c.fallback(append([][]byte{failed}, payloads[i+1:]...), errors.New("daemon could not store every event"))
+			return errors.Join(c.fallback(append([][]byte{failed}, payloads[i+1:]...),
+				errors.New("daemon could not store every event")), rejectedError(rejected))
 		}
 	}
-	if len(rejected) > 0 {
+	return rejectedError(rejected)
+}
+
+// rejectedError describes rejected events (the first few of them), or is nil.
+func rejectedError(rejected []string) error {
+	const show = 5
+	switch {
+	case len(rejected) == 0:
+		return nil
+	case len(rejected) > show:
+		return fmt.Errorf("%w: %d events, the first: %s", ErrRejected, len(rejected), strings.Join(rejected[:show], "; "))
+	default:
 		return fmt.Errorf("%w: %s", ErrRejected, strings.Join(rejected, "; "))
 	}
-	return nil
 }
 
 // fallback spools the payloads that were not delivered.

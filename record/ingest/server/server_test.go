@@ -578,3 +578,33 @@ func TestListen(t *testing.T) {
 }
 
 var errAny = errors.New("any error")
+
+// TestClientRejected: events the daemon refuses for good come back as
+// ErrRejected and are not spooled; the rest of the batch is stored.
+func TestClientRejected(t *testing.T) {
+	needRoot(t)
+	j, jdir := openJournal(t)
+	sock := startServer(t, New(j, NewTable()))
+	spool := t.TempDir()
+	c, err := ingest.Dial(sock, ingest.WithSpool(spool, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ok := &event.Event{SessionID: "s", Kind: "tool.call", Tool: &event.Tool{Name: "ok"}}
+	var evs []*event.Event
+	for range 7 { // root outside a session may not send pkg events
+		evs = append(evs, &event.Event{SessionID: "s", Kind: "pkg.install", Pkg: &event.Pkg{Ecosystem: "npm", Name: "x"}})
+	}
+	err = c.Send(context.Background(), append(evs, ok)...)
+	if !errors.Is(err, ingest.ErrRejected) || errors.Is(err, ingest.ErrSpooled) || !strings.Contains(err.Error(), "7 events") {
+		t.Fatalf("Send = %v, want ErrRejected naming 7 events, nothing spooled", err)
+	}
+	if n, _ := c.Spooled(); n != 0 {
+		t.Errorf("Spooled() = %d, want 0", n)
+	}
+	got := journaled(t, jdir)
+	if len(got) != 1 || got[0].EventID != ok.EventID {
+		t.Errorf("journal = %v, want only the tool event", got)
+	}
+}
