@@ -3,7 +3,11 @@ package event_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +78,54 @@ func sameTime(a, b time.Time) bool {
 	_, ao := a.Zone()
 	_, bo := b.Zone()
 	return a.Equal(b) && ao == bo && a.IsZero() == b.IsZero()
+}
+
+// TestFuzzSeedsClassified keeps the seed corpus honest: every valid-* and
+// odd-* seed is accepted by Unmarshal and every broken-* seed is rejected.
+func TestFuzzSeedsClassified(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzUnmarshal", "*"))
+	if err != nil || len(files) < 40 {
+		t.Fatalf("found %d seeds (err %v), want at least 40", len(files), err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := decodeSeed(t, raw)
+			_, err = event.Unmarshal(b)
+			switch {
+			case strings.HasPrefix(name, "broken-"):
+				if err == nil {
+					t.Errorf("Unmarshal(%s) = nil error, want rejection", name)
+				}
+			case strings.HasPrefix(name, "valid-"), strings.HasPrefix(name, "odd-"), strings.HasPrefix(name, "found-"):
+				if err != nil {
+					t.Errorf("Unmarshal(%s) = %v, want acceptance", name, err)
+				}
+			default:
+				t.Errorf("seed %s is not named valid-, odd-, found- or broken-", name)
+			}
+		})
+	}
+}
+
+// decodeSeed reads a "go test fuzz v1" file holding one []byte value.
+func decodeSeed(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	header, body, ok := strings.Cut(string(raw), "\n")
+	if !ok || header != "go test fuzz v1" {
+		t.Fatalf("not a fuzz corpus file: %.40q", raw)
+	}
+	body = strings.TrimSpace(body)
+	if !strings.HasPrefix(body, "[]byte(") || !strings.HasSuffix(body, ")") {
+		t.Fatalf("corpus value is not a []byte: %.40q", body)
+	}
+	s, err := strconv.Unquote(body[len("[]byte(") : len(body)-1])
+	if err != nil {
+		t.Fatalf("unquoting corpus value: %v", err)
+	}
+	return []byte(s)
 }
