@@ -12,9 +12,11 @@
 // its seq, time (unix nanoseconds), session, kind, source, pid, exe and its
 // canonical JSON; side tables hold the file paths, the reversed domain
 // names ("com.example.www", so that a suffix is a prefix) and the packages
-// of the events, each with a covering index, and a sessions table keeps a
-// summary of every session (first and last time, event counts, end reason
-// and exit status), maintained on insert.
+// of the events, each with a covering index, keyed through dictionaries of
+// the distinct paths, domains and packages. Rollups record which sessions
+// have any event of each key, and a sessions table keeps a summary of every
+// session (first and last time, event counts, end reason and exit status),
+// all maintained on insert.
 //
 // Adding is idempotent: an entry whose seq is already indexed is skipped,
 // so catching up after a crash, or two processes catching up at once, never
@@ -45,7 +47,7 @@ import (
 
 // SchemaVersion is the version of the index schema, kept in SQLite's
 // user_version. An index of another version must be rebuilt.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Errors returned by the index.
 var (
@@ -149,6 +151,12 @@ var tables = []string{
 	`CREATE TABLE IF NOT EXISTS pkgs(seq INTEGER NOT NULL, sid INTEGER NOT NULL, ts INTEGER NOT NULL,
 		pkg_id INTEGER NOT NULL, purl TEXT)`,
 	`CREATE TABLE IF NOT EXISTS skipped(seq INTEGER PRIMARY KEY, error TEXT NOT NULL)`,
+	// The rollups: which sessions have any row of a key. "Which sessions
+	// installed X" reads one row per session here instead of one per
+	// event in the side table.
+	`CREATE TABLE IF NOT EXISTS path_sessions(path_id INTEGER NOT NULL, sid INTEGER NOT NULL, PRIMARY KEY(path_id, sid)) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS domain_sessions(domain_id INTEGER NOT NULL, sid INTEGER NOT NULL, PRIMARY KEY(domain_id, sid)) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS pkg_sessions(pkg_id INTEGER NOT NULL, sid INTEGER NOT NULL, PRIMARY KEY(pkg_id, sid)) WITHOUT ROWID`,
 }
 
 // indexes are the secondary indexes, one or more per question. Each side
@@ -356,6 +364,8 @@ func (ix *Index) Add(ctx context.Context, batch []Entry) error {
 
 type stmts struct {
 	ev, file, net, pkg, skip, sessUpd *sql.Stmt
+	// roll adds a (key, sid) pair to a rollup, by dictionary.
+	roll [4]*sql.Stmt
 	// ins and get add a key to a dictionary and read its id, by dictionary.
 	ins, get [4]*sql.Stmt
 }
@@ -387,6 +397,9 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 		{&s.get[dictDomain], `SELECT id FROM domains WHERE rdomain = ?`},
 		{&s.ins[dictPackage], `INSERT INTO packages(ecosystem, name, version) VALUES(?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.get[dictPackage], `SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?`},
+		{&s.roll[dictPath], `INSERT OR IGNORE INTO path_sessions(path_id, sid) VALUES(?, ?)`},
+		{&s.roll[dictDomain], `INSERT OR IGNORE INTO domain_sessions(domain_id, sid) VALUES(?, ?)`},
+		{&s.roll[dictPackage], `INSERT OR IGNORE INTO pkg_sessions(pkg_id, sid) VALUES(?, ?)`},
 		{&s.sessUpd, `UPDATE sessions SET
 			first_ts = CASE WHEN first_ts IS NULL OR ?1 < first_ts THEN ?1 ELSE first_ts END,
 			last_ts = CASE WHEN last_ts IS NULL OR ?2 > last_ts THEN ?2 ELSE last_ts END,
@@ -408,7 +421,9 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 }
 
 func (s *stmts) close() {
-	for _, st := range append(append([]*sql.Stmt{s.ev, s.file, s.net, s.pkg, s.skip, s.sessUpd}, s.ins[:]...), s.get[:]...) {
+	all := []*sql.Stmt{s.ev, s.file, s.net, s.pkg, s.skip, s.sessUpd}
+	all = append(append(append(all, s.ins[:]...), s.get[:]...), s.roll[:]...)
+	for _, st := range all {
 		if st != nil {
 			st.Close()
 		}
@@ -450,6 +465,7 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 	}
 	defer st.close()
 	aggs := map[int64]*sessionAgg{}
+	rolls := map[rollKey]bool{}
 	var maxNext uint64
 	for _, en := range batch {
 		if en.Seq+1 > maxNext {
@@ -484,7 +500,7 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			continue // already indexed
 		}
-		if err := ix.insertSide(ctx, st, int64(en.Seq), sid, ts, &ev); err != nil {
+		if err := ix.insertSide(ctx, st, rolls, int64(en.Seq), sid, ts, &ev); err != nil {
 			return fmt.Errorf("inserting event %d: %w", en.Seq, err)
 		}
 		a := aggs[sid]
@@ -493,6 +509,11 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 			aggs[sid] = a
 		}
 		a.add(&ev, ts)
+	}
+	for k := range rolls {
+		if _, err := st.roll[k.dict].ExecContext(ctx, k.id, k.sid); err != nil {
+			return fmt.Errorf("updating rollup: %w", err)
+		}
 	}
 	for sid, a := range aggs {
 		var exit any
@@ -552,7 +573,13 @@ func (a *sessionAgg) add(ev *event.Event, ts int64) {
 	}
 }
 
-func (ix *Index) insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, ev *event.Event) error {
+// rollKey is one (key, session) pair of a rollup, gathered per batch.
+type rollKey struct {
+	dict    int
+	id, sid int64
+}
+
+func (ix *Index) insertSide(ctx context.Context, st *stmts, rolls map[rollKey]bool, seq, sid, ts int64, ev *event.Event) error {
 	if f := ev.File; f != nil {
 		for i, p := range []string{f.Path, f.NewPath} {
 			if p == "" || i == 1 && p == f.Path {
@@ -565,6 +592,7 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, 
 			if _, err := st.file.ExecContext(ctx, seq, sid, ts, id); err != nil {
 				return err
 			}
+			rolls[rollKey{dictPath, id, sid}] = true
 		}
 	}
 	if n := ev.Net; n != nil {
@@ -597,6 +625,7 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, 
 			if _, err := st.net.ExecContext(ctx, seq, sid, ts, id, ip, port); err != nil {
 				return err
 			}
+			rolls[rollKey{dictDomain, id, sid}] = true
 		}
 	}
 	if p := ev.Pkg; p != nil {
@@ -621,6 +650,7 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, seq, sid, ts int64, 
 			if _, err := st.pkg.ExecContext(ctx, seq, sid, ts, id, purl); err != nil {
 				return err
 			}
+			rolls[rollKey{dictPackage, id, sid}] = true
 		}
 	}
 	return nil

@@ -605,13 +605,18 @@ func TestQueryPlans(t *testing.T) {
 		sessions bool
 		want     string // an index the plan must use
 	}{
-		{"1 path prefix", query.Args{Path: "/home/agent/.ssh"}, true, "files_path"},
-		{"1 path glob", query.Args{Path: "/home/*/.ssh/id_*"}, true, "files_path"},
+		{"1 path prefix", query.Args{Path: "/home/agent/.ssh"}, true, "SEARCH r USING PRIMARY KEY (path_id=?)"},
+		{"1 path prefix since", query.Args{Path: "/home/agent/.ssh", Since: "2026-11-01T00:00:01Z"}, true, "files_path"},
+		{"1 path glob", query.Args{Path: "/home/*/.ssh/id_*"}, true, "SEARCH r USING PRIMARY KEY (path_id=?)"},
 		{"1 path events", query.Args{Path: "/home/agent/.ssh"}, false, "files_path"},
-		{"2 domain suffix", query.Args{Domain: "*.evil.example"}, true, "nets_domain"},
-		{"2 domain exact", query.Args{Domain: "example.com"}, true, "nets_domain"},
-		{"3 package exact", query.Args{Package: "npm:lodash@4.17.20"}, true, "pkgs_pkg"},
-		{"3 package range", query.Args{Package: "npm:lodash@^4.17.0"}, true, "pkgs_pkg"},
+		{"2 domain suffix", query.Args{Domain: "*.evil.example"}, true, "SEARCH r USING PRIMARY KEY (domain_id=?)"},
+		{"2 domain suffix kind", query.Args{Domain: "*.evil.example", Kind: "net.dns"}, true, "nets_domain"},
+		{"2 domain exact", query.Args{Domain: "example.com"}, true, "SEARCH r USING PRIMARY KEY (domain_id=?)"},
+		{"2 domain events", query.Args{Domain: "example.com"}, false, "nets_domain"},
+		{"3 package exact", query.Args{Package: "npm:lodash@4.17.20"}, true, "SEARCH r USING PRIMARY KEY (pkg_id=?)"},
+		{"3 package in session", query.Args{Package: "npm:lodash@4.17.20", Session: sess}, true, "pkgs_pkg"},
+		{"3 package range", query.Args{Package: "npm:lodash@^4.17.0"}, true, "SEARCH r USING PRIMARY KEY (pkg_id=?)"},
+		{"3 package range events", query.Args{Package: "npm:lodash@^4.17.0"}, false, "pkgs_pkg"},
 		{"4 reason", query.Args{Reason: "oom"}, true, "sessions_reason"},
 		{"5 timeline", query.Args{Session: sess, Since: "2026-11-01T00:00:01Z", Until: "2026-11-01T00:00:09Z"}, false, "events_sid_ts"},
 	}
@@ -638,7 +643,7 @@ func TestQueryPlans(t *testing.T) {
 				t.Errorf("plan of %+v does not use %s:\n%s", q.args, q.want, plan)
 			}
 			for _, l := range lines {
-				for _, big := range []string{"events", "files", "nets", "pkgs", "e", "x"} {
+				for _, big := range []string{"events", "files", "nets", "pkgs", "e", "x", "r", "path_sessions", "domain_sessions", "pkg_sessions"} {
 					if strings.HasPrefix(strings.TrimSpace(l), "SCAN "+big+" ") || strings.TrimSpace(l) == "SCAN "+big {
 						t.Errorf("plan of %+v scans %s: %s\n%s", q.args, big, l, plan)
 					}

@@ -52,9 +52,14 @@ type side struct {
 	// table names the side table and forces its index: on a small or
 	// skewed table the planner may otherwise prefer a scan.
 	table string
-	where string
-	args  []any
+	// rollup is the (key, sid) table, key the key column, and keys the
+	// set of matching keys ("(SELECT id FROM ...)").
+	rollup, key, keys string
+	args              []any
 }
+
+// where is the side condition on alias x.
+func (sd *side) where() string { return "x." + sd.key + " IN " + sd.keys }
 
 func rangeSQL(col string, rs []query.Range) (string, []any) {
 	var parts []string
@@ -83,17 +88,18 @@ func (ix *Index) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bo
 	switch {
 	case f.Path != nil && !f.Path.Glob:
 		w, a := rangeSQL("path", f.Path.Ranges())
-		return &side{table: "files x INDEXED BY files_path", where: "x.path_id IN (SELECT id FROM paths WHERE " + w + ")", args: a}, false, nil
+		return filesSide("(SELECT id FROM paths WHERE "+w+")", a), false, nil
 	case f.Path != nil:
 		w, a := rangeSQL("path", f.Path.Ranges())
 		ids, err := ix.keys(ctx, "SELECT id, path FROM paths WHERE "+w, a, f.Path.Match)
 		if err != nil || len(ids) == 0 {
 			return nil, err == nil, err
 		}
-		return &side{table: "files x INDEXED BY files_path", where: "x.path_id IN (SELECT value FROM json_each(?))", args: []any{ids}}, false, nil
+		return filesSide("(SELECT value FROM json_each(?))", []any{ids}), false, nil
 	case f.Domain != nil:
 		w, a := rangeSQL("rdomain", []query.Range{f.Domain.Range()})
-		return &side{table: "nets x INDEXED BY nets_domain", where: "x.domain_id IN (SELECT id FROM domains WHERE " + w + ")", args: a}, false, nil
+		return &side{table: "nets x INDEXED BY nets_domain", rollup: "domain_sessions", key: "domain_id",
+			keys: "(SELECT id FROM domains WHERE " + w + ")", args: a}, false, nil
 	case f.Package != nil:
 		p := f.Package
 		switch {
@@ -103,16 +109,23 @@ func (ix *Index) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bo
 			if err != nil || len(ids) == 0 {
 				return nil, err == nil, err
 			}
-			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT value FROM json_each(?))", args: []any{ids}}, false, nil
+			return pkgsSide("(SELECT value FROM json_each(?))", []any{ids}), false, nil
 		case p.Version != "":
-			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?)",
-				args: []any{p.Ecosystem, p.Name, p.Version}}, false, nil
+			return pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?)",
+				[]any{p.Ecosystem, p.Name, p.Version}), false, nil
 		default:
-			return &side{table: "pkgs x INDEXED BY pkgs_pkg", where: "x.pkg_id IN (SELECT id FROM packages WHERE ecosystem = ? AND name = ?)",
-				args: []any{p.Ecosystem, p.Name}}, false, nil
+			return pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ?)", []any{p.Ecosystem, p.Name}), false, nil
 		}
 	}
 	return nil, false, nil
+}
+
+func filesSide(keys string, args []any) *side {
+	return &side{table: "files x INDEXED BY files_path", rollup: "path_sessions", key: "path_id", keys: keys, args: args}
+}
+
+func pkgsSide(keys string, args []any) *side {
+	return &side{table: "pkgs x INDEXED BY pkgs_pkg", rollup: "pkg_sessions", key: "pkg_id", keys: keys, args: args}
 }
 
 // keys runs q for (id, value) rows and returns, as a JSON array for
@@ -225,7 +238,7 @@ func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) 
 	var from string
 	if sd != nil {
 		from = sd.table + " JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = e.sid"
-		where = append([]string{sd.where}, where...)
+		where = append([]string{sd.where()}, where...)
 		args = append(sd.args, args...)
 	} else {
 		from = "events e JOIN sessions s ON s.sid = e.sid"
@@ -350,12 +363,15 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 		eadd("e.pid = ?", int64(f.Pid))
 	}
 	switch {
+	case sd != nil && len(ew) == 0 && !needEvents:
+		// Only which sessions have the key: the rollup answers that.
+		add("s.sid IN (SELECT r.sid FROM "+sd.rollup+" r WHERE r."+sd.key+" IN "+sd.keys+")", sd.args...)
 	case sd != nil:
 		from := sd.table
 		if needEvents {
 			from += " JOIN events e ON e.seq = x.seq"
 		}
-		cond := append([]string{sd.where}, ew...)
+		cond := append([]string{sd.where()}, ew...)
 		cargs := append(append([]any(nil), sd.args...), ea...)
 		add("s.sid IN (SELECT x.sid FROM "+from+" WHERE "+strings.Join(cond, " AND ")+")", cargs...)
 	case len(ew) > 0:
