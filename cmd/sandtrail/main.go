@@ -17,9 +17,12 @@ import (
 
 // commands is the one ordered list of subcommands.
 var commands = []func(*globals) *cobra.Command{
+	newRunCmd,
 	newDaemonCmd,
+	newSessionCmd,
 	newQueryCmd,
 	newSessionsCmd,
+	newTimelineCmd,
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/collector"
+	"github.com/sandtrail/sandtrail/collector/session"
+	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/queue"
+)
+
+// host wires the recording parts together in one process: the journal (the
+// one writer), the event queue in front of it, the session manager, the
+// eBPF process collector and, when asked, the ingest server and the index
+// follower. `sandtrail daemon` runs one for the machine; `sandtrail run`
+// runs one for its own session when no daemon is running.
+//
+// Every producer's events go into the queue, which never blocks them: the
+// collector's events through a forwarding goroutine, the session manager's
+// through its emit function. The collector's OOM handler names the victim
+// to the manager. Each session's cgroup is watched by the collector from
+// before its main process starts until after its cleanup.
+type host struct {
+	cfg  *Config
+	log  hclog.Logger
+	jdir string
+	j    *journal.Journal
+	q    *queue.Queue
+	mgr  *session.Manager
+	col  *collector.Collector
+	srv  *server.Server
+
+	forwarded chan struct{}
+	served    chan error
+	stopIndex context.CancelFunc
+	indexed   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// hostOptions say which optional parts a host runs.
+type hostOptions struct {
+	// ingest serves the ingest socket (cfg.Socket). When ingestOptional is
+	// set, a socket that cannot be served is logged and skipped.
+	ingest, ingestOptional bool
+	// index follows the journal with the index in the background.
+	index bool
+}
+
+// sessionsDir is where session directories live: <data_dir>/sessions.
+func sessionsDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "sessions") }
+
+// startHost opens the journal and starts the queue, the session manager,
+// the collector and the optional parts. The caller must Close the host.
+func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("recording sessions needs root: the collector loads BPF programs and sessions need their own cgroups")
+	}
+	signer, err := journal.LoadSigner(cfg.KeyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("loading signing key: %s does not exist; create it with `sandtrail keys generate` (or run install.sh)", cfg.KeyFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading signing key: %w", err)
+	}
+	h = &host{cfg: cfg, log: log, jdir: filepath.Join(cfg.DataDir, "journal"), forwarded: make(chan struct{})}
+	h.j, err = journal.Open(h.jdir, signer,
+		journal.WithLogger(log),
+		journal.WithHost(cfg.Host),
+		journal.WithOrigin(cfg.Origin),
+		journal.WithCheckpointEvery(cfg.Checkpoint.Every),
+		journal.WithCheckpointInterval(cfg.Checkpoint.Interval))
+	if err != nil {
+		return nil, fmt.Errorf("opening journal: %w", err)
+	}
+	h.q = queue.New(h.j, queue.WithLogger(log), queue.WithHost(cfg.Host))
+	defer func() {
+		if err != nil {
+			h.closeParts()
+		}
+	}()
+	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(sessionsDir(cfg)), session.WithHostID(cfg.Host))
+	if err != nil {
+		return h, fmt.Errorf("starting the session manager: %w", err)
+	}
+	mgr := h.mgr
+	h.col, err = collector.New(log, collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim))
+	if err != nil {
+		return h, fmt.Errorf("starting the process collector: %w", err)
+	}
+	go func() {
+		defer close(h.forwarded)
+		for e := range h.col.Events() {
+			h.q.Emit(e)
+		}
+	}()
+	if o.ingest {
+		if err := h.startIngest(); err != nil {
+			if !o.ingestOptional {
+				return h, err
+			}
+			log.Warn("ingest socket not served; shims cannot send events", "socket", cfg.Socket, "error", err)
+		}
+	}
+	if o.index {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.stopIndex, h.indexed = cancel, make(chan struct{})
+		go func() {
+			defer close(h.indexed)
+			followIndex(ctx, filepath.Join(cfg.DataDir, "index.db"), h.jdir, h.j, log)
+		}()
+	}
+	return h, nil
+}
+
+// startIngest serves the ingest socket, attributing peers with the
+// session manager.
+func (h *host) startIngest() error {
+	cfg := h.cfg
+	mode, err := strconv.ParseUint(cfg.Ingest.SocketMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return fmt.Errorf("config: ingest.socket_mode %q is not an octal file mode", cfg.Ingest.SocketMode)
+	}
+	srv := server.New(h.j, h.mgr,
+		server.WithLogger(h.log),
+		server.WithHost(cfg.Host),
+		server.WithMaxConns(cfg.Ingest.MaxConns),
+		server.WithDedupSize(cfg.Ingest.DedupSize),
+		server.WithIdleTimeout(cfg.Ingest.IdleTimeout))
+	if _, err := srv.RememberTail(h.j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
+		return journal.Scan(h.jdir, from, fn)
+	}); err != nil {
+		return err
+	}
+	ln, err := server.Listen(cfg.Socket, os.FileMode(mode))
+	if err != nil {
+		return err
+	}
+	h.srv, h.served = srv, make(chan error, 1)
+	go func() { h.served <- srv.Serve(ln) }()
+	return nil
+}
+
+// createSession creates a session and has the collector watch its cgroup,
+// before anything can run in it.
+func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+	s, err := h.mgr.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("creating session: %w", err)
+	}
+	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
+		// Fail closed: an unrecorded session must not run.
+		_ = s.Terminate(ctx, session.ReasonAPI, nil)
+		_ = s.Cleanup(ctx, session.FSDeleted)
+		return nil, fmt.Errorf("watching session cgroup: %w", err)
+	}
+	return s, nil
+}
+
+// cleanupSession cleans a terminated session up and then stops watching
+// its cgroup.
+func (h *host) cleanupSession(ctx context.Context, s *session.Session, fsState string) error {
+	err := s.Cleanup(ctx, fsState)
+	if err != nil {
+		return fmt.Errorf("cleaning up session %s: %w", s.ID(), err)
+	}
+	if err := h.col.Unwatch(s.CgroupID()); err != nil && !errors.Is(err, collector.ErrClosed) {
+		return fmt.Errorf("unwatching session %s: %w", s.ID(), err)
+	}
+	return nil
+}
+
+// flush waits until every event produced so far is in the journal. The
+// collector's reader may still hold the last records of a session that
+// just ended; they arrive within its poll interval, so flush first waits
+// that long.
+func (h *host) flush(ctx context.Context) error {
+	select {
+	case <-time.After(2 * collector.DefaultPollInterval):
+	case <-ctx.Done():
+	}
+	return h.q.Flush(ctx)
+}
+
+// ingestDone returns the ingest server's result channel (nil without ingest).
+func (h *host) ingestDone() <-chan error { return h.served }
+
+// Close stops the parts in order: the ingest server, the collector (which
+// delivers what is left in its ring buffer), the queue (which drains into
+// the journal), the index follower and the journal, which signs a final
+// checkpoint.
+func (h *host) Close() error {
+	h.closeOnce.Do(h.closeParts)
+	return h.closeErr
+}
+
+func (h *host) closeParts() {
+	var errs []error
+	if h.srv != nil {
+		drain, cancel := context.WithTimeout(context.Background(), h.cfg.Ingest.DrainTimeout)
+		errs = append(errs, h.srv.Shutdown(drain))
+		cancel()
+		if err := os.Remove(h.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("removing socket", "error", err)
+		}
+		logStats(h.log, "ingest stopped", h.srv.Stats())
+	}
+	if h.col != nil {
+		if err := h.col.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing collector: %w", err))
+		}
+		<-h.forwarded
+		st := h.col.Stats()
+		h.log.Debug("collector stopped", "received", st.Received, "kernel_drops", st.KernelDrops, "queue_drops", st.QueueDrops)
+	}
+	if h.q != nil {
+		if err := h.q.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		st := h.q.Stats()
+		h.log.Debug("queue stopped", "appended", st.Appended, "dropped", st.Dropped, "loss_events", st.LossEvents, "invalid", st.Invalid, "failed", st.Failed)
+	}
+	if h.stopIndex != nil {
+		h.stopIndex()
+		<-h.indexed
+	}
+	if h.j != nil {
+		if err := h.j.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing journal: %w", err))
+		}
+	}
+	h.closeErr = errors.Join(errs...)
+}

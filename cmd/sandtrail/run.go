@@ -1,0 +1,417 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/journal"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var (
+		req        sessionRequest
+		policyFile string
+		format     string
+		lim        limitFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Run a command in a new recorded session and print a summary",
+		Long: `run creates a session, runs CMD in it and waits for it to end.
+
+CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
+--user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
+with HOME there, inside the session's cgroups and limits from its first
+instruction. Its stdin, stdout and stderr are the terminal's. The kernel
+collector records every exec, fork and exit in the session; the session
+manager records the lifecycle and every limit hit.
+
+When CMD exits (or a limit, the timeout or a signal to run ends the session)
+run terminates the session with the reason, cleans it up as --keep says, and
+prints a summary on stderr: the session id, the reason, the exit status, the
+duration, the events by category, alerts, limit hits, losses, and whether the
+journal verifies. It exits with CMD's exit status (128+signal when a signal
+killed it).
+
+When a daemon is running, run asks it to host the session over its control
+socket (so that the journal has one writer); otherwise it hosts everything
+in its own process, on the configuration's data_dir, which works on a fresh
+machine right after install.sh.
+
+Limits default to the policy's (--policy FILE, or the embedded default
+policy); flags override them. 0 means unlimited.`,
+		Example: `  sandtrail run -- sh -c 'ls; cat /etc/passwd >/dev/null'
+  sandtrail run --memory 512M --cpus 0.5 --pids 256 --timeout 10m -- python3 agent.py
+  sandtrail run --user nobody --keep snapshot --format json -- ./agent.sh`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return usageErr(fmt.Errorf("--format %q: want text or json", format))
+			}
+			if _, err := checkKeep(req.Keep); err != nil {
+				return usageErr(err)
+			}
+			p, err := policy.Load(policyFile)
+			if err != nil {
+				return usageErr(fmt.Errorf("loading policy: %w", err))
+			}
+			eng, err := policy.New(p)
+			if err != nil {
+				return usageErr(fmt.Errorf("compiling policy: %w", err))
+			}
+			req.Limits, err = lim.apply(eng.Limits(), cmd.Flags())
+			if err != nil {
+				return usageErr(err)
+			}
+			req.Argv, req.Env = args, os.Environ()
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			// run is interactive: the host's routine logs stay quiet
+			// unless a level was asked for.
+			if !cmd.Flags().Changed("log-level") && os.Getenv("SANDTRAIL_LOG_LEVEL") == "" {
+				cfg.LogLevel = "warn"
+			}
+			return runRun(cmd.Context(), cfg, cfg.logger(), &req, format, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&req.ID, "session", "", "session id (default: a new sortable random id)")
+	f.StringVar(&req.User, "user", "", "user to run CMD as (default "+agentUser+")")
+	f.StringVar(&req.Tenant, "tenant", "", "tenant recorded in session.create")
+	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
+	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
+	f.StringVar(&req.Keep, "keep", "preserved", "workdir at cleanup: preserved, deleted or snapshot")
+	f.StringVar(&policyFile, "policy", "", "policy file whose limits are the defaults (default: the embedded policy)")
+	f.StringVar(&format, "format", "text", "summary format on stderr: text or json")
+	lim.bind(f)
+	return cmd
+}
+
+// limitFlags are the resource-limit flags shared by run and session create.
+type limitFlags struct{ memory, cpus, pids, timeout, disk string }
+
+func (l *limitFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&l.memory, "memory", "", "memory limit, e.g. 512M (default: the policy's)")
+	f.StringVar(&l.cpus, "cpus", "", "CPU limit, e.g. 0.5 or 500m (default: the policy's)")
+	f.StringVar(&l.pids, "pids", "", "process limit, e.g. 256 (default: the policy's)")
+	f.StringVar(&l.timeout, "timeout", "", "wall-clock limit, e.g. 10m (default: the policy's)")
+	f.StringVar(&l.disk, "disk", "", "workdir disk quota, e.g. 2G (default: the policy's)")
+}
+
+// apply overrides base with the flags that were given.
+func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, error) {
+	out := base
+	var err error
+	if f.Changed("memory") {
+		if out.MemoryBytes, err = policy.ParseSize(l.memory); err != nil {
+			return out, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if f.Changed("cpus") {
+		if out.CPUs, err = policy.ParseCPUs(l.cpus); err != nil {
+			return out, fmt.Errorf("--cpus: %w", err)
+		}
+	}
+	if f.Changed("pids") {
+		if out.Pids, err = policy.ParseCount(l.pids); err != nil {
+			return out, fmt.Errorf("--pids: %w", err)
+		}
+	}
+	if f.Changed("timeout") {
+		d, err := policy.ParseDuration(l.timeout)
+		if err != nil {
+			return out, fmt.Errorf("--timeout: %w", err)
+		}
+		out.TimeoutMS = d.Milliseconds()
+	}
+	if f.Changed("disk") {
+		if out.DiskBytes, err = policy.ParseSize(l.disk); err != nil {
+			return out, fmt.Errorf("--disk: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// runRun runs req through the daemon when one is running, or in this
+// process, prints the summary and returns an exitError with CMD's status.
+func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionRequest, format string, stderr io.Writer) error {
+	res, err := runViaDaemon(ctx, cfg, req)
+	hosted := "daemon"
+	if errors.Is(err, errNoDaemon) {
+		hosted = "this process"
+		res, err = runHosted(ctx, cfg, log, req)
+	}
+	if res == nil {
+		return err
+	}
+	sum := summarize(cfg, res, hosted)
+	if err != nil {
+		sum.Errors = append(sum.Errors, err.Error())
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stderr)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sum)
+	} else {
+		sum.writeText(stderr)
+	}
+	code := 0
+	if res.ExitStatus != nil {
+		code = int(*res.ExitStatus)
+	}
+	if err != nil && code == 0 {
+		code = 1
+	}
+	return &exitError{code: code, err: errors.New("")}
+}
+
+// runHosted hosts the session in this process: journal, queue, session
+// manager, collector and ingest socket.
+func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionRequest) (*runResult, error) {
+	if _, err := lookupAccount(req.User); err != nil {
+		return nil, err
+	}
+	h, err := startHost(cfg, log, hostOptions{ingest: true, ingestOptional: true})
+	if err != nil {
+		return nil, err
+	}
+	stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+	res, err := h.runInSession(ctx, req, stdio, nil)
+	// Close delivers the collector's last records and drains the queue;
+	// the journal signs a final checkpoint.
+	cerr := h.Close()
+	return res, errors.Join(err, cerr)
+}
+
+// runViaDaemon asks the daemon to run req, passing this process's stdio.
+// It returns errNoDaemon when no daemon is running. When ctx ends first
+// (SIGINT, SIGTERM) it asks the daemon to stop the session.
+func runViaDaemon(ctx context.Context, cfg *Config, req *sessionRequest) (*runResult, error) {
+	path := controlSocketPath(cfg)
+	conn, err := controlDial(path)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := controlSend(conn, &controlRequest{Op: "run", Spec: req}, []*os.File{os.Stdin, os.Stdout, os.Stderr}); err != nil {
+		return nil, err
+	}
+	type msg struct {
+		r   controlResponse
+		err error
+	}
+	msgs := make(chan msg, 2)
+	go func() {
+		dec := json.NewDecoder(conn)
+		for {
+			var r controlResponse
+			if err := dec.Decode(&r); err != nil {
+				msgs <- msg{err: err}
+				return
+			}
+			msgs <- msg{r: r}
+		}
+	}()
+	id := ""
+	done := ctx.Done()
+	for {
+		select {
+		case <-done:
+			done = nil
+			if id != "" {
+				_, _ = controlCall(path, &controlRequest{Op: "stop", Session: id, Reason: "signal"})
+			}
+		case m := <-msgs:
+			if m.err != nil {
+				return nil, fmt.Errorf("reading the daemon's response: %w", m.err)
+			}
+			if m.r.Result != nil {
+				var err error
+				if !m.r.OK {
+					err = fmt.Errorf("daemon: %s", m.r.Error)
+				}
+				return m.r.Result, err
+			}
+			if !m.r.OK {
+				return nil, fmt.Errorf("daemon: %s", m.r.Error)
+			}
+			if m.r.Session != nil {
+				id = m.r.Session.ID
+			}
+		}
+	}
+}
+
+// runSummary is what run prints when the session has ended.
+type runSummary struct {
+	SessionID  string            `json:"session_id"`
+	HostedBy   string            `json:"hosted_by"`
+	Reason     string            `json:"reason"`
+	ExitStatus *int32            `json:"exit_status,omitempty"`
+	StartError string            `json:"start_error,omitempty"`
+	Duration   string            `json:"duration"`
+	DurationMS int64             `json:"duration_ms"`
+	Events     uint64            `json:"events"`
+	ByCategory map[string]uint64 `json:"by_category"`
+	Alerts     []string          `json:"alerts"`
+	Limits     []string          `json:"limit_hits"`
+	Lost       uint64            `json:"lost"`
+	Workdir    string            `json:"workdir"`
+	Keep       string            `json:"keep"`
+	Snapshot   string            `json:"snapshot_sha256,omitempty"`
+	Journal    journalSummary    `json:"journal"`
+	Errors     []string          `json:"errors,omitempty"`
+}
+
+type journalSummary struct {
+	Dir       string `json:"dir"`
+	Status    string `json:"status"`
+	Entries   uint64 `json:"entries"`
+	Covered   uint64 `json:"covered"`
+	Uncovered uint64 `json:"uncovered"`
+	Error     string `json:"error,omitempty"`
+}
+
+// summarize reads the session's events back from the journal (from the
+// seq the session began at) and verifies the journal.
+func summarize(cfg *Config, res *runResult, hosted string) *runSummary {
+	d := res.Ended.Sub(res.Started)
+	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
+		StartError: res.StartErr, Duration: d.Round(time.Millisecond).String(), DurationMS: d.Milliseconds(),
+		ByCategory: map[string]uint64{}, Alerts: []string{}, Limits: []string{}, Workdir: res.Workdir, Keep: res.Keep,
+		Journal: journalSummary{Dir: journalDir(cfg)}}
+	err := journal.Scan(journalDir(cfg), res.From, func(_ uint64, raw []byte) error {
+		e, err := event.Unmarshal(raw)
+		if err != nil {
+			return nil
+		}
+		if e.SessionID != res.SessionID && !(e.SessionID == "" && e.Loss != nil) {
+			return nil
+		}
+		sum.Events++
+		sum.ByCategory[e.Category()]++
+		switch {
+		case e.Alert != nil:
+			sum.Alerts = append(sum.Alerts, fmt.Sprintf("%s %s: %s", e.Alert.Level, e.Alert.RuleID, e.Alert.Title))
+		case e.Limit != nil:
+			sum.Limits = append(sum.Limits, limitLine(e))
+		case e.Loss != nil:
+			sum.Lost += e.Loss.Count
+		case e.Session != nil && e.Session.Op == "cleanup":
+			sum.Snapshot = e.Session.SnapshotSHA256
+		}
+		return nil
+	})
+	if err != nil {
+		sum.Errors = append(sum.Errors, "reading the journal: "+err.Error())
+	}
+	vs, err := loadVerifiers(cfg, nil)
+	if err != nil {
+		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
+		return sum
+	}
+	rep, err := journal.Verify(journalDir(cfg), vs, nil)
+	if rep != nil {
+		sum.Journal.Status, sum.Journal.Entries = string(rep.Status), rep.Entries
+		sum.Journal.Covered, sum.Journal.Uncovered = rep.Covered, rep.Uncovered
+	}
+	if err != nil {
+		if rep == nil {
+			sum.Journal.Status = "error"
+		}
+		sum.Journal.Error = err.Error()
+	}
+	return sum
+}
+
+// limitLine describes one limit.hit.
+func limitLine(e *event.Event) string {
+	l := e.Limit
+	s := fmt.Sprintf("%s: measured %s, configured %s, %s", l.Type, unitValue(l.Measured, l.Unit), unitValue(l.Configured, l.Unit), l.Action)
+	if e.Proc != nil && e.Proc.Pid != 0 {
+		s += fmt.Sprintf(", pid %d", e.Proc.Pid)
+		if e.Proc.Comm != "" {
+			s += " (" + clean(e.Proc.Comm, 32) + ")"
+		}
+	}
+	return s
+}
+
+func unitValue(v int64, unit string) string {
+	if unit == "" {
+		return fmt.Sprint(v)
+	}
+	return fmt.Sprintf("%d %s", v, unit)
+}
+
+func (s *runSummary) writeText(w io.Writer) {
+	status := "-"
+	if s.ExitStatus != nil {
+		status = fmt.Sprint(*s.ExitStatus)
+	}
+	fmt.Fprintf(w, "\nsandtrail: session %s ended: %s, exit status %s, after %s (hosted by %s)\n", s.SessionID, s.Reason, status, s.Duration, s.HostedBy)
+	if s.StartError != "" {
+		fmt.Fprintf(w, "  start     failed: %s\n", s.StartError)
+	}
+	cats := make([]string, 0, len(s.ByCategory))
+	for c := range s.ByCategory {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	parts := make([]string, len(cats))
+	for i, c := range cats {
+		parts[i] = fmt.Sprintf("%s %d", c, s.ByCategory[c])
+	}
+	fmt.Fprintf(w, "  events    %d (%s)\n", s.Events, strings.Join(parts, ", "))
+	writeList(w, "alerts", s.Alerts)
+	writeList(w, "limits", s.Limits)
+	if s.Lost > 0 {
+		fmt.Fprintf(w, "  lost      %d events (see collector.loss events)\n", s.Lost)
+	}
+	ws := s.Keep + " at " + s.Workdir
+	if s.Snapshot != "" {
+		ws = "snapshot sha256:" + s.Snapshot
+	}
+	fmt.Fprintf(w, "  workdir   %s\n", ws)
+	j := s.Journal
+	fmt.Fprintf(w, "  journal   %s: %d entries, %d covered by a signed checkpoint (%s)\n", j.Status, j.Entries, j.Covered, j.Dir)
+	if j.Error != "" {
+		fmt.Fprintf(w, "            %s\n", j.Error)
+	}
+	for _, e := range s.Errors {
+		fmt.Fprintf(w, "  error     %s\n", e)
+	}
+	fmt.Fprintf(w, "  details   sandtrail timeline %s\n", s.SessionID)
+}
+
+// writeList prints a labelled list, at most 5 lines of it.
+func writeList(w io.Writer, label string, items []string) {
+	if len(items) == 0 {
+		fmt.Fprintf(w, "  %-9s none\n", label)
+		return
+	}
+	fmt.Fprintf(w, "  %-9s %d\n", label, len(items))
+	for i, it := range items {
+		if i == 5 {
+			fmt.Fprintf(w, "            … and %d more\n", len(items)-5)
+			break
+		}
+		fmt.Fprintf(w, "            %s\n", it)
+	}
+}
