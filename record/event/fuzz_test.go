@@ -81,8 +81,10 @@ func sameTime(a, b time.Time) bool {
 }
 
 // TestFuzzSeedsClassified keeps the seed corpus honest: every valid-* and
-// odd-* seed is accepted by Unmarshal and every broken-* seed is rejected.
+// odd-* seed is accepted by Unmarshal, every broken-* seed is rejected, and
+// every valid-* seed also conforms to docs/event.schema.json.
 func TestFuzzSeedsClassified(t *testing.T) {
+	schema := loadSchema(t)
 	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzUnmarshal", "*"))
 	if err != nil || len(files) < 40 {
 		t.Fatalf("found %d seeds (err %v), want at least 40", len(files), err)
@@ -104,6 +106,11 @@ func TestFuzzSeedsClassified(t *testing.T) {
 			case strings.HasPrefix(name, "valid-"), strings.HasPrefix(name, "odd-"), strings.HasPrefix(name, "found-"):
 				if err != nil {
 					t.Errorf("Unmarshal(%s) = %v, want acceptance", name, err)
+				}
+				if strings.HasPrefix(name, "valid-") {
+					if err := validate(schema, decodeInstance(t, b), "event"); err != nil {
+						t.Errorf("validate(%s) = %v, want nil", name, err)
+					}
 				}
 			default:
 				t.Errorf("seed %s is not named valid-, odd-, found- or broken-", name)
