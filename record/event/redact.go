@@ -14,7 +14,7 @@ const Mask = "***"
 // maskedValue matches a value that is already masked: the mask alone or a
 // known token's prefix followed by the mask. Value patterns try it first, so
 // that "x-access-token:ghp_***@github.com" stops at the mask.
-const maskedValue = `(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[abposr]-|sk-(?:ant-|proj-|svcacct-)?|eyJ[A-Za-z0-9_-]+\.)?\*\*\*`
+const maskedValue = `(?:AKIA|ASIA|AIza|github_pat_|gh[pousr]_|npm_|pypi-|xox[baprs]-|sk-(?:ant-|proj-|svcacct-)?|eyJ[A-Za-z0-9_-]+\.)?\*\*\*`
 
 // secretWords are the endings that make a key or flag name sensitive. A name
 // is sensitive when, ignoring case, it ends in one of them: DB_PASSWORD,
@@ -86,9 +86,12 @@ var tokenRules = []tokenRule{
 	{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, regexp.MustCompile(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
 	{[]string{"npm_"}, regexp.MustCompile(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
 	{[]string{"pypi-"}, regexp.MustCompile(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
-	{[]string{"xox"}, regexp.MustCompile(`\b(xox[abposr]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
+	{[]string{"xox"}, regexp.MustCompile(`\b(xox[baprs]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
 	{[]string{"hooks.slack.com"}, regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
-	{[]string{"sk-"}, regexp.MustCompile(`\b(sk-(?:ant-|proj-|svcacct-)?)[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	// OpenAI and Anthropic keys with a kind ("sk-ant-", "sk-proj-") may
+	// contain '-' and '_'; a bare "sk-" key is alphanumeric, which leaves
+	// kebab-case words such as "sk-learn-…" alone.
+	{[]string{"sk-"}, regexp.MustCompile(`\b(?:(sk-(?:ant-|proj-|svcacct-))[A-Za-z0-9_-]{20,}|(sk-)[A-Za-z0-9]{20,})`), "${1}${2}" + Mask},
 	{[]string{"AIza"}, regexp.MustCompile(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
 	{[]string{"eyJ"}, regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
 }

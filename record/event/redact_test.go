@@ -113,6 +113,8 @@ func TestRedact(t *testing.T) {
 		{"pypi bare", "upload with " + pypiToken, "upload with pypi-***"},
 		{"slack", "xoxb token " + slackToken, "xoxb token xoxb-***"},
 		{"anthropic", "key=" + anthropic, "key=sk-ant-***"},
+		{"openai legacy", "OPENAI=sk-" + strings.Repeat("T3BlbkFJ", 6), "OPENAI=sk-***"},
+		{"kebab-case sk- word", "sk-learn-is-not-a-key-but-long-enough", "sk-learn-is-not-a-key-but-long-enough"},
 		{"jwt", "id_token " + jwt + " ok", "id_token eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.*** ok"},
 		{"pem", "key:\n" + pem + "\ndone", "key:\n-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----\ndone"},
 		{"pem truncated", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA", "-----BEGIN OPENSSH PRIVATE KEY-----***-----END OPENSSH PRIVATE KEY-----"},
