@@ -8,13 +8,17 @@ import (
 
 // setCache memoizes parsed comparator sets, as node-semver's range.js does (an LRU of 1000
 // entries keyed by the options and the set's text). Parsed sets are never modified, so they are
-// shared. When full, the cache is emptied.
+// shared. When full, the cache is emptied. Sets longer than setCacheMaxLen bytes are not
+// cached, so that untrusted input cannot make the cache hold much memory.
 var setCache = struct {
 	sync.Mutex
 	m map[string][]comparator
 }{m: map[string][]comparator{}}
 
-const setCacheMax = 1000
+const (
+	setCacheMax    = 1000
+	setCacheMaxLen = 256
+)
 
 // A comparator is one "<op><version>" of a comparator set; ANY (the empty comparator) matches
 // everything.
@@ -148,6 +152,9 @@ func (r *Range) testSet(set []comparator, v *Version) bool {
 }
 
 func (r *Range) parseSet(rng string) ([]comparator, error) {
+	if len(rng) > setCacheMaxLen {
+		return r.parseSetUncached(rng)
+	}
 	key := fmt.Sprintf("%t:%t:%s", r.opts.Loose, r.opts.IncludePrerelease, rng)
 	setCache.Lock()
 	cached, ok := setCache.m[key]
