@@ -134,6 +134,9 @@ func TestDifferentialCargo(t *testing.T) {
 	if _, err := exec.LookPath("cargo"); err != nil {
 		t.Skip("cargo is not installed: the differential test needs it as the oracle")
 	}
+	if out, err := exec.Command("cargo", "--version").CombinedOutput(); err != nil {
+		t.Skipf("cargo does not run (%v: %s): the differential test needs it as the oracle", err, out)
+	}
 	g := newCaseGen(1)
 	var matching, missing, invalid []cargoCase
 	for i := 0; len(matching) < 1000 || len(missing) < 40 || len(invalid) < 15; i++ {
