@@ -102,7 +102,8 @@ type Reply struct {
 	Results []Result `json:"results,omitempty"`
 }
 
-// Result is the outcome for one event.
+// Result is the outcome for one event. The server repeats the event's id
+// only when the status is neither ok nor duplicate.
 type Result struct {
 	EventID string `json:"event_id,omitempty"`
 	Status  Status `json:"status"`

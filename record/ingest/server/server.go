@@ -595,6 +595,13 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 		}
 		results[i].Error = results[j].Error
 	}
+	// Results are positional; the id is repeated only where it helps
+	// the client report a problem, to keep replies small.
+	for i := range results {
+		if results[i].Status.Acked() {
+			results[i].EventID = ""
+		}
+	}
 	return &ingest.Reply{Results: results}
 }
 
