@@ -62,6 +62,11 @@ type compiled struct {
 	allowDirect bool
 
 	block []blockRule
+	// blockByName indexes the non-glob entries of block by ecosystem and
+	// normalized name; blockGlobs lists the glob entries. Both hold
+	// indices into block, in list order.
+	blockByName map[string][]int
+	blockGlobs  []int
 
 	minAge         time.Duration
 	cooldownAction Verdict
@@ -98,7 +103,9 @@ type urlPrefix struct {
 
 type blockRule struct {
 	purl          Purl
+	glob          bool
 	rng           string
+	spec          resolver.Spec // rng parsed; nil for no range or oci
 	reason, field string
 }
 
@@ -163,7 +170,7 @@ func verdictField(c *errs, field, value string, def Verdict, allowed ...Verdict)
 
 func compile(p *Policy) (*compiled, *errs) {
 	c := &errs{}
-	out := &compiled{registries: map[string][]urlPrefix{}}
+	out := &compiled{registries: map[string][]urlPrefix{}, blockByName: map[string][]int{}}
 
 	if p.Version != 0 && p.Version != 1 {
 		c.add("version", "unsupported policy version %d (want 1)", p.Version)
@@ -206,6 +213,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.onUnknown = verdictField(c, "on_unknown_source", p.OnUnknownSource, Block, Block, Flag)
 
 	// blocklist
+	var err error
 	for i, b := range p.Blocklist {
 		f := fmt.Sprintf("blocklist[%d]", i)
 		if b.Purl == "" {
@@ -225,8 +233,10 @@ func compile(p *Policy) (*compiled, *errs) {
 			}
 			rng, rf = b.Range, f+".range"
 		}
+		var spec resolver.Spec
 		if rng != "" {
-			if err := checkRange(pu.Type, rng); err != nil {
+			spec, err = parseRange(pu.Type, rng)
+			if err != nil {
 				c.add(rf, "%v", err)
 				continue
 			}
@@ -235,7 +245,14 @@ func compile(p *Policy) (*compiled, *errs) {
 			c.add(f+".reason", "required: say why %s is blocked", b.Purl)
 			continue
 		}
-		out.block = append(out.block, blockRule{purl: pu, rng: rng, reason: b.Reason, field: f})
+		i := len(out.block)
+		out.block = append(out.block, blockRule{purl: pu, glob: pu.IsGlob(), rng: rng, spec: spec, reason: b.Reason, field: f})
+		if pu.IsGlob() {
+			out.blockGlobs = append(out.blockGlobs, i)
+		} else {
+			k := pu.Type + "\x00" + pu.Name
+			out.blockByName[k] = append(out.blockByName[k], i)
+		}
 	}
 
 	// cooldown
@@ -344,22 +361,25 @@ func compile(p *Policy) (*compiled, *errs) {
 	return out, c
 }
 
-// checkRange parses rng as a version range of ecosystem eco.
-func checkRange(eco, rng string) error {
+// parseRange parses rng as a version range of ecosystem eco. For an
+// ecosystem without ranges (oci) it checks that rng is a plain tag and
+// returns a nil Spec.
+func parseRange(eco, rng string) (resolver.Spec, error) {
 	if !hasRanges(eco) {
 		if strings.ContainsAny(rng, " <>=^~*,|") {
-			return fmt.Errorf("%s versions are tags and have no ranges: %q", eco, rng)
+			return nil, fmt.Errorf("%s versions are tags and have no ranges: %q", eco, rng)
 		}
-		return nil
+		return nil, nil
 	}
 	e, err := resolver.Lookup(eco)
 	if err != nil {
-		return fmt.Errorf("checking %s range %q: %w", eco, rng, err)
+		return nil, fmt.Errorf("checking %s range %q: %w", eco, rng, err)
 	}
-	if _, err := e.ParseSpec(rng); err != nil {
-		return fmt.Errorf("invalid %s range %q: %w", eco, rng, err)
+	s, err := e.ParseSpec(rng)
+	if err != nil {
+		return nil, fmt.Errorf("invalid %s range %q: %w", eco, rng, err)
 	}
-	return nil
+	return s, nil
 }
 
 func parsePrefix(raw string) (urlPrefix, error) {

@@ -158,8 +158,24 @@ func pkgID(req PackageRequest) string {
 }
 
 func (e *Engine) checkBlocklist(req PackageRequest) Check {
-	for _, b := range e.c.block {
-		if !b.purl.MatchName(req.Ecosystem, req.Name) {
+	c := e.c
+	name := NormalizeName(req.Ecosystem, req.Name)
+	exact := c.blockByName[req.Ecosystem+"\x00"+name]
+	// Visit the exact-name and glob entries that may apply, in list order.
+	var (
+		ver    resolver.Version
+		verErr error
+		parsed bool
+	)
+	for i, j := 0, 0; i < len(exact) || j < len(c.blockGlobs); {
+		var k int
+		if j >= len(c.blockGlobs) || (i < len(exact) && exact[i] < c.blockGlobs[j]) {
+			k, i = exact[i], i+1
+		} else {
+			k, j = c.blockGlobs[j], j+1
+		}
+		b := &c.block[k]
+		if b.glob && !b.purl.MatchName(req.Ecosystem, req.Name) {
 			continue
 		}
 		if b.rng == "" {
@@ -170,10 +186,21 @@ func (e *Engine) checkBlocklist(req PackageRequest) Check {
 			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
 				Reason: fmt.Sprintf("version not resolved, so it may be in the blocklisted range %s of %s: %s", b.rng, b.purl.Name, b.reason)}
 		}
-		in, err := matchVersion(req.Ecosystem, b.rng, req.Version)
-		if err != nil {
-			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
-				Reason: fmt.Sprintf("cannot tell whether %s is in the blocklisted range %s (%v): %s", pkgID(req), b.rng, err, b.reason)}
+		var in bool
+		if b.spec == nil {
+			in = b.rng == req.Version // a tag, for ecosystems without ranges
+		} else {
+			if !parsed {
+				parsed = true
+				if ver = parseVersion(req.Ecosystem, req.Version); ver == nil {
+					verErr = errVersion(req.Ecosystem, req.Version)
+				}
+			}
+			if verErr != nil {
+				return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+					Reason: fmt.Sprintf("cannot tell whether %s is in the blocklisted range %s (%v): %s", pkgID(req), b.rng, verErr, b.reason)}
+			}
+			in = b.spec.Match(ver)
 		}
 		if in {
 			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
@@ -183,11 +210,26 @@ func (e *Engine) checkBlocklist(req PackageRequest) Check {
 	return Check{Name: "blocklist", Verdict: Allow, Reason: "not on the blocklist"}
 }
 
-func matchVersion(eco, rng, version string) (bool, error) {
-	if !hasRanges(eco) {
-		return rng == version, nil
+// parseVersion parses v in ecosystem eco, or returns nil.
+func parseVersion(eco, v string) resolver.Version {
+	e, err := resolver.Lookup(eco)
+	if err != nil {
+		return nil
 	}
-	return resolver.Match(eco, rng, version)
+	pv, err := e.ParseVersion(v)
+	if err != nil {
+		return nil
+	}
+	return pv
+}
+
+// errVersion says why v does not parse in eco.
+func errVersion(eco, v string) error {
+	_, err := resolver.Compare(eco, v, v)
+	if err == nil {
+		err = fmt.Errorf("unparseable %s version %q", eco, v)
+	}
+	return err
 }
 
 func (e *Engine) checkSource(req PackageRequest) Check {

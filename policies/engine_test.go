@@ -359,3 +359,33 @@ func FuzzPackage(f *testing.F) {
 		}
 	})
 }
+
+// TestBlocklistOrder checks that exact and glob entries are tried in list
+// order, whichever index finds them.
+func TestBlocklistOrder(t *testing.T) {
+	const pol = `
+sources: {allow_direct_urls: true}
+blocklist:
+  - {purl: "pkg:npm/a@<1", reason: exact first}
+  - {purl: "pkg:npm/a*", reason: glob second}
+  - {purl: "pkg:npm/b*@>=2", reason: glob third}
+  - {purl: "pkg:npm/b", reason: exact fourth}
+`
+	e := newTestEngine(t, pol)
+	tests := []struct {
+		name, pkg, version, rule string
+	}{
+		{"exact before glob", "a", "0.5.0", "blocklist[0]"},
+		{"glob when exact range misses", "a", "2.0.0", "blocklist[1]"},
+		{"glob before exact", "b", "2.0.0", "blocklist[2]"},
+		{"exact when glob range misses", "b", "1.0.0", "blocklist[3]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := e.Package(context.Background(), PackageRequest{Ecosystem: "npm", Name: tt.pkg, Version: tt.version, Source: "file:x"})
+			if d.Verdict != Block || d.Rule != tt.rule {
+				t.Errorf("Package(%s@%s) = %s [%s], want block [%s]", tt.pkg, tt.version, d.Verdict, d.Rule, tt.rule)
+			}
+		})
+	}
+}

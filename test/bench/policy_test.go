@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// policyRequest is an ordinary install: an old lodash from the public
+// registry, not on any list.
+func policyRequest() policy.PackageRequest {
+	return policy.PackageRequest{
+		Ecosystem: "npm", Name: "lodash", Version: "4.17.21", Requested: "^4.17.0",
+		Source:    "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
+		Published: time.Date(2021, 2, 20, 15, 42, 16, 0, time.UTC),
+	}
+}
+
+// policyMarshalBaseline is the baseline: encoding the pkg.install event that
+// the mirror writes for the same fetch anyway (event.Marshal).
+func policyMarshalBaseline(b *testing.B) float64 {
+	r := policyRequest()
+	ev := &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s-1", Kind: "pkg.install", Source: event.SourceMirror,
+		Pkg: &event.Pkg{Manager: "npm", Ecosystem: r.Ecosystem, Name: r.Name, Requested: r.Requested, Resolved: r.Version,
+			SourceURL: r.Source, Hash: "sha512-" + strings.Repeat("A", 86), Verdict: "allow", Reason: "no check blocks or flags it"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := event.Marshal(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
+
+// policyEngine builds an engine from the default policy with n extra npm
+// blocklist entries, each with a range.
+func policyEngine(b *testing.B, n int) *policy.Engine {
+	b.Helper()
+	p, err := policy.Parse("default.yaml", policy.DefaultYAML())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		p.Blocklist = append(p.Blocklist, policy.BlockEntry{
+			Purl: fmt.Sprintf("pkg:npm/pkg-%d@<1.%d.0 || >=3.0.0 <3.%d.5", i, i%50, i%7), Reason: "bench"})
+	}
+	e, err := policy.New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// BenchmarkPolicyDecisions measures the engine's decisions, each reported as
+// a ratio to encoding the pkg.install event for the same fetch, measured in
+// the same run: what a decision adds to every fetch the mirror serves.
+func BenchmarkPolicyDecisions(b *testing.B) {
+	var base float64
+	b.Run("marshal-baseline", func(b *testing.B) { base = policyMarshalBaseline(b) })
+	ratio := func(b *testing.B) {
+		if base > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/base, "x-marshal")
+		}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		extra int
+		req   func(policy.PackageRequest) policy.PackageRequest
+	}{
+		{name: "package-default", req: func(r policy.PackageRequest) policy.PackageRequest { return r }},
+		{name: "package-blocklist-1000-miss", extra: 1000, req: func(r policy.PackageRequest) policy.PackageRequest { return r }},
+		{name: "package-blocklist-1000-range", extra: 1000, req: func(r policy.PackageRequest) policy.PackageRequest {
+			r.Name, r.Version = "pkg-999", "3.1.0"
+			return r
+		}},
+	} {
+		e := policyEngine(b, tc.extra)
+		req := tc.req(policyRequest())
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Package(ctx, req)
+			}
+			ratio(b)
+		})
+	}
+	e := policyEngine(b, 0)
+	ip := netip.MustParseAddr("104.16.2.35")
+	b.Run("egress-default", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			e.Egress("registry.npmjs.org", ip, 443, "tcp")
+		}
+		ratio(b)
+	})
+	b.Run("fileread-default", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			e.FileRead("/home/agent/project/node_modules/lodash/lodash.js")
+		}
+		ratio(b)
+	})
+}
+
+// BenchmarkPolicyLoad measures loading and validating default.yaml against
+// a baseline, in the same run, of only decoding the same YAML into a map.
+func BenchmarkPolicyLoad(b *testing.B) {
+	data := policy.DefaultYAML()
+	var base float64
+	b.Run("yaml-baseline", func(b *testing.B) {
+		for b.Loop() {
+			var m map[string]any
+			if err := yaml.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("parse-default", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := policy.Parse("default.yaml", data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if base > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/base, "x-yaml")
+		}
+	})
+}
