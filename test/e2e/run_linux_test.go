@@ -650,7 +650,9 @@ func TestDaemonPauseResume(t *testing.T) {
 
 	// run through the daemon, in the background.
 	runDone := make(chan result, 1)
-	go func() { runDone <- e.run(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...) }()
+	go func() {
+		runDone <- e.run(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...)
+	}()
 
 	var id, workdir string
 	waitFor(t, "a running session", func() bool {
