@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -233,7 +235,10 @@ func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin
 }
 
 // verifyEntries reads every segment, recomputing the tree and comparing it
-// with each checkpoint as the tree reaches its size.
+// with each checkpoint as the tree reaches its size. A reader goroutine
+// checks the frames and packs payloads into chunks, workers hash the leaves
+// of each chunk in parallel, and this goroutine folds them into the tree in
+// order (see readChunks).
 func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOptions) error {
 	segs, err := listSegments(dir)
 	if errors.Is(err, ErrCorrupt) {
@@ -249,9 +254,7 @@ func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOption
 	e := &edge{}
 	next := 0 // the next checkpoint to compare
 	var good uint64
-	goodCount := 0
-	heldCount := 0
-	stopped := false
+	goodCount, heldCount := 0, 0
 	// compare checks the checkpoints of the current size; it returns false
 	// on a mismatch.
 	compare := func() bool {
@@ -280,76 +283,71 @@ func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOption
 		rep.bad(seq, exact)
 		return false
 	}
-	want := uint64(0)
-	if !compare() {
-		stopped = true
-	}
-	for i, s := range segs {
-		if stopped {
-			break
-		}
-		name := filepath.Base(s.path)
-		if s.first != want {
-			rep.problem(Problem{File: name, Msg: fmt.Sprintf("segment starts at seq %d, want %d (a segment is missing or was inserted)", s.first, want)})
-			rep.bad(want, true)
-			pinpoint(dir, cps, next, good, rep)
-			break
-		}
-		r, err := openSegmentReader(s.path, s.first)
-		if err != nil {
-			return err
-		}
-		for {
-			seq := r.seq
-			p, err := r.next()
-			if err == io.EOF {
-				break
+
+	stopped := !compare() // a bad entry or checkpoint ended the reading
+	var ioErr error
+	if !stopped {
+		quit := make(chan struct{})
+		chunks := readChunks(segs, o.decode, quit)
+	consume:
+		for c := range chunks {
+			<-c.ready
+			if c.full && c.decodeAt < 0 && (next >= len(cps) || cps[next].cp.Size >= c.first+chunkEntries) {
+				// A complete subtree with no checkpoint inside: add its root.
+				e.appendNode(x, chunkLevel, c.root)
+				if !compare() {
+					stopped = true
+					break consume
+				}
+				c.leaves = c.leaves[:0]
 			}
-			if err != nil {
-				var fe *frameError
-				if !errors.As(err, &fe) {
-					r.Close()
-					return err
-				}
-				torn := false
-				if i == len(segs)-1 {
-					if torn, err = r.torn(fe); err != nil {
-						r.Close()
-						return err
-					}
-				}
-				if torn {
-					rep.TailBytes = r.size - fe.offset
-				} else {
-					off := fe.offset
-					rep.problem(Problem{Seq: &seq, File: name, Offset: &off, Msg: fe.kind.String() + detail(fe.detail)})
-					rep.bad(seq, true)
-					pinpoint(dir, cps, next, good, rep)
-				}
-				stopped = true
-				break
-			}
-			if o.decode {
-				if _, err := event.Unmarshal(p); err != nil {
-					off := r.off - int64(len(p)) - frameHeaderSize
-					rep.problem(Problem{Seq: &seq, File: name, Offset: &off, Msg: err.Error()})
+			for i, leaf := range c.leaves {
+				if i == c.decodeAt {
+					seq := c.first + uint64(i)
+					off := c.offsets[i]
+					rep.problem(Problem{Seq: &seq, File: filepath.Base(segs[c.seg].path), Offset: &off, Msg: c.decodeErr.Error()})
 					rep.bad(seq, true)
 					stopped = true
-					break
+					break consume
+				}
+				e.appendLeaf(x, leaf)
+				if !compare() {
+					stopped = true
+					break consume
 				}
 			}
-			e.appendLeaf(x, x.leaf(p))
-			if !compare() {
-				stopped = true
-				break
+			if st := c.stop; st != nil {
+				switch {
+				case st.err != nil:
+					ioErr = st.err
+				case st.tail > 0:
+					rep.TailBytes = st.tail
+				default:
+					seq := st.seq
+					p := Problem{File: st.file, Msg: st.msg}
+					if st.offset >= 0 {
+						off := st.offset
+						p.Seq, p.Offset = &seq, &off
+					}
+					rep.problem(p)
+					rep.bad(seq, true)
+					pinpoint(dir, cps, next, good, rep)
+					stopped = true
+				}
 			}
+			c.release()
 		}
-		want = r.seq
-		r.Close()
+		close(quit)
+		for c := range chunks { // let the reader and the workers finish
+			<-c.ready
+		}
+	}
+	if ioErr != nil {
+		return ioErr
 	}
 	rep.Entries = e.n
 	rep.Root = e.root(x)
-	if !stopped || rep.TailBytes > 0 {
+	if !stopped {
 		// Checkpoints beyond the entries: the journal was truncated.
 		for ; next < len(cps); next++ {
 			c := cps[next]
@@ -364,6 +362,177 @@ func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOption
 		rep.Uncovered = e.n - good
 	}
 	return nil
+}
+
+// Chunks of verified entries end at multiples of chunkEntries (and at the
+// end of each segment), so that most are complete subtrees.
+const (
+	chunkLevel   = 12
+	chunkEntries = 1 << chunkLevel
+)
+
+// appendNode adds the root h of a complete subtree of 2^level leaves; e.n
+// must be a multiple of 2^level.
+func (e *edge) appendNode(x *hasher, level int, h tlog.Hash) {
+	l := level
+	for ; e.n>>l&1 == 1; l++ {
+		h = x.node(e.level[l], h)
+	}
+	e.level[l] = h
+	e.n += 1 << level
+}
+
+// chunk is a run of consecutive entries of one segment on their way
+// through verification.
+type chunk struct {
+	seg       int // index into the segments
+	first     uint64
+	data      []byte  // the payloads, back to back
+	ends      []int   // end of each payload in data
+	offsets   []int64 // frame offset of each entry in its segment
+	leaves    []tlog.Hash
+	full      bool      // the chunk is the complete subtree at first
+	root      tlog.Hash // its root, when full
+	decode    bool
+	decodeAt  int // index of the first entry that does not decode, or -1
+	decodeErr error
+	stop      *chunkStop // why reading ended after this chunk, if it did
+	ready     chan struct{}
+	pool      *sync.Pool
+}
+
+// chunkStop says why reading ended.
+type chunkStop struct {
+	err    error // reading failed
+	tail   int64 // a torn tail of this many bytes
+	seq    uint64
+	file   string
+	offset int64 // -1 when no frame is concerned
+	msg    string
+}
+
+func (c *chunk) release() {
+	c.data, c.ends, c.offsets, c.leaves = c.data[:0], c.ends[:0], c.offsets[:0], c.leaves[:0]
+	c.stop, c.decodeErr = nil, nil
+	c.pool.Put(c)
+}
+
+// hash computes the chunk's leaf hashes (and decodes its events).
+func (c *chunk) hash(x *hasher) {
+	c.decodeAt = -1
+	c.leaves = c.leaves[:0]
+	start := 0
+	for i, end := range c.ends {
+		p := c.data[start:end]
+		start = end
+		if c.decode && c.decodeAt < 0 {
+			if _, err := event.Unmarshal(p); err != nil {
+				c.decodeAt, c.decodeErr = i, err
+			}
+		}
+		c.leaves = append(c.leaves, x.leaf(p))
+	}
+	c.full = c.first%chunkEntries == 0 && len(c.leaves) == chunkEntries
+	if c.full {
+		e := &edge{}
+		for _, h := range c.leaves {
+			e.appendLeaf(x, h)
+		}
+		c.root = e.root(x)
+	}
+	close(c.ready)
+}
+
+// readChunks reads the segments in a goroutine, checking every frame, and
+// returns their entries as chunks, in order, each hashed by a pool of
+// workers before its ready channel closes. Reading ends at the first bad
+// frame or segment gap, at a torn tail, or when quit closes; the last chunk
+// says why in stop.
+func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	out := make(chan *chunk, 2*workers)
+	work := make(chan *chunk, 2*workers)
+	pool := &sync.Pool{}
+	pool.New = func() any { return &chunk{pool: pool} }
+	for range workers {
+		go func() {
+			x := newHasher()
+			for c := range work {
+				c.hash(x)
+			}
+		}()
+	}
+	go func() {
+		defer close(out)
+		defer close(work)
+		c := pool.Get().(*chunk)
+		emit := func(next uint64, seg int) bool {
+			c.ready = make(chan struct{})
+			c.decode = decode
+			select {
+			case out <- c:
+			case <-quit:
+				return false
+			}
+			work <- c
+			c = pool.Get().(*chunk)
+			c.first, c.seg = next, seg
+			return true
+		}
+		want := uint64(0)
+		for i, s := range segs {
+			name := filepath.Base(s.path)
+			if s.first != want {
+				c.stop = &chunkStop{seq: want, file: name, offset: -1,
+					msg: fmt.Sprintf("segment starts at seq %d, want %d (a segment is missing or was inserted)", s.first, want)}
+				emit(want, i)
+				return
+			}
+			if len(c.ends) > 0 && !emit(want, i) {
+				return
+			}
+			c.first, c.seg = want, i
+			r, err := openSegmentReader(s.path, s.first)
+			if err != nil {
+				c.stop = &chunkStop{err: err}
+				emit(want, i)
+				return
+			}
+			for {
+				off := r.off
+				p, err := r.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					var fe *frameError
+					if !errors.As(err, &fe) {
+						c.stop = &chunkStop{err: err}
+					} else if torn, terr := r.torn(fe); terr != nil {
+						c.stop = &chunkStop{err: terr}
+					} else if torn && i == len(segs)-1 {
+						c.stop = &chunkStop{tail: r.size - fe.offset}
+					} else {
+						c.stop = &chunkStop{seq: fe.seq, file: name, offset: fe.offset, msg: fe.kind.String() + detail(fe.detail)}
+					}
+					r.Close()
+					emit(r.seq, i)
+					return
+				}
+				c.data = append(c.data, p...)
+				c.ends = append(c.ends, len(c.data))
+				c.offsets = append(c.offsets, off)
+				if r.seq%chunkEntries == 0 && !emit(r.seq, i) {
+					r.Close()
+					return
+				}
+			}
+			want = r.seq
+			r.Close()
+		}
+		emit(want, len(segs))
+	}()
+	return out
 }
 
 // pinpoint looks, after an entry was found bad in order, for an earlier

@@ -58,6 +58,16 @@ func journalBenchSigner(b *testing.B) (note.Signer, note.Verifiers) {
 	return s, note.VerifierList(v)
 }
 
+// journalCPU returns the CPU time (user + system, all threads) the process
+// has used. On a shared machine it varies far less than wall time.
+func journalCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // journalBaseline is the append baseline: the same concurrent appenders
 // hand pre-encoded frames to one writer that gathers what is waiting, does
 // one buffered write and one fdatasync, and acknowledges; no encoding,
@@ -128,9 +138,9 @@ func journalAppendRound(appenders, batch int, n int, appendFn func(lo, hi int) e
 // at the defaults (every 4096 entries and every second) from concurrent
 // appenders, against the raw write+fdatasync baseline of the same bytes.
 func BenchmarkJournalAppend(b *testing.B) {
-	for _, c := range []struct{ appenders, batch int }{{1, 1}, {16, 1}, {64, 1}, {8, 32}, {16, 64}} {
+	for _, c := range []struct{ appenders, batch, n int }{{1, 1, 2048}, {16, 1, 8192}, {64, 1, 16384}, {8, 32, 32768}, {16, 64, 65536}} {
 		b.Run(fmt.Sprintf("appenders=%d/batch=%d", c.appenders, c.batch), func(b *testing.B) {
-			const n = 32768
+			n := c.n
 			s, _ := journalBenchSigner(b)
 			evs := journalBenchEvents(n)
 			// The baseline writes exactly the bytes the journal writes.
@@ -159,9 +169,10 @@ func BenchmarkJournalAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer j.Close()
-			var baseDur, jDur time.Duration
+			var baseDur, jDur, baseCPU, jCPU time.Duration
 			b.ResetTimer()
 			for range b.N {
+				c0 := journalCPU(b)
 				t0 := time.Now()
 				err := journalAppendRound(c.appenders, c.batch, n, func(lo, hi int) error {
 					var data []byte
@@ -176,6 +187,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
+				c1 := journalCPU(b)
 				err = journalAppendRound(c.appenders, c.batch, n, func(lo, hi int) error {
 					return j.Append(context.Background(), evs[lo:hi]...)
 				})
@@ -184,9 +196,13 @@ func BenchmarkJournalAppend(b *testing.B) {
 				}
 				baseDur += t1.Sub(t0)
 				jDur += time.Since(t1)
+				baseCPU += c1 - c0
+				jCPU += journalCPU(b) - c1
 			}
 			b.StopTimer()
 			events := float64(n * b.N)
+			b.ReportMetric(float64(jCPU.Nanoseconds())/events, "cpu_ns/event")
+			b.ReportMetric(float64(baseCPU.Nanoseconds())/events, "baseline_cpu_ns/event")
 			b.ReportMetric(events/jDur.Seconds(), "events/s")
 			b.ReportMetric(events/baseDur.Seconds(), "baseline_events/s")
 			b.ReportMetric(baseDur.Seconds()/jDur.Seconds(), "ratio_vs_baseline")
@@ -216,10 +232,11 @@ func BenchmarkJournalVerify(b *testing.B) {
 	}
 	segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.log"))
 	buf := make([]byte, 1<<20)
-	var baseDur, vDur time.Duration
+	var baseDur, vDur, baseCPU, vCPU time.Duration
 	var size int64
 	b.ResetTimer()
 	for range b.N {
+		c0 := journalCPU(b)
 		t0 := time.Now()
 		size = 0
 		for _, p := range segs {
@@ -237,15 +254,20 @@ func BenchmarkJournalVerify(b *testing.B) {
 			h.Sum(nil)
 		}
 		t1 := time.Now()
+		c1 := journalCPU(b)
 		rep, err := journal.Verify(dir, v, nil)
 		if err != nil || rep.Status != journal.StatusIntact || rep.Entries != n {
 			b.Fatalf("Verify() = %+v, %v", rep, err)
 		}
 		baseDur += t1.Sub(t0)
 		vDur += time.Since(t1)
+		baseCPU += c1 - c0
+		vCPU += journalCPU(b) - c1
 	}
 	b.StopTimer()
 	events := float64(n * b.N)
+	b.ReportMetric(float64(vCPU.Nanoseconds())/events, "cpu_ns/event")
+	b.ReportMetric(float64(baseCPU.Nanoseconds())/events, "baseline_cpu_ns/event")
 	b.ReportMetric(events/vDur.Seconds(), "events/s")
 	b.ReportMetric(events/baseDur.Seconds(), "baseline_events/s")
 	b.ReportMetric(baseDur.Seconds()/vDur.Seconds(), "ratio_vs_baseline")
