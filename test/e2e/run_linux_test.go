@@ -249,6 +249,15 @@ type summary struct {
 // run runs `sandtrail run --format json ARGS...` and parses the summary.
 func (e *env) run(args ...string) result {
 	e.t.Helper()
+	r, err := e.tryRun(args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// tryRun is run for goroutines other than the test's.
+func (e *env) tryRun(args ...string) (result, error) {
 	c := e.cmd(append([]string{"run", "--format", "json"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
@@ -259,16 +268,16 @@ func (e *env) run(args ...string) result {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		e.t.Fatalf("sandtrail run: %v", err)
+		return r, fmt.Errorf("sandtrail run: %v", err)
 	}
 	i := strings.LastIndex(r.stderr, "{\n  \"session_id\"")
 	if i < 0 {
-		e.t.Fatalf("sandtrail run %q: exit %d, no summary on stderr:\n%s", args, r.code, r.stderr)
+		return r, fmt.Errorf("sandtrail run %q: exit %d, no summary on stderr:\n%s", args, r.code, r.stderr)
 	}
 	if err := json.Unmarshal([]byte(r.stderr[i:]), &r.summary); err != nil {
-		e.t.Fatalf("decoding run summary: %v\n%s", err, r.stderr[i:])
+		return r, fmt.Errorf("decoding run summary: %v\n%s", err, r.stderr[i:])
 	}
-	return r
+	return r, nil
 }
 
 // events reads a session's events back with `sandtrail query`.
@@ -649,9 +658,14 @@ func TestDaemonPauseResume(t *testing.T) {
 	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
 
 	// run through the daemon, in the background.
-	runDone := make(chan result, 1)
+	type ran struct {
+		r   result
+		err error
+	}
+	runDone := make(chan ran, 1)
 	go func() {
-		runDone <- e.run(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...)
+		r, err := e.tryRun(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...)
+		runDone <- ran{r, err}
 	}()
 
 	var id, workdir string
@@ -689,7 +703,11 @@ func TestDaemonPauseResume(t *testing.T) {
 	if out, err := e.cmd("session", "stop", id).CombinedOutput(); err != nil {
 		t.Fatalf("sandtrail session stop: %v\n%s", err, out)
 	}
-	r := <-runDone
+	rr := <-runDone
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	r := rr.r
 	if r.summary.SessionID != id || r.summary.HostedBy != "daemon" || r.summary.Reason != "api" {
 		t.Errorf("run summary = %+v, want session %s hosted by daemon, reason api", r.summary, id)
 	}
