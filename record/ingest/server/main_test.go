@@ -161,7 +161,7 @@ func daemonRole(sock, dir, keyFile string) error {
 
 // testKey writes a fresh signer key into dir and returns its path and the
 // verifier.
-func testKey(t *testing.T, dir string) (string, string) {
+func testKey(t testing.TB, dir string) (string, string) {
 	t.Helper()
 	skey, vkey, err := journal.GenerateKey("sandtrail-ingest-test")
 	if err != nil {
@@ -175,7 +175,7 @@ func testKey(t *testing.T, dir string) (string, string) {
 }
 
 // openJournal opens a real journal in a fresh directory.
-func openJournal(t *testing.T) (*journal.Journal, string) {
+func openJournal(t testing.TB) (*journal.Journal, string) {
 	t.Helper()
 	dir := t.TempDir()
 	keyFile, _ := testKey(t, dir)
