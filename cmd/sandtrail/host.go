@@ -94,6 +94,9 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	if err != nil {
 		return h, fmt.Errorf("starting the session manager: %w", err)
 	}
+	if err := openDataDir(cfg); err != nil {
+		return h, err
+	}
 	mgr := h.mgr
 	h.col, err = collector.New(log, collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim))
 	if err != nil {

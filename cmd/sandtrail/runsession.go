@@ -180,6 +180,31 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
 }
 
+// openDataDir lets session users reach their workdirs: it adds search
+// permission for others (x, never r) to the data directory and the
+// sessions directory, which install.sh creates 0750. What lies in the data
+// directory stays private by its own modes (journal/ and keys/ are 0700);
+// the index files, which the index creates 0644, are made 0600 here.
+func openDataDir(cfg *Config) error {
+	for _, f := range []string{"index.db", "index.db-wal", "index.db-shm", "index.db-journal"} {
+		if err := os.Chmod(filepath.Join(cfg.DataDir, f), 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restricting the index: %w", err)
+		}
+	}
+	for _, d := range []string{cfg.DataDir, sessionsDir(cfg)} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("checking the data directory: %w", err)
+		}
+		if m := fi.Mode().Perm(); m&0o001 == 0 {
+			if err := os.Chmod(d, m|0o001); err != nil {
+				return fmt.Errorf("making %s searchable: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
 // reachable checks that acct may search every directory from / down to
 // dir, so that the command can start in its workdir.
 func reachable(dir string, acct account) error {
