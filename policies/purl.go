@@ -46,7 +46,7 @@ type Purl struct {
 func (p Purl) String() string {
 	segs := strings.Split(p.Name, "/")
 	for i, s := range segs {
-		segs[i] = strings.ReplaceAll(url.PathEscape(s), "@", "%40")
+		segs[i] = globUnescape.Replace(strings.ReplaceAll(url.PathEscape(s), "@", "%40"))
 	}
 	s := "pkg:" + p.Type + "/" + strings.Join(segs, "/")
 	if p.Version != "" {
@@ -54,6 +54,10 @@ func (p Purl) String() string {
 	}
 	return s
 }
+
+// globUnescape keeps a pattern's * and [] readable in String; ? stays
+// escaped, as an unescaped ? would start purl qualifiers.
+var globUnescape = strings.NewReplacer("%2A", "*", "%5B", "[", "%5D", "]")
 
 // IsGlob reports whether the name is a pattern rather than one name.
 func (p Purl) IsGlob() bool { return strings.ContainsAny(p.Name, `*?[\`) }

@@ -267,7 +267,7 @@ func policyWriteExplain(w io.Writer, r policyExplainResult) error {
 	fmt.Fprintf(tw, "verdict\t%s\n", strings.ToUpper(string(r.Verdict)))
 	fmt.Fprintf(tw, "reason\t%s\n", r.Reason)
 	fmt.Fprintf(tw, "rule\t%s\n", policyOrDash(r.Rule))
-	fmt.Fprintf(tw, "\nchecks\t\n")
+	fmt.Fprintf(tw, "\nchecks\n")
 	for _, c := range r.Checks {
 		rule := ""
 		if c.Rule != "" {
