@@ -81,6 +81,9 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 		journal.WithOrigin(cfg.Origin),
 		journal.WithCheckpointEvery(cfg.Checkpoint.Every),
 		journal.WithCheckpointInterval(cfg.Checkpoint.Interval))
+	if errors.Is(err, journal.ErrLocked) {
+		return nil, fmt.Errorf("opening journal: %w: another sandtrail process (a daemon without a control socket, or another run) is writing %s; run `sandtrail daemon` to host several sessions at once", err, h.jdir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
