@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -88,20 +87,22 @@ func (e *frameError) Error() string {
 	return s
 }
 
-// segmentReader reads the frames of one segment file in order.
+// segmentReader reads the frames of one segment file in order, through a
+// window of the file that payloads are returned from without copying.
 type segmentReader struct {
-	f    *os.File
-	r    *bufio.Reader
-	size int64 // the file size when opened; frames beyond it are not read
-	off  int64 // offset of the next frame
-	seq  uint64
-	buf  []byte
-	hdr  [frameHeaderSize]byte
+	f      *os.File
+	size   int64 // the file size when opened; frames beyond it are not read
+	off    int64 // offset of the next frame
+	seq    uint64
+	buf    []byte // the window's storage
+	win    []byte // file bytes from winOff
+	winOff int64
+	hdr    [frameHeaderSize]byte
 	// checkSeq makes next compare the payload's "seq" with the position.
 	checkSeq bool
 }
 
-const readBufferSize = 1 << 20
+const readBufferSize = 4 << 20
 
 func openSegmentReader(path string, first uint64) (*segmentReader, error) {
 	f, err := os.Open(path)
@@ -113,13 +114,42 @@ func openSegmentReader(path string, first uint64) (*segmentReader, error) {
 		f.Close()
 		return nil, fmt.Errorf("opening segment: %w", err)
 	}
-	return &segmentReader{
-		f: f, r: bufio.NewReaderSize(io.LimitReader(f, st.Size()), readBufferSize),
-		size: st.Size(), seq: first, checkSeq: true,
-	}, nil
+	return &segmentReader{f: f, size: st.Size(), seq: first, checkSeq: true}, nil
 }
 
 func (s *segmentReader) Close() error { return s.f.Close() }
+
+// window returns the n file bytes at s.off, reading more of the file into
+// the window when needed. The caller has checked that they exist.
+func (s *segmentReader) window(n int) ([]byte, error) {
+	start := int(s.off - s.winOff)
+	if s.off >= s.winOff && start+n <= len(s.win) {
+		return s.win[start : start+n], nil
+	}
+	if s.buf == nil || len(s.buf) < n {
+		nb := make([]byte, max(readBufferSize, n))
+		if s.off >= s.winOff && start < len(s.win) {
+			copy(nb, s.win[start:])
+		}
+		s.buf = nb
+	} else if s.off >= s.winOff && start < len(s.win) {
+		copy(s.buf, s.win[start:])
+	}
+	have := 0
+	if s.off >= s.winOff && start < len(s.win) {
+		have = len(s.win) - start
+	}
+	want := int(min(int64(len(s.buf)), s.size-s.off))
+	k, err := s.f.ReadAt(s.buf[have:want], s.off+int64(have))
+	if have+k < n {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("reading segment %s: %w", s.f.Name(), err)
+	}
+	s.win, s.winOff = s.buf[:have+k], s.off
+	return s.win[:n], nil
+}
 
 // next returns the next frame's payload, valid until the following call;
 // io.EOF at a clean end; or a *frameError.
@@ -131,9 +161,11 @@ func (s *segmentReader) next() ([]byte, error) {
 	if remain < frameHeaderSize {
 		return nil, &frameError{kind: frameShortHeader, seq: s.seq, offset: s.off}
 	}
-	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
-		return nil, fmt.Errorf("reading segment %s: %w", s.f.Name(), err)
+	h, err := s.window(frameHeaderSize)
+	if err != nil {
+		return nil, err
 	}
+	copy(s.hdr[:], h)
 	n := binary.LittleEndian.Uint32(s.hdr[0:4])
 	if n == 0 || n > MaxPayload {
 		return nil, &frameError{kind: frameBadLength, seq: s.seq, offset: s.off, detail: strconv.FormatUint(uint64(n), 10)}
@@ -141,13 +173,11 @@ func (s *segmentReader) next() ([]byte, error) {
 	if int64(n) > remain-frameHeaderSize {
 		return nil, &frameError{kind: frameShortPayload, seq: s.seq, offset: s.off}
 	}
-	if cap(s.buf) < int(n) {
-		s.buf = make([]byte, n, max(int(n), 4096))
+	fr, err := s.window(frameHeaderSize + int(n))
+	if err != nil {
+		return nil, err
 	}
-	p := s.buf[:n]
-	if _, err := io.ReadFull(s.r, p); err != nil {
-		return nil, fmt.Errorf("reading segment %s: %w", s.f.Name(), err)
-	}
+	p := fr[frameHeaderSize:]
 	c := crc32.Update(0, castagnoli, s.hdr[0:4])
 	c = crc32.Update(c, castagnoli, p)
 	if c != binary.LittleEndian.Uint32(s.hdr[4:8]) {
