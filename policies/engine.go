@@ -114,6 +114,7 @@ type PackageRequest struct {
 // fails closed and says so. ctx is for future checks that look things up.
 func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 	_ = ctx
+	req.Ecosystem = strings.ToLower(req.Ecosystem)
 	var checks []Check
 	if req.Ecosystem == "" || req.Name == "" {
 		checks = append(checks, Check{Name: "request", Verdict: Block, Reason: "the request names no ecosystem or package"})

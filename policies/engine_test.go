@@ -389,3 +389,30 @@ blocklist:
 		})
 	}
 }
+
+// TestEngineConcurrent runs decisions from many goroutines on one engine;
+// run with -race it checks that an Engine is safe for concurrent use.
+func TestEngineConcurrent(t *testing.T) {
+	e := newTestEngine(t, testPolicy)
+	done := make(chan Verdict)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			v := Block
+			for j := 0; j < 200; j++ {
+				d := e.Package(context.Background(), PackageRequest{Ecosystem: "npm", Name: "lodash", Version: "4.17.20",
+					Source: "https://registry.npmjs.org/lodash/-/lodash-4.17.20.tgz", Published: testNow.Add(-time.Duration(j) * time.Hour)})
+				if d.Verdict != Block {
+					v = d.Verdict
+				}
+				e.Egress("example.com", netip.MustParseAddr("10.0.0.1"), uint16(i), "tcp")
+				e.FileRead("/etc/shadow")
+			}
+			done <- v
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		if v := <-done; v != Block {
+			t.Errorf("concurrent Package(lodash@4.17.20) = %s, want block", v)
+		}
+	}
+}
