@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -448,5 +449,79 @@ func TestLoadKeys(t *testing.T) {
 	}
 	if _, err := VerifierKey("PRIVATE+KEY+x"); !errors.Is(err, ErrBadKey) {
 		t.Fatalf("VerifierKey(garbage) = %v, want ErrBadKey", err)
+	}
+}
+
+// TestFollowWhileAppending reads the journal with Scan and Verify while a
+// writer appends: a follower sees every entry once, in order, and Verify
+// never reports a live journal as tampered.
+func TestFollowWhileAppending(t *testing.T) {
+	dir := t.TempDir()
+	s, v := testKey(t, "test")
+	j, err := Open(dir, s, WithCheckpointEvery(64), WithCheckpointInterval(2*time.Millisecond), WithSegmentSize(32<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 3000
+	evs := genEvents(total, 31)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < total; i += 3 {
+			if err := j.Append(context.Background(), evs[i:min(i+3, total)]...); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var next uint64
+	verifies := 0
+	writerDone := false
+	for next < total {
+		ch := j.Changed()
+		err := Scan(dir, next, func(seq uint64, raw []byte) error {
+			if seq != next {
+				return fmt.Errorf("Scan gave seq %d, want %d", seq, next)
+			}
+			if id := evs[seq].EventID; !bytes.Contains(raw, []byte(`"event_id":"`+id+`"`)) {
+				return fmt.Errorf("entry %d does not hold %s", seq, id)
+			}
+			next++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if verifies < 20 {
+			rep, err := Verify(dir, v, nil)
+			if err != nil || rep.Status == StatusTampered {
+				t.Fatalf("Verify() of a live journal = %+v, %v", rep, err)
+			}
+			verifies++
+		}
+		if next >= total {
+			break
+		}
+		if !writerDone {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				writerDone = true
+			case <-ch:
+			}
+		}
+	}
+	if !writerDone {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Verify(dir, v, nil); err != nil || rep.Status != StatusIntact || rep.Entries != total {
+		t.Fatalf("Verify() after Close = %+v, %v", rep, err)
 	}
 }
