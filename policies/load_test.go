@@ -207,6 +207,11 @@ func FuzzParse(f *testing.F) {
 				if e.Field == "" && !strings.HasPrefix(e.Msg, "syntax error") {
 					t.Fatalf("Parse error %q names no field", e)
 				}
+				// viper's own errors are a fallback that names no real
+				// field: the structure walk must have caught the problem.
+				if strings.HasPrefix(e.Msg, "decoding:") || strings.HasPrefix(e.Msg, "reading:") {
+					t.Fatalf("Parse error %q came from viper, not the structure walk", e)
+				}
 			}
 			return
 		}
