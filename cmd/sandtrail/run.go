@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +36,11 @@ func newRunCmd(g *globals) *cobra.Command {
 CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
 --user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
 with HOME there, inside the session's cgroups and limits from its first
-instruction. Its stdin, stdout and stderr are the terminal's. The kernel
+instruction (a relative CMD path such as ./agent.sh is made absolute first).
+Its environment is run's, with HOME, PWD, USER, LOGNAME and
+SANDTRAIL_SESSION_ID set for the session and the caller's SSH agent, runtime
+directory, session bus and sudo variables removed. Its stdin, stdout and
+stderr are run's. The kernel
 collector records every exec, fork and exit in the session; the session
 manager records the lifecycle and every limit hit.
 
@@ -77,6 +82,15 @@ policy); flags override them. 0 means unlimited.`,
 				return usageErr(err)
 			}
 			req.Argv, req.Env = args, os.Environ()
+			// CMD runs in the session's workdir: a relative path names
+			// a file relative to where run was started.
+			if strings.Contains(args[0], "/") && !filepath.IsAbs(args[0]) {
+				abs, err := filepath.Abs(args[0])
+				if err != nil {
+					return usageErr(err)
+				}
+				req.Argv = append([]string{abs}, args[1:]...)
+			}
 			cfg, err := g.load()
 			if err != nil {
 				return err

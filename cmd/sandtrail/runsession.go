@@ -137,10 +137,14 @@ func prepareCommand(s *session.Session, req *sessionRequest, acct account, stdio
 }
 
 // commandEnv is env with the session's HOME, USER, LOGNAME, PWD and
-// SANDTRAIL_SESSION_ID.
+// SANDTRAIL_SESSION_ID, without the invoking user's SSH agent, runtime
+// directory, session bus and sudo variables.
 func commandEnv(env []string, wd string, acct account, id string) []string {
+	// Besides what is replaced, drop what would point the agent at the
+	// invoking user's own agents and buses.
 	drop := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PWD": true, "SANDTRAIL_SESSION_ID": true,
-		"SUDO_USER": true, "SUDO_UID": true, "SUDO_GID": true, "SUDO_COMMAND": true}
+		"SUDO_USER": true, "SUDO_UID": true, "SUDO_GID": true, "SUDO_COMMAND": true,
+		"SSH_AUTH_SOCK": true, "XDG_RUNTIME_DIR": true, "DBUS_SESSION_BUS_ADDRESS": true, "MAIL": true, "OLDPWD": true}
 	out := make([]string, 0, len(env)+5)
 	hasPath := false
 	for _, kv := range env {
@@ -278,7 +282,11 @@ func (h *host) runInSession(ctx context.Context, req *sessionRequest, stdio [3]*
 	}
 	if err != nil {
 		res.StartErr = err.Error()
-		_ = s.Terminate(bg, session.ReasonNormal, event.I32(exitStatusOf(err)))
+		reason := session.ReasonNormal
+		if ctx.Err() != nil {
+			reason = session.ReasonSignal
+		}
+		_ = s.Terminate(bg, reason, event.I32(exitStatusOf(err)))
 	}
 	select {
 	case <-s.Done():
