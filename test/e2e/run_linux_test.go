@@ -631,10 +631,10 @@ func TestRunDefaultUser(t *testing.T) {
 	}
 }
 
-// TestDaemonPauseResume: with a daemon running, run goes through it, and
+// TestDaemonSessions: with a daemon running, run goes through it;
 // `sandtrail session pause/resume` freeze and thaw the session, recorded
-// with their actor.
-func TestDaemonPauseResume(t *testing.T) {
+// with their actor; and create, start (detached), show and cleanup work.
+func TestDaemonSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	d := e.cmd("daemon")
@@ -724,7 +724,49 @@ func TestDaemonPauseResume(t *testing.T) {
 	if r.code != 137 {
 		t.Errorf("sandtrail run exit code = %d, want 137 (SIGKILL)", r.code)
 	}
+
+	// create, start (detached, output to the session's log files),
+	// cleanup.
+	out, err := e.cmd("session", "create", "--user", "nobody", "--timeout", "60s").Output()
+	if err != nil {
+		t.Fatalf("sandtrail session create: %v", err)
+	}
+	id2 := strings.TrimSpace(string(out))
+	if out, err := e.cmd("session", "start", id2, "--", "sh", "-c", "echo out; echo err >&2; exit 3").CombinedOutput(); err != nil {
+		t.Fatalf("sandtrail session start: %v\n%s", err, out)
+	}
+	var shown struct {
+		State      string
+		ExitStatus *int32 `json:"exit_status"`
+		Reason     string
+	}
+	waitFor(t, "the started session to end", func() bool {
+		out, err := e.cmd("session", "show", id2, "--format", "json").Output()
+		return err == nil && json.Unmarshal(out, &shown) == nil && shown.State == "terminated"
+	})
+	if shown.Reason != "normal" || shown.ExitStatus == nil || *shown.ExitStatus != 3 {
+		t.Errorf("session show = %+v, want normal, exit status 3", shown)
+	}
+	dir := filepath.Join(e.data, "sessions", id2)
+	for name, want := range map[string]string{"stdout.log": "out\n", "stderr.log": "err\n"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v, want %q", name, b, err, want)
+		}
+	}
+	if out, err := e.cmd("session", "cleanup", id2, "--keep", "deleted").CombinedOutput(); err != nil || !strings.Contains(string(out), "cleaned") {
+		t.Errorf("sandtrail session cleanup: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("session directory after cleanup --keep deleted: %v, want it gone", err)
+	}
 	stopDaemon()
+	evs2 := e.events(id2)
+	if term := terminate(t, evs2); term.Reason != "normal" || term.ExitStatus == nil || *term.ExitStatus != 3 {
+		t.Errorf("session.terminate = %+v, want normal 3", term)
+	}
+	if c := kinds(evs2, "session.cleanup"); len(c) != 1 || c[0].Session.FSState != "deleted" {
+		t.Errorf("session.cleanup events = %d, want 1 with fs_state deleted", len(c))
+	}
 	evs := e.events(id)
 	for _, k := range []string{"session.pause", "session.resume"} {
 		got := kinds(evs, k)
