@@ -392,9 +392,7 @@ func (c *controlServer) handle(conn *net.UnixConn) {
 			break
 		}
 		if opErr = c.h.cleanupSession(ctx, cs.s, keep); opErr == nil {
-			c.mu.Lock()
-			cs.cleaned = true
-			c.mu.Unlock()
+			c.markCleaned(cs)
 		}
 	default:
 		opErr = fmt.Errorf("unknown op %q", req.Op)
@@ -407,6 +405,30 @@ func (c *controlServer) handle(conn *net.UnixConn) {
 	info := cs.info()
 	c.mu.Unlock()
 	reply(controlResponse{OK: true, Session: &info})
+}
+
+// keepCleaned is how many cleaned-up sessions list and show still know.
+const keepCleaned = 256
+
+// markCleaned records that cs was cleaned up, and forgets the oldest
+// cleaned-up sessions beyond keepCleaned (the record keeps them all).
+func (c *controlServer) markCleaned(cs *ctlSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs.cleaned = true
+	var cleaned []*ctlSession
+	for _, x := range c.sessions {
+		if x.cleaned {
+			cleaned = append(cleaned, x)
+		}
+	}
+	if len(cleaned) <= keepCleaned {
+		return
+	}
+	sort.Slice(cleaned, func(i, j int) bool { return cleaned[i].created.Before(cleaned[j].created) })
+	for _, x := range cleaned[:len(cleaned)-keepCleaned] {
+		delete(c.sessions, x.s.ID())
+	}
 }
 
 func (c *controlServer) setPaused(cs *ctlSession, p bool) {
@@ -491,9 +513,7 @@ func (c *controlServer) run(ctx context.Context, conn *net.UnixConn, rest io.Rea
 		reply(controlResponse{OK: true, Session: &info})
 	})
 	if cs != nil {
-		c.mu.Lock()
-		cs.cleaned = true
-		c.mu.Unlock()
+		c.markCleaned(cs)
 	}
 	if err == nil {
 		// The client reads its session back and verifies the journal:
