@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -387,7 +388,7 @@ func (e *edge) appendNode(x *hasher, level int, h tlog.Hash) {
 type chunk struct {
 	seg       int // index into the segments
 	first     uint64
-	data      []byte  // the payloads, back to back
+	data      []byte  // the payloads, back to back, each after a 0x00 byte
 	ends      []int   // end of each payload in data
 	offsets   []int64 // frame offset of each entry in its segment
 	leaves    []tlog.Hash
@@ -423,14 +424,16 @@ func (c *chunk) hash(x *hasher) {
 	c.leaves = c.leaves[:0]
 	start := 0
 	for i, end := range c.ends {
-		p := c.data[start:end]
-		start = end
+		// Each payload is stored after a 0x00 byte, so the leaf hash,
+		// SHA-256(0x00 || payload), is one call over the stored bytes.
+		p := c.data[start+1 : end]
 		if c.decode && c.decodeAt < 0 {
 			if _, err := event.Unmarshal(p); err != nil {
 				c.decodeAt, c.decodeErr = i, err
 			}
 		}
-		c.leaves = append(c.leaves, x.leaf(p))
+		c.leaves = append(c.leaves, sha256.Sum256(c.data[start:end]))
+		start = end
 	}
 	c.full = c.first%chunkEntries == 0 && len(c.leaves) == chunkEntries
 	if c.full {
@@ -519,6 +522,7 @@ func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk
 					emit(r.seq, i)
 					return
 				}
+				c.data = append(c.data, 0) // the leaf prefix, see hash
 				c.data = append(c.data, p...)
 				c.ends = append(c.ends, len(c.data))
 				c.offsets = append(c.offsets, off)
