@@ -444,6 +444,10 @@ func kindIndex(kind string) int {
 // waits up to the drain timeout.
 func (c *Collector) account(final bool) {
 	c.nextAccount = time.Now().Add(c.opts.lossInterval)
+	// Follow steps of the wall clock (NTP, settimeofday).
+	if off, err := bootOffset(); err == nil {
+		c.dec.bootOffset = off
+	}
 	c.mu.Lock()
 	for id, at := range c.removed {
 		if time.Since(at) > unwatchGrace {
