@@ -496,3 +496,24 @@ func TestTamperAppendedForgery(t *testing.T) {
 		t.Fatalf("Verify(appended forgery) = %+v, %v, want uncovered 1 after %d", rep, err, tamperEntries)
 	}
 }
+
+// TestTamperHashFileIgnored: the hash file is derived data that Verify
+// never trusts, so garbling it leaves an intact journal intact.
+func TestTamperHashFileIgnored(t *testing.T) {
+	dir := tamperCopy(t)
+	p := filepath.Join(dir, hashFile)
+	b := mustReadFile(t, p)
+	for i := 0; i < len(b); i += 997 {
+		b[i] ^= 0xa5
+	}
+	mustWriteFile(t, p, b)
+	rep, err := Verify(dir, tamperFixture.v, [][]byte{tamperFixture.held})
+	if err != nil || rep.Status != StatusIntact {
+		t.Fatalf("Verify() with a garbled hash file = %+v, %v, want intact", rep, err)
+	}
+	os.Remove(p)
+	rep, err = Verify(dir, tamperFixture.v, nil)
+	if err != nil || rep.Status != StatusIntact {
+		t.Fatalf("Verify() without a hash file = %+v, %v, want intact", rep, err)
+	}
+}
