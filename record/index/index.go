@@ -47,7 +47,7 @@ import (
 
 // SchemaVersion is the version of the index schema, kept in SQLite's
 // user_version. An index of another version must be rebuilt.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Errors returned by the index.
 var (
@@ -165,9 +165,9 @@ var tables = []string{
 // the start: a filter first finds the matching keys there (a range of
 // paths, the versions of a package), then the side rows of those keys.
 var indexes = []string{
-	`CREATE INDEX IF NOT EXISTS events_sid_ts ON events(sid, ts)`,   // 5: the timeline
-	`CREATE INDEX IF NOT EXISTS events_ts ON events(ts)`,            // time windows
-	`CREATE INDEX IF NOT EXISTS events_kind_ts ON events(kind, ts)`, // --kind
+	`CREATE INDEX IF NOT EXISTS events_sid_ts ON events(sid, ts)`,     // 5: the timeline
+	`CREATE INDEX IF NOT EXISTS events_ts ON events(ts)`,              // time windows
+	`CREATE INDEX IF NOT EXISTS events_kind ON events(kind, ts, sid)`, // --kind, and which sessions had one
 	`CREATE INDEX IF NOT EXISTS files_path ON files(path_id, sid, ts, seq)`,
 	`CREATE INDEX IF NOT EXISTS nets_domain ON nets(domain_id, sid, ts, seq) WHERE domain_id IS NOT NULL`,
 	`CREATE INDEX IF NOT EXISTS pkgs_pkg ON pkgs(pkg_id, sid, ts, seq)`,

@@ -618,6 +618,9 @@ func TestQueryPlans(t *testing.T) {
 		{"3 package range", query.Args{Package: "npm:lodash@^4.17.0"}, true, "SEARCH r USING PRIMARY KEY (pkg_id=?)"},
 		{"3 package range events", query.Args{Package: "npm:lodash@^4.17.0"}, false, "pkgs_pkg"},
 		{"4 reason", query.Args{Reason: "oom"}, true, "sessions_reason"},
+		{"sessions by kind", query.Args{Kind: "alert", Since: "2026-11-01T00:00:01Z"}, true, "COVERING INDEX events_kind"},
+		{"events by kind", query.Args{Kind: "alert", Since: "2026-11-01T00:00:01Z"}, false, "events_kind"},
+		{"sessions by time", query.Args{Since: "2026-11-01T00:00:01Z", Until: "2026-11-01T00:00:02Z"}, true, "events_sid_ts"},
 		{"5 timeline", query.Args{Session: sess, Since: "2026-11-01T00:00:01Z", Until: "2026-11-01T00:00:09Z"}, false, "events_sid_ts"},
 	}
 	for _, q := range questions {

@@ -374,7 +374,11 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 		cond := append([]string{sd.where()}, ew...)
 		cargs := append(append([]any(nil), sd.args...), ea...)
 		add("s.sid IN (SELECT x.sid FROM "+from+" WHERE "+strings.Join(cond, " AND ")+")", cargs...)
+	case len(f.Kinds) > 0:
+		// The kind index holds the session: find the sessions through it.
+		add("s.sid IN (SELECT e.sid FROM events e INDEXED BY events_kind WHERE "+strings.Join(ew, " AND ")+")", ea...)
 	case len(ew) > 0:
+		// A time window (and a pid): probe each session's events by time.
 		add("EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND "+strings.Join(ew, " AND ")+")", ea...)
 	}
 	if f.Session != "" {
