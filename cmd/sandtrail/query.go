@@ -27,8 +27,10 @@ import (
 // filterHelp is the part of the help that query and sessions share.
 const filterHelp = `Filters (all optional; together they must all hold for an event):
   --session ID        one session
-  --since T, --until T  RFC 3339 (2026-11-29T08:00:00Z), a date (2026-11-29),
-                      or a duration before now (30m, 2h, 7d, 2w); since <= ts < until
+  --since T           events at or after T, which is RFC 3339
+                      (2026-11-29T08:00:00Z), a date (2026-11-29), or a
+                      duration before now (30m, 2h, 7d, 2w)
+  --until T           events before T (same forms)
   --kind K[,K...]     event kinds: exact (file.read), a prefix (file. or file.*),
                       or a whole category (pkg)
   --path P            a prefix: the path and everything beneath it (/etc/ssh
