@@ -191,69 +191,87 @@ func (ix *Index) sid(ctx context.Context, id string) (int64, bool, error) {
 
 // eventPlan compiles f into a query for events, ordered by time.
 func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) {
-	var where []string
-	var args []any
-	add := func(w string, a ...any) { where = append(where, w); args = append(args, a...) }
 	sd, none, err := ix.sideOf(ctx, f)
 	if err != nil || none {
 		return &plan{none: none}, err
 	}
-	p := &plan{}
+	var sid int64
 	if f.Session != "" {
-		sid, ok, err := ix.sid(ctx, f.Session)
+		var ok bool
+		sid, ok, err = ix.sid(ctx, f.Session)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return &plan{none: true}, nil
 		}
-		add("e.sid = ?", sid)
-		if sd != nil {
-			add("x.sid = ?", sid)
-		}
+	}
+	// Conditions on the event's envelope, under alias a: e (events), or x
+	// (a side table, which repeats sid and ts).
+	var where []string
+	var args []any
+	add := func(w string, a ...any) { where = append(where, w); args = append(args, a...) }
+	alias := "e"
+	if sd != nil {
+		alias = "x"
+		add(sd.where(), sd.args...)
+	}
+	if f.Session != "" {
+		add(alias+".sid = ?", sid)
 	}
 	if !f.Since.IsZero() {
-		add("e.ts >= ?", f.Since.UnixNano())
-		if sd != nil {
-			add("x.ts >= ?", f.Since.UnixNano())
-		}
+		add(alias+".ts >= ?", f.Since.UnixNano())
 	}
 	if !f.Until.IsZero() {
-		add("e.ts < ?", f.Until.UnixNano())
-		if sd != nil {
-			add("x.ts < ?", f.Until.UnixNano())
-		}
-	}
-	if len(f.Kinds) > 0 {
-		w, a := kindSQL(f.Kinds)
-		add(w, a...)
-	}
-	if f.Pid != 0 {
-		add("e.pid = ?", int64(f.Pid))
+		add(alias+".ts < ?", f.Until.UnixNano())
 	}
 	if f.Reason != "" {
-		add("e.sid IN (SELECT sid FROM sessions WHERE end_reason = ?)", f.Reason)
+		add(alias+".sid IN (SELECT sid FROM sessions WHERE end_reason = ?)", f.Reason)
 	}
-	cols := "e.seq, e.ts, s.session_id, e.kind, e.source, e.raw"
-	var from string
-	if sd != nil {
-		from = sd.table + " JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = e.sid"
-		where = append([]string{sd.where()}, where...)
-		args = append(sd.args, args...)
-	} else {
-		from = "events e JOIN sessions s ON s.sid = e.sid"
+	// Conditions only the events table can check.
+	var ew []string
+	var ea []any
+	if len(f.Kinds) > 0 {
+		w, a := kindSQL(f.Kinds)
+		ew, ea = append(ew, w), append(ea, a...)
 	}
-	p.q = "SELECT " + cols + " FROM " + from
-	if len(where) > 0 {
-		p.q += " WHERE " + strings.Join(where, " AND ")
+	if f.Pid != 0 {
+		ew, ea = append(ew, "e.pid = ?"), append(ea, int64(f.Pid))
 	}
-	p.q += " ORDER BY e.ts, e.seq"
-	// A side table can hold two rows for one event (a rename's two paths);
-	// those are dropped while reading, so the limit is applied there too.
-	if f.Limit > 0 && sd == nil {
-		p.q += " LIMIT ?"
+	const cols = "SELECT e.seq, e.ts, s.session_id, e.kind, e.source, e.raw FROM "
+	p := &plan{}
+	if sd == nil {
+		where, args = append(where, ew...), append(args, ea...)
+		p.q = cols + "events e JOIN sessions s ON s.sid = e.sid"
+		if len(where) > 0 {
+			p.q += " WHERE " + strings.Join(where, " AND ")
+		}
+		p.q += " ORDER BY e.ts, e.seq"
+		if f.Limit > 0 {
+			p.q += " LIMIT ?"
+			args = append(args, f.Limit)
+		}
+		p.args = args
+		return p, nil
+	}
+	// With a side table, the matching (ts, seq) pairs come from its
+	// covering index (and, for a kind or a pid, the event's row, whose
+	// JSON is stored last and not read) and are put in order and cut to
+	// the limit first, small as they are; the events' JSON is read only
+	// for those that are kept. DISTINCT folds a rename's two matching paths
+	// into one event.
+	from := sd.table
+	if len(ew) > 0 {
+		from += " CROSS JOIN events e ON e.seq = x.seq"
+		where, args = append(where, ew...), append(args, ea...)
+	}
+	inner := "SELECT DISTINCT x.seq AS seq, x.ts AS ts FROM " + from + " WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY x.ts, x.seq"
+	if f.Limit > 0 {
+		inner += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
+	p.q = cols + "(" + inner + ") k CROSS JOIN events e ON e.seq = k.seq JOIN sessions s ON s.sid = e.sid ORDER BY k.ts, k.seq"
 	p.args = args
 	return p, nil
 }
