@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -40,6 +41,15 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Fprintln(os.Stderr, "no goroutine ran on a thread other than the leader")
 		os.Exit(3)
+	case "new":
+		// New without privileges: print the error and whether it is
+		// ErrPermission.
+		c, err := New(nil)
+		if err == nil {
+			c.Close()
+		}
+		fmt.Printf("%v\n%v\n", errors.Is(err, ErrPermission), err)
+		os.Exit(0)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 		os.Exit(2)

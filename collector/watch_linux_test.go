@@ -6,6 +6,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -198,5 +201,45 @@ func TestPendingFull(t *testing.T) {
 	}
 	if got != 1 {
 		t.Errorf("kernel:pending losses = %d, want 1", got)
+	}
+}
+
+// TestNewUnprivileged runs New as uid 65534 and checks that it fails with
+// ErrPermission and says what it needs.
+func TestNewUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to start a process as another user")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy the other user can run: the test binary's own directory is
+	// private.
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helper")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), helperEnv+"=new")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	is, msg, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	t.Logf("New() as uid %d: %s", nobody, msg)
+	if is != "true" || !strings.Contains(msg, "CAP_BPF") {
+		t.Errorf("New() as uid %d = %q, want ErrPermission naming CAP_BPF", nobody, msg)
 	}
 }
