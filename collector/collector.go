@@ -11,8 +11,9 @@
 // The collector never blocks on a slow consumer and never loses an event
 // silently: a record that does not fit in the kernel ring buffer is counted
 // per kind in the kernel, an event that does not fit in the Events channel is
-// counted in Go, and both counts become "collector.loss" events with the exact
-// number lost (sources "kernel:ringbuf" and "collector:queue").
+// counted in Go, and the counts become "collector.loss" events with the exact
+// number lost and the kind lost (sources "kernel:ringbuf", "collector:queue",
+// "kernel:recursion" and "kernel:pending").
 //
 // The BPF programs are in bpf/process.c; their structs are defined once in
 // bpf/common.h and generated into Go by bpf2go (see gen.go). Generated types
