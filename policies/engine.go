@@ -241,7 +241,7 @@ func (e *Engine) checkSource(req PackageRequest) Check {
 	if req.Registry != "" {
 		c, approved := e.matchRegistry(req.Ecosystem, req.Registry)
 		if !approved {
-			return e.unknownSource(fmt.Sprintf("registry %s is not an approved %s registry", redactURL(req.Registry), req.Ecosystem))
+			return e.unknownSource(fmt.Sprintf("registry %s is not an approved %s registry", event.RedactURL(req.Registry), req.Ecosystem))
 		}
 		ok = c
 	}
@@ -273,7 +273,7 @@ func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 		}
 		if p+"/" == pre.path || strings.HasPrefix(p, pre.path) {
 			return Check{Name: "source", Verdict: Allow, Rule: pre.field,
-				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", redactURL(raw), eco, pre.raw)}, true
+				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", event.RedactURL(raw), eco, pre.raw)}, true
 		}
 	}
 	return Check{}, false
@@ -284,7 +284,7 @@ func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 func (e *Engine) classifySource(eco, raw string) Check {
 	if host, isGit := gitHost(raw); isGit {
 		if host == "" {
-			return e.unknownSource(fmt.Sprintf("cannot find the host of git source %s", redactURL(raw)))
+			return e.unknownSource(fmt.Sprintf("cannot find the host of git source %s", event.RedactURL(raw)))
 		}
 		for _, h := range e.c.gitHosts {
 			if h.match(host) {
@@ -299,9 +299,9 @@ func (e *Engine) classifySource(eco, raw string) Check {
 	}
 	if e.c.allowDirect {
 		return Check{Name: "source", Verdict: Allow, Rule: "sources.allow_direct_urls",
-			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", redactURL(raw))}
+			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", event.RedactURL(raw))}
 	}
-	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", redactURL(raw), eco))
+	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", event.RedactURL(raw), eco))
 }
 
 // npmHosts are npm's hosted-git shorthands.
@@ -333,15 +333,6 @@ func gitHost(raw string) (host string, isGit bool) {
 		}
 	}
 	return "", false
-}
-
-// redactURL removes a password from a URL before it goes into a reason.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }
 
 func (e *Engine) checkCooldown(req PackageRequest) Check {

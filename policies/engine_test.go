@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // testPolicy exercises every rule kind.
@@ -414,5 +416,45 @@ func TestEngineConcurrent(t *testing.T) {
 		if v := <-done; v != Block {
 			t.Errorf("concurrent Package(lodash@4.17.20) = %s, want block", v)
 		}
+	}
+}
+
+// TestSourceReasonRedacted checks that credentials in a registry or source
+// URL do not reach a decision's reason.
+func TestSourceReasonRedacted(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		req    PackageRequest
+		secret string
+	}{
+		{name: "unapproved registry password", policy: "on_unknown_source: flag\n",
+			req:    PackageRequest{Ecosystem: "npm", Name: "a", Version: "1.0.0", Registry: "https://bob:hunter2secret@npm.evil.example/"},
+			secret: "hunter2secret"},
+		{name: "direct source token parameter", policy: "sources:\n  allow_direct_urls: true\n",
+			req:    PackageRequest{Ecosystem: "npm", Name: "a", Version: "1.0.0", Source: "https://example.com/a.tgz?access_token=tok3nvalue42"},
+			secret: "tok3nvalue42"},
+		{name: "unknown source password", policy: "on_unknown_source: flag\n",
+			req:    PackageRequest{Ecosystem: "npm", Name: "a", Version: "1.0.0", Source: "https://u:pa55word99@evil.example/a.tgz"},
+			secret: "pa55word99"},
+		{name: "approved registry password", policy: "",
+			req:    PackageRequest{Ecosystem: "npm", Name: "a", Version: "1.0.0", Source: "https://u:pa55word99@registry.npmjs.org/a/-/a-1.0.0.tgz"},
+			secret: "pa55word99"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newTestEngine(t, tt.policy)
+			d := e.Package(context.Background(), tt.req)
+			for _, c := range d.Checks {
+				if c.Name != "source" {
+					continue
+				}
+				if strings.Contains(c.Reason, tt.secret) || !strings.Contains(c.Reason, event.Mask) {
+					t.Errorf("Package(%+v) source reason = %q, want %q masked as %s", tt.req, c.Reason, tt.secret, event.Mask)
+				}
+				return
+			}
+			t.Fatalf("Package(%+v) = %+v, want a source check", tt.req, d)
+		})
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 // Ecosystems are the purl types a policy knows, in a stable order. npm,
@@ -50,10 +52,14 @@ func (p Purl) String() string {
 	}
 	s := "pkg:" + p.Type + "/" + strings.Join(segs, "/")
 	if p.Version != "" {
-		s += "@" + p.Version
+		s += "@" + versionEscape.Replace(p.Version)
 	}
 	return s
 }
+
+// versionEscape encodes what would end a version or be read as another
+// part of a purl; the rest of a range (spaces, <, |) stays readable.
+var versionEscape = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23", "/", "%2F", "@", "%40")
 
 // globUnescape keeps a pattern's * and [] readable in String; ? stays
 // escaped, as an unescaped ? would start purl qualifiers.
@@ -76,105 +82,58 @@ func (p Purl) MatchName(ecosystem, name string) bool {
 	return err == nil && ok
 }
 
-var pypiSeparators = regexp.MustCompile(`[-_.]+`)
-
-// NormalizeName returns name as ecosystem compares names: PEP 503 for pypi
-// (lower case, runs of -, _ and . become -), lower case with - for _ for
-// cargo (crates.io treats them as the same crate), lower case for deb and
-// oci, and as written for npm (whose names are case-sensitive).
-func NormalizeName(ecosystem, name string) string {
-	switch ecosystem {
-	case "pypi":
-		return pypiSeparators.ReplaceAllString(strings.ToLower(name), "-")
-	case "cargo":
-		return strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	case "deb", "oci":
-		return strings.ToLower(name)
-	}
-	return name
-}
+// NormalizeName returns name as ecosystem compares names; it is
+// resolver.NormalizeName.
+func NormalizeName(ecosystem, name string) string { return resolver.NormalizeName(ecosystem, name) }
 
 // ParsePurl parses a purl-style package pattern. It accepts exactly:
 //
 //	pkg:TYPE/NAME[@VERSION]
 //	pkg:TYPE/NAMESPACE/NAME[@VERSION]
 //
-// with TYPE one of Ecosystems. Name and namespace are percent-decoded
-// (pkg:npm/%40scope/name; an unencoded @scope is accepted too). Qualifiers
-// (?…) and subpaths (#…) are rejected, because a policy could not honour
-// them. Errors say which part is wrong.
+// with TYPE one of Ecosystems. The purl is split by purl.Parse, so name,
+// namespace and version are percent-decoded (pkg:npm/%40scope/name; an
+// unencoded @scope is accepted too). Qualifiers (?…) and subpaths (#…) are
+// rejected, because a policy could not honour them. Errors say which part
+// is wrong.
 func ParsePurl(s string) (Purl, error) {
-	var p Purl
-	rest, ok := strings.CutPrefix(s, "pkg:")
-	if !ok {
-		return p, fmt.Errorf("purl %q: must start with pkg:", s)
-	}
-	if strings.ContainsAny(rest, "?#") {
-		return p, fmt.Errorf("purl %q: qualifiers (?) and subpaths (#) are not supported", s)
-	}
-	rest = strings.TrimPrefix(rest, "//") // pkg://npm/x is tolerated by the spec
-	typ, rest, ok := strings.Cut(rest, "/")
-	if !ok || typ == "" {
-		return p, fmt.Errorf("purl %q: want pkg:TYPE/NAME", s)
-	}
-	p.Type = strings.ToLower(typ)
-	if !knownEcosystem(p.Type) {
-		return p, fmt.Errorf("purl %q: unknown type %q (want one of %s)", s, typ, strings.Join(Ecosystems, ", "))
-	}
-	// The version starts at the first @ of the last path segment, unless
-	// that @ begins the segment (an unencoded npm scope with no name after
-	// it is caught below).
-	var ns, nameVer string
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
-		ns, nameVer = rest[:i], rest[i+1:]
-	} else {
-		nameVer = rest
-	}
-	name, version, hasVersion := strings.Cut(nameVer, "@")
-	if hasVersion {
-		if version == "" {
-			return p, fmt.Errorf("purl %q: empty version after @", s)
-		}
-		p.Version = version
-	}
-	dn, err := url.PathUnescape(name)
+	u, err := purl.Parse(s)
 	if err != nil {
-		return p, fmt.Errorf("purl %q: name: %w", s, err)
+		return Purl{}, err
 	}
-	if dn == "" {
-		return p, fmt.Errorf("purl %q: empty name", s)
+	bad := func(format string, a ...any) (Purl, error) {
+		return Purl{}, fmt.Errorf("purl %q: "+format, append([]any{s}, a...)...)
 	}
-	if strings.ContainsAny(dn, "/ \t\r\n") {
-		return p, fmt.Errorf("purl %q: name %q contains a slash or space", s, dn)
+	if strings.ContainsAny(s, "?#") {
+		return bad("qualifiers (?) and subpaths (#) are not supported")
 	}
-	full := dn
-	if ns != "" {
-		dns, err := url.PathUnescape(ns)
-		if err != nil {
-			return p, fmt.Errorf("purl %q: namespace: %w", s, err)
-		}
-		if dns == "" || strings.ContainsAny(dns, " \t\r\n") || strings.Contains(dns, "//") {
-			return p, fmt.Errorf("purl %q: bad namespace %q", s, dns)
-		}
-		full = dns + "/" + dn
+	if !knownEcosystem(u.Type) {
+		return bad("unknown type %q (want one of %s)", u.Type, strings.Join(Ecosystems, ", "))
 	}
-	switch p.Type {
+	if strings.ContainsAny(u.Name, " \t\r\n") {
+		return bad("name %q contains a slash or space", u.Name)
+	}
+	if strings.ContainsAny(u.Namespace, " \t\r\n") {
+		return bad("bad namespace %q", u.Namespace)
+	}
+	full := u.Name
+	if u.Namespace != "" {
+		full = u.Namespace + "/" + u.Name
+	}
+	switch u.Type {
 	case "npm":
-		if strings.Count(full, "/") > 1 || (strings.Contains(full, "/") && !strings.HasPrefix(full, "@")) {
-			return p, fmt.Errorf("purl %q: an npm namespace is a scope such as %%40scope", s)
-		}
-		if full == "@" || strings.HasSuffix(full, "/") {
-			return p, fmt.Errorf("purl %q: empty npm name", s)
+		if u.Namespace != "" && !strings.HasPrefix(u.Namespace, "@") || u.Namespace == "@" {
+			return bad("an npm namespace is a scope such as %%40scope")
 		}
 	case "pypi", "cargo", "deb":
-		if ns != "" {
-			return p, fmt.Errorf("purl %q: %s packages have no namespace", s, p.Type)
+		if u.Namespace != "" {
+			return bad("%s packages have no namespace", u.Type)
 		}
 	}
-	p.Name = NormalizeName(p.Type, full)
+	p := Purl{Type: u.Type, Name: NormalizeName(u.Type, full), Version: u.Version}
 	if p.IsGlob() {
 		if _, err := path.Match(p.Name, ""); err != nil {
-			return p, fmt.Errorf("purl %q: bad name pattern: %w", s, err)
+			return bad("bad name pattern: %w", err)
 		}
 	}
 	return p, nil
