@@ -160,7 +160,7 @@ func pkgID(req PackageRequest) string {
 
 func (e *Engine) checkBlocklist(req PackageRequest) Check {
 	c := e.c
-	name := NormalizeName(req.Ecosystem, req.Name)
+	name := resolver.NormalizeName(req.Ecosystem, req.Name)
 	exact := c.blockByName[req.Ecosystem+"\x00"+name]
 	// Visit the exact-name and glob entries that may apply, in list order.
 	var (

@@ -37,7 +37,7 @@ type Purl struct {
 	Type string
 	// Name is the full package name as the ecosystem writes it, with the
 	// namespace: "@scope/name" for npm, "library/alpine" for oci. It is
-	// normalized as the ecosystem compares names (see NormalizeName).
+	// normalized as the ecosystem compares names (see resolver.NormalizeName).
 	Name string
 	// Version is the text after the @, or empty.
 	Version string
@@ -74,17 +74,13 @@ func (p Purl) MatchName(ecosystem, name string) bool {
 	if ecosystem != p.Type {
 		return false
 	}
-	n := NormalizeName(ecosystem, name)
+	n := resolver.NormalizeName(ecosystem, name)
 	if !p.IsGlob() {
 		return n == p.Name
 	}
 	ok, err := path.Match(p.Name, n)
 	return err == nil && ok
 }
-
-// NormalizeName returns name as ecosystem compares names; it is
-// resolver.NormalizeName.
-func NormalizeName(ecosystem, name string) string { return resolver.NormalizeName(ecosystem, name) }
 
 // ParsePurl parses a purl-style package pattern. It accepts exactly:
 //
@@ -130,7 +126,7 @@ func ParsePurl(s string) (Purl, error) {
 			return bad("%s packages have no namespace", u.Type)
 		}
 	}
-	p := Purl{Type: u.Type, Name: NormalizeName(u.Type, full), Version: u.Version}
+	p := Purl{Type: u.Type, Name: resolver.NormalizeName(u.Type, full), Version: u.Version}
 	if p.IsGlob() {
 		if _, err := path.Match(p.Name, ""); err != nil {
 			return bad("bad name pattern: %w", err)
