@@ -43,6 +43,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/query"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // SchemaVersion is the version of the index schema, kept in SQLite's
@@ -643,7 +644,7 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, rolls map[rollKey]bo
 			if p.Purl != "" {
 				purl = p.Purl
 			}
-			id, err := ix.idOf(ctx, st, dictPackage, eco, query.NormalizeName(eco, name), version)
+			id, err := ix.idOf(ctx, st, dictPackage, eco, resolver.NormalizeName(eco, name), version)
 			if err != nil {
 				return err
 			}

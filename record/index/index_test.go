@@ -18,6 +18,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/index/indextest"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/query"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
@@ -339,7 +340,7 @@ func (o *oracle) match(f *query.Filter, ev *event.Event) bool {
 		return false
 	}
 	if p := f.Package; p != nil && (ev.Pkg == nil || ev.Pkg.Ecosystem != p.Ecosystem ||
-		query.NormalizeName(p.Ecosystem, ev.Pkg.Name) != p.Name || !p.MatchVersion(ev.Pkg.Resolved)) {
+		resolver.NormalizeName(p.Ecosystem, ev.Pkg.Name) != p.Name || !p.MatchVersion(ev.Pkg.Resolved)) {
 		return false
 	}
 	return true

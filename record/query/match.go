@@ -1,13 +1,14 @@
 package query
 
 import (
+	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"regexp"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 // MaxPathLen is the longest --path pattern accepted.
@@ -282,7 +283,7 @@ var RangeEcosystems = []string{"npm", "pypi", "cargo", "deb"}
 // PackageMatch matches pkg events by ecosystem, name and version.
 type PackageMatch struct {
 	Ecosystem string
-	// Name is normalized with NormalizeName.
+	// Name is normalized with resolver.NormalizeName.
 	Name string
 	// Version is an exact version; empty with an empty Range means any.
 	Version string
@@ -296,23 +297,7 @@ type PackageMatch struct {
 var (
 	semverRe = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$`)
 	plainRe  = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_:~!-]*$`)
-	sepRe    = regexp.MustCompile(`[-_.]+`)
 )
-
-// NormalizeName returns the name under which a package is indexed: PyPI
-// names per PEP 503, crate names case-folded with "_" as "-", Debian and
-// OCI names lowercase; npm names are case-sensitive and kept.
-func NormalizeName(eco, name string) string {
-	switch eco {
-	case "pypi":
-		return sepRe.ReplaceAllString(strings.ToLower(name), "-")
-	case "cargo":
-		return strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	case "deb", "oci":
-		return strings.ToLower(name)
-	}
-	return name
-}
 
 // ParsePackage reads a --package value:
 //
@@ -355,7 +340,7 @@ func ParsePackage(s string) (*PackageMatch, error) {
 	if err := checkName(eco, name); err != nil {
 		return nil, bad(err.Error())
 	}
-	p := &PackageMatch{Ecosystem: eco, Name: NormalizeName(eco, name)}
+	p := &PackageMatch{Ecosystem: eco, Name: resolver.NormalizeName(eco, name)}
 	if spec == "" || spec == "*" {
 		return p, nil
 	}
@@ -438,49 +423,25 @@ func exactVersion(eco, spec string) (string, bool) {
 	return "", false
 }
 
+// parsePurl reads a purl --package value; the version, if any, is exact.
+// Qualifiers and a subpath are parsed and ignored.
 func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
-	rest := strings.TrimPrefix(s, "pkg:")
-	rest = strings.TrimLeft(rest, "/")
-	if i := strings.IndexByte(rest, '#'); i >= 0 {
-		rest = rest[:i]
-	}
-	if i := strings.IndexByte(rest, '?'); i >= 0 {
-		rest = rest[:i]
-	}
-	typ, rest, ok := strings.Cut(rest, "/")
-	if !ok || typ == "" || rest == "" {
-		return nil, bad("want a purl pkg:type/[namespace/]name[@version]")
-	}
-	typ = strings.ToLower(typ)
-	if !contains(Ecosystems, typ) {
-		return nil, bad(fmt.Sprintf("unknown purl type %q (want one of %s)", typ, strings.Join(Ecosystems, ", ")))
-	}
-	version := ""
-	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
-		rest, version = rest[:i], rest[i+1:]
-		v, err := url.PathUnescape(version)
-		if err != nil || v == "" {
-			return nil, bad("bad purl version")
+	u, err := purl.Parse(s)
+	if err != nil {
+		var se *purl.SyntaxError
+		if errors.As(err, &se) {
+			return nil, bad(se.Reason)
 		}
-		version = v
+		return nil, bad(err.Error())
 	}
-	segs := strings.Split(strings.Trim(rest, "/"), "/")
-	for i, seg := range segs {
-		v, err := url.PathUnescape(seg)
-		if err != nil || v == "" {
-			return nil, bad("bad purl name or namespace")
-		}
-		segs[i] = v
+	if !contains(Ecosystems, u.Type) {
+		return nil, bad(fmt.Sprintf("unknown purl type %q (want one of %s)", u.Type, strings.Join(Ecosystems, ", ")))
 	}
-	name := segs[len(segs)-1]
-	ns := segs[:len(segs)-1]
-	switch typ {
+	name := u.Name
+	switch u.Type {
 	case "npm":
-		if len(ns) > 1 {
-			return nil, bad("an npm purl has at most one namespace (the @scope)")
-		}
-		if len(ns) == 1 {
-			scope := ns[0]
+		if u.Namespace != "" {
+			scope := u.Namespace
 			if !strings.HasPrefix(scope, "@") {
 				scope = "@" + scope
 			}
@@ -488,18 +449,18 @@ func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 		}
 	case "oci":
 		// An oci purl names the image by its last path segment; the
-		// repository is a qualifier, dropped above.
+		// repository is a qualifier.
 	default:
 		// pkg:deb/debian/curl: the namespace is the vendor, not part of
 		// the name.
 	}
-	if err := checkName(typ, name); err != nil {
+	if err := checkName(u.Type, name); err != nil {
 		return nil, bad(err.Error())
 	}
-	if version != "" && strings.ContainsAny(version, " \t<>=^~*,|") && typ != "deb" {
+	if u.Version != "" && strings.ContainsAny(u.Version, " \t<>=^~*,|") && u.Type != "deb" {
 		return nil, bad("a purl version is exact; use eco:name@range for a range")
 	}
-	return &PackageMatch{Ecosystem: typ, Name: NormalizeName(typ, name), Version: version}, nil
+	return &PackageMatch{Ecosystem: u.Type, Name: resolver.NormalizeName(u.Type, name), Version: u.Version}, nil
 }
 
 // MatchVersion reports whether a recorded (resolved) version satisfies p.

@@ -200,21 +200,6 @@ func TestDomainMatch(t *testing.T) {
 	}
 }
 
-func TestNormalizeName(t *testing.T) {
-	tests := []struct{ eco, in, want string }{
-		{"pypi", "Typing_Extensions", "typing-extensions"},
-		{"pypi", "zope.interface", "zope-interface"},
-		{"cargo", "Serde_JSON", "serde-json"},
-		{"npm", "JSONStream", "JSONStream"},
-		{"deb", "LibC6", "libc6"},
-	}
-	for _, tt := range tests {
-		if got := NormalizeName(tt.eco, tt.in); got != tt.want {
-			t.Errorf("NormalizeName(%q, %q) = %q, want %q", tt.eco, tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestKindMatch(t *testing.T) {
 	ks, err := ParseKinds("file.,net.connect")
 	if err != nil {
