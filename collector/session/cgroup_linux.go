@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -113,11 +114,9 @@ func newCgroup(l *Layout, name string, lim event.Limits) (_ *cgroup, err error) 
 		return nil, fmt.Errorf("opening session cgroup: %w", err)
 	}
 	c.fd = fd
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(fd.Fd()), &st); err != nil {
+	if c.id, err = cgroups.FileID(fd); err != nil {
 		return nil, fmt.Errorf("reading session cgroup id: %w", err)
 	}
-	c.id = st.Ino
 	return c, nil
 }
 
@@ -374,7 +373,7 @@ func (c *cgroup) checkMember1(pid int) error {
 	if err != nil {
 		return fmt.Errorf("reading process cgroup: %w", err)
 	}
-	pc, err := ParseProcCgroup(b)
+	pc, err := cgroups.ParseProcCgroup(b)
 	if err != nil {
 		return err
 	}

@@ -8,41 +8,6 @@ import (
 // The parsers read files that a session's processes can partly influence.
 // They must never panic, and what they accept must be self-consistent.
 
-func FuzzParseMountInfo(f *testing.F) {
-	for _, n := range []string{"mountinfo-hybrid.txt", "mountinfo-purev2.txt", "mountinfo-container.txt", "mountinfo-systemd-hybrid.txt"} {
-		f.Add(readTestdata(f, n))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, err := ParseMountInfo(b)
-		if err != nil {
-			return
-		}
-		for _, m := range ms {
-			if !strings.HasPrefix(m.Point, "/") || !strings.HasPrefix(m.Root, "/") {
-				t.Errorf("ParseMountInfo(%q) = mount %+v, want absolute paths", b, m)
-			}
-			if m.V2 && len(m.Controllers) > 0 {
-				t.Errorf("ParseMountInfo(%q) = v2 mount with controllers %v", b, m.Controllers)
-			}
-		}
-	})
-}
-
-func FuzzParseProcCgroup(f *testing.F) {
-	for _, n := range []string{"cgroup-hybrid.txt", "cgroup-purev2.txt", "cgroup-container.txt", "cgroup-systemd-hybrid.txt"} {
-		f.Add(readTestdata(f, n))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		pc, err := ParseProcCgroup(b)
-		if err != nil {
-			return
-		}
-		if pc.HasV2 && !strings.HasPrefix(pc.V2, "/") {
-			t.Errorf("ParseProcCgroup(%q).V2 = %q, want absolute", b, pc.V2)
-		}
-	})
-}
-
 func FuzzDetectLayout(f *testing.F) {
 	f.Add(readTestdata(f, "mountinfo-hybrid.txt"), readTestdata(f, "cgroup-hybrid.txt"))
 	f.Add(readTestdata(f, "mountinfo-container.txt"), readTestdata(f, "cgroup-container.txt"))

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
 )
 
 // ErrNoCgroups is returned when no usable cgroup hierarchy is mounted.
@@ -36,16 +37,17 @@ type Layout struct {
 func (l *Layout) Hybrid() bool { return len(l.V1) > 0 }
 
 // DetectLayout computes the layout from the contents of
-// /proc/self/mountinfo and /proc/self/cgroup. It returns ErrNoCgroups when
-// there is no cgroup2 mount, and an error when the process's cgroup lies
+// /proc/self/mountinfo and /proc/self/cgroup, parsed by package
+// collector/cgroup (whose errors wrap cgroup.ErrParse). It returns
+// ErrNoCgroups when there is no cgroup2 mount, and an error when the process's cgroup lies
 // outside what a mount shows (so a session cgroup could not be made
 // beneath it).
 func DetectLayout(mountinfo, proccgroup []byte) (*Layout, error) {
-	mounts, err := ParseMountInfo(mountinfo)
+	mounts, err := cgroups.ParseMountInfo(mountinfo)
 	if err != nil {
 		return nil, err
 	}
-	pc, err := ParseProcCgroup(proccgroup)
+	pc, err := cgroups.ParseProcCgroup(proccgroup)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +66,7 @@ func DetectLayout(mountinfo, proccgroup []byte) (*Layout, error) {
 			continue
 		}
 		for _, c := range m.Controllers {
-			if strings.HasPrefix(c, "name=") || !slices.Contains(v1Controllers, c) {
+			if strings.HasPrefix(c, "name=") {
 				continue
 			}
 			if _, done := l.V1[c]; done {
@@ -90,21 +92,12 @@ func DetectLayout(mountinfo, proccgroup []byte) (*Layout, error) {
 
 // under returns the directory of hierarchy path p under mount m, if the
 // mount shows it.
-func under(m Mount, p string) (Dir, bool) {
-	root := path.Clean(m.Root)
-	p = path.Clean(p)
-	var rest string
-	switch {
-	case root == "/":
-		rest = p
-	case p == root:
-		rest = "/"
-	case strings.HasPrefix(p, root+"/"):
-		rest = strings.TrimPrefix(p, root)
-	default:
+func under(m cgroups.Mount, p string) (Dir, bool) {
+	dir, err := m.Dir(p)
+	if err != nil {
 		return Dir{}, false
 	}
-	return Dir{Path: filepath.Join(m.Point, rest), Rel: p}, true
+	return Dir{Path: dir, Rel: path.Clean("/" + p)}, true
 }
 
 // backend says which hierarchy provides a resource for a session.

@@ -1,18 +1,15 @@
 package session
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
-	"path"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-// Parsers for the kernel's text files. Their input is read from procfs and
+// Parsers for the kernel's text files (mountinfo and /proc/<pid>/cgroup are
+// parsed by package collector/cgroup). Their input is read from procfs and
 // cgroupfs, where a process inside a session can influence some of it (for
 // example the comm it puts into an OOM report), so every parser bounds its
 // work, rejects what it does not understand with an error wrapping ErrParse,
@@ -23,143 +20,6 @@ var ErrParse = errors.New("session: parse error")
 
 // maxParseInput bounds the bytes a parser looks at.
 const maxParseInput = 1 << 20
-
-// Mount is one cgroup file system from /proc/self/mountinfo.
-type Mount struct {
-	// Point is where it is mounted, for example /sys/fs/cgroup/memory.
-	Point string
-	// Root is the mount's root inside the hierarchy, "/" unless a
-	// cgroup namespace or a bind mount shows only a subtree.
-	Root string
-	// V2 is true for the unified (cgroup2) hierarchy.
-	V2 bool
-	// Controllers are the v1 controllers of the hierarchy ("cpu",
-	// "cpuacct"), and named hierarchies as "name=systemd". Empty for v2.
-	Controllers []string
-}
-
-// v1Controllers are the controller names that may appear in the super
-// options of a v1 cgroup mount.
-var v1Controllers = []string{
-	"blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb",
-	"memory", "misc", "net_cls", "net_prio", "perf_event", "pids", "rdma",
-}
-
-// ParseMountInfo returns the cgroup and cgroup2 mounts listed in b, the
-// contents of /proc/<pid>/mountinfo (proc(5)), in order.
-func ParseMountInfo(b []byte) ([]Mount, error) {
-	if len(b) > maxParseInput {
-		return nil, fmt.Errorf("%w: mountinfo: %d bytes exceeds %d", ErrParse, len(b), maxParseInput)
-	}
-	var out []Mount
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), maxParseInput)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		// id parent maj:min root point opts [optional...] - fstype source superopts
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			return nil, fmt.Errorf("%w: mountinfo line %d: no separator", ErrParse, n)
-		}
-		f := strings.Fields(pre)
-		if len(f) < 6 {
-			return nil, fmt.Errorf("%w: mountinfo line %d: %d fields before separator, want at least 6", ErrParse, n, len(f))
-		}
-		p := strings.Fields(post)
-		if len(p) < 3 {
-			return nil, fmt.Errorf("%w: mountinfo line %d: %d fields after separator, want 3", ErrParse, n, len(p))
-		}
-		fstype := p[0]
-		if fstype != "cgroup" && fstype != "cgroup2" {
-			continue
-		}
-		m := Mount{Root: unescapeMount(f[3]), Point: unescapeMount(f[4]), V2: fstype == "cgroup2"}
-		if !path.IsAbs(m.Root) || !path.IsAbs(m.Point) {
-			return nil, fmt.Errorf("%w: mountinfo line %d: relative path", ErrParse, n)
-		}
-		if !m.V2 {
-			for _, o := range strings.Split(p[2], ",") {
-				if slices.Contains(v1Controllers, o) || strings.HasPrefix(o, "name=") {
-					m.Controllers = append(m.Controllers, o)
-				}
-			}
-		}
-		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: mountinfo: %v", ErrParse, err)
-	}
-	return out, nil
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// ProcCgroups is a process's membership, parsed from /proc/<pid>/cgroup.
-type ProcCgroups struct {
-	// V2 is the path in the unified hierarchy ("0::/path"); HasV2 says
-	// whether that line was present.
-	V2    string
-	HasV2 bool
-	// V1 maps each v1 controller (and "name=..." hierarchy) to its path.
-	V1 map[string]string
-}
-
-// ParseProcCgroup parses b, the contents of /proc/<pid>/cgroup
-// (cgroups(7)): lines of hierarchy-id:controller-list:path.
-func ParseProcCgroup(b []byte) (ProcCgroups, error) {
-	pc := ProcCgroups{V1: map[string]string{}}
-	if len(b) > maxParseInput {
-		return pc, fmt.Errorf("%w: cgroup: %d bytes exceeds %d", ErrParse, len(b), maxParseInput)
-	}
-	for n, line := range strings.Split(string(b), "\n") {
-		if line == "" {
-			continue
-		}
-		id, rest, ok1 := strings.Cut(line, ":")
-		ctrls, p, ok2 := strings.Cut(rest, ":")
-		if !ok1 || !ok2 {
-			return pc, fmt.Errorf("%w: cgroup line %d: want id:controllers:path", ErrParse, n+1)
-		}
-		if _, err := strconv.ParseUint(id, 10, 32); err != nil {
-			return pc, fmt.Errorf("%w: cgroup line %d: hierarchy id %q", ErrParse, n+1, id)
-		}
-		if !path.IsAbs(p) {
-			return pc, fmt.Errorf("%w: cgroup line %d: path %q is not absolute", ErrParse, n+1, p)
-		}
-		p = path.Clean(p)
-		if id == "0" && ctrls == "" {
-			pc.V2, pc.HasV2 = p, true
-			continue
-		}
-		if ctrls == "" {
-			return pc, fmt.Errorf("%w: cgroup line %d: v1 hierarchy without controllers", ErrParse, n+1)
-		}
-		for _, c := range strings.Split(ctrls, ",") {
-			pc.V1[c] = p
-		}
-	}
-	return pc, nil
-}
 
 // ParseKeyed parses a flat keyed cgroup file: lines of "key value" with an
 // integer value, as in memory.events, cpu.stat, pids.events and v1

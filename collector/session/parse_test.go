@@ -132,64 +132,6 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func TestParseMountInfoErrors(t *testing.T) {
-	tests := []struct {
-		name, in string
-	}{
-		{"no separator", "29 22 0:26 / /sys/fs/cgroup rw cgroup2 cgroup2 rw\n"},
-		{"short", "29 22 0:26 / - cgroup2 cgroup2 rw\n"},
-		{"short after separator", "29 22 0:26 / /sys/fs/cgroup rw - cgroup2\n"},
-		{"relative mount point", "29 22 0:26 / sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got, err := ParseMountInfo([]byte(tt.in)); !errors.Is(err, ErrParse) {
-				t.Errorf("ParseMountInfo(%q) = %v, %v, want ErrParse", tt.in, got, err)
-			}
-		})
-	}
-	m, err := ParseMountInfo(readTestdata(t, "mountinfo-container.txt"))
-	if err != nil || len(m) != 1 || m[0].Root != "/docker/abc" || !m[0].V2 {
-		t.Errorf("ParseMountInfo(container) = %+v, %v, want one v2 mount rooted at /docker/abc", m, err)
-	}
-	if got := unescapeMount(`/mnt/with\040space`); got != "/mnt/with space" {
-		t.Errorf(`unescapeMount(/mnt/with\040space) = %q, want "/mnt/with space"`, got)
-	}
-}
-
-func TestParseProcCgroup(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    ProcCgroups
-		wantErr bool
-	}{
-		{"v2 only", "0::/a/b\n", ProcCgroups{V2: "/a/b", HasV2: true, V1: map[string]string{}}, false},
-		{"hybrid", "4:memory:/x\n1:cpu,cpuacct:/\n1:name=systemd:/s\n0::/\n",
-			ProcCgroups{V2: "/", HasV2: true, V1: map[string]string{"memory": "/x", "cpu": "/", "cpuacct": "/", "name=systemd": "/s"}}, false},
-		{"v1 only", "4:memory:/x\n", ProcCgroups{V1: map[string]string{"memory": "/x"}}, false},
-		{"path with colon", "0::/a:b\n", ProcCgroups{V2: "/a:b", HasV2: true, V1: map[string]string{}}, false},
-		{"missing fields", "0:/\n", ProcCgroups{}, true},
-		{"bad id", "x::/\n", ProcCgroups{}, true},
-		{"relative path", "0::a\n", ProcCgroups{}, true},
-		{"v1 without controllers", "3::/\n", ProcCgroups{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseProcCgroup([]byte(tt.in))
-			if tt.wantErr {
-				if !errors.Is(err, ErrParse) {
-					t.Errorf("ParseProcCgroup(%q) = %v, want ErrParse", tt.in, err)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ParseProcCgroup(%q) = %+v, %v, want %+v", tt.in, got, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestParseKeyed(t *testing.T) {
 	tests := []struct {
 		name string

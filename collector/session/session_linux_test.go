@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -231,7 +232,7 @@ func TestLifecycleEventsAndCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := session.ParseProcCgroup(b)
+	pc, err := cgroup.ParseProcCgroup(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,7 +695,7 @@ func TestV2Only(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := session.ParseProcCgroup(b)
+	pc, err := cgroup.ParseProcCgroup(b)
 	if err != nil || !strings.HasSuffix(pc.V2, "/sandtrail-"+s.ID()) {
 		t.Errorf("child's v2 cgroup = %q, %v, want …/sandtrail-%s", pc.V2, err, s.ID())
 	}
