@@ -76,20 +76,28 @@ func mkdir(tb testing.TB, m cgroup.Mount, p string) *Cgroup {
 	return c
 }
 
-// remove closes c's directory and removes it once its processes are gone:
-// an exited process can stay in cgroup.procs for a moment.
+// remove closes c's directory and removes it.
 func remove(tb testing.TB, c *Cgroup) {
 	if c.f != nil {
 		c.f.Close()
 	}
+	Remove(tb, c.Dir)
+}
+
+// Remove removes the cgroup directory dir (of any hierarchy, v1 or v2)
+// once its processes are gone: an exited process can stay in cgroup.procs
+// for a moment. It waits up to 10 s, then fails tb. A dir that does not
+// exist is not an error.
+func Remove(tb testing.TB, dir string) {
+	tb.Helper()
 	var err error
 	for range 200 {
-		if err = syscall.Rmdir(c.Dir); err == nil || errors.Is(err, syscall.ENOENT) {
+		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tb.Errorf("removing cgroup %s: %v", c.Dir, err)
+	tb.Errorf("removing cgroup %s: %v", dir, err)
 }
 
 // FD returns a descriptor open on c's directory, for

@@ -12,93 +12,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 )
-
-// testCgroups creates a scratch v2 cgroup beneath the test process's own
-// and removes it (and what the test made under it) at cleanup.
-type testCgroups struct {
-	h    Cgroup2
-	base string // cgroup path of the scratch parent
-	made []string
-}
-
-func newTestCgroups(t *testing.T) *testCgroups {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups and run processes as another uid")
-	}
-	h, err := FindCgroup2()
-	if err != nil {
-		t.Skipf("needs a cgroup v2 hierarchy: %v", err)
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := parseProcCgroup(b)
-	if err != nil {
-		t.Skipf("test process is not in the v2 hierarchy: %v", err)
-	}
-	tc := &testCgroups{h: h}
-	tc.base = tc.mkdir(t, filepath.Join(own, fmt.Sprintf("sandtrail-ingest-test-%d", os.Getpid())))
-	return tc
-}
-
-// mkdir creates cgroup path cg and returns it.
-func (tc *testCgroups) mkdir(t *testing.T, cg string) string {
-	t.Helper()
-	dir, err := tc.h.Dir(cg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("creating cgroup: %v", err)
-	}
-	tc.made = append(tc.made, dir)
-	t.Cleanup(func() {
-		// Children first: cleanups run last-registered first.
-		if err := syscall.Rmdir(dir); err != nil {
-			t.Errorf("removing cgroup %s: %v", dir, err)
-		}
-	})
-	return cg
-}
-
-func (tc *testCgroups) child(t *testing.T, name string) string {
-	return tc.mkdir(t, tc.base+"/"+name)
-}
-
-func (tc *testCgroups) id(t *testing.T, cg string) uint64 {
-	t.Helper()
-	id, err := CgroupID(tc.h, cg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// fd opens cg's directory for SysProcAttr.CgroupFD.
-func (tc *testCgroups) fd(t *testing.T, cg string) int {
-	t.Helper()
-	dir, _ := tc.h.Dir(cg)
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return int(f.Fd())
-}
-
-// move writes pid into cg's cgroup.procs.
-func (tc *testCgroups) move(t *testing.T, pid int, cg string) {
-	t.Helper()
-	dir, _ := tc.h.Dir(cg)
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-		t.Fatalf("moving %d to %s: %v", pid, cg, err)
-	}
-}
 
 // publicExe copies the test binary where uid 65534 can run it.
 func publicExe(t *testing.T) string {
@@ -134,12 +51,12 @@ const nobody = 65534
 // TestAttribution runs real processes in real session cgroups and checks
 // that the server, not the client, decides session, source and process.
 func TestAttribution(t *testing.T) {
-	tc := newTestCgroups(t)
-	cgA := tc.child(t, "A")
-	cgB := tc.child(t, "B")
-	cgA2 := tc.mkdir(t, cgA+"/nested")
-	cgOut := tc.child(t, "outside")
-	idA, idB := tc.id(t, cgA), tc.id(t, cgB)
+	base := cgrouptest.New(t)
+	cgA := base.Child(t, "A")
+	cgB := base.Child(t, "B")
+	cgA2 := cgA.Child(t, "nested")
+	cgOut := base.Child(t, "outside")
+	idA, idB := cgA.ID, cgB.ID
 
 	table := NewTable()
 	table.Register(idA, "sess-A")
@@ -149,12 +66,11 @@ func TestAttribution(t *testing.T) {
 	sock := startServer(t, srv)
 	exe := publicExe(t)
 
-	in := func(cg string, uid uint32) *syscall.SysProcAttr {
-		a := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: tc.fd(t, cg)}
-		if uid != 0 {
-			a.Credential = &syscall.Credential{Uid: uid, Gid: uid}
+	in := func(cg *cgrouptest.Cgroup, uid uint32) *syscall.SysProcAttr {
+		if uid == 0 {
+			return cg.SysProcAttr(t, -1)
 		}
-		return a
+		return cg.SysProcAttr(t, int(uid))
 	}
 
 	// The forged claims a session A process makes.
@@ -198,7 +114,7 @@ func TestAttribution(t *testing.T) {
 
 		// The same process, moved to B while connected, is attributed
 		// to B from its next batch on.
-		tc.move(t, pid, cgB)
+		cgB.Move(t, pid)
 		rep = c.send(t, request(forged("a-moved", "tool.call", tool)))
 		if rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
 			t.Fatalf("reply after move = %+v, want ok", rep)
@@ -212,7 +128,7 @@ func TestAttribution(t *testing.T) {
 		if rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
 			t.Fatalf("reply = %+v, want ok", rep)
 		}
-		wants["a2-pkg"] = want{"sess-A", event.SourceShim, c.cmd.Process.Pid, nobody, tc.id(t, cgA2)}
+		wants["a2-pkg"] = want{"sess-A", event.SourceShim, c.cmd.Process.Pid, nobody, cgA2.ID}
 	})
 
 	t.Run("unregistered non-root is refused", func(t *testing.T) {
@@ -241,8 +157,8 @@ func TestAttribution(t *testing.T) {
 			}
 		}
 		pid := c.cmd.Process.Pid
-		wants["api-tool"] = want{"sess-B", event.SourceAPI, pid, 0, tc.id(t, cgOut)}
-		wants["api-model"] = want{"sess-B", event.SourceAPI, pid, 0, tc.id(t, cgOut)}
+		wants["api-tool"] = want{"sess-B", event.SourceAPI, pid, 0, cgOut.ID}
+		wants["api-model"] = want{"sess-B", event.SourceAPI, pid, 0, cgOut.ID}
 	})
 
 	got := map[string]*event.Event{}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup"
 )
 
 // peer is the kernel's account of the process at the other end of a
@@ -115,20 +117,24 @@ func (p *peer) cgroupPath() (string, error) {
 	if err := p.alive(); err != nil {
 		return "", err
 	}
-	return parseProcCgroup(b)
+	return cgroup.V2Path(b)
 }
 
 // cgroupIDs returns the ids of the cgroup at cg and of its ancestors, nearest
 // first. The id of a cgroup is the inode number of its directory, which is
 // what bpf_get_current_cgroup_id returns.
-func (p *peer) cgroupIDs(h Cgroup2, cg string) ([]uint64, error) {
+func (p *peer) cgroupIDs(m cgroup.Mount, cg string) ([]uint64, error) {
 	if cg == p.cachePath && p.cacheIDs != nil {
 		return p.cacheIDs, nil
 	}
-	anc := h.ancestors(cg)
+	anc := m.Ancestors(cg)
 	ids := make([]uint64, 0, len(anc))
 	for _, a := range anc {
-		id, err := CgroupID(h, a)
+		dir, err := m.Dir(a)
+		if err != nil {
+			return nil, err
+		}
+		id, err := cgroup.ID(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -136,20 +142,6 @@ func (p *peer) cgroupIDs(h Cgroup2, cg string) ([]uint64, error) {
 	}
 	p.cachePath, p.cacheIDs = cg, ids
 	return ids, nil
-}
-
-// CgroupID returns the id of the v2 cgroup at path cg: the inode number of
-// its directory.
-func CgroupID(h Cgroup2, cg string) (uint64, error) {
-	dir, err := h.Dir(cg)
-	if err != nil {
-		return 0, err
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0, fmt.Errorf("reading cgroup id of %s: %w", dir, err)
-	}
-	return st.Ino, nil
 }
 
 // startTime returns field 22 of /proc/<pid>/stat.

@@ -5,6 +5,8 @@ package server
 import (
 	"errors"
 	"net"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup"
 )
 
 // ErrNotSupported is returned on systems without SO_PEERCRED and cgroup v2.
@@ -24,7 +26,4 @@ func (p *peer) close() {}
 
 func (p *peer) cgroupPath() (string, error) { return "", ErrNotSupported }
 
-func (p *peer) cgroupIDs(Cgroup2, string) ([]uint64, error) { return nil, ErrNotSupported }
-
-// CgroupID returns the id of the v2 cgroup at path cg.
-func CgroupID(Cgroup2, string) (uint64, error) { return 0, ErrNotSupported }
+func (p *peer) cgroupIDs(cgroup.Mount, string) ([]uint64, error) { return nil, ErrNotSupported }

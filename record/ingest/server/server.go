@@ -47,6 +47,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 )
@@ -90,7 +91,7 @@ type Server struct {
 	sessions Sessions
 	log      hclog.Logger
 	host     string
-	cg       Cgroup2
+	cg       cgroup.Mount
 	cgErr    error
 	maxConns int
 	maxFrame int
@@ -149,9 +150,9 @@ func WithFrameTimeout(d time.Duration) Option { return func(s *Server) { s.frame
 // DefaultDedupSize).
 func WithDedupSize(n int) Option { return func(s *Server) { s.dedup = newDedup(max(n, 1)) } }
 
-// WithCgroup2 overrides where the v2 hierarchy is, instead of reading
-// /proc/self/mountinfo.
-func WithCgroup2(h Cgroup2) Option { return func(s *Server) { s.cg, s.cgErr = h, nil } }
+// WithCgroup2 overrides where the v2 hierarchy is mounted, instead of
+// reading /proc/self/mountinfo.
+func WithCgroup2(m cgroup.Mount) Option { return func(s *Server) { s.cg, s.cgErr = m, nil } }
 
 // New returns a server appending to app and attributing peers through
 // sessions. When the host has no cgroup v2 hierarchy the server still runs,
@@ -170,7 +171,7 @@ func New(app Appender, sessions Sessions, opts ...Option) *Server {
 		conns:    make(map[*net.UnixConn]struct{}),
 		appendCx: context.Background(),
 	}
-	s.cg, s.cgErr = FindCgroup2()
+	s.cg, s.cgErr = cgroup.ReadV2()
 	for _, o := range opts {
 		o(s)
 	}
@@ -464,13 +465,13 @@ func (s *Server) attribute(p *peer) (attribution, error) {
 	if s.cgErr != nil {
 		// No v2 hierarchy: nobody is in a session. Still make sure
 		// the pid is the process that connected.
-		if _, err := p.cgroupPath(); err != nil && !errors.Is(err, ErrNoCgroup2) {
+		if _, err := p.cgroupPath(); err != nil && !errors.Is(err, cgroup.ErrNoV2) {
 			return a, err
 		}
 		return a, nil
 	}
 	cg, err := p.cgroupPath()
-	if errors.Is(err, ErrNoCgroup2) {
+	if errors.Is(err, cgroup.ErrNoV2) {
 		return a, nil
 	}
 	if err != nil {
