@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -38,16 +39,16 @@ func findPid(evs []*event.Event, kind string, pid int32) *event.Event {
 
 func TestExecForkExit(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
 	const sid = "sess-exec"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	before := time.Now()
 	cmd := exec.Command("/bin/sh", "-c", `cd /tmp && /bin/echo a "b c" >/dev/null; exit 7`)
 	cmd.Dir = "/"
-	cmd.SysProcAttr = cg.sysAttr(nobody)
+	cmd.SysProcAttr = cg.SysProcAttr(t, nobody)
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
@@ -97,8 +98,8 @@ func TestExecForkExit(t *testing.T) {
 	if p.PPid != shPid {
 		t.Errorf("echo ppid = %d, want sh's pid %d", p.PPid, shPid)
 	}
-	if p.CgroupID != cg.id {
-		t.Errorf("echo cgroup_id = %d, want %d", p.CgroupID, cg.id)
+	if p.CgroupID != cg.ID {
+		t.Errorf("echo cgroup_id = %d, want %d", p.CgroupID, cg.ID)
 	}
 	if p.Comm != "echo" {
 		t.Errorf("echo comm = %q, want echo", p.Comm)
@@ -167,10 +168,10 @@ func kinds(evs []*event.Event) []string {
 
 func TestArgvTruncated(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
 	const sid = "sess-argv"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	// 100 KiB of arguments of varied lengths, including empty ones and ones
@@ -191,7 +192,7 @@ func TestArgvTruncated(t *testing.T) {
 		args = append(args, b.String())
 		total += b.Len() + 1
 	}
-	cmd := &exec.Cmd{Path: "/bin/true", Args: args, SysProcAttr: cg.sysAttr(nobody)}
+	cmd := &exec.Cmd{Path: "/bin/true", Args: args, SysProcAttr: cg.SysProcAttr(t, nobody)}
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("running /bin/true with %d bytes of argv: %v", total, err)
 	}
@@ -226,7 +227,7 @@ func TestArgvTruncated(t *testing.T) {
 
 func TestExecFailed(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	dir := t.TempDir()
 	nonExec := filepath.Join(dir, "not-executable")
 	if err := os.WriteFile(nonExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -235,11 +236,11 @@ func TestExecFailed(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	r := startRecorder(t, false)
 	const sid = "sess-fail"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	for _, path := range []string{nonExec, missing} {
-		cmd := &exec.Cmd{Path: path, Args: []string{path}, SysProcAttr: cg.sysAttr(-1)}
+		cmd := &exec.Cmd{Path: path, Args: []string{path}, SysProcAttr: cg.SysProcAttr(t, -1)}
 		if err := cmd.Run(); err == nil {
 			t.Fatalf("exec of %s succeeded, want an error", path)
 		}
@@ -265,8 +266,8 @@ func TestExecFailed(t *testing.T) {
 			if hit.Proc.Errno != c.errno {
 				t.Errorf("exec_failed(%s).errno = %q, want %q", c.path, hit.Proc.Errno, c.errno)
 			}
-			if hit.Proc.CgroupID != cg.id {
-				t.Errorf("exec_failed(%s).cgroup_id = %d, want %d", c.path, hit.Proc.CgroupID, cg.id)
+			if hit.Proc.CgroupID != cg.ID {
+				t.Errorf("exec_failed(%s).cgroup_id = %d, want %d", c.path, hit.Proc.CgroupID, cg.ID)
 			}
 		})
 	}
@@ -277,14 +278,14 @@ func TestExecFailed(t *testing.T) {
 
 func TestPipes(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
 	const sid = "sess-pipe"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", "/bin/echo hi | /bin/cat")
-	cmd.SysProcAttr = cg.sysAttr(nobody)
+	cmd.SysProcAttr = cg.SysProcAttr(t, nobody)
 	out, err := cmd.Output()
 	if err != nil || string(out) != "hi\n" {
 		t.Fatalf("sh = %q, %v, want hi", out, err)
@@ -308,27 +309,27 @@ func TestPipes(t *testing.T) {
 
 func TestUnwatchedNotCaptured(t *testing.T) {
 	requireKernel(t)
-	watched, other := newCgroup(t), newCgroup(t)
+	watched, other := cgrouptest.New(t), cgrouptest.New(t)
 	r := startRecorder(t, false)
-	if err := r.c.Watch(watched.id, "sess-watched"); err != nil {
+	if err := r.c.Watch(watched.ID, "sess-watched"); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	marker := "sandtrail-unwatched-marker"
 	cmd := exec.Command("/bin/sh", "-c", "/bin/echo "+marker+" >/dev/null")
-	cmd.SysProcAttr = other.sysAttr(nobody)
+	cmd.SysProcAttr = other.SysProcAttr(t, nobody)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
 	// And one in the watched cgroup, so that the test sees the collector
 	// working.
 	cmd = exec.Command("/bin/true", "watched")
-	cmd.SysProcAttr = watched.sysAttr(nobody)
+	cmd.SysProcAttr = watched.SysProcAttr(t, nobody)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
 	evs := r.stop(t)
 	for _, ev := range evs {
-		if ev.Proc != nil && (ev.Proc.CgroupID == other.id || slices.Contains(ev.Proc.Argv, marker)) {
+		if ev.Proc != nil && (ev.Proc.CgroupID == other.ID || slices.Contains(ev.Proc.Argv, marker)) {
 			t.Errorf("captured %s of pid %d in the unwatched cgroup", ev.Kind, ev.Proc.Pid)
 		}
 	}
@@ -339,24 +340,14 @@ func TestUnwatchedNotCaptured(t *testing.T) {
 
 func TestNestedCgroup(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
-	inner := filepath.Join(cg.path, "inner")
-	if err := os.Mkdir(inner, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeCgroup(t, inner) })
-	fd, err := os.Open(inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
+	cg := cgrouptest.New(t)
+	inner := cg.Child(t, "inner")
 	r := startRecorder(t, false)
-	if err := r.c.Watch(cg.id, "sess-nested"); err != nil {
+	if err := r.c.Watch(cg.ID, "sess-nested"); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	cmd := exec.Command("/bin/true", "nested")
-	cmd.SysProcAttr = cg.sysAttr(nobody)
-	cmd.SysProcAttr.CgroupFD = int(fd.Fd())
+	cmd.SysProcAttr = inner.SysProcAttr(t, nobody)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +355,8 @@ func TestNestedCgroup(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("exec events in the nested cgroup = %d, want 1", len(got))
 	}
-	if got[0].Proc.CgroupID == cg.id || got[0].Proc.CgroupID == 0 {
-		t.Errorf("cgroup_id = %d, want the inner cgroup's, not %d", got[0].Proc.CgroupID, cg.id)
+	if got[0].Proc.CgroupID != inner.ID {
+		t.Errorf("cgroup_id = %d, want the inner cgroup's %d (the watched one is %d)", got[0].Proc.CgroupID, inner.ID, cg.ID)
 	}
 }
 

@@ -13,12 +13,14 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
 
 // memoryCgroup makes a memory-limited cgroup for an OOM test and returns the
 // cgroup.procs file to join it: a v1 memory cgroup beneath this process's own
 // on a hybrid host, or the v2 cgroup itself on a pure v2 host.
-func memoryCgroup(t *testing.T, cg *testCgroup, limit string) string {
+func memoryCgroup(t *testing.T, cg *cgrouptest.Cgroup, limit string) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -35,7 +37,7 @@ func memoryCgroup(t *testing.T, cg *testCgroup, limit string) string {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Skipf("skipping: making a v1 memory cgroup: %v", err)
 		}
-		t.Cleanup(func() { removeCgroup(t, dir) })
+		t.Cleanup(func() { cgrouptest.Remove(t, dir) })
 		if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(limit), 0o644); err != nil {
 			t.Fatalf("setting the memory limit: %v", err)
 		}
@@ -45,16 +47,16 @@ func memoryCgroup(t *testing.T, cg *testCgroup, limit string) string {
 		os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(limit), 0o644)
 		return filepath.Join(dir, "cgroup.procs")
 	}
-	if err := os.WriteFile(filepath.Join(cg.path, "memory.max"), []byte(limit), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cg.Dir, "memory.max"), []byte(limit), 0o644); err != nil {
 		t.Skipf("skipping: no v1 memory controller and no memory.max in the v2 cgroup: %v", err)
 	}
-	os.WriteFile(filepath.Join(cg.path, "memory.swap.max"), []byte("0"), 0o644)
-	return filepath.Join(cg.path, "cgroup.procs")
+	os.WriteFile(filepath.Join(cg.Dir, "memory.swap.max"), []byte("0"), 0o644)
+	return filepath.Join(cg.Dir, "cgroup.procs")
 }
 
 func TestOOMVictim(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	procs := memoryCgroup(t, cg, "33554432")
 	type victim struct {
 		cgroup uint64
@@ -71,13 +73,13 @@ func TestOOMVictim(t *testing.T) {
 		victims = append(victims, victim{cgroupID, pid, comm})
 	}))
 	const sid = "sess-oom"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	// tail keeps the whole "line" of /dev/zero in memory until the OOM
 	// killer ends it.
 	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec /usr/bin/tail /dev/zero`, procs)
-	cmd.SysProcAttr = cg.sysAttr(-1)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -87,8 +89,8 @@ func TestOOMVictim(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	pid := int32(cmd.Process.Pid)
-	if len(victims) != 1 || victims[0] != (victim{cg.id, pid, "tail"}) {
-		t.Errorf("OOM victims = %+v, want [{%d %d tail}]", victims, cg.id, pid)
+	if len(victims) != 1 || victims[0] != (victim{cg.ID, pid, "tail"}) {
+		t.Errorf("OOM victims = %+v, want [{%d %d tail}]", victims, cg.ID, pid)
 	}
 	exit := findPid(inSession(evs, sid, KindExit), KindExit, pid)
 	if exit == nil || exit.Proc.Signal != int32(syscall.SIGKILL) || exit.Proc.ExitCode != nil {

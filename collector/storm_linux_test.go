@@ -8,14 +8,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
 
 // stormExecs is the size of the exec storm.
 const stormExecs = 20000
 
-// execStorm forks and execs /bin/true n times inside cg, from two
-// goroutines, and waits for every child.
-func execStorm(cg *testCgroup, n int) error {
+// execStorm forks and execs /bin/true n times inside the cgroup open as
+// cgfd, from two goroutines, and waits for every child.
+func execStorm(cgfd int, n int) error {
 	const workers = 2
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
@@ -23,7 +25,7 @@ func execStorm(cg *testCgroup, n int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.fd}}
+			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}}
 			for i := w; i < n; i += workers {
 				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
 				if err != nil {
@@ -72,7 +74,7 @@ func TestExecStorm(t *testing.T) {
 		{name: "tiny queue", tinyQueue: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cg := newCgroup(t)
+			cg := cgrouptest.New(t)
 			opts := []Option{WithQueueSize(1 << 16)}
 			var gate chan struct{}
 			if c.tinyRing {
@@ -87,10 +89,10 @@ func TestExecStorm(t *testing.T) {
 			}
 			r := startRecorder(t, c.tinyQueue, opts...)
 			const sid = "sess-storm"
-			if err := r.c.Watch(cg.id, sid); err != nil {
+			if err := r.c.Watch(cg.ID, sid); err != nil {
 				t.Fatalf("Watch() = %v", err)
 			}
-			if err := execStorm(cg, stormExecs); err != nil {
+			if err := execStorm(cg.FD(t), stormExecs); err != nil {
 				t.Fatalf("exec storm: %v", err)
 			}
 			if gate != nil {

@@ -11,12 +11,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
 
-func runIn(t *testing.T, cg *testCgroup, args ...string) {
+func runIn(t *testing.T, cg *cgrouptest.Cgroup, args ...string) {
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.SysProcAttr = cg.sysAttr(nobody)
+	cmd.SysProcAttr = cg.SysProcAttr(t, nobody)
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("running %v: %v", args, err)
 	}
@@ -24,27 +26,27 @@ func runIn(t *testing.T, cg *testCgroup, args ...string) {
 
 func TestWatchUnwatch(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
 	const sid = "sess-unwatch"
 	if err := r.c.Watch(0, sid); err == nil {
 		t.Errorf("Watch(0) = nil, want an error")
 	}
-	if err := r.c.Watch(cg.id, ""); err == nil {
+	if err := r.c.Watch(cg.ID, ""); err == nil {
 		t.Errorf("Watch(id, \"\") = nil, want an error")
 	}
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	runIn(t, cg, "/bin/true", "first")
-	if err := r.c.Unwatch(cg.id); err != nil {
+	if err := r.c.Unwatch(cg.ID); err != nil {
 		t.Fatalf("Unwatch() = %v", err)
 	}
-	if err := r.c.Unwatch(cg.id); err != nil {
+	if err := r.c.Unwatch(cg.ID); err != nil {
 		t.Errorf("Unwatch() twice = %v, want nil", err)
 	}
 	runIn(t, cg, "/bin/true", "second")
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() again = %v", err)
 	}
 	runIn(t, cg, "/bin/true", "third")
@@ -59,7 +61,7 @@ func TestWatchUnwatch(t *testing.T) {
 	if len(got) != 2 || got[0] != "first" || got[1] != "third" {
 		t.Errorf("recorded execs = %q, want [first third]", got)
 	}
-	if err := r.c.Watch(cg.id, sid); !errors.Is(err, ErrClosed) {
+	if err := r.c.Watch(cg.ID, sid); !errors.Is(err, ErrClosed) {
 		t.Errorf("Watch() after Close = %v, want ErrClosed", err)
 	}
 	if err := r.c.Close(); err != nil {
@@ -69,7 +71,7 @@ func TestWatchUnwatch(t *testing.T) {
 
 func TestHostWide(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	// The whole host's processes: a large queue, so that the one exec
 	// looked for is not dropped while other work runs.
 	r := startRecorder(t, false, WithHostWide(true), WithQueueSize(1<<18))
@@ -77,7 +79,7 @@ func TestHostWide(t *testing.T) {
 	evs := r.stop(t)
 	var hits int
 	for _, ev := range findExec(evs, "/bin/true") {
-		if len(ev.Proc.Argv) == 2 && ev.Proc.Argv[1] == "host-wide" && ev.Proc.CgroupID == cg.id {
+		if len(ev.Proc.Argv) == 2 && ev.Proc.Argv[1] == "host-wide" && ev.Proc.CgroupID == cg.ID {
 			hits++
 			if ev.SessionID != "" {
 				t.Errorf("host-wide exec session = %q, want none", ev.SessionID)
@@ -127,9 +129,9 @@ func TestOptions(t *testing.T) {
 // behind under the thread's old id.
 func TestExecFromThread(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
-	if err := r.c.Watch(cg.id, "sess-thread"); err != nil {
+	if err := r.c.Watch(cg.ID, "sess-thread"); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	self, err := os.Executable()
@@ -138,7 +140,7 @@ func TestExecFromThread(t *testing.T) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), helperEnv+"=exec-from-thread")
-	cmd.SysProcAttr = cg.sysAttr(-1)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helper: %v: %s", err, out)
 	}
@@ -167,10 +169,10 @@ func TestExecFromThread(t *testing.T) {
 // silently.
 func TestPendingFull(t *testing.T) {
 	requireKernel(t)
-	cg := newCgroup(t)
+	cg := cgrouptest.New(t)
 	r := startRecorder(t, false)
 	const sid = "sess-pending"
-	if err := r.c.Watch(cg.id, sid); err != nil {
+	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
 	var val processPendingExec
@@ -182,7 +184,7 @@ func TestPendingFull(t *testing.T) {
 		}
 	}
 	missing := "/nonexistent/sandtrail-pending-full"
-	cmd := &exec.Cmd{Path: missing, Args: []string{missing}, SysProcAttr: cg.sysAttr(-1)}
+	cmd := &exec.Cmd{Path: missing, Args: []string{missing}, SysProcAttr: cg.SysProcAttr(t, -1)}
 	if err := cmd.Run(); err == nil {
 		t.Fatalf("exec of %s succeeded, want an error", missing)
 	}

@@ -3,13 +3,10 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector"
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
 
 // collectorStormExecs is the size of one exec storm; SANDTRAIL_BENCH_EXECS
@@ -31,60 +29,6 @@ func collectorStormExecs() int {
 		return n
 	}
 	return 20000
-}
-
-// collectorCgroup makes a v2 cgroup beneath this process's own and returns
-// its path, inode number and an open fd.
-func collectorCgroup(b *testing.B) (string, uint64, int) {
-	b.Helper()
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var root string
-	for line := range strings.SplitSeq(string(mi), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) >= 5 {
-			root = f[4]
-		}
-	}
-	cg, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var own string
-	for line := range strings.SplitSeq(string(cg), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			own = p
-		}
-	}
-	if root == "" || own == "" {
-		b.Skip("skipping: no cgroup v2 hierarchy")
-	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	path := filepath.Join(root, own, "sandtrail-bench-"+hex.EncodeToString(rnd[:]))
-	if err := os.Mkdir(path, 0o755); err != nil {
-		b.Fatalf("making cgroup: %v", err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		b.Fatal(err)
-	}
-	fd, err := unix.Open(path, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		unix.Close(fd)
-		for range 100 {
-			if err := unix.Rmdir(path); err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
-	return path, st.Ino, fd
 }
 
 // collectorCPU returns the CPU time (user + system) of this process and of
@@ -278,7 +222,8 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 		b.Fatalf("%d execs do not cut into %d slices", n, k)
 	}
 	per := n / k
-	_, cgid, cgfd := collectorCgroup(b)
+	cg := cgrouptest.New(b)
+	cgid, cgfd := cg.ID, cg.FD(b)
 	if _, err := collectorStorm(cgfd, 2000); err != nil { // warm up
 		b.Fatal(err)
 	}
