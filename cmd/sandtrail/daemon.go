@@ -21,7 +21,7 @@ import (
 func newDaemonCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "daemon",
-		Short: "Run the recording daemon: the journal and the ingest socket",
+		Short: "Run the recording daemon: the journal, the collector, sessions, the ingest and control sockets",
 		Long: `The daemon owns the journal under <data_dir>/journal and serves the ingest
 socket, through which shims and the orchestrator send events. Every batch is
 attributed from the peer's credentials and cgroup, never from what it claims.
@@ -36,7 +36,7 @@ flight finish, and closes the journal, which signs a final checkpoint.`,
 			if err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), cfg, cfg.logger())
+			return runDaemonHost(cmd.Context(), cfg, cfg.logger())
 		},
 	}
 	f := cmd.Flags()
