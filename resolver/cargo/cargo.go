@@ -12,6 +12,7 @@
 package cargo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -146,7 +147,7 @@ func (v *Version) Compare(o *Version) int {
 	if !hugeNumeric(v.pre) && !hugeNumeric(o.pre) {
 		return v.sv.Compare(o.sv)
 	}
-	for _, c := range []int{cmpU(v.sv.Major(), o.sv.Major()), cmpU(v.sv.Minor(), o.sv.Minor()), cmpU(v.sv.Patch(), o.sv.Patch())} {
+	for _, c := range []int{cmp.Compare(v.sv.Major(), o.sv.Major()), cmp.Compare(v.sv.Minor(), o.sv.Minor()), cmp.Compare(v.sv.Patch(), o.sv.Patch())} {
 		if c != 0 {
 			return c
 		}
@@ -173,16 +174,6 @@ func isNumeric(s string) bool {
 	return s != ""
 }
 
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // comparePre is the semver crate's Ord for Prerelease: an empty prerelease is greatest; numeric
 // identifiers (of any length) sort numerically and before alphanumeric ones.
 func comparePre(a, b []string) int {
@@ -200,7 +191,7 @@ func comparePre(a, b []string) int {
 		var c int
 		switch {
 		case xn && yn:
-			c = cmpU(uint64(len(x)), uint64(len(y)))
+			c = cmp.Compare(len(x), len(y))
 			if c == 0 {
 				c = strings.Compare(x, y)
 			}
@@ -215,5 +206,5 @@ func comparePre(a, b []string) int {
 			return c
 		}
 	}
-	return cmpU(uint64(len(a)), uint64(len(b)))
+	return cmp.Compare(len(a), len(b))
 }

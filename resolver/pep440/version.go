@@ -13,6 +13,7 @@
 package pep440
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -171,12 +172,15 @@ func letterVersion(letter, number string, present bool) *letterNum {
 }
 
 // String returns the normalized form of the version, as str(Version) does.
-func (v *Version) String() string {
+func (v *Version) String() string { return v.format(v.releaseString()) }
+
+// format writes the normalized form of the version with release rel.
+func (v *Version) format(rel string) string {
 	var b strings.Builder
 	if v.epoch != "0" {
 		b.WriteString(string(v.epoch) + "!")
 	}
-	b.WriteString(v.releaseString())
+	b.WriteString(rel)
 	if v.pre != nil {
 		b.WriteString(v.pre.letter + string(v.pre.n))
 	}
@@ -256,7 +260,7 @@ func compareRelease(a, b []num) int {
 			return c
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 func trimZeros(r []num) []num {
@@ -265,16 +269,6 @@ func trimZeros(r []num) []num {
 		n--
 	}
 	return r[:n]
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rank is a component of the sort key: -1 (negative infinity), +1 (infinity) or 0 (a value).
@@ -302,7 +296,7 @@ func (v *Version) preKey() rank {
 
 func cmpRank(a, b rank) int {
 	if a.inf != 0 || b.inf != 0 {
-		return cmpInt(a.inf, b.inf)
+		return cmp.Compare(a.inf, b.inf)
 	}
 	if c := strings.Compare(a.l.letter, b.l.letter); c != 0 {
 		return c
@@ -336,32 +330,15 @@ func compareLocal(a, b []localPart) int {
 			return c
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 // canonical is packaging.utils.canonicalize_version: String with trailing ".0"s of the release
 // removed.
 func (v *Version) canonical() string {
-	var b strings.Builder
-	if v.epoch != "0" {
-		b.WriteString(string(v.epoch) + "!")
-	}
 	rel := v.releaseString()
 	for strings.HasSuffix(rel, ".0") {
 		rel = strings.TrimSuffix(rel, ".0")
 	}
-	b.WriteString(rel)
-	if v.pre != nil {
-		b.WriteString(v.pre.letter + string(v.pre.n))
-	}
-	if v.post != nil {
-		b.WriteString(".post" + string(v.post.n))
-	}
-	if v.dev != nil {
-		b.WriteString(".dev" + string(v.dev.n))
-	}
-	if v.local != nil {
-		b.WriteString("+" + v.Local())
-	}
-	return b.String()
+	return v.format(rel)
 }
