@@ -3,9 +3,6 @@
 package collector
 
 import (
-	"fmt"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,40 +11,6 @@ import (
 
 // stormExecs is the size of the exec storm.
 const stormExecs = 20000
-
-// execStorm forks and execs /bin/true n times inside the cgroup open as
-// cgfd, from two goroutines, and waits for every child.
-func execStorm(cgfd int, n int) error {
-	const workers = 2
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}}
-			for i := w; i < n; i += workers {
-				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
-				if err != nil {
-					errs <- fmt.Errorf("exec %d: %w", i, err)
-					return
-				}
-				var ws syscall.WaitStatus
-				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-					errs <- fmt.Errorf("waiting for exec %d: %w", i, err)
-					return
-				}
-				if ws.ExitStatus() != 0 {
-					errs <- fmt.Errorf("exec %d: exit status %d", i, ws.ExitStatus())
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
 
 // TestExecStorm runs the storm with different ways to lose events and checks
 // that every event is either delivered or counted in a collector.loss event.
@@ -92,7 +55,7 @@ func TestExecStorm(t *testing.T) {
 			if err := r.c.Watch(cg.ID, sid); err != nil {
 				t.Fatalf("Watch() = %v", err)
 			}
-			if err := execStorm(cg.FD(t), stormExecs); err != nil {
+			if err := cg.ExecStorm(t, stormExecs, 2); err != nil {
 				t.Fatalf("exec storm: %v", err)
 			}
 			if gate != nil {

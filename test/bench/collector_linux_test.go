@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,36 +40,12 @@ func collectorCPU() time.Duration {
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
-// collectorStorm forks and execs /bin/true n times inside the cgroup, from two
+// collectorStorm forks and execs /bin/true n times inside cg, from two
 // goroutines (the machine has two cores), and returns how long it took.
-func collectorStorm(cgfd, n int) (time.Duration, error) {
-	const workers = 2
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
+func collectorStorm(b *testing.B, cg *cgrouptest.Cgroup, n int) (time.Duration, error) {
 	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}}
-			for i := w; i < n; i += workers {
-				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
-				if err != nil {
-					errs <- fmt.Errorf("exec %d: %w", i, err)
-					return
-				}
-				var ws syscall.WaitStatus
-				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-					errs <- fmt.Errorf("waiting for exec %d: %w", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	d := time.Since(start)
-	close(errs)
-	return d, <-errs
+	err := cg.ExecStorm(b, n, 2)
+	return time.Since(start), err
 }
 
 // collectorAuditd is an auditd started by the benchmark with an execve rule.
@@ -223,8 +198,8 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 	}
 	per := n / k
 	cg := cgrouptest.New(b)
-	cgid, cgfd := cg.ID, cg.FD(b)
-	if _, err := collectorStorm(cgfd, 2000); err != nil { // warm up
+	cgid := cg.ID
+	if _, err := collectorStorm(b, cg, 2000); err != nil { // warm up
 		b.Fatal(err)
 	}
 	auditdReason := ""
@@ -238,7 +213,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 	// teardown gets time to finish in the kernel.
 	settle := func() {
 		time.Sleep(300 * time.Millisecond)
-		if _, err := collectorStorm(cgfd, 200); err != nil {
+		if _, err := collectorStorm(b, cg, 200); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -247,7 +222,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 	runBase := func() {
 		settle()
 		cpu := collectorCPU()
-		d, err := collectorStorm(cgfd, per)
+		d, err := collectorStorm(b, cg, per)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -277,7 +252,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 		settle()
 		warm = 200
 		cpu := collectorCPU()
-		d, err := collectorStorm(cgfd, per)
+		d, err := collectorStorm(b, cg, per)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -304,7 +279,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 		}
 		settle()
 		cpu := collectorCPU()
-		d, err := collectorStorm(cgfd, per)
+		d, err := collectorStorm(b, cg, per)
 		auditLost += a.lost()
 		if serr := a.stop(); serr != nil {
 			b.Error(serr)
@@ -343,7 +318,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 			for range c.Events() {
 			}
 		}()
-		if _, err := collectorStorm(cgfd, n); err != nil {
+		if _, err := collectorStorm(b, cg, n); err != nil {
 			b.Fatal(err)
 		}
 		c.Close()

@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,3 +137,39 @@ func (c *Cgroup) Move(tb testing.TB, pid int) {
 
 // Mount returns the v2 hierarchy's mount.
 func (c *Cgroup) Mount() cgroup.Mount { return c.mount }
+
+// ExecStorm forks and execs /bin/true n times directly inside c, from
+// workers goroutines, and waits for every child. It returns the first
+// error, a non-zero exit status included. It is the load of the
+// collector's tests and benchmarks.
+func (c *Cgroup) ExecStorm(tb testing.TB, n, workers int) error {
+	tb.Helper()
+	attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.FD(tb)}}
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true"}, attr)
+				if err != nil {
+					errs <- fmt.Errorf("exec %d: %w", i, err)
+					return
+				}
+				var ws syscall.WaitStatus
+				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+					errs <- fmt.Errorf("waiting for exec %d: %w", i, err)
+					return
+				}
+				if ws.ExitStatus() != 0 {
+					errs <- fmt.Errorf("exec %d: exit status %d", i, ws.ExitStatus())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

@@ -39,6 +39,9 @@ func TestNew(t *testing.T) {
 		if p, err := cgroup.V2Path(out); err != nil || p != child.Path {
 			t.Errorf("cat's v2 cgroup = %q, %v, want %q", p, err, child.Path)
 		}
+		if err := child.ExecStorm(t, 10, 2); err != nil {
+			t.Errorf("ExecStorm(10, 2) = %v", err)
+		}
 		sleep := exec.Command("/bin/sleep", "60")
 		if err := sleep.Start(); err != nil {
 			t.Fatal(err)
