@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index/indextest"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -477,25 +476,6 @@ func TestGeneratedAgainstOracle(t *testing.T) {
 	checkAgainstOracle(t, ix, o)
 }
 
-func newJournal(t *testing.T) (*journal.Journal, string) {
-	t.Helper()
-	skey, _, err := journal.GenerateKey("index-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "journal")
-	j, err := journal.Open(dir, signer, journal.WithSegmentSize(256<<10))
-	if err != nil {
-		t.Fatalf("journal.Open() error = %v", err)
-	}
-	t.Cleanup(func() { j.Close() })
-	return j, dir
-}
-
 // TestReindexMatchesIncremental writes a record into a real journal, follows
 // it with one index while it grows, rebuilds another from scratch, and
 // checks that both give the oracle's answers and the same summaries.
@@ -503,7 +483,7 @@ func TestReindexMatchesIncremental(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := generate(t, indextest.Config{Sessions: 150, PerSession: 40, Seed: 2, Suspect: 10})
-	j, dir := newJournal(t)
+	j, dir := journaltest.Open(t, journal.WithSegmentSize(256<<10))
 	live := openTemp(t, WithBatchSize(97))
 	done := make(chan error, 1)
 	go func() { done <- live.Follow(ctx, dir, j) }()
@@ -687,7 +667,7 @@ func TestStale(t *testing.T) {
 			}
 		}
 	}
-	j1, dir1 := newJournal(t)
+	j1, dir1 := journaltest.Open(t, journal.WithSegmentSize(256<<10))
 	appendAll(j1, handcrafted()[:8])
 	ix := openTemp(t)
 	if n, err := ix.CatchUp(ctx, dir1); err != nil || n != j1.Size() {
@@ -698,7 +678,7 @@ func TestStale(t *testing.T) {
 		t.Errorf("CatchUp(current) = %d, %v, want 0, nil", n, err)
 	}
 	// Another journal of the same length but other entries.
-	j2, dir2 := newJournal(t)
+	j2, dir2 := journaltest.Open(t, journal.WithSegmentSize(256<<10))
 	evs := handcrafted()[:8]
 	for _, ev := range evs {
 		ev.SessionID += "x"
@@ -708,7 +688,7 @@ func TestStale(t *testing.T) {
 		t.Errorf("CatchUp(other journal) error = %v, want ErrStale", err)
 	}
 	// A shorter journal.
-	j3, dir3 := newJournal(t)
+	j3, dir3 := journaltest.Open(t, journal.WithSegmentSize(256<<10))
 	appendAll(j3, handcrafted()[:3])
 	if _, err := ix.CatchUp(ctx, dir3); !errors.Is(err, ErrStale) {
 		t.Errorf("CatchUp(shorter journal) error = %v, want ErrStale", err)
@@ -720,7 +700,7 @@ func TestStale(t *testing.T) {
 // may be counted twice in the session summaries.
 func TestConcurrentCatchUp(t *testing.T) {
 	ctx := context.Background()
-	j, dir := newJournal(t)
+	j, dir := journaltest.Open(t, journal.WithSegmentSize(256<<10))
 	evs := generate(t, indextest.Config{Sessions: 40, PerSession: 50, Seed: 5})
 	for _, ev := range evs {
 		ev.Seq = 0

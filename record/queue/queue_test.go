@@ -4,37 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 	"github.com/sandtrail/sandtrail/record/queue"
 )
-
-// openJournal opens a real journal in a temporary directory.
-func openJournal(t *testing.T) (*journal.Journal, string) {
-	t.Helper()
-	skey, _, err := journal.GenerateKey("queue-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "journal")
-	j, err := journal.Open(dir, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = j.Close() })
-	return j, dir
-}
 
 // gated delays every Append until its gate is opened: a consumer as slow as
 // the test wants.
@@ -104,7 +82,7 @@ func TestSlowAppenderDropsExactly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j, dir := openJournal(t)
+			j, dir := journaltest.Open(t)
 			g := newGated(j)
 			q := queue.New(g, queue.WithSize(tt.size), queue.WithBatchSize(16))
 			want := map[key]uint64{}
@@ -171,7 +149,7 @@ func TestSlowAppenderDropsExactly(t *testing.T) {
 // TestCloseDrains: Close appends everything queued, even when the appender
 // is slow at the time.
 func TestCloseDrains(t *testing.T) {
-	j, dir := openJournal(t)
+	j, dir := journaltest.Open(t)
 	g := newGated(j)
 	q := queue.New(g, queue.WithSize(1000), queue.WithBatchSize(7))
 	for i := range 900 {
@@ -206,7 +184,7 @@ func TestCloseDrains(t *testing.T) {
 
 // TestFlush: after Flush, every event emitted before it is in the journal.
 func TestFlush(t *testing.T) {
-	j, dir := openJournal(t)
+	j, dir := journaltest.Open(t)
 	q := queue.New(j)
 	defer q.Close()
 	for round := 1; round <= 3; round++ {
@@ -229,7 +207,7 @@ func TestFlush(t *testing.T) {
 // TestInvalidEventCostsOnlyItself: the journal refuses an invalid event;
 // the rest of its batch is still appended.
 func TestInvalidEventCostsOnlyItself(t *testing.T) {
-	j, dir := openJournal(t)
+	j, dir := journaltest.Open(t)
 	g := newGated(j)
 	q := queue.New(g, queue.WithBatchSize(100))
 	for i := range 10 {
@@ -276,7 +254,7 @@ func TestAppendFailureIsReported(t *testing.T) {
 // TestLossEventForSessionSource: a dropped session event is accounted for
 // under its own source and session, so the session's record shows it.
 func TestLossEventForSessionSource(t *testing.T) {
-	j, dir := openJournal(t)
+	j, dir := journaltest.Open(t)
 	g := newGated(j)
 	q := queue.New(g, queue.WithSize(1), queue.WithBatchSize(1))
 	for range 50 {

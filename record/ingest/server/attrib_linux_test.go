@@ -15,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
 
 // publicExe copies the test binary where uid 65534 can run it.
@@ -61,7 +62,7 @@ func TestAttribution(t *testing.T) {
 	table := NewTable()
 	table.Register(idA, "sess-A")
 	table.Register(idB, "sess-B")
-	j, jdir := openJournal(t)
+	j, jdir := journaltest.Open(t)
 	srv := New(j, table, WithHost("test-host"))
 	sock := startServer(t, srv)
 	exe := publicExe(t)
@@ -210,7 +211,7 @@ func TestPeerGone(t *testing.T) {
 }
 
 func testPeerGone(t *testing.T, noPidfd bool) {
-	j, _ := openJournal(t)
+	j, _ := journaltest.Open(t)
 	srv := New(j, NewTable())
 	srv.noPidfd = noPidfd
 	sock := startServer(t, srv)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandtrail/sandtrail/record/ingest"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
 
 // FuzzHandle feeds arbitrary request payloads from a real peer (this
@@ -35,7 +36,7 @@ func FuzzHandle(f *testing.F) {
 		f.Skipf("no peer credentials: %v", err)
 	}
 	defer p.close()
-	j, _ := openJournal(f)
+	j, _ := journaltest.Open(f)
 	srv := New(j, NewTable())
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		rep := srv.handle(p, payload)

@@ -174,24 +174,6 @@ func testKey(t testing.TB, dir string) (string, string) {
 	return path, vkey
 }
 
-// openJournal opens a real journal in a fresh directory.
-func openJournal(t testing.TB) (*journal.Journal, string) {
-	t.Helper()
-	dir := t.TempDir()
-	keyFile, _ := testKey(t, dir)
-	signer, err := journal.LoadSigner(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jdir := filepath.Join(dir, "journal")
-	j, err := journal.Open(jdir, signer)
-	if err != nil {
-		t.Fatalf("journal.Open = %v", err)
-	}
-	t.Cleanup(func() { _ = j.Close() })
-	return j, jdir
-}
-
 // journaled returns every event in the journal at dir.
 func journaled(t *testing.T, dir string) []*event.Event {
 	t.Helper()

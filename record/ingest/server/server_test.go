@@ -17,6 +17,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -36,7 +37,7 @@ func toolEvent(session, id string) string {
 // serving.
 func TestBadFrames(t *testing.T) {
 	needRoot(t)
-	j, jdir := openJournal(t)
+	j, jdir := journaltest.Open(t)
 	srv := New(j, NewTable(), WithIdleTimeout(time.Minute))
 	sock := startServer(t, srv)
 
@@ -159,7 +160,7 @@ func TestBadFrames(t *testing.T) {
 // TestConnectionCap turns away connections over the cap with a busy reply.
 func TestConnectionCap(t *testing.T) {
 	needRoot(t)
-	j, _ := openJournal(t)
+	j, _ := journaltest.Open(t)
 	srv := New(j, NewTable(), WithMaxConns(2))
 	sock := startServer(t, srv)
 	var held []net.Conn
@@ -218,7 +219,7 @@ func TestConnectionCap(t *testing.T) {
 // batches, and across a restart through RememberTail.
 func TestDedup(t *testing.T) {
 	needRoot(t)
-	j, jdir := openJournal(t)
+	j, jdir := journaltest.Open(t)
 	srv := New(j, NewTable())
 	sock := startServer(t, srv)
 	rep := roundTrip(t, sock, request(toolEvent("s", "d1"), toolEvent("s", "d2"), toolEvent("s", "d1")))
@@ -290,7 +291,7 @@ func TestSpoolReplay(t *testing.T) {
 		}
 	}
 
-	j, jdir := openJournal(t)
+	j, jdir := journaltest.Open(t)
 	srv := New(j, NewTable())
 	ln, err := Listen(sock, 0o666)
 	if err != nil {
@@ -583,7 +584,7 @@ var errAny = errors.New("any error")
 // ErrRejected and are not spooled; the rest of the batch is stored.
 func TestClientRejected(t *testing.T) {
 	needRoot(t)
-	j, jdir := openJournal(t)
+	j, jdir := journaltest.Open(t)
 	sock := startServer(t, New(j, NewTable()))
 	spool := t.TempDir()
 	c, err := ingest.Dial(sock, ingest.WithSpool(spool, 0))
