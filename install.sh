@@ -47,7 +47,7 @@ CONF
 	say "wrote $ETC/config.yaml"
 fi
 
-install -d -m 0750 "$DATA_DIR"
+install -d -m 0711 "$DATA_DIR"  # search only: session users reach their workdirs beneath it
 install -d -m 0700 "$DATA_DIR/keys"
 if [ ! -e "$DATA_DIR/keys/checkpoint.key" ]; then
 	"${PREFIX}/bin/sandtrail" --config "$ETC/config.yaml" keys generate --out "$DATA_DIR/keys"

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,12 +19,23 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the recording daemon: the journal, the collector, sessions, the ingest and control sockets",
-		Long: `The daemon owns the journal under <data_dir>/journal and serves the ingest
-socket, through which shims and the orchestrator send events. Every batch is
-attributed from the peer's credentials and cgroup, never from what it claims.
+		Long: `The daemon is the one writer of the record. It owns the journal under
+<data_dir>/journal, keeps the index (<data_dir>/index.db) following it, runs the
+eBPF collector and the session manager, and serves two sockets:
+
+  the ingest socket (--socket, world-writable): shims and the orchestrator send
+    events. Every batch is attributed from the peer's credentials and cgroup,
+    never from what it claims.
+  the control socket (control.sock beside it, root only): sandtrail session and
+    sandtrail run create, start, pause, resume, stop and clean up sessions.
 
 It stops gracefully on SIGTERM or SIGINT: it stops accepting, lets batches in
-flight finish, and closes the journal, which signs a final checkpoint.`,
+flight finish, terminates running sessions (reason signal), and closes the
+journal, which signs a final checkpoint.
+
+Examples:
+  sandtrail daemon                          # on the defaults, /etc/sandtrail/config.yaml
+  SANDTRAIL_LOG_LEVEL=debug sandtrail daemon --data /srv/sandtrail`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bound here, not at construction: emit binds the same key.
@@ -44,70 +52,23 @@ flight finish, and closes the journal, which signs a final checkpoint.`,
 	return cmd
 }
 
-// runDaemon runs until ctx is cancelled (by SIGTERM or SIGINT in main).
-func runDaemon(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	mode, err := strconv.ParseUint(cfg.Ingest.SocketMode, 8, 32)
-	if err != nil || mode > 0o777 {
-		return fmt.Errorf("config: ingest.socket_mode %q is not an octal file mode", cfg.Ingest.SocketMode)
-	}
-	signer, err := journal.LoadSigner(cfg.KeyFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("loading signing key: %s does not exist; create it with `sandtrail keys generate` (or run install.sh)", cfg.KeyFile)
-	}
+// runDaemonHost is the daemon: a host with the ingest socket and the index
+// follower, plus the control socket through which `sandtrail session` and
+// `sandtrail run` drive its sessions. It runs until ctx is cancelled (by
+// SIGTERM or SIGINT in main), then terminates the sessions still running
+// (reason signal), cleans them up (keeping their directories) and closes
+// the host, whose journal signs a final checkpoint.
+func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
+	h, err := startHost(cfg, log, hostOptions{ingest: true, index: true})
 	if err != nil {
-		return fmt.Errorf("loading signing key: %w", err)
-	}
-	jdir := filepath.Join(cfg.DataDir, "journal")
-	j, err := journal.Open(jdir, signer,
-		journal.WithLogger(log),
-		journal.WithHost(cfg.Host),
-		journal.WithOrigin(cfg.Origin),
-		journal.WithCheckpointEvery(cfg.Checkpoint.Every),
-		journal.WithCheckpointInterval(cfg.Checkpoint.Interval))
-	if err != nil {
-		return fmt.Errorf("opening journal: %w", err)
-	}
-	closeJournal := func() error {
-		if err := j.Close(); err != nil {
-			return fmt.Errorf("closing journal: %w", err)
-		}
-		return nil
-	}
-
-	// Session management registers each session's cgroup here.
-	sessions := server.NewTable()
-	srv := server.New(j, sessions,
-		server.WithLogger(log),
-		server.WithHost(cfg.Host),
-		server.WithMaxConns(cfg.Ingest.MaxConns),
-		server.WithDedupSize(cfg.Ingest.DedupSize),
-		server.WithIdleTimeout(cfg.Ingest.IdleTimeout))
-	n, err := srv.RememberTail(j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
-		return journal.Scan(jdir, from, fn)
-	})
-	if err != nil {
-		_ = closeJournal()
 		return err
 	}
-	ln, err := server.Listen(cfg.Socket, os.FileMode(mode))
+	ctl, err := startControl(h, log)
 	if err != nil {
-		_ = closeJournal()
-		return err
+		return errors.Join(err, h.Close())
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	// The index follows the journal in the background. It is derived
-	// data: when it fails the daemon keeps recording, and `sandtrail
-	// query` or `sandtrail reindex` catch it up later.
-	followCtx, stopFollow := context.WithCancel(context.Background())
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		followIndex(followCtx, filepath.Join(cfg.DataDir, "index.db"), jdir, j, log)
-	}()
-	log.Info("daemon started", "journal", jdir, "entries", j.Size(), "socket", cfg.Socket, "remembered_ids", n)
-
+	log.Info("daemon started", "journal", h.jdir, "entries", h.j.Size(), "socket", cfg.Socket,
+		"control", ctl.path, "sessions", sessionsDir(cfg), "index", filepath.Join(cfg.DataDir, "index.db"))
 	var (
 		serveErr error
 		tick     <-chan time.Time
@@ -124,29 +85,21 @@ wait:
 		case <-ctx.Done():
 			log.Info("shutting down")
 			break wait
-		case serveErr = <-served:
+		case serveErr = <-h.ingestDone():
 			serveErr = fmt.Errorf("serving ingest socket: %w", serveErr)
 			break wait
 		case <-tick:
-			if st := srv.Stats(); st != last {
+			if st := h.srv.Stats(); st != last {
 				logStats(log, "ingest stats", st)
 				last = st
 			}
 		}
 	}
-	drain, cancel := context.WithTimeout(context.Background(), cfg.Ingest.DrainTimeout)
-	defer cancel()
-	shutErr := srv.Shutdown(drain)
-	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		log.Warn("removing socket", "error", err)
-	}
-	logStats(log, "ingest stopped", srv.Stats())
-	stopFollow()
-	<-followed
-	start, size := time.Now(), j.Size()
-	closeErr := closeJournal()
+	ctlErr := ctl.Close()
+	start, size := time.Now(), h.j.Size()
+	closeErr := h.Close()
 	log.Info("journal closed", "entries", size, "took", time.Since(start))
-	return errors.Join(serveErr, shutErr, closeErr)
+	return errors.Join(serveErr, ctlErr, closeErr)
 }
 
 // followIndex keeps the index at path current with the journal until ctx is

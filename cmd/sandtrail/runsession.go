@@ -186,15 +186,10 @@ func lookPath(name string, env []string) (string, error) {
 
 // openDataDir lets session users reach their workdirs: it adds search
 // permission for others (x, never r) to the data directory and the
-// sessions directory, which install.sh creates 0750. What lies in the data
-// directory stays private by its own modes (journal/ and keys/ are 0700);
-// the index files, which the index creates 0644, are made 0600 here.
+// sessions directory, where an older install made them 0750. What lies in
+// the data directory stays private by its own modes (journal/ and keys/
+// are 0700, the index is created 0600).
 func openDataDir(cfg *Config) error {
-	for _, f := range []string{"index.db", "index.db-wal", "index.db-shm", "index.db-journal"} {
-		if err := os.Chmod(filepath.Join(cfg.DataDir, f), 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("restricting the index: %w", err)
-		}
-	}
 	for _, d := range []string{cfg.DataDir, sessionsDir(cfg)} {
 		fi, err := os.Stat(d)
 		if err != nil {

@@ -192,6 +192,13 @@ func Open(path string, opts ...Option) (*Index, error) {
 	if o.bulk {
 		sync = "OFF"
 	}
+	// The index holds the whole record in clear: create it private, and
+	// SQLite gives its -wal and -shm files the same mode.
+	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	} else {
+		return nil, fmt.Errorf("opening index %s: %w", path, err)
+	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)"+
 		"&_pragma=synchronous(%s)&_pragma=cache_size(-%d)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(268435456)",
