@@ -1,13 +1,13 @@
 package npm
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/internal/oracletest"
 )
 
 // semverDir finds the node-semver that npm itself ships and uses, or skips the test.
@@ -53,30 +53,7 @@ var knownDifferences = map[string]string{}
 
 func runOracle(t *testing.T, cases []oracleCase) []oracleResult {
 	t.Helper()
-	dir := semverDir(t)
-	in, err := json.Marshal(cases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "cases.json")
-	if err := os.WriteFile(file, in, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command("node", filepath.Join("testdata", "oracle.js"), dir, file)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running node oracle: %v\n%s", err, stderr.String())
-	}
-	var res []oracleResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("decoding oracle output: %v", err)
-	}
-	if len(res) != len(cases) {
-		t.Fatalf("oracle returned %d results for %d cases", len(res), len(cases))
-	}
-	return res
+	return oracletest.Run[oracleCase, oracleResult](t, cases, "node", filepath.Join("testdata", "oracle.js"), semverDir(t))
 }
 
 // TestDifferentialNodeSemver checks range parsing, normalization and satisfies, and version

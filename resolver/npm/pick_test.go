@@ -1,12 +1,11 @@
 package npm
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/internal/oracletest"
 )
 
 // TestDifferentialPickManifest checks BestWithTags against npm's own npm-pick-manifest over
@@ -56,25 +55,7 @@ func TestDifferentialPickManifest(t *testing.T) {
 		}
 		cases = append(cases, pickCase{Spec: spec, Versions: versions, Tags: tags})
 	}
-	in, err := json.Marshal(cases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "cases.json")
-	if err := os.WriteFile(file, in, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("node", filepath.Join("testdata", "pick.js"), npmDir, file).Output()
-	if err != nil {
-		t.Fatalf("running npm-pick-manifest oracle: %v", err)
-	}
-	var want []*string
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("decoding oracle output: %v", err)
-	}
-	if len(want) != len(cases) {
-		t.Fatalf("oracle returned %d results for %d cases", len(want), len(cases))
-	}
+	want := oracletest.Run[pickCase, *string](t, cases, "node", filepath.Join("testdata", "pick.js"), npmDir)
 	var diffs, picked int
 	for i, c := range cases {
 		got, err := BestWithTags(c.Spec, c.Versions, c.Tags)

@@ -1,13 +1,12 @@
 package pep440
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/internal/oracletest"
 )
 
 type oracleCase struct {
@@ -49,29 +48,7 @@ func runOracle(t *testing.T, cases []oracleCase) []oracleResult {
 	if err := exec.Command("python3", "-c", "import pip._vendor.packaging.specifiers").Run(); err != nil {
 		t.Skipf("python3 with pip is not available (%v): the differential test needs pip's vendored packaging as the oracle", err)
 	}
-	in, err := json.Marshal(cases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "cases.json")
-	if err := os.WriteFile(file, in, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command("python3", filepath.Join("testdata", "oracle.py"), file)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running python oracle: %v\n%s", err, stderr.String())
-	}
-	var res []oracleResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("decoding oracle output: %v", err)
-	}
-	if len(res) != len(cases) {
-		t.Fatalf("oracle returned %d results for %d cases", len(res), len(cases))
-	}
-	return res
+	return oracletest.Run[oracleCase, oracleResult](t, cases, "python3", filepath.Join("testdata", "oracle.py"))
 }
 
 // TestDifferentialPackaging checks version parsing, normalization and ordering, specifier set
