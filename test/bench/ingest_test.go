@@ -14,6 +14,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
 
 // ingestWorkload is one round: clients × batches × batch events.
@@ -47,21 +48,7 @@ func ingestEvents(w ingestWorkload, client, round int) [][]*event.Event {
 // 4096 entries or every second, each signed).
 func ingestJournal(b *testing.B, dir string) *journal.Journal {
 	b.Helper()
-	skey, _, err := journal.GenerateKey("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "key")
-	if err := os.WriteFile(keyFile, []byte(skey), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	signer, err := journal.LoadSigner(keyFile)
-	if err != nil {
-		b.Fatal(err)
-	}
+	signer, _ := journaltest.Keys(b, "bench")
 	j, err := journal.Open(filepath.Join(dir, "journal"), signer,
 		journal.WithCheckpointEvery(4096), journal.WithCheckpointInterval(time.Second))
 	if err != nil {

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
 
 // journalBenchEvents returns n events of several kinds, about 300 bytes
@@ -46,16 +45,6 @@ func journalBenchEvents(n int) []*event.Event {
 		out[i] = ev
 	}
 	return out
-}
-
-func journalBenchSigner(b *testing.B) (note.Signer, note.Verifiers) {
-	skey, vkey, err := journal.GenerateKey("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, _ := note.NewSigner(skey)
-	v, _ := note.NewVerifier(vkey)
-	return s, note.VerifierList(v)
 }
 
 // journalCPU returns the CPU time (user + system, all threads) the process
@@ -141,7 +130,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 	for _, c := range []struct{ appenders, batch, n int }{{1, 1, 2048}, {16, 1, 8192}, {64, 1, 16384}, {8, 32, 32768}, {16, 64, 65536}} {
 		b.Run(fmt.Sprintf("appenders=%d/batch=%d", c.appenders, c.batch), func(b *testing.B) {
 			n := c.n
-			s, _ := journalBenchSigner(b)
+			s, _ := journaltest.Keys(b, "bench")
 			evs := journalBenchEvents(n)
 			// The baseline writes exactly the bytes the journal writes.
 			frames := make([][]byte, n)
@@ -215,7 +204,7 @@ func BenchmarkJournalAppend(b *testing.B) {
 // against a baseline of plain SHA-256 over the same segment bytes.
 func BenchmarkJournalVerify(b *testing.B) {
 	const n = 300_000
-	s, v := journalBenchSigner(b)
+	s, v := journaltest.Keys(b, "bench")
 	dir := b.TempDir()
 	j, err := journal.Open(dir, s)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 	"github.com/sandtrail/sandtrail/record/queue"
 )
 
@@ -120,7 +121,7 @@ func queueReport(b *testing.B, tq, tc time.Duration) {
 // concurrent Appends). Reports both rates and their ratio (x_direct).
 func BenchmarkQueueJournal(b *testing.B) {
 	const producers, each = 4, 2000
-	signer, _ := journalBenchSigner(b)
+	signer, _ := journaltest.Keys(b, "bench")
 	evs := journalBenchEvents(producers * each)
 	run := func(dir string, viaQueue bool) (time.Duration, queue.Stats) {
 		j, err := journal.Open(dir, signer)
