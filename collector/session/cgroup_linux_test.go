@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -20,9 +21,7 @@ import (
 // manager would choose on this host: v1 freezer.state in a v1 freezer
 // cgroup, and v2 cgroup.freeze in a v2 cgroup (which needs no controller).
 func TestFreeze(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	cgrouptest.RequireRoot(t)
 	l, err := readLayout()
 	if err != nil {
 		t.Skipf("no usable cgroup layout: %v", err)
@@ -118,9 +117,7 @@ func TestExited(t *testing.T) {
 // TestKillWithoutCgroupKill runs the fallback of kernels before 5.14 for
 // real: freeze, SIGKILL every member, thaw, against a fork loop.
 func TestKillWithoutCgroupKill(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	cgrouptest.RequireRoot(t)
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("needs bash for a fork loop that survives refused forks")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -142,9 +143,7 @@ func isOp(op string) func(*event.Event) bool {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	cgrouptest.RequireRoot(t)
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
 		t.Skip("no cgroup file system mounted at /sys/fs/cgroup")
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -21,9 +21,7 @@ import (
 // against the baseline of running the same process with plain os/exec, in
 // the same run, interleaved. It reports both medians and their ratio.
 func BenchmarkSessionLifecycle(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to create cgroups")
-	}
+	cgrouptest.RequireRoot(b)
 	m, err := session.NewManager(hclog.NewNullLogger(), func(*event.Event) {}, session.WithRoot(b.TempDir()))
 	if errors.Is(err, session.ErrNoCgroups) {
 		b.Skipf("no cgroup2: %v", err)
@@ -68,9 +66,7 @@ func BenchmarkSessionLifecycle(b *testing.B) {
 // running a busy process, against the baseline of a SIGSTOP/SIGCONT pair
 // sent to a busy process outside any session, in the same run.
 func BenchmarkSessionPauseResume(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to create cgroups")
-	}
+	cgrouptest.RequireRoot(b)
 	m, err := session.NewManager(hclog.NewNullLogger(), func(*event.Event) {}, session.WithRoot(b.TempDir()))
 	if err != nil {
 		b.Skipf("no session manager: %v", err)

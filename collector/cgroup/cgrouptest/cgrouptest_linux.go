@@ -32,14 +32,21 @@ type Cgroup struct {
 	f     *os.File // open on Dir, for CLONE_INTO_CGROUP
 }
 
+// RequireRoot skips tb unless it runs as root, which creating cgroups
+// needs.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("skipping: needs root to create cgroups")
+	}
+}
+
 // New makes a v2 cgroup with a random name beneath the test process's own
 // v2 cgroup and removes it when the test ends. It skips tb, saying why,
 // without root or without a v2 cgroup to make it beneath.
 func New(tb testing.TB) *Cgroup {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("skipping: needs root to create cgroups")
-	}
+	RequireRoot(tb)
 	m, err := cgroup.ReadV2()
 	if err != nil {
 		tb.Skipf("skipping: needs a cgroup v2 hierarchy: %v", err)
