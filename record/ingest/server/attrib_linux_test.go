@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -234,6 +235,13 @@ func testPeerGone(t *testing.T, noPidfd bool) {
 		t.Fatalf("handoff process: %v", err)
 	}
 	theirs.Close()
+	if noPidfd {
+		// The start time in /proc/<pid>/stat counts clock ticks (10 ms):
+		// a pid recycled within the tick its first owner started in is
+		// indistinguishable without a pidfd (documented in docs/ingest.md).
+		// Recycle it a few ticks later, the case the fallback does cover.
+		time.Sleep(50 * time.Millisecond)
+	}
 	reused := reusePid(t, self, cmd.Process.Pid)
 	buf, oob := make([]byte, 1), make([]byte, syscall.CmsgSpace(4))
 	_, oobn, _, _, err := syscall.Recvmsg(fds[0], buf, oob, 0)
