@@ -701,3 +701,5 @@ func TestLifecycle(t *testing.T) {
 		pc.Close()
 	}
 }
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
