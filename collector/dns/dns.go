@@ -469,7 +469,9 @@ func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
 	if base == nil {
 		base = context.Background()
 	}
-	c := &mdns.Client{Net: proto, Timeout: p.timeout, UDPSize: mdns.MaxMsgSize}
+	// The client sizes its read buffer from the query's EDNS(0) size, as
+	// the upstream sizes its answer.
+	c := &mdns.Client{Net: proto, Timeout: p.timeout}
 	for _, u := range p.upstream {
 		ctx, cancel := context.WithTimeout(base, p.timeout)
 		resp, _, err := c.ExchangeContext(ctx, req.Copy(), u)
