@@ -486,7 +486,13 @@ func TestPidsContained(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(s.CgroupPath(), "cgroup.procs")); len(b) != 0 {
 		t.Errorf("cgroup.procs after Terminate = %q, want empty", b)
 	}
-	if reason, _ := s.Result(); reason != session.ReasonAPI {
+	// bash retries a refused fork a few times and may then give up and
+	// exit; the session has ended "normal" on its own then, before
+	// Terminate. Terminate's own reason is asserted by the other tests.
+	switch reason, status := s.Result(); {
+	case reason == session.ReasonNormal && status != nil:
+		t.Logf("the fork loop's shell gave up (exit %d) before Terminate", *status)
+	case reason != session.ReasonAPI:
 		t.Errorf("terminate reason = %q, want api", reason)
 	}
 }
