@@ -66,6 +66,8 @@ const (
 	DefaultMaxDomains = 1 << 16
 	// DefaultResolvConf is read when New gets no upstream.
 	DefaultResolvConf = "/etc/resolv.conf"
+	// DefaultMaxInflight bounds the queries waiting for an upstream.
+	DefaultMaxInflight = 1024
 )
 
 // Policy decides whether a name may be resolved. name is the query name in
@@ -119,6 +121,19 @@ func WithMaxDomains(n int) Option {
 	}
 }
 
+// WithMaxInflight bounds the number of queries waiting for an upstream at
+// once. A query beyond the bound is answered SERVFAIL at once, without asking
+// upstream, and counted in Stats().Shed; it still makes its event. This keeps
+// a flood of queries to a slow upstream from holding unbounded goroutines.
+// Non-positive values are ignored.
+func WithMaxInflight(n int) Option {
+	return func(p *Proxy) {
+		if n > 0 {
+			p.maxInflight = n
+		}
+	}
+}
+
 // WithResolvConf sets the resolver configuration file read when New gets no
 // upstream (DefaultResolvConf by default).
 func WithResolvConf(path string) Option { return func(p *Proxy) { p.resolvConf = path } }
@@ -135,6 +150,9 @@ type Stats struct {
 	// UpstreamFailures counts queries answered SERVFAIL because no upstream
 	// answered.
 	UpstreamFailures uint64
+	// Shed counts queries answered SERVFAIL without asking upstream because
+	// WithMaxInflight queries were already waiting.
+	Shed uint64
 	// Malformed counts packets that could not be parsed or that were
 	// rejected (answered FORMERR or NOTIMP, or dropped); they make no event.
 	Malformed uint64
@@ -142,20 +160,22 @@ type Stats struct {
 
 // Proxy is a DNS forwarding proxy that records every query.
 type Proxy struct {
-	upstream   []string
-	log        hclog.Logger
-	emit       func(*event.Event)
-	policy     Policy
-	session    SessionFunc
-	timeout    time.Duration
-	now        func() time.Time
-	maxDomains int
-	resolvConf string
-	host       string
+	upstream    []string
+	log         hclog.Logger
+	emit        func(*event.Event)
+	policy      Policy
+	session     SessionFunc
+	timeout     time.Duration
+	now         func() time.Time
+	maxDomains  int
+	maxInflight int
+	resolvConf  string
+	inflight    chan struct{} // one token per query waiting for an upstream
+	host        string
 
 	domains *domainMap
 
-	queries, blocked, upstreamFailures, malformed atomic.Uint64
+	queries, blocked, upstreamFailures, shed, malformed atomic.Uint64
 
 	mu      sync.Mutex
 	pc      net.PacketConn
@@ -176,14 +196,15 @@ type Proxy struct {
 // for an address that is not an IP address with an optional port.
 func New(upstream []string, opts ...Option) (*Proxy, error) {
 	p := &Proxy{
-		log:        hclog.NewNullLogger(),
-		emit:       func(*event.Event) {},
-		policy:     func(string) (bool, string) { return false, "" },
-		session:    func(netip.AddrPort) (string, bool) { return "", false },
-		timeout:    DefaultTimeout,
-		now:        time.Now,
-		maxDomains: DefaultMaxDomains,
-		resolvConf: DefaultResolvConf,
+		log:         hclog.NewNullLogger(),
+		emit:        func(*event.Event) {},
+		policy:      func(string) (bool, string) { return false, "" },
+		session:     func(netip.AddrPort) (string, bool) { return "", false },
+		timeout:     DefaultTimeout,
+		now:         time.Now,
+		maxDomains:  DefaultMaxDomains,
+		maxInflight: DefaultMaxInflight,
+		resolvConf:  DefaultResolvConf,
 	}
 	for _, o := range opts {
 		o(p)
@@ -209,6 +230,7 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 		return nil, ErrNoUpstream
 	}
 	p.domains = newDomainMap(p.maxDomains)
+	p.inflight = make(chan struct{}, p.maxInflight)
 	return p, nil
 }
 
@@ -237,6 +259,7 @@ func (p *Proxy) Stats() Stats {
 		Queries:          p.queries.Load(),
 		Blocked:          p.blocked.Load(),
 		UpstreamFailures: p.upstreamFailures.Load(),
+		Shed:             p.shed.Load(),
 		Malformed:        p.malformed.Load(),
 	}
 }
@@ -461,8 +484,18 @@ func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 }
 
 // forward asks the upstreams in order over proto and returns the first
-// answer, with the client's message id, or SERVFAIL.
+// answer, with the client's message id, or SERVFAIL. When WithMaxInflight
+// queries are already waiting it returns SERVFAIL at once.
 func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
+	select {
+	case p.inflight <- struct{}{}:
+		defer func() { <-p.inflight }()
+	default:
+		p.shed.Add(1)
+		resp := new(mdns.Msg)
+		resp.SetRcode(req, mdns.RcodeServerFailure)
+		return resp
+	}
 	p.mu.Lock()
 	base := p.baseCtx
 	p.mu.Unlock()
@@ -473,9 +506,7 @@ func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
 	// the upstream sizes its answer.
 	c := &mdns.Client{Net: proto, Timeout: p.timeout}
 	for _, u := range p.upstream {
-		ctx, cancel := context.WithTimeout(base, p.timeout)
-		resp, _, err := c.ExchangeContext(ctx, req.Copy(), u)
-		cancel()
+		resp, err := p.exchange(base, c, req, u)
 		if err != nil {
 			p.log.Debug("upstream exchange failed", "upstream", u, "proto", proto, "error", err)
 			continue
@@ -487,6 +518,26 @@ func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
 	resp := new(mdns.Msg)
 	resp.SetRcode(req, mdns.RcodeServerFailure)
 	return resp
+}
+
+// exchange asks one upstream. miekg/dns honours only the context's deadline,
+// so a cancelled context (Close) also sets the connection's deadline to end a
+// wait at once.
+func (p *Proxy) exchange(base context.Context, c *mdns.Client, req *mdns.Msg, upstream string) (*mdns.Msg, error) {
+	ctx, cancel := context.WithTimeout(base, p.timeout)
+	defer cancel()
+	conn, err := c.DialContext(ctx, upstream)
+	if err != nil {
+		return nil, fmt.Errorf("dialing upstream: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	resp, _, err := c.ExchangeWithConnContext(ctx, req.Copy(), conn)
+	if err != nil {
+		return nil, fmt.Errorf("exchanging with upstream: %w", err)
+	}
+	return resp, nil
 }
 
 // blockedReply is the NXDOMAIN answer to a blocked query. A client that

@@ -237,12 +237,12 @@ func TestProxy(t *testing.T) {
 		{
 			name: "A", qname: "a.example.", qtype: mdns.TypeA, rcode: mdns.RcodeSuccess,
 			answers: zone["a.example."], verdict: "allowed",
-			event:   []event.DNSAnswer{{Type: "A", Data: "192.0.2.1", TTL: 300}}, upstreams: 1,
+			event: []event.DNSAnswer{{Type: "A", Data: "192.0.2.1", TTL: 300}}, upstreams: 1,
 		},
 		{
 			name: "AAAA", qname: "v6.example.", qtype: mdns.TypeAAAA, rcode: mdns.RcodeSuccess,
 			answers: zone["v6.example."], verdict: "allowed",
-			event:   []event.DNSAnswer{{Type: "AAAA", Data: "2001:db8::1", TTL: 120}}, upstreams: 1,
+			event: []event.DNSAnswer{{Type: "AAAA", Data: "2001:db8::1", TTL: 120}}, upstreams: 1,
 		},
 		{
 			name: "CNAME chain", qname: "www.example.", qtype: mdns.TypeA, rcode: mdns.RcodeSuccess,
@@ -703,3 +703,43 @@ func TestLifecycle(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestMaxInflight holds one query at a silent upstream; with a bound of one,
+// the next query is answered SERVFAIL at once and still makes its event.
+func TestMaxInflight(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	rec := newRecorder()
+	p := startProxy(t, []string{silent.LocalAddr().String()},
+		WithMaxInflight(1), WithTimeout(time.Hour), WithEmit(rec.emit))
+
+	go func() {
+		// Its answer (SERVFAIL once the proxy closes) does not matter.
+		c := &mdns.Client{Net: "udp", Timeout: time.Minute}
+		_, _, _ = c.Exchange(query("a.example.", mdns.TypeA), p.Addr().String())
+	}()
+	// The first query is in flight once the upstream received it.
+	buf := make([]byte, 512)
+	silent.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, _, err := silent.ReadFrom(buf); err != nil {
+		t.Fatalf("upstream never received the first query: %v", err)
+	}
+	resp, _ := exchange(t, p, "tcp", query("v6.example.", mdns.TypeAAAA))
+	if resp.Rcode != mdns.RcodeServerFailure {
+		t.Errorf("rcode beyond the bound = %s, want SERVFAIL", rcodeString(resp.Rcode))
+	}
+	e := rec.next(t)
+	if e.Net.DNS.Query != "v6.example" || e.Net.DNS.RCode != "SERVFAIL" {
+		t.Errorf("event = %+v, want v6.example SERVFAIL", e.Net.DNS)
+	}
+	if got := p.Stats(); got.Shed != 1 || got.UpstreamFailures != 0 {
+		t.Errorf("Stats() = %+v, want Shed 1, UpstreamFailures 0", got)
+	}
+	// Closing the proxy ends the held query's upstream wait.
+	if err := p.Close(); err != nil {
+		t.Errorf("Close() = %v, want nil", err)
+	}
+}
