@@ -357,29 +357,38 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	// Wait until each server started or failed, so that Close never races a
 	// server that has not started yet (its shutdown would fail, and the
 	// server would then run on).
-	var errs []error
+	var (
+		errs     []error
+		returned int // servers whose ActivateAndServe returned
+	)
 	for range 2 {
 		select {
 		case <-started:
 		case err := <-errc:
+			returned++
 			errs = append(errs, err)
 		}
 	}
 	close(ready)
-	if len(errs) == 0 {
+	if returned == 0 {
 		select {
 		case <-base.Done():
 		case err := <-errc:
+			returned++
 			errs = append(errs, err)
 		}
 	}
+	// A server that returns after the caller's Close or the end of ctx was
+	// shut down; only a server that stopped on its own is an error.
+	p.mu.Lock()
+	stopped := p.closed || ctx.Err() != nil
+	p.mu.Unlock()
 	p.Close()
-	// Collect the remaining returns; errors after a shutdown are expected.
-	for range 2 - len(errs) {
+	for range 2 - returned {
 		<-errc
 	}
-	if len(errs) > 0 && ctx.Err() == nil {
-		return fmt.Errorf("serving dns: %w", errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil && !stopped {
+		return fmt.Errorf("serving dns: %w", err)
 	}
 	return nil
 }
