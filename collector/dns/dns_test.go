@@ -154,7 +154,9 @@ func (r *recorder) next(t *testing.T) *event.Event {
 // startProxy starts a proxy on 127.0.0.1:0 and stops it at cleanup.
 func startProxy(t testing.TB, up []string, opts ...Option) *Proxy {
 	t.Helper()
-	p, err := New(up, opts...)
+	// A generous upstream timeout, so that a loaded machine never turns an
+	// answer into SERVFAIL; tests of timeouts pass their own.
+	p, err := New(up, append([]Option{WithTimeout(30 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New(%v) error: %v", up, err)
 	}
@@ -380,16 +382,21 @@ func TestUpstreamFailure(t *testing.T) {
 	tests := []struct {
 		name     string
 		upstream []string
+		timeout  time.Duration
 		rcode    int
 		failures uint64
 	}{
-		{name: "timeout gives SERVFAIL", upstream: []string{silent}, rcode: mdns.RcodeServerFailure, failures: 2},
-		{name: "next upstream after a timeout", upstream: []string{silent, up.addr}, rcode: mdns.RcodeSuccess},
+		{name: "timeout gives SERVFAIL", upstream: []string{silent}, timeout: 200 * time.Millisecond,
+			rcode: mdns.RcodeServerFailure, failures: 2},
+		// The real upstream must answer within the timeout even on a loaded
+		// machine, so the wait at the silent one is longer here.
+		{name: "next upstream after a timeout", upstream: []string{silent, up.addr}, timeout: 3 * time.Second,
+			rcode: mdns.RcodeSuccess},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newRecorder()
-			p := startProxy(t, tt.upstream, WithTimeout(200*time.Millisecond), WithEmit(rec.emit))
+			p := startProxy(t, tt.upstream, WithTimeout(tt.timeout), WithEmit(rec.emit))
 			for _, proto := range []string{"udp", "tcp"} {
 				resp, _ := exchange(t, p, proto, query("a.example.", mdns.TypeA))
 				if resp.Rcode != tt.rcode {
