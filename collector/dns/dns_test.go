@@ -233,6 +233,7 @@ func TestProxy(t *testing.T) {
 		rcode     int
 		answers   []string // the records the client must get, verbatim
 		verdict   string
+		reason    string
 		event     []event.DNSAnswer
 		upstreams int // queries upstream must have seen for qname per proto
 	}{
@@ -261,13 +262,11 @@ func TestProxy(t *testing.T) {
 		},
 		{
 			name: "blocked", qname: "evil.example.", qtype: mdns.TypeA, rcode: mdns.RcodeNameError,
-			verdict: "blocked",
-			event:   []event.DNSAnswer{{Type: AnswerTypeEDE, Data: "egress policy: domain evil.example"}},
+			verdict: "blocked", reason: "egress policy: domain evil.example",
 		},
 		{
 			name: "blocked subdomain in mixed case", qname: "Api.EVIL.example.", qtype: mdns.TypeAAAA, rcode: mdns.RcodeNameError,
-			verdict: "blocked",
-			event:   []event.DNSAnswer{{Type: AnswerTypeEDE, Data: "egress policy: domain evil.example"}},
+			verdict: "blocked", reason: "egress policy: domain evil.example",
 		},
 	}
 	for i, proto := range []string{"udp", "tcp"} {
@@ -292,6 +291,7 @@ func TestProxy(t *testing.T) {
 						SrcIP: "127.0.0.1", SrcPort: src.Port(),
 						DstIP: "127.0.0.1", DstPort: p.Addr().Port(),
 						Verdict: tt.verdict,
+						Reason:  tt.reason,
 						DNS: &event.DNS{
 							Query:   strings.TrimSuffix(strings.ToLower(tt.qname), "."),
 							QType:   mdns.TypeToString[tt.qtype],

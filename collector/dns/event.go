@@ -11,11 +11,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// AnswerTypeEDE is the answer type under which a blocked query's event
-// records the policy's reason: one answer {type: "EDE", data: reason, ttl: 0},
-// mirroring the Extended DNS Error "Blocked" that EDNS(0) clients receive.
-const AnswerTypeEDE = "EDE"
-
 // toEvent is the one conversion of a query and its answer to an event.
 func (p *Proxy) toEvent(ts time.Time, sessionID, proto string, src, dst netip.AddrPort, verdict, reason string, q mdns.Question, resp *mdns.Msg) *event.Event {
 	d := &event.DNS{
@@ -27,13 +22,11 @@ func (p *Proxy) toEvent(ts time.Time, sessionID, proto string, src, dst netip.Ad
 		h := rr.Header()
 		d.Answers = append(d.Answers, event.DNSAnswer{Type: typeString(h.Rrtype), Data: rrData(rr), TTL: h.Ttl})
 	}
-	if verdict == "blocked" {
-		d.Answers = append(d.Answers, event.DNSAnswer{Type: AnswerTypeEDE, Data: reason})
-	}
 	n := &event.Net{
 		Op:      "dns",
 		Proto:   proto,
 		Verdict: verdict,
+		Reason:  reason,
 		DNS:     d,
 	}
 	if src.IsValid() {

@@ -155,7 +155,10 @@ type Net struct {
 	BytesIn  uint64 `json:"bytes_in,omitempty"`
 	// Verdict is allowed, blocked or flagged.
 	Verdict string `json:"verdict,omitempty"`
-	DNS     *DNS   `json:"dns,omitempty"`
+	// Reason says why the verdict is not allowed: the policy rule that
+	// blocked or flagged it.
+	Reason string `json:"reason,omitempty"`
+	DNS    *DNS   `json:"dns,omitempty"`
 }
 
 // DNS describes one name lookup: the query and its answer.
