@@ -149,30 +149,36 @@ Output (--format):
   sandtrail query --session sess-42 --since 2h --format jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmtName, err := outputFormat(format)
-			if err != nil {
-				return err
-			}
-			f, err := query.Parse(*args, time.Now())
-			if err != nil {
-				return err
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			log := cfg.logger()
-			ix, err := openIndex(cmd.Context(), cfg, log)
-			if err != nil {
-				return err
-			}
-			defer ix.Close()
-			return printEvents(cmd.Context(), cmd.OutOrStdout(), ix, f, fmtName)
+			return runFiltered(cmd, g, args, format, printEvents)
 		},
 	}
 	args = filterFlags(cmd)
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json or jsonl")
 	return cmd
+}
+
+// runFiltered is query and sessions: it checks the format, parses the
+// filter flags, catches the index up with the journal and prints with show.
+func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string,
+	show func(context.Context, io.Writer, *index.Index, query.Filter, string) error) error {
+	fmtName, err := outputFormat(format)
+	if err != nil {
+		return err
+	}
+	f, err := query.Parse(*args, time.Now())
+	if err != nil {
+		return err
+	}
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	ix, err := openIndex(cmd.Context(), cfg, cfg.logger())
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	return show(cmd.Context(), cmd.OutOrStdout(), ix, f, fmtName)
 }
 
 // printEvents streams the matching events in the format.

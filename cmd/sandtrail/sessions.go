@@ -47,24 +47,7 @@ Output (--format):
   sandtrail sessions --session sess-42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmtName, err := outputFormat(format)
-			if err != nil {
-				return err
-			}
-			f, err := query.Parse(*args, time.Now())
-			if err != nil {
-				return err
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			ix, err := openIndex(cmd.Context(), cfg, cfg.logger())
-			if err != nil {
-				return err
-			}
-			defer ix.Close()
-			return printSessions(cmd.Context(), cmd.OutOrStdout(), ix, f, fmtName)
+			return runFiltered(cmd, g, args, format, printSessions)
 		},
 	}
 	args = filterFlags(cmd)
