@@ -542,32 +542,45 @@ func isSpace(c byte) bool {
 // only at separators. A test checks that it agrees with the equivalent
 // expression, kvPattern in the tests.
 func redactKV(s string) string {
+	return scanMask(s, "=:", kvValue)
+}
+
+// kvValue finds the sensitive value of the key=value pair whose separator
+// is at i, looking back no further than pos.
+func kvValue(s string, i, pos int) (v, ve int, ok bool) {
+	j := i
+	for j > pos && (s[j-1] == ' ' || s[j-1] == '\t') {
+		j--
+	}
+	if j > pos && (s[j-1] == '"' || s[j-1] == '\'') {
+		j--
+	}
+	e := j
+	for j > pos && isNameByte(s[j-1]) {
+		j--
+	}
+	if j == e || !secretKey(s[j:e], false) {
+		return 0, 0, false
+	}
+	v = skipBlanks(s, i+1)
+	ve = kvValueEnd(s, v)
+	return v, ve, ve >= 0
+}
+
+// scanMask is the loop of the hand-written scanners: at every byte of s
+// that is one of triggers, value says whether a sensitive value starts
+// there (and where it ends; pos is the end of the previous one, which a
+// match must not reach back over). Each value is masked unless it already
+// is, and the scan resumes after it.
+func scanMask(s, triggers string, value func(s string, i, pos int) (v, ve int, ok bool)) string {
 	var b strings.Builder
 	last, pos := 0, 0
 	for i := 0; i < len(s); i++ {
-		if s[i] != '=' && s[i] != ':' {
+		if strings.IndexByte(triggers, s[i]) < 0 {
 			continue
 		}
-		j := i
-		for j > pos && (s[j-1] == ' ' || s[j-1] == '\t') {
-			j--
-		}
-		if j > pos && (s[j-1] == '"' || s[j-1] == '\'') {
-			j--
-		}
-		e := j
-		for j > pos && isNameByte(s[j-1]) {
-			j--
-		}
-		if j == e || !secretKey(s[j:e], false) {
-			continue
-		}
-		v := i + 1
-		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
-			v++
-		}
-		ve := kvValueEnd(s, v)
-		if ve < 0 {
+		v, ve, ok := value(s, i, pos)
+		if !ok {
 			continue
 		}
 		if !isMasked(s[v:ve]) {
@@ -583,6 +596,15 @@ func redactKV(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// skipBlanks returns the index of the first byte at or after v that is not
+// a space or a tab.
+func skipBlanks(s string, v int) int {
+	for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
+		v++
+	}
+	return v
 }
 
 // kvValueEnd returns the end of the key=value value starting at v, or -1.
@@ -629,43 +651,25 @@ func kvValueEnd(s string, v int) int {
 // quoted string, or a run up to white space or a quote that does not start
 // with '-'. A test checks that it agrees with flagPattern in the tests.
 func redactFlagSpace(s string) string {
-	var b strings.Builder
-	last, pos := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] != '-' {
-			continue
-		}
-		if i > 0 && (i-1 < pos || !isSpace(s[i-1]) && s[i-1] != '"' && s[i-1] != '\'') {
-			continue
-		}
-		e := i + 1
-		for e < len(s) && isNameByte(s[e]) {
-			e++
-		}
-		if e == i+1 || e >= len(s) || (s[e] != ' ' && s[e] != '\t') || !secretKey(s[i+1:e], true) {
-			continue
-		}
-		v := e
-		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
-			v++
-		}
-		ve := flagValueEnd(s, v)
-		if ve < 0 {
-			continue
-		}
-		if !isMasked(s[v:ve]) {
-			b.WriteString(s[last:v])
-			b.WriteString(maskValue(s[v:ve]))
-			last = ve
-		}
-		pos = ve
-		i = ve - 1
+	return scanMask(s, "-", flagValue)
+}
+
+// flagValue finds the value of the sensitive flag starting at i, which
+// must not follow the previous value (ending at pos) directly.
+func flagValue(s string, i, pos int) (v, ve int, ok bool) {
+	if i > 0 && (i-1 < pos || !isSpace(s[i-1]) && s[i-1] != '"' && s[i-1] != '\'') {
+		return 0, 0, false
 	}
-	if last == 0 {
-		return s
+	e := i + 1
+	for e < len(s) && isNameByte(s[e]) {
+		e++
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	if e == i+1 || e >= len(s) || (s[e] != ' ' && s[e] != '\t') || !secretKey(s[i+1:e], true) {
+		return 0, 0, false
+	}
+	v = skipBlanks(s, e)
+	ve = flagValueEnd(s, v)
+	return v, ve, ve >= 0
 }
 
 // flagValueEnd returns the end of the flag value starting at v, or -1.
