@@ -139,6 +139,13 @@ type File struct {
 	Result *int64 `json:"result,omitempty"`
 	// Errno is the symbolic error ("EACCES") when it failed.
 	Errno string `json:"errno,omitempty"`
+	// Source and FSType are a mount's source (device or directory) and file
+	// system type, as passed to mount(2).
+	Source string `json:"source,omitempty"`
+	FSType string `json:"fstype,omitempty"`
+	// Count is how many identical operations by one process within a
+	// short window this event stands for, when more than one.
+	Count uint64 `json:"count,omitempty"`
 }
 
 // Net describes a network operation.
@@ -153,6 +160,11 @@ type Net struct {
 	Domain   string `json:"domain,omitempty"`
 	BytesOut uint64 `json:"bytes_out,omitempty"`
 	BytesIn  uint64 `json:"bytes_in,omitempty"`
+	// DurationMS is how long a connection was open (net.close).
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Count is how many identical operations (net.send to one
+	// destination) this event stands for, when more than one.
+	Count uint64 `json:"count,omitempty"`
 	// Verdict is allowed, blocked or flagged.
 	Verdict string `json:"verdict,omitempty"`
 	// Reason says why the verdict is not allowed: the policy rule that
