@@ -60,6 +60,13 @@ const (
 	KindExit       = "process.exit"
 	KindExecFailed = "process.exec_failed"
 	KindLoss       = "collector.loss"
+	// KindNetConnect is also the kind lost for net.send records, which
+	// share the connect record.
+	KindNetConnect = "net.connect"
+	KindNetSend    = "net.send"
+	KindNetClose   = "net.close"
+	KindNetListen  = "net.listen"
+	KindNetAccept  = "net.accept"
 )
 
 // Defaults.

@@ -34,7 +34,11 @@ type Collector struct {
 	log  hclog.Logger
 	opts options
 
-	objs  processObjects
+	objs processObjects
+	// file and net are the BPF objects beyond process.c (parts).
+	file  fileCollector
+	net   netCollector
+	progs []progKind // every loaded program and the kind it loses
 	links []link.Link
 	rd    *ringbuf.Reader
 	out   chan *event.Event
@@ -55,15 +59,35 @@ type Collector struct {
 	received, kernelDrops, queueDrops, decodeErrors atomic.Uint64
 
 	// Owned by the reader goroutine.
-	seenKernel  [numKinds]uint64 // cumulative kernel drops already counted
-	lostKernel  [numKinds]uint64 // kernel drops not yet reported
-	lostQueue   [numKinds]uint64 // queue drops not yet reported
+	seenKernel  [numKinds]uint64  // cumulative kernel drops already counted
+	lostKernel  [numKinds]uint64  // kernel drops not yet reported
+	lostQueue   map[string]uint64 // queue drops not yet reported, by event kind
 	seenMisses  map[*ebpf.Program]uint64
 	lostMisses  [numKinds]uint64 // recursion misses not yet reported
 	seenPending uint64           // cumulative pending-table drops already counted
 	lostPending uint64           // pending-table drops not yet reported
 	nextAccount time.Time
 }
+
+// progKind is a loaded program and the record kind lost when the kernel
+// skips one of its runs (a recursion miss).
+type progKind struct {
+	p *ebpf.Program
+	k processEventKind
+}
+
+// A part is one BPF object beyond process.c (file.c, net.c). It loads with
+// the maps of process.c that every object shares (shared.h), attaches its
+// programs, and names them for the counters. close is safe on a part that
+// was never loaded.
+type part interface {
+	load(c *Collector, shared *ebpf.CollectionOptions) error
+	attach(c *Collector) error
+	programs() []progKind
+	close()
+}
+
+func (c *Collector) parts() []part { return []part{&c.file, &c.net} }
 
 // New checks the kernel features the collector needs, loads the BPF
 // programs, attaches them and starts reading. It returns ErrPermission without
@@ -90,13 +114,14 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 	}
 
 	c := &Collector{
-		log:      log,
-		opts:     o,
-		out:      make(chan *event.Event, o.queueSize),
-		done:     make(chan struct{}),
-		closing:  make(chan struct{}),
-		sessions: make(map[uint64]string),
-		removed:  make(map[uint64]time.Time),
+		log:       log,
+		opts:      o,
+		out:       make(chan *event.Event, o.queueSize),
+		done:      make(chan struct{}),
+		closing:   make(chan struct{}),
+		sessions:  make(map[uint64]string),
+		removed:   make(map[uint64]time.Time),
+		lostQueue: make(map[string]uint64),
 	}
 	c.dec = decoder{bootOffset: off, host: o.host, session: c.session}
 
@@ -193,10 +218,7 @@ func (c *Collector) load() error {
 	}
 	spec.Maps[processMapExecScratch].MaxEntries = uint32(ncpu)
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			c.log.Debug("verifier log", "log", fmt.Sprintf("%+v", verr))
-		}
+		c.verifierError(err)
 		return fmt.Errorf("loading bpf objects: %w", err)
 	}
 	var on uint32
@@ -209,7 +231,39 @@ func (c *Collector) load() error {
 	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_WAKEUP_BYTES), uint32(c.opts.wakeupBytes)); err != nil {
 		return fmt.Errorf("writing wake-up setting: %w", err)
 	}
+	c.progs = []progKind{
+		{c.objs.HandleExec, processEventKindKIND_EXEC},
+		{c.objs.HandleFork, processEventKindKIND_FORK},
+		{c.objs.HandleExit, processEventKindKIND_EXIT},
+		{c.objs.HandleOomVictim, processEventKindKIND_OOM_VICTIM},
+		// A missed enter or exit of execve loses its exec_failed, if it
+		// failed.
+		{c.objs.EnterExecve, processEventKindKIND_EXEC_FAILED},
+		{c.objs.EnterExecveat, processEventKindKIND_EXEC_FAILED},
+		{c.objs.ExitExecve, processEventKindKIND_EXEC_FAILED},
+		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
+	}
+	shared := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		processMapEvents:   c.objs.Events,
+		processMapDrops:    c.objs.Drops,
+		processMapWatched:  c.objs.Watched,
+		processMapSettings: c.objs.Settings,
+	}}
+	for _, p := range c.parts() {
+		if err := p.load(c, shared); err != nil {
+			return err
+		}
+		c.progs = append(c.progs, p.programs()...)
+	}
 	return nil
+}
+
+// verifierError logs the verifier's log of a failed load at debug level.
+func (c *Collector) verifierError(err error) {
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		c.log.Debug("verifier log", "log", fmt.Sprintf("%+v", verr))
+	}
 }
 
 func (c *Collector) attach() error {
@@ -235,6 +289,11 @@ func (c *Collector) attach() error {
 		}
 		c.links = append(c.links, l)
 	}
+	for _, p := range c.parts() {
+		if err := p.attach(c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -247,6 +306,9 @@ func (c *Collector) teardown() {
 	c.links = nil
 	if c.rd != nil {
 		c.rd.Close()
+	}
+	for _, p := range c.parts() {
+		p.close()
 	}
 	c.objs.Close()
 }
@@ -324,12 +386,11 @@ func (c *Collector) Stats() Stats {
 // progStats sums the kernel's counters of the programs.
 func (c *Collector) progStats() Stats {
 	var s Stats
-	for _, p := range []*ebpf.Program{c.objs.HandleExec, c.objs.HandleFork, c.objs.HandleExit, c.objs.HandleOomVictim,
-		c.objs.EnterExecve, c.objs.EnterExecveat, c.objs.ExitExecve, c.objs.ExitExecveat} {
-		if p == nil {
+	for _, pk := range c.progs {
+		if pk.p == nil {
 			continue
 		}
-		ps, err := p.Stats()
+		ps, err := pk.p.Stats()
 		if err != nil {
 			continue
 		}
@@ -425,17 +486,8 @@ func (c *Collector) handle(raw []byte) {
 	case c.out <- ev:
 	default:
 		c.queueDrops.Add(1)
-		c.lostQueue[kindIndex(ev.Kind)]++
+		c.lostQueue[ev.Kind]++
 	}
-}
-
-func kindIndex(kind string) int {
-	for i, k := range kindName {
-		if k == kind && k != "" {
-			return i
-		}
-	}
-	return 0
 }
 
 // account reads the kernel drop counters and sends collector.loss events for
@@ -476,21 +528,7 @@ func (c *Collector) account(final bool) {
 	if c.seenMisses == nil {
 		c.seenMisses = make(map[*ebpf.Program]uint64)
 	}
-	for _, pk := range []struct {
-		p *ebpf.Program
-		k processEventKind
-	}{
-		{c.objs.HandleExec, processEventKindKIND_EXEC},
-		{c.objs.HandleFork, processEventKindKIND_FORK},
-		{c.objs.HandleExit, processEventKindKIND_EXIT},
-		{c.objs.HandleOomVictim, processEventKindKIND_OOM_VICTIM},
-		// A missed enter or exit of execve loses its exec_failed, if it
-		// failed.
-		{c.objs.EnterExecve, processEventKindKIND_EXEC_FAILED},
-		{c.objs.EnterExecveat, processEventKindKIND_EXEC_FAILED},
-		{c.objs.ExitExecve, processEventKindKIND_EXEC_FAILED},
-		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
-	} {
+	for _, pk := range c.progs {
 		ps, err := pk.p.Stats()
 		if err != nil {
 			continue
@@ -520,15 +558,20 @@ func (c *Collector) account(final bool) {
 		deadline = t.C
 	}
 	for k := 1; k < numKinds; k++ {
-		c.lostKernel[k] = c.sendLoss(k, LossSourceRingbuf, c.lostKernel[k], deadline)
-		c.lostQueue[k] = c.sendLoss(k, LossSourceQueue, c.lostQueue[k], deadline)
-		c.lostMisses[k] = c.sendLoss(k, LossSourceRecursion, c.lostMisses[k], deadline)
+		c.lostKernel[k] = c.sendLoss(kindName[k], LossSourceRingbuf, c.lostKernel[k], deadline)
+		c.lostMisses[k] = c.sendLoss(kindName[k], LossSourceRecursion, c.lostMisses[k], deadline)
 	}
-	c.lostPending = c.sendLoss(int(processEventKindKIND_EXEC_FAILED), LossSourcePending, c.lostPending, deadline)
+	for kind, n := range c.lostQueue {
+		if c.lostQueue[kind] = c.sendLoss(kind, LossSourceQueue, n, deadline); c.lostQueue[kind] == 0 {
+			delete(c.lostQueue, kind)
+		}
+	}
+	c.lostPending = c.sendLoss(KindExecFailed, LossSourcePending, c.lostPending, deadline)
 }
 
-// sendLoss sends one loss event and returns what is still unreported.
-func (c *Collector) sendLoss(k int, source string, n uint64, deadline <-chan time.Time) uint64 {
+// sendLoss sends one loss event for records of kind and returns what is still
+// unreported.
+func (c *Collector) sendLoss(kind, source string, n uint64, deadline <-chan time.Time) uint64 {
 	if n == 0 {
 		return 0
 	}
@@ -538,7 +581,7 @@ func (c *Collector) sendLoss(k int, source string, n uint64, deadline <-chan tim
 		Host:   c.opts.host,
 		Kind:   KindLoss,
 		Source: event.SourceKernel,
-		Loss:   &event.Loss{Count: n, Source: source, LostKind: kindName[k]},
+		Loss:   &event.Loss{Count: n, Source: source, LostKind: kind},
 	}
 	if deadline == nil {
 		select {
@@ -552,7 +595,7 @@ func (c *Collector) sendLoss(k int, source string, n uint64, deadline <-chan tim
 	case c.out <- ev:
 		return 0
 	case <-deadline:
-		c.log.Error("consumer did not take the final loss event", "lost_kind", kindName[k], "source", source, "count", n)
+		c.log.Error("consumer did not take the final loss event", "lost_kind", kind, "source", source, "count", n)
 		return n
 	}
 }

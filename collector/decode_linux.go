@@ -47,6 +47,12 @@ var kindName = [...]string{
 	processEventKindKIND_EXIT:        KindExit,
 	processEventKindKIND_EXEC_FAILED: KindExecFailed,
 	processEventKindKIND_OOM_VICTIM:  "oom_victim",
+	// Kernel drops of file records are counted for all file ops together.
+	processEventKindKIND_FILE:        "file",
+	processEventKindKIND_NET_CONNECT: KindNetConnect,
+	processEventKindKIND_NET_CLOSE:   KindNetClose,
+	processEventKindKIND_NET_LISTEN:  KindNetListen,
+	processEventKindKIND_NET_ACCEPT:  KindNetAccept,
 }
 
 const numKinds = int(processEventKindKIND_MAX)

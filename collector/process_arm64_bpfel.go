@@ -39,7 +39,12 @@ const (
 	processEventKindKIND_EXIT        processEventKind = 3
 	processEventKindKIND_EXEC_FAILED processEventKind = 4
 	processEventKindKIND_OOM_VICTIM  processEventKind = 5
-	processEventKindKIND_MAX         processEventKind = 6
+	processEventKindKIND_FILE        processEventKind = 6
+	processEventKindKIND_NET_CONNECT processEventKind = 7
+	processEventKindKIND_NET_CLOSE   processEventKind = 8
+	processEventKindKIND_NET_LISTEN  processEventKind = 9
+	processEventKindKIND_NET_ACCEPT  processEventKind = 10
+	processEventKindKIND_MAX         processEventKind = 11
 )
 
 type processExecEvent struct {

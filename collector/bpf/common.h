@@ -38,7 +38,15 @@ enum event_kind {
 	KIND_EXIT = 3,
 	KIND_EXEC_FAILED = 4,
 	KIND_OOM_VICTIM = 5,
-	KIND_MAX = 6,
+	/* file.c: every file.* op is one record kind (the op is in the record). */
+	KIND_FILE = 6,
+	/* net.c: net.connect and net.send (with the egress verdict), net.close,
+	 * net.listen and net.accept. */
+	KIND_NET_CONNECT = 7,
+	KIND_NET_CLOSE = 8,
+	KIND_NET_LISTEN = 9,
+	KIND_NET_ACCEPT = 10,
+	KIND_MAX = 11,
 };
 
 /* exec_event flags. */

@@ -5,15 +5,15 @@
  * The process programs of the sandtrail collector: exec, fork, exit, failed
  * exec and OOM victims of the processes in watched session cgroups.
  *
- * Every record goes to one ring buffer. When the ring buffer is full the
- * record is not lost silently: the per-kind drop counter is incremented, and
- * the Go side turns the counts into collector.loss events.
+ * The maps and helpers every program shares (the ring buffer, the drop
+ * counters, the watched-cgroup table) are in shared.h.
  */
 #include "headers/vmlinux.h"
 #include "headers/bpf_helpers.h"
 #include "headers/bpf_core_read.h"
 #include "headers/bpf_tracing.h"
 #include "common.h"
+#include "shared.h"
 
 #define PIPEFS_MAGIC 0x50495045
 
@@ -30,20 +30,6 @@ const enum exec_flags *unused_exec_flags __attribute__((unused));
 const enum config_key *unused_config_key __attribute__((unused));
 const enum limits *unused_limits __attribute__((unused));
 
-/* The one ring buffer; its size is set by the loader. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
-} events SEC(".maps");
-
-/* Records that did not fit in the ring buffer, per kind and per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KIND_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} drops SEC(".maps");
-
 /* execs whose filename could not be kept in `pending` (the table was full):
  * if they fail, their exec_failed is lost. */
 struct {
@@ -52,23 +38,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } pending_drops SEC(".maps");
-
-/* Watched cgroup ids (v2 cgroup inode numbers). The value is unused by the
- * kernel side; the Go side keeps the session ids. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, __u8);
-} watched SEC(".maps");
-
-/* Settings written by the loader, indexed by enum config_key. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CONFIG_MAX);
-	__type(key, __u32);
-	__type(value, __u32);
-} settings SEC(".maps");
 
 /* One exec record under construction per CPU. A plain array indexed by CPU
  * because per-CPU array values are limited to 32 KiB. tp_btf programs run
@@ -103,91 +72,13 @@ struct {
 	__type(value, struct pending_exec);
 } pending_scratch SEC(".maps");
 
-static __always_inline void count_drop(__u32 kind)
-{
-	__u64 *n = bpf_map_lookup_elem(&drops, &kind);
-	if (n)
-		*n += 1;
-}
-
-static __always_inline __u64 cgroup_of(struct cgroup *cg)
-{
-	return BPF_CORE_READ(cg, kn, id);
-}
-
-/* watched_cgroup returns the watched cgroup id that the task's v2 cgroup is,
- * or is nested in, and sets *own to the task's own cgroup id. It returns 0 when
- * nothing matches; in host-wide mode the caller records the event anyway. */
-static __always_inline __u64 watched_cgroup(struct task_struct *task, __u64 *own)
-{
-	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
-	__u64 id = cgroup_of(cg);
-	*own = id;
-	for (int i = 0; i < CGROUP_MAX_NEST; i++) {
-		if (!cg)
-			break;
-		id = cgroup_of(cg);
-		if (bpf_map_lookup_elem(&watched, &id))
-			return id;
-		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
-		if (!parent)
-			break;
-		cg = BPF_CORE_READ(parent, cgroup);
-	}
-	return 0;
-}
-
-static __always_inline bool host_wide(void)
-{
-	__u32 key = CONFIG_HOST_WIDE;
-	__u32 *v = bpf_map_lookup_elem(&settings, &key);
-	return v && *v;
-}
-
-/* wakeup returns the flags for submitting a record: batch the reader's
- * wake-ups until CONFIG_WAKEUP_BYTES are waiting. */
-static __always_inline __u64 wakeup(void)
-{
-	__u32 key = CONFIG_WAKEUP_BYTES;
-	__u32 *v = bpf_map_lookup_elem(&settings, &key);
-	if (!v || !*v)
-		return 0;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= *v)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
-}
-
-/* selected reports whether events of the task are recorded, and fills the
- * cgroup fields of the header. */
-static __always_inline bool selected(struct task_struct *task, struct event_header *h)
-{
-	__u64 own = 0;
-	__u64 w = watched_cgroup(task, &own);
-	h->cgroup_id = own;
-	h->watched = w;
-	return w != 0 || host_wide();
-}
-
-static __always_inline void fill_header(struct event_header *h, __u32 kind, struct task_struct *task)
-{
-	h->kind = kind;
-	h->pid = BPF_CORE_READ(task, tgid);
-	h->ts = bpf_ktime_get_boot_ns();
-	bpf_probe_read_kernel_str(h->comm, sizeof(h->comm), &task->comm);
-}
 
 /* pipe_ino returns the pipefs inode number of the task's file descriptor fd,
  * or 0 when it is not an anonymous pipe. */
 static __always_inline __u64 pipe_ino(struct task_struct *task, unsigned int fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt)
-		return 0;
-	if (BPF_CORE_READ(fdt, max_fds) <= fd)
-		return 0;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+	struct file *f = task_file(task, fd);
+	if (!f)
 		return 0;
 	struct inode *ino = BPF_CORE_READ(f, f_inode);
 	if (!ino)

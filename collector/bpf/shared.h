@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The maps and helpers shared by every BPF program of the collector
+ * (process.c and the others). Each object declares these maps; the Go loader
+ * loads process.c first and hands its maps to the other objects
+ * (MapReplacements), so there is one ring buffer, one set of per-kind drop
+ * counters, one watched-cgroup table and one settings array.
+ *
+ * Every record goes to the one ring buffer. When the ring buffer is full the
+ * record is not lost silently: the per-kind drop counter is incremented, and
+ * the Go side turns the counts into collector.loss events.
+ */
+#ifndef SANDTRAIL_SHARED_H
+#define SANDTRAIL_SHARED_H
+
+/* The one ring buffer; its size is set by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+/* Records that did not fit in the ring buffer, per kind and per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KIND_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* Watched cgroup ids (v2 cgroup inode numbers). The value is unused by the
+ * kernel side; the Go side keeps the session ids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} watched SEC(".maps");
+
+/* Settings written by the loader, indexed by enum config_key. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CONFIG_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} settings SEC(".maps");
+
+static __always_inline void count_drop(__u32 kind)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &kind);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline __u64 cgroup_of(struct cgroup *cg)
+{
+	return BPF_CORE_READ(cg, kn, id);
+}
+
+/* watched_cgroup returns the watched cgroup id that the task's v2 cgroup is,
+ * or is nested in, and sets *own to the task's own cgroup id. It returns 0 when
+ * nothing matches; in host-wide mode the caller records the event anyway. */
+static __always_inline __u64 watched_cgroup(struct task_struct *task, __u64 *own)
+{
+	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	__u64 id = cgroup_of(cg);
+	*own = id;
+	for (int i = 0; i < CGROUP_MAX_NEST; i++) {
+		if (!cg)
+			break;
+		id = cgroup_of(cg);
+		if (bpf_map_lookup_elem(&watched, &id))
+			return id;
+		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
+		if (!parent)
+			break;
+		cg = BPF_CORE_READ(parent, cgroup);
+	}
+	return 0;
+}
+
+static __always_inline bool host_wide(void)
+{
+	__u32 key = CONFIG_HOST_WIDE;
+	__u32 *v = bpf_map_lookup_elem(&settings, &key);
+	return v && *v;
+}
+
+/* wakeup returns the flags for submitting a record: batch the reader's
+ * wake-ups until CONFIG_WAKEUP_BYTES are waiting. */
+static __always_inline __u64 wakeup(void)
+{
+	__u32 key = CONFIG_WAKEUP_BYTES;
+	__u32 *v = bpf_map_lookup_elem(&settings, &key);
+	if (!v || !*v)
+		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= *v)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+/* selected reports whether events of the task are recorded, and fills the
+ * cgroup fields of the header. */
+static __always_inline bool selected(struct task_struct *task, struct event_header *h)
+{
+	__u64 own = 0;
+	__u64 w = watched_cgroup(task, &own);
+	h->cgroup_id = own;
+	h->watched = w;
+	return w != 0 || host_wide();
+}
+
+static __always_inline void fill_header(struct event_header *h, __u32 kind, struct task_struct *task)
+{
+	h->kind = kind;
+	h->pid = BPF_CORE_READ(task, tgid);
+	h->ts = bpf_ktime_get_boot_ns();
+	bpf_probe_read_kernel_str(h->comm, sizeof(h->comm), &task->comm);
+}
+
+/* task_file returns the struct file of the task's file descriptor fd, or
+ * NULL when fd is not open. */
+static __always_inline struct file *task_file(struct task_struct *task, unsigned int fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt)
+		return NULL;
+	if (BPF_CORE_READ(fdt, max_fds) <= fd)
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+#endif
