@@ -182,9 +182,16 @@ func runHelper(mode string, args []string) int {
 		time.Sleep(30 * time.Second)
 		return 0
 	}
+	if h, ok := helpers[mode]; ok {
+		return h(args)
+	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
 }
+
+// helpers are more helper modes, registered by the test files that use them
+// (in init), so that each file keeps its own workloads.
+var helpers = map[string]func(args []string) int{}
 
 // env is one sandtrail installation: a data directory with a key and its
 // own sockets.
