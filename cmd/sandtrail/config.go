@@ -27,7 +27,11 @@ type Config struct {
 	// Host names this machine in events; empty means the hostname.
 	Host string `mapstructure:"host"`
 	// Origin is the checkpoint origin line.
-	Origin     string           `mapstructure:"origin"`
+	Origin string `mapstructure:"origin"`
+	// Policy is the policy file the host enforces and records with (egress,
+	// sensitive files, blocked domains, default limits); empty means the
+	// embedded default policy.
+	Policy     string           `mapstructure:"policy"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
 	Ingest     IngestConfig     `mapstructure:"ingest"`
 }
@@ -70,6 +74,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("log_level", "info")
 	v.SetDefault("host", "")
 	v.SetDefault("origin", "")
+	v.SetDefault("policy", "")
 	v.SetDefault("checkpoint.every", 4096)
 	v.SetDefault("checkpoint.interval", time.Second)
 	v.SetDefault("ingest.socket_mode", "0666")

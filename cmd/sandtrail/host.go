@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/session"
+	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/queue"
@@ -34,6 +35,7 @@ import (
 type host struct {
 	cfg  *Config
 	log  hclog.Logger
+	pol  *policy.Engine // the host's policy (cfg.Policy)
 	jdir string
 	j    *journal.Journal
 	q    *queue.Queue
@@ -74,7 +76,11 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	if err != nil {
 		return nil, fmt.Errorf("loading signing key: %w", err)
 	}
-	h = &host{cfg: cfg, log: log, jdir: filepath.Join(cfg.DataDir, "journal"), forwarded: make(chan struct{})}
+	pol, err := loadPolicy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	h = &host{cfg: cfg, log: log, pol: pol, jdir: filepath.Join(cfg.DataDir, "journal"), forwarded: make(chan struct{})}
 	h.j, err = journal.Open(h.jdir, signer,
 		journal.WithLogger(log),
 		journal.WithHost(cfg.Host),
@@ -128,6 +134,20 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 		}()
 	}
 	return h, nil
+}
+
+// loadPolicy loads and compiles the policy file, or the embedded default
+// policy when file is empty.
+func loadPolicy(file string) (*policy.Engine, error) {
+	p, err := policy.Load(file)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		return nil, fmt.Errorf("compiling policy: %w", err)
+	}
+	return eng, nil
 }
 
 // startIngest serves the ingest socket, attributing peers with the

@@ -23,10 +23,9 @@ import (
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		req        sessionRequest
-		policyFile string
-		format     string
-		lim        limitFlags
+		req    sessionRequest
+		format string
+		lim    limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
@@ -56,8 +55,12 @@ socket (so that the journal has one writer); otherwise it hosts everything
 in its own process, on the configuration's data_dir, which works on a fresh
 machine right after install.sh.
 
-Limits default to the policy's (--policy FILE, or the embedded default
-policy); flags override them. 0 means unlimited.`,
+Limits default to the policy's (--policy FILE, the config key policy, or
+the embedded default policy); flags override them. 0 means unlimited. When
+run hosts the session itself, the same policy also decides egress (blocked
+connects fail with EPERM), which file reads are sensitive enough to record,
+and which domains the DNS proxy refuses; a daemon enforces the policy of its
+own configuration.`,
 		Example: `  sandtrail run -- sh -c 'ls; cat /etc/passwd >/dev/null'
   sandtrail run --memory 512M --cpus 0.5 --pids 256 --timeout 10m -- python3 agent.py
   sandtrail run --user nobody --keep snapshot --format json -- ./agent.sh`,
@@ -69,13 +72,13 @@ policy); flags override them. 0 means unlimited.`,
 			if _, err := checkKeep(req.Keep); err != nil {
 				return usageErr(err)
 			}
-			p, err := policy.Load(policyFile)
+			cfg, err := g.load()
 			if err != nil {
-				return usageErr(fmt.Errorf("loading policy: %w", err))
+				return err
 			}
-			eng, err := policy.New(p)
+			eng, err := loadPolicy(cfg.Policy)
 			if err != nil {
-				return usageErr(fmt.Errorf("compiling policy: %w", err))
+				return usageErr(err)
 			}
 			req.Limits, err = lim.apply(eng.Limits(), cmd.Flags())
 			if err != nil {
@@ -90,10 +93,6 @@ policy); flags override them. 0 means unlimited.`,
 					return usageErr(err)
 				}
 				req.Argv = append([]string{abs}, args[1:]...)
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
 			}
 			// run is interactive: the host's routine logs stay quiet
 			// unless a level was asked for.
@@ -111,7 +110,8 @@ policy); flags override them. 0 means unlimited.`,
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
 	f.StringVar(&req.Keep, "keep", "preserved", "workdir at cleanup: preserved, deleted or snapshot")
-	f.StringVar(&policyFile, "policy", "", "policy file whose limits are the defaults (default: the embedded policy)")
+	f.String("policy", "", "policy file: default limits, egress rules, sensitive files, blocked domains (config key policy; default: the embedded policy)")
+	g.bindFlag("policy", f.Lookup("policy"))
 	f.StringVar(&format, "format", "text", "summary format on stderr: text or json")
 	lim.bind(f)
 	return cmd
