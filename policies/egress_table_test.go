@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+// tableVerdict evaluates t the way the collector's BPF connect hooks do: it
+// is the model that TestEgressTable holds against Engine.Egress.
+func tableVerdict(t EgressTable, dc DomainClass, ip netip.Addr, port uint16, proto string) Verdict {
+	ip = ip.Unmap()
+	in := func(ps []netip.Prefix) bool {
+		return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(ip) })
+	}
+	ports := func(rs []PortRange) bool {
+		return slices.ContainsFunc(rs, func(r PortRange) bool { return r.Match(port, proto) })
+	}
+	switch {
+	case dc.Blocked, in(t.BlockedCIDRs), ports(t.BlockedPorts):
+		return Block
+	case (port == 443 || port == 853 || port == 0) && (dc.DoH || slices.Contains(t.DoHAddrs, ip)):
+		return t.DoHAction
+	}
+	if t.AllowedDests || len(t.AllowedPorts) > 0 {
+		dest := !t.AllowedDests || dc.Allowed || in(t.AllowedCIDRs)
+		portOK := len(t.AllowedPorts) == 0 || ports(t.AllowedPorts)
+		if dest && portOK {
+			return Allow
+		}
+	}
+	return t.Default
+}
+
+func TestEgressTable(t *testing.T) {
+	policies := []struct {
+		name, yaml string
+	}{
+		{"full", egressPolicy},
+		{"empty", "egress: {}\n"},
+		{"ports only", "egress:\n  default: block\n  allowed_ports: [443/tcp, 53/udp]\n  doh_endpoints: [9.9.9.9]\n  doh_action: flag\n"},
+		{"cidrs", "egress:\n  default: allow\n  blocked_cidrs: [\"::/0\", 127.0.0.2, \"::ffff:10.0.0.0/104\"]\n  allowed_cidrs: [127.0.0.0/8]\n  blocked_ports: [1-100/udp]\n"},
+	}
+	domains := []string{"", "registry.npmjs.org", "api.github.com", "github.com", "evil.github.com", "dns.google", "example.com", "Registry.NPMJS.org."}
+	ips := []string{"10.1.2.3", "10.6.6.6", "169.254.169.254", "::ffff:169.254.169.254", "2001:db8::1", "::1", "1.1.1.1", "9.9.9.9", "127.0.0.1", "127.0.0.2", "8.8.8.8", "::ffff:10.1.2.3"}
+	ports := []uint16{0, 1, 22, 25, 53, 80, 100, 443, 853, 8000, 8050, 8100, 8101, 65535}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, p := range policies {
+		t.Run(p.name, func(t *testing.T) {
+			e := newTestEngine(t, p.yaml)
+			tab := e.EgressTable()
+			n := 0
+			for _, d := range domains {
+				for _, s := range ips {
+					for _, port := range ports {
+						for _, proto := range []string{"tcp", "udp"} {
+							ip := netip.MustParseAddr(s)
+							want := e.Egress(d, ip, port, proto).Verdict
+							got := tableVerdict(tab, e.EgressDomain(d), ip, port, proto)
+							if got != want {
+								t.Errorf("table verdict for (%q, %v, %d, %s) = %s, Egress = %s", d, ip, port, proto, got, want)
+							}
+							n++
+						}
+					}
+				}
+			}
+			// Random addresses and ports as well.
+			for range 2000 {
+				var ip netip.Addr
+				if rng.IntN(2) == 0 {
+					ip = netip.AddrFrom4([4]byte{byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
+				} else {
+					var b [16]byte
+					for i := range b {
+						b[i] = byte(rng.IntN(256))
+					}
+					b[0], b[1] = 0x20, 0x01
+					ip = netip.AddrFrom16(b)
+				}
+				port := uint16(rng.IntN(65536))
+				proto := []string{"tcp", "udp"}[rng.IntN(2)]
+				d := domains[rng.IntN(len(domains))]
+				want := e.Egress(d, ip, port, proto).Verdict
+				if got := tableVerdict(tab, e.EgressDomain(d), ip, port, proto); got != want {
+					t.Errorf("table verdict for (%q, %v, %d, %s) = %s, Egress = %s", d, ip, port, proto, got, want)
+				}
+			}
+			if n == 0 {
+				t.Fatal("no cases")
+			}
+		})
+	}
+}
+
+func TestEgressDomain(t *testing.T) {
+	e := newTestEngine(t, egressPolicy)
+	for _, tt := range []struct {
+		domain string
+		want   DomainClass
+	}{
+		{"", DomainClass{}},
+		{"registry.npmjs.org", DomainClass{Allowed: true}},
+		{"evil.github.com.", DomainClass{Blocked: true, Allowed: true}},
+		{"DNS.google", DomainClass{DoH: true}},
+	} {
+		if got := e.EgressDomain(tt.domain); got != tt.want {
+			t.Errorf("EgressDomain(%q) = %+v, want %+v", tt.domain, got, tt.want)
+		}
+	}
+	tab := e.EgressTable()
+	if got := fmt.Sprintln(tab.BlockedCIDRs, tab.DoHAddrs, tab.AllowedDests, tab.Default, tab.DoHAction); got != "[169.254.169.254/32 10.6.6.0/24] [1.1.1.1] true block block\n" {
+		t.Errorf("EgressTable() = %s", got)
+	}
+}
