@@ -1,20 +1,28 @@
 // Package dns is the collector's per-host DNS proxy.
 //
-// A Proxy answers DNS queries over UDP and TCP on one port by forwarding
-// them, unchanged, to upstream resolvers (by default the nameservers of
+// A Proxy answers DNS queries over UDP and TCP by forwarding them,
+// unchanged, to upstream resolvers (by default the nameservers of
 // /etc/resolv.conf), and returns the upstream answer unchanged. Each query
 // becomes exactly one "net.dns" event, built in toEvent, with the query name
 // and type, the response code and the answers with their TTLs. A name the
 // policy blocks is answered NXDOMAIN without asking upstream, and its event
 // has verdict "blocked". The A and AAAA answers fill a bounded IP→domain map
-// with TTL expiry (DomainOf), so that net.connect events can name the domain.
+// with TTL expiry (DomainOf) and are passed to an answer hook
+// (WithAnswerHook), so that the collector's egress map and net.connect
+// events can name the domain.
+//
+// One proxy serves every session of a host. Each session gets its own
+// listeners (AddSession: UDP and TCP on one port of 127.0.0.1, and of ::1
+// when the host has IPv6 loopback), and every query that arrives on them is
+// that session's: attribution comes from the socket, never from the packet.
+// The optional shared listener (Listen, Serve) attributes queries by their
+// source address instead (WithSession).
 //
 // Trust model: the proxy runs as root on the host, outside the sandbox, as
 // part of the collector. The collector's BPF programs redirect every port-53
-// packet of a session cgroup to it (issue 5), and the session a query belongs
-// to is attributed from the redirected socket's cgroup through the session
-// callback (WithSession), never from anything in the packet. Its events
-// therefore carry source "kernel" and are trusted like the collector's own.
+// packet of a session cgroup to that session's listeners (RedirectDNS), so
+// the session of a query is decided by the kernel. Its events therefore
+// carry source "kernel" and are trusted like the collector's own.
 // Everything in a query or an upstream answer is untrusted bytes: malformed
 // queries are answered FORMERR or dropped, and counted, and never crash the
 // proxy.
@@ -45,7 +53,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// Errors returned by New, Listen and Serve.
+// Errors returned by New, Listen, Serve, AddSession and RemoveSession.
 var (
 	// ErrNoUpstream means no upstream resolver was given or found in the
 	// resolver configuration.
@@ -56,6 +64,14 @@ var (
 	ErrNotListening = errors.New("dns: not listening")
 	// ErrClosed means the proxy was closed.
 	ErrClosed = errors.New("dns: proxy closed")
+	// ErrSessionExists means AddSession was called twice for a session.
+	ErrSessionExists = errors.New("dns: session already has listeners")
+	// ErrUnknownSession means RemoveSession was called for a session
+	// without listeners.
+	ErrUnknownSession = errors.New("dns: session has no listeners")
+	// ErrTooManySessions means WithMaxSessions sessions already have
+	// listeners.
+	ErrTooManySessions = errors.New("dns: too many sessions")
 )
 
 // Defaults.
@@ -68,6 +84,8 @@ const (
 	DefaultResolvConf = "/etc/resolv.conf"
 	// DefaultMaxInflight bounds the queries waiting for an upstream.
 	DefaultMaxInflight = 1024
+	// DefaultMaxSessions bounds the sessions with their own listeners.
+	DefaultMaxSessions = 1024
 )
 
 // Policy decides whether a name may be resolved. name is the query name in
@@ -75,8 +93,14 @@ const (
 // recorded with a blocked query.
 type Policy func(name string) (blocked bool, reason string)
 
-// SessionFunc attributes a query to a session by its client's address.
+// SessionFunc attributes a query to a session by its client's address. It
+// is used only for queries on the shared listener (Listen); queries on a
+// session's own listeners (AddSession) belong to that session.
 type SessionFunc func(src netip.AddrPort) (sessionID string, ok bool)
+
+// AnswerHook receives each address of an allowed answer: the name the
+// client asked for, an A or AAAA record's address and its TTL.
+type AnswerHook func(domain string, ip netip.Addr, ttl time.Duration)
 
 // Option configures a Proxy.
 type Option func(*Proxy)
@@ -92,9 +116,17 @@ func WithEmit(emit func(*event.Event)) Option { return func(p *Proxy) { p.emit =
 // default nothing is blocked.
 func WithPolicy(policy Policy) Option { return func(p *Proxy) { p.policy = policy } }
 
-// WithSession sets the function that attributes a query to a session. By
-// default events carry no session id.
+// WithSession sets the function that attributes a query on the shared
+// listener to a session. By default such events carry no session id.
 func WithSession(session SessionFunc) Option { return func(p *Proxy) { p.session = session } }
+
+// WithAnswerHook sets a function called for each A and AAAA record of an
+// allowed NOERROR answer, with the name the client asked for (as in
+// DomainOf), the address and the record's TTL. It is called before the
+// answer is written to the client, so that whatever it feeds (the
+// collector's egress map) knows the address before the client can connect
+// to it. It must be quick and must not block.
+func WithAnswerHook(hook AnswerHook) Option { return func(p *Proxy) { p.answerHook = hook } }
 
 // WithTimeout bounds each upstream exchange; after it the next upstream is
 // tried, and when all failed the client gets SERVFAIL. Non-positive values
@@ -134,9 +166,27 @@ func WithMaxInflight(n int) Option {
 	}
 }
 
+// WithMaxSessions bounds the number of sessions with their own listeners
+// (AddSession); beyond it AddSession returns ErrTooManySessions.
+// Non-positive values are ignored.
+func WithMaxSessions(n int) Option {
+	return func(p *Proxy) {
+		if n > 0 {
+			p.maxSessions = n
+		}
+	}
+}
+
 // WithResolvConf sets the resolver configuration file read when New gets no
 // upstream (DefaultResolvConf by default).
 func WithResolvConf(path string) Option { return func(p *Proxy) { p.resolvConf = path } }
+
+// WithAllowNoUpstream lets New succeed with an empty upstream list, without
+// reading the resolver configuration: the proxy then answers every query
+// it does not block with SERVFAIL (counted in Stats().UpstreamFailures), and
+// still records it. A host whose resolver configuration is missing or
+// unusable thereby keeps recording lookups instead of failing.
+func WithAllowNoUpstream() Option { return func(p *Proxy) { p.allowNoUpstream = true } }
 
 // WithHost sets the host name written into events.
 func WithHost(host string) Option { return func(p *Proxy) { p.host = host } }
@@ -156,68 +206,81 @@ type Stats struct {
 	// Malformed counts packets that could not be parsed or that were
 	// rejected (answered FORMERR or NOTIMP, or dropped); they make no event.
 	Malformed uint64
+	// Sessions is the number of sessions that have their own listeners now.
+	Sessions int
 }
 
 // Proxy is a DNS forwarding proxy that records every query.
 type Proxy struct {
-	upstream    []string
-	log         hclog.Logger
-	emit        func(*event.Event)
-	policy      Policy
-	session     SessionFunc
-	timeout     time.Duration
-	now         func() time.Time
-	maxDomains  int
-	maxInflight int
-	resolvConf  string
-	inflight    chan struct{} // one token per query waiting for an upstream
-	host        string
+	upstream        []string
+	log             hclog.Logger
+	emit            func(*event.Event)
+	policy          Policy
+	session         SessionFunc
+	answerHook      AnswerHook
+	timeout         time.Duration
+	now             func() time.Time
+	maxDomains      int
+	maxInflight     int
+	maxSessions     int
+	resolvConf      string
+	allowNoUpstream bool
+	inflight        chan struct{} // one token per query waiting for an upstream
+	host            string
 
 	domains *domainMap
 
 	queries, blocked, upstreamFailures, shed, malformed atomic.Uint64
 
-	mu      sync.Mutex
-	pc      net.PacketConn
-	ln      net.Listener
-	udp     *mdns.Server
-	tcp     *mdns.Server
-	addr    netip.AddrPort
-	closed  bool
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	ready   chan struct{} // closed once both servers started or failed
+	// base ends with Close; upstream waits are bounded by it.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	main     *pair // the shared listener (Listen, Serve)
+	serving  bool
+	closed   bool
+	ready    chan struct{}              // closed once Serve started its servers or failed to
+	sessions map[string]*sessionServers // nil value: being added
+}
+
+// sessionServers are the listeners of one session: IPv4, and IPv6 when the
+// host has IPv6 loopback.
+type sessionServers struct {
+	v4, v6 *pair
 }
 
 // New returns a Proxy forwarding to upstream, a list of resolver addresses
 // ("192.0.2.1", "192.0.2.1:53", "[2001:db8::1]:5353"; port 53 when none is
 // given). With no upstream it reads the nameservers of /etc/resolv.conf (see
-// WithResolvConf). It returns ErrNoUpstream when there is none, and an error
-// for an address that is not an IP address with an optional port.
+// WithResolvConf), unless WithAllowNoUpstream is given. It returns
+// ErrNoUpstream when there is none, and an error for an address that is not
+// an IP address with an optional port.
 func New(upstream []string, opts ...Option) (*Proxy, error) {
 	p := &Proxy{
 		log:         hclog.NewNullLogger(),
 		emit:        func(*event.Event) {},
 		policy:      func(string) (bool, string) { return false, "" },
 		session:     func(netip.AddrPort) (string, bool) { return "", false },
+		answerHook:  func(string, netip.Addr, time.Duration) {},
 		timeout:     DefaultTimeout,
 		now:         time.Now,
 		maxDomains:  DefaultMaxDomains,
 		maxInflight: DefaultMaxInflight,
+		maxSessions: DefaultMaxSessions,
 		resolvConf:  DefaultResolvConf,
+		sessions:    make(map[string]*sessionServers),
 	}
 	for _, o := range opts {
 		o(p)
 	}
 	p.log = p.log.Named("dns")
-	if len(upstream) == 0 {
-		cfg, err := mdns.ClientConfigFromFile(p.resolvConf)
+	if len(upstream) == 0 && !p.allowNoUpstream {
+		servers, err := ResolvConf(p.resolvConf)
 		if err != nil {
-			return nil, fmt.Errorf("reading resolver configuration: %w", err)
+			return nil, err
 		}
-		for _, s := range cfg.Servers {
-			upstream = append(upstream, net.JoinHostPort(s, cfg.Port))
-		}
+		upstream = servers
 	}
 	for _, u := range upstream {
 		a, err := parseUpstream(u)
@@ -226,12 +289,36 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 		}
 		p.upstream = append(p.upstream, a)
 	}
-	if len(p.upstream) == 0 {
+	if len(p.upstream) == 0 && !p.allowNoUpstream {
 		return nil, ErrNoUpstream
 	}
 	p.domains = newDomainMap(p.maxDomains)
 	p.inflight = make(chan struct{}, p.maxInflight)
+	p.base, p.cancel = context.WithCancel(context.Background())
 	return p, nil
+}
+
+// ResolvConf returns the nameservers of the resolver configuration file at
+// path as ip:port, in order. It returns ErrNoUpstream when the file names
+// none, and an error when it cannot be read or names something that is not
+// an IP address.
+func ResolvConf(path string) ([]string, error) {
+	cfg, err := mdns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading resolver configuration: %w", err)
+	}
+	var out []string
+	for _, s := range cfg.Servers {
+		a, err := parseUpstream(net.JoinHostPort(s, cfg.Port))
+		if err != nil {
+			return nil, fmt.Errorf("reading resolver configuration %s: %w", path, err)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("reading resolver configuration %s: %w", path, ErrNoUpstream)
+	}
+	return out, nil
 }
 
 // parseUpstream normalizes an upstream address to ip:port.
@@ -255,21 +342,33 @@ func (p *Proxy) Upstream() []string { return append([]string(nil), p.upstream...
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	n := 0
+	for _, s := range p.sessions {
+		if s != nil {
+			n++
+		}
+	}
+	p.mu.Unlock()
 	return Stats{
 		Queries:          p.queries.Load(),
 		Blocked:          p.blocked.Load(),
 		UpstreamFailures: p.upstreamFailures.Load(),
 		Shed:             p.shed.Load(),
 		Malformed:        p.malformed.Load(),
+		Sessions:         n,
 	}
 }
 
-// Addr returns the address the proxy listens on (UDP and TCP share the
+// Addr returns the address of the shared listener (UDP and TCP share the
 // port), or the zero AddrPort before Listen.
 func (p *Proxy) Addr() netip.AddrPort {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.addr
+	if p.main == nil {
+		return netip.AddrPort{}
+	}
+	return p.main.addr
 }
 
 // ListenAndServe listens on addr ("127.0.0.1:53"; port 0 picks a free port
@@ -282,28 +381,256 @@ func (p *Proxy) ListenAndServe(ctx context.Context, addr string) error {
 	return p.Serve(ctx)
 }
 
-// Listen binds the UDP and TCP sockets on addr without serving yet, so that
-// Addr is known before Serve runs.
+// Listen binds the shared listener's UDP and TCP sockets on addr without
+// serving yet, so that Addr is known before Serve runs. Queries on it are
+// attributed to sessions by WithSession.
 func (p *Proxy) Listen(addr string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
 	}
-	if p.pc != nil {
+	if p.main != nil {
 		return ErrListening
 	}
+	l, err := listenPair(addr)
+	if err != nil {
+		return err
+	}
+	p.main = l
+	return nil
+}
+
+// Serve serves the shared listener bound by Listen until ctx is done or
+// Close is called, and then closes the proxy.
+func (p *Proxy) Serve(ctx context.Context) error {
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return ErrClosed
+	case p.main == nil:
+		p.mu.Unlock()
+		return ErrNotListening
+	case p.serving:
+		p.mu.Unlock()
+		return ErrListening
+	}
+	p.serving = true
+	l, ready := p.main, make(chan struct{})
+	p.ready = ready
+	p.mu.Unlock()
+
+	// Close waits for ready, so that it never races a server that has not
+	// started yet (its shutdown would fail, and the server would run on).
+	err := l.start(p, p)
+	close(ready)
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case <-p.base.Done():
+		case err = <-l.stopped():
+		}
+	}
+	// A server that returns after the caller's Close or the end of ctx was
+	// shut down; only a server that stopped on its own is an error.
+	p.mu.Lock()
+	stopped := p.closed || ctx.Err() != nil
+	p.mu.Unlock()
+	p.Close()
+	if err != nil && !stopped {
+		return fmt.Errorf("serving dns: %w", err)
+	}
+	return nil
+}
+
+// AddSession binds listeners that belong to session id: UDP and TCP on one
+// port of 127.0.0.1, and, when the host has IPv6 loopback, UDP and TCP on
+// one port of ::1 (v6 is the zero AddrPort otherwise). Every query that
+// arrives on them is that session's, whatever its source address; the
+// caller redirects the session's port-53 traffic to them. The listeners
+// share the proxy's upstreams, policy, IP→domain map and counters. It
+// returns ErrSessionExists, ErrTooManySessions (see WithMaxSessions),
+// ErrClosed, or an error binding the sockets.
+func (p *Proxy) AddSession(id string) (v4, v6 netip.AddrPort, err error) {
+	if id == "" {
+		return v4, v6, errors.New("dns: empty session id")
+	}
+	p.mu.Lock()
+	switch _, exists := p.sessions[id]; {
+	case p.closed:
+		p.mu.Unlock()
+		return v4, v6, ErrClosed
+	case exists:
+		p.mu.Unlock()
+		return v4, v6, fmt.Errorf("%w: %s", ErrSessionExists, id)
+	case len(p.sessions) >= p.maxSessions:
+		p.mu.Unlock()
+		return v4, v6, fmt.Errorf("%w: %d have listeners", ErrTooManySessions, len(p.sessions))
+	}
+	p.sessions[id] = nil // reserved while binding
+	p.mu.Unlock()
+
+	s, err := p.bindSession(id)
+	p.mu.Lock()
+	if err == nil && p.closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		delete(p.sessions, id)
+		p.mu.Unlock()
+		if s != nil {
+			_ = s.stop()
+		}
+		return netip.AddrPort{}, netip.AddrPort{}, err
+	}
+	p.sessions[id] = s
+	p.mu.Unlock()
+	v4 = s.v4.addr
+	if s.v6 != nil {
+		v6 = s.v6.addr
+	}
+	return v4, v6, nil
+}
+
+// bindSession binds and starts a session's listeners. On error it returns
+// what it started, for the caller to stop.
+func (p *Proxy) bindSession(id string) (*sessionServers, error) {
+	h := sessionHandler{p: p, id: id}
+	s := &sessionServers{}
+	var err error
+	if s.v4, err = listenPair("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	if err := s.v4.start(p, h); err != nil {
+		return s, fmt.Errorf("serving dns for session %s: %w", id, err)
+	}
+	v6, err := listenPair("[::1]:0")
+	switch {
+	case err == nil:
+		s.v6 = v6
+		if err := s.v6.start(p, h); err != nil {
+			return s, fmt.Errorf("serving dns for session %s: %w", id, err)
+		}
+	case noIPv6(err):
+		// No IPv6 loopback on this host: IPv4 only.
+	default:
+		return s, err
+	}
+	return s, nil
+}
+
+// noIPv6 reports whether err says the host cannot bind an IPv6 loopback
+// address.
+func noIPv6(err error) bool {
+	return errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT) ||
+		errors.Is(err, syscall.EPROTONOSUPPORT)
+}
+
+// RemoveSession closes the listeners of session id. Queries already being
+// answered finish and make their events. It returns ErrUnknownSession when
+// the session has no listeners.
+func (p *Proxy) RemoveSession(id string) error {
+	p.mu.Lock()
+	s := p.sessions[id]
+	if s == nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrUnknownSession, id)
+	}
+	delete(p.sessions, id)
+	p.mu.Unlock()
+	if err := s.stop(); err != nil {
+		return fmt.Errorf("closing dns listeners of session %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *sessionServers) stop() error {
+	var errs []error
+	for _, l := range []*pair{s.v4, s.v6} {
+		if l != nil {
+			errs = append(errs, l.stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sessionHandler answers the queries on one session's listeners.
+type sessionHandler struct {
+	p  *Proxy
+	id string
+}
+
+func (h sessionHandler) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) { h.p.serve(w, req, h.id, true) }
+
+// Close stops serving, closes every listener and ends the upstream waits
+// in progress. It is safe to call more than once.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	main, ready := p.main, p.ready
+	var sessions []*sessionServers
+	for id, s := range p.sessions {
+		if s != nil {
+			sessions = append(sessions, s)
+			delete(p.sessions, id)
+		}
+	}
+	p.mu.Unlock()
+	p.cancel()
+	if ready != nil {
+		<-ready
+	}
+	var errs []error
+	if main != nil {
+		errs = append(errs, main.stop())
+	}
+	for _, s := range sessions {
+		errs = append(errs, s.stop())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing dns proxy: %w", err)
+	}
+	return nil
+}
+
+// pair is a UDP and a TCP socket bound to the same address and port, each
+// served by its own miekg/dns server once started.
+type pair struct {
+	pc      net.PacketConn
+	ln      net.Listener
+	addr    netip.AddrPort
+	servers []*server
+	wait    time.Duration // how long stop waits for queries being answered
+	stopMu  sync.Mutex
+	done    bool
+}
+
+// server is one miekg/dns server of a pair and the result of its serve
+// loop.
+type server struct {
+	proto   string
+	s       *mdns.Server
+	started bool       // its serve loop ran
+	result  chan error // ActivateAndServe's result, once
+}
+
+// listenPair binds UDP and TCP on addr. With port 0 the kernel picks a UDP
+// port that may be taken for TCP: it tries again a few times.
+func listenPair(addr string) (*pair, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("parsing listen address: %w", err)
+		return nil, fmt.Errorf("parsing listen address: %w", err)
 	}
-	// With port 0 the kernel picks a UDP port that may be taken for TCP:
-	// try again a few times.
 	var lastErr error
 	for range 16 {
 		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
-			return fmt.Errorf("listening on udp %s: %w", addr, err)
+			return nil, fmt.Errorf("listening on udp %s: %w", addr, err)
 		}
 		uaddr := pc.LocalAddr().(*net.UDPAddr)
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(uaddr.Port)))
@@ -315,122 +642,87 @@ func (p *Proxy) Listen(addr string) error {
 			}
 			break
 		}
-		p.pc, p.ln = pc, ln
-		p.addr = uaddr.AddrPort()
-		p.addr = netip.AddrPortFrom(p.addr.Addr().Unmap(), p.addr.Port())
-		return nil
+		ap := uaddr.AddrPort()
+		return &pair{pc: pc, ln: ln, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
 	}
-	return fmt.Errorf("listening on tcp %s: %w", addr, lastErr)
+	return nil, fmt.Errorf("listening on tcp %s: %w", addr, lastErr)
 }
 
-// Serve serves the sockets bound by Listen until ctx is done or Close is
-// called.
-func (p *Proxy) Serve(ctx context.Context) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return ErrClosed
+// start starts both servers with handler h and waits until each has
+// started or failed. It returns the errors of those that failed; the
+// caller then stops the pair.
+func (l *pair) start(p *Proxy, h mdns.Handler) error {
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	mk := func(proto string, s *mdns.Server) *server {
+		s.Handler, s.MsgAcceptFunc, s.MsgInvalidFunc = h, p.accept, p.invalid
+		return &server{proto: proto, s: s, result: make(chan error, 1)}
 	}
-	if p.pc == nil {
-		p.mu.Unlock()
-		return ErrNotListening
-	}
-	if p.udp != nil {
-		p.mu.Unlock()
-		return ErrListening
-	}
-	p.baseCtx, p.cancel = context.WithCancel(ctx)
-	p.ready = make(chan struct{})
-	started := make(chan struct{}, 2)
-	notify := func() { started <- struct{}{} }
-	p.udp = &mdns.Server{PacketConn: p.pc, Handler: p, MsgAcceptFunc: p.accept, MsgInvalidFunc: p.invalid,
-		NotifyStartedFunc: notify}
-	p.tcp = &mdns.Server{Listener: p.ln, Handler: p, MsgAcceptFunc: p.accept, MsgInvalidFunc: p.invalid,
-		NotifyStartedFunc: notify, ReadTimeout: p.timeout + 2*time.Second,
-		IdleTimeout: func() time.Duration { return 10 * time.Second }}
-	udp, tcp, base, ready := p.udp, p.tcp, p.baseCtx, p.ready
-	p.mu.Unlock()
-
-	errc := make(chan error, 2)
-	go func() { errc <- udp.ActivateAndServe() }()
-	go func() { errc <- tcp.ActivateAndServe() }()
-	// Wait until each server started or failed, so that Close never races a
-	// server that has not started yet (its shutdown would fail, and the
-	// server would then run on).
-	var (
-		errs     []error
-		returned int // servers whose ActivateAndServe returned
-	)
-	for range 2 {
+	udp := mk("udp", &mdns.Server{PacketConn: l.pc})
+	tcp := mk("tcp", &mdns.Server{Listener: l.ln, ReadTimeout: p.timeout + 2*time.Second,
+		IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	l.servers = []*server{udp, tcp}
+	l.wait = time.Duration(len(p.upstream)+1)*p.timeout + 2*time.Second
+	var errs []error
+	for _, s := range l.servers {
+		started := make(chan struct{})
+		s.s.NotifyStartedFunc = func() { close(started) }
+		go func() { s.result <- s.s.ActivateAndServe() }()
 		select {
 		case <-started:
-		case err := <-errc:
-			returned++
-			errs = append(errs, err)
+			s.started = true
+		case err := <-s.result:
+			s.result <- err // keep it for stop and stopped
+			errs = append(errs, fmt.Errorf("starting %s server on %s: %w", s.proto, l.addr, err))
 		}
 	}
-	close(ready)
-	if returned == 0 {
-		select {
-		case <-base.Done():
-		case err := <-errc:
-			returned++
-			errs = append(errs, err)
-		}
-	}
-	// A server that returns after the caller's Close or the end of ctx was
-	// shut down; only a server that stopped on its own is an error.
-	p.mu.Lock()
-	stopped := p.closed || ctx.Err() != nil
-	p.mu.Unlock()
-	p.Close()
-	for range 2 - returned {
-		<-errc
-	}
-	if err := errors.Join(errs...); err != nil && !stopped {
-		return fmt.Errorf("serving dns: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// Close stops serving and closes the sockets. It is safe to call more than
-// once.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+// stopped returns a channel that receives the first error of a server whose
+// serve loop ended.
+func (l *pair) stopped() <-chan error {
+	out := make(chan error, len(l.servers))
+	for _, s := range l.servers {
+		go func() {
+			err := <-s.result
+			s.result <- err
+			if err == nil {
+				err = errors.New("server stopped")
+			}
+			out <- err
+		}()
+	}
+	return out
+}
+
+// stop shuts the started servers down and closes the sockets. It is safe
+// to call more than once.
+func (l *pair) stop() error {
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.done {
 		return nil
 	}
-	p.closed = true
-	udp, tcp, pc, ln, cancel, ready := p.udp, p.tcp, p.pc, p.ln, p.cancel, p.ready
-	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	if ready != nil {
-		<-ready
-	}
+	l.done = true
 	var errs []error
-	for _, s := range []*mdns.Server{udp, tcp} {
-		if s == nil {
+	for _, s := range l.servers {
+		if !s.started {
 			continue
 		}
-		ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.ShutdownContext(ctx); err != nil && !strings.Contains(err.Error(), "server not started") {
+		// Shutdown waits for the queries being answered, which wait at
+		// most one upstream timeout per upstream (Close ends them at once).
+		ctx, cancel := context.WithTimeout(context.Background(), l.wait)
+		if err := s.s.ShutdownContext(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		done()
+		cancel()
 	}
-	if udp == nil && pc != nil {
-		errs = append(errs, pc.Close())
-	}
-	if tcp == nil && ln != nil {
-		errs = append(errs, ln.Close())
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("closing dns proxy: %w", err)
-	}
-	return nil
+	// Closing twice (after the servers did) only returns an error that
+	// does not matter.
+	_ = l.pc.Close()
+	_ = l.ln.Close()
+	return errors.Join(errs...)
 }
 
 // accept applies miekg/dns's default checks (a query, one question, at most
@@ -448,10 +740,16 @@ func (p *Proxy) invalid(_ []byte, _ error) { p.malformed.Add(1) }
 
 var _ mdns.Handler = (*Proxy)(nil)
 
-// ServeDNS answers one parsed query: NXDOMAIN when the policy blocks the
-// name, otherwise the first upstream answer, or SERVFAIL when no upstream
-// answered. It writes the answer, then records it and emits its event.
-func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
+// ServeDNS answers one parsed query on the shared listener; its session
+// comes from WithSession. See serve.
+func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) { p.serve(w, req, "", false) }
+
+// serve answers one parsed query: NXDOMAIN when the policy blocks the name,
+// otherwise the first upstream answer, or SERVFAIL when no upstream
+// answered. It learns the answer's addresses, writes the answer, then emits
+// its event. The query belongs to session sid when fixed (a session's own
+// listener), otherwise to the session WithSession names for its source.
+func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bool) {
 	proto := "udp"
 	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
 		proto = "tcp"
@@ -479,17 +777,20 @@ func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	} else {
 		resp = p.forward(req, proto)
 	}
+	// Learn before answering: the client may connect to an address as
+	// soon as it has the answer.
+	if verdict == "allowed" && resp.Rcode == mdns.RcodeSuccess {
+		p.learn(name, resp, p.now())
+	}
 	if err := w.WriteMsg(resp); err != nil {
 		p.log.Debug("writing response failed", "proto", proto, "query", name, "error", err)
 	}
 	p.queries.Add(1)
-	now := p.now()
-	if verdict == "allowed" && resp.Rcode == mdns.RcodeSuccess {
-		p.learn(name, resp, now)
-	}
 	src, dst := addrPort(w.RemoteAddr()), addrPort(w.LocalAddr())
-	sid, _ := p.session(src)
-	p.emit(p.toEvent(now, sid, proto, src, dst, verdict, reason, q, resp))
+	if !fixed {
+		sid, _ = p.session(src)
+	}
+	p.emit(p.toEvent(p.now(), sid, proto, src, dst, verdict, reason, q, resp))
 }
 
 // forward asks the upstreams in order over proto and returns the first
@@ -505,12 +806,7 @@ func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
 		resp.SetRcode(req, mdns.RcodeServerFailure)
 		return resp
 	}
-	p.mu.Lock()
-	base := p.baseCtx
-	p.mu.Unlock()
-	if base == nil {
-		base = context.Background()
-	}
+	base := p.base
 	// The client sizes its read buffer from the query's EDNS(0) size, as
 	// the upstream sizes its answer.
 	c := &mdns.Client{Net: proto, Timeout: p.timeout}
@@ -564,7 +860,8 @@ func blockedReply(req *mdns.Msg, reason string) *mdns.Msg {
 }
 
 // learn puts the A and AAAA answers of resp into the IP→domain map under the
-// name the client asked for, until their TTL runs out.
+// name the client asked for, until their TTL runs out, and passes each to
+// the answer hook.
 func (p *Proxy) learn(name string, resp *mdns.Msg, now time.Time) {
 	for _, rr := range resp.Answer {
 		var a netip.Addr
@@ -579,7 +876,10 @@ func (p *Proxy) learn(name string, resp *mdns.Msg, now time.Time) {
 		if !a.IsValid() {
 			continue
 		}
-		p.domains.put(a.Unmap(), name, now.Add(time.Duration(rr.Header().Ttl)*time.Second))
+		a = a.Unmap()
+		ttl := time.Duration(rr.Header().Ttl) * time.Second
+		p.domains.put(a, name, now.Add(ttl))
+		p.answerHook(name, a, ttl)
 	}
 }
 
