@@ -23,8 +23,11 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
 )
 
 // Sentinel errors.
@@ -51,6 +54,10 @@ const (
 	// because too many execs were in flight: if they failed, their
 	// process.exec_failed is lost (an upper bound).
 	LossSourcePending = "kernel:pending"
+	// LossSourceTable counts TCP connections (and listeners) that did not
+	// fit in the network programs' tables: their net.close (or the
+	// net.accept of their connections) is not recorded.
+	LossSourceTable = "kernel:table"
 )
 
 // Event kinds produced by the collector.
@@ -125,6 +132,9 @@ type options struct {
 	// gate, when set, holds the reader back until it is closed (tests use
 	// it to fill the ring buffer).
 	gate <-chan struct{}
+	// egress is enforced by the socket hooks; nil allows everything.
+	egress       *policy.Engine
+	domainLookup func(netip.Addr) string
 }
 
 // Option configures New.
@@ -218,6 +228,30 @@ func WithWakeup(bytes int, interval time.Duration) Option {
 func WithHost(name string) Option {
 	return func(o *options) error {
 		o.host = name
+		return nil
+	}
+}
+
+// WithEgress enforces the egress policy of e in the kernel: a connect or UDP
+// send from a watched cgroup that e.Egress blocks fails with EPERM and is
+// recorded with verdict blocked; a flagged one (a DoH endpoint with
+// doh_action flag) goes through with verdict flagged. Domains are known to
+// the kernel through LearnDomain. Without it, everything is allowed and
+// recorded.
+func WithEgress(e *policy.Engine) Option {
+	return func(o *options) error {
+		o.egress = e
+		return nil
+	}
+}
+
+// WithDomainLookup sets the function that names an address in net events
+// (net.domain), typically the DNS proxy's address-to-domain map. It is
+// called from the reader goroutine and must not block. Without it, the
+// domain most recently given to LearnDomain for the address is used.
+func WithDomainLookup(f func(netip.Addr) string) Option {
+	return func(o *options) error {
+		o.domainLookup = f
 		return nil
 	}
 }

@@ -66,6 +66,7 @@ type Collector struct {
 	lostMisses  [numKinds]uint64 // recursion misses not yet reported
 	seenPending uint64           // cumulative pending-table drops already counted
 	lostPending uint64           // pending-table drops not yet reported
+	lostNet     uint64           // net table inserts that failed, not yet reported
 	nextAccount time.Time
 }
 
@@ -340,8 +341,8 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
 	return nil
 }
 
-// Unwatch stops recording the cgroup cgroupID. Events already recorded keep
-// their session id.
+// Unwatch stops recording the cgroup cgroupID and clears its DNS redirect
+// (RedirectDNS). Events already recorded keep their session id.
 func (c *Collector) Unwatch(cgroupID uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -354,7 +355,7 @@ func (c *Collector) Unwatch(cgroupID uint64) error {
 	if _, ok := c.sessions[cgroupID]; ok {
 		c.removed[cgroupID] = time.Now()
 	}
-	return nil
+	return c.net.unredirect(cgroupID)
 }
 
 func (c *Collector) session(watched uint64) string {
@@ -551,6 +552,10 @@ func (c *Collector) account(final bool) {
 			c.kernelDrops.Add(d)
 		}
 	}
+	if d := c.net.drops(); d > 0 {
+		c.lostNet += d
+		c.kernelDrops.Add(d)
+	}
 	var deadline <-chan time.Time
 	if final {
 		t := time.NewTimer(c.opts.drainTimeout)
@@ -567,6 +572,7 @@ func (c *Collector) account(final bool) {
 		}
 	}
 	c.lostPending = c.sendLoss(KindExecFailed, LossSourcePending, c.lostPending, deadline)
+	c.lostNet = c.sendLoss(netDropsKind, LossSourceTable, c.lostNet, deadline)
 }
 
 // sendLoss sends one loss event for records of kind and returns what is still

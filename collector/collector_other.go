@@ -3,6 +3,9 @@
 package collector
 
 import (
+	"net/netip"
+	"time"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -24,6 +27,16 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error { return ErrN
 
 // Unwatch returns ErrNotSupported.
 func (c *Collector) Unwatch(cgroupID uint64) error { return ErrNotSupported }
+
+// LearnDomain returns ErrNotSupported.
+func (c *Collector) LearnDomain(ip netip.Addr, domain string, ttl time.Duration) error {
+	return ErrNotSupported
+}
+
+// RedirectDNS returns ErrNotSupported.
+func (c *Collector) RedirectDNS(cgroupID uint64, v4, v6 netip.AddrPort) error {
+	return ErrNotSupported
+}
 
 // Events returns a closed channel.
 func (c *Collector) Events() <-chan *event.Event {

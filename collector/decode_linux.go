@@ -38,6 +38,8 @@ type decoder struct {
 	// session maps a watched cgroup id to its session id.
 	session func(watched uint64) string
 	exec    processExecEvent
+	// net names addresses and gives reasons in net events; nil for none.
+	net *netCollector
 }
 
 // kindName maps a BPF event kind to the event kind.
@@ -176,6 +178,8 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 			Errno:    errnoName(-r.Ret),
 		}
 		return e, nil, nil
+	case processEventKindKIND_NET_CONNECT, processEventKindKIND_NET_CLOSE, processEventKindKIND_NET_LISTEN, processEventKindKIND_NET_ACCEPT:
+		return d.net1(kind, raw)
 	case processEventKindKIND_OOM_VICTIM:
 		var r processOomEvent
 		if err := load(&r, raw); err != nil {

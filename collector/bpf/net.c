@@ -1,0 +1,555 @@
+//go:build ignore
+
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The network programs of the sandtrail collector:
+ *
+ *  - cgroup/connect4, connect6, sendmsg4, sendmsg6: net.connect and net.send
+ *    of tasks in watched cgroups, with the egress verdict enforced (a blocked
+ *    connect or send returns 0, which the caller sees as EPERM), and the
+ *    rewrite of port-53 traffic to the session's DNS proxy;
+ *  - cgroup/recvmsg4, recvmsg6, getpeername4, getpeername6: the proxy's
+ *    address is turned back into the original DNS server's in replies and
+ *    in getpeername;
+ *  - tp_btf/inet_sock_set_state: net.listen, net.accept and net.close (with
+ *    the bytes of the connection) for TCP.
+ *
+ * The ring buffer, the drop counters, the watched table and the settings are
+ * process.c's (shared.h).
+ */
+#include "headers/vmlinux.h"
+#include "headers/bpf_helpers.h"
+#include "headers/bpf_core_read.h"
+#include "headers/bpf_tracing.h"
+#include "headers/bpf_endian.h"
+#include "common.h"
+#include "shared.h"
+#include "net.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define DNS_PORT 53
+
+char LICENSE[] SEC("license") = "GPL";
+
+const struct net_event *unused_net_event __attribute__((unused));
+const struct egress_config *unused_egress_config __attribute__((unused));
+const struct dns_target *unused_dns_target __attribute__((unused));
+const enum net_op *unused_net_op __attribute__((unused));
+const enum net_verdict *unused_net_verdict __attribute__((unused));
+const enum net_flags *unused_net_flags __attribute__((unused));
+const enum cidr_flags *unused_cidr_flags __attribute__((unused));
+const enum port_flags *unused_port_flags __attribute__((unused));
+const enum domain_class *unused_domain_class __attribute__((unused));
+
+/* Failed inserts into the tables below (a connection whose close is then not
+ * recorded, a listener whose accepts are not), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} net_drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct egress_config);
+} egress_conf SEC(".maps");
+
+struct cidr4_key {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+struct cidr6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct cidr4_key);
+	__type(value, __u8);
+} cidr4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct cidr6_key);
+	__type(value, __u8);
+} cidr6 SEC(".maps");
+
+/* enum port_flags by port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+/* enum domain_class by address (IPv4 as v4-mapped IPv6), learned from the
+ * DNS proxy's answers and expired by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32[4]);
+	__type(value, __u8);
+} domains SEC(".maps");
+
+/* The DNS proxy of each watched cgroup with a redirect. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct dns_target);
+} dns_redirect SEC(".maps");
+
+/* The original DNS server of redirected sockets, by socket cookie. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct dns_orig);
+} dns_originals SEC(".maps");
+
+/* A TCP connection whose close is recorded, by socket cookie: the header of
+ * the task that made or accepted it. */
+struct conn {
+	struct event_header hdr;
+	__u64 start;
+	__u32 uid;
+	__u8 flags;
+	__u8 _pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct conn);
+} conns SEC(".maps");
+
+/* Listening sockets of watched tasks, by network namespace and port. */
+struct listen_key {
+	__u32 netns;
+	__u16 port;
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct listen_key);
+	__type(value, struct conn);
+} listeners SEC(".maps");
+
+/* UDP sends already recorded, by socket and destination: repeats are counted
+ * here instead of being recorded again. */
+struct send_key {
+	__u64 cookie;
+	struct net_addr dst;
+	__u32 verdict;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct send_key);
+	__type(value, __u64);
+} sends SEC(".maps");
+
+static __always_inline void count_net_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&net_drops, &zero);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline bool is_mapped(const __u32 *a)
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0x0000ffff);
+}
+
+/* egress_verdict decides a connection to dst for proto, in the order of
+ * policy.EgressTable. */
+static __always_inline __u8 egress_verdict(struct net_addr *dst, __u8 proto)
+{
+	__u32 zero = 0;
+	struct egress_config *cf = bpf_map_lookup_elem(&egress_conf, &zero);
+	if (!cf || !cf->enabled)
+		return NET_ALLOW;
+
+	/* The domain class, keyed by the v4-mapped form of IPv4. */
+	__u32 dkey[4];
+	__u8 cidr = 0;
+	__u8 *v;
+	if (dst->family == AF_INET) {
+		dkey[0] = 0;
+		dkey[1] = 0;
+		dkey[2] = bpf_htonl(0x0000ffff);
+		dkey[3] = dst->addr[0];
+		struct cidr4_key k = {.prefixlen = 32, .addr = dst->addr[0]};
+		v = bpf_map_lookup_elem(&cidr4, &k);
+		if (v)
+			cidr = *v;
+	} else {
+		dkey[0] = dst->addr[0];
+		dkey[1] = dst->addr[1];
+		dkey[2] = dst->addr[2];
+		dkey[3] = dst->addr[3];
+		struct cidr6_key k = {.prefixlen = 128};
+		k.addr[0] = dst->addr[0];
+		k.addr[1] = dst->addr[1];
+		k.addr[2] = dst->addr[2];
+		k.addr[3] = dst->addr[3];
+		v = bpf_map_lookup_elem(&cidr6, &k);
+		if (v)
+			cidr = *v;
+	}
+	__u8 dom = 0;
+	v = bpf_map_lookup_elem(&domains, dkey);
+	if (v)
+		dom = *v;
+	__u32 port = dst->port;
+	__u8 pf = 0;
+	v = bpf_map_lookup_elem(&ports, &port);
+	if (v)
+		pf = *v;
+	bool tcp = proto == IPPROTO_TCP;
+
+	if (dom & DOMAIN_BLOCKED)
+		return NET_BLOCK;
+	if (cidr & CIDR_BLOCKED)
+		return NET_BLOCK;
+	if (pf & (tcp ? PORT_BLOCKED_TCP : PORT_BLOCKED_UDP))
+		return NET_BLOCK;
+	if ((port == 443 || port == 853 || port == 0) && ((dom & DOMAIN_DOH) || (cidr & CIDR_DOH)))
+		return cf->doh_action;
+	if (cf->allowed_dests || cf->allowed_ports) {
+		bool dest = !cf->allowed_dests || (dom & DOMAIN_ALLOWED) || (cidr & CIDR_ALLOWED);
+		bool pok = !cf->allowed_ports || (pf & (tcp ? PORT_ALLOWED_TCP : PORT_ALLOWED_UDP));
+		if (dest && pok)
+			return NET_ALLOW;
+	}
+	return cf->def;
+}
+
+/* redirect rewrites a port-53 destination of a watched cgroup with a DNS
+ * proxy to the proxy, remembering the original by socket cookie. It returns
+ * whether it did. v6 is set for the v6 hooks (whose address is user_ip6). */
+static __always_inline bool redirect(struct bpf_sock_addr *ctx, struct net_event *e, bool v6)
+{
+	if (e->dst.port != DNS_PORT || e->hdr.watched == 0)
+		return false;
+	struct dns_target *t = bpf_map_lookup_elem(&dns_redirect, &e->hdr.watched);
+	if (!t)
+		return false;
+	struct dns_orig o = {};
+	o.orig = e->dst;
+	if (!v6) {
+		if (t->v4.family != AF_INET)
+			return false;
+		ctx->user_ip4 = t->v4.addr[0];
+		ctx->user_port = bpf_htons(t->v4.port);
+		o.proxy = t->v4;
+	} else if (t->v6.family == AF_INET6 && !(e->dst.family == AF_INET && t->v4.family == AF_INET)) {
+		ctx->user_ip6[0] = t->v6.addr[0];
+		ctx->user_ip6[1] = t->v6.addr[1];
+		ctx->user_ip6[2] = t->v6.addr[2];
+		ctx->user_ip6[3] = t->v6.addr[3];
+		ctx->user_port = bpf_htons(t->v6.port);
+		o.proxy = t->v6;
+	} else if (t->v4.family == AF_INET) {
+		/* No IPv6 proxy, or a v4-mapped destination: the IPv4 proxy,
+		 * v4-mapped (a dual-stack socket reaches it; an IPv6-only one
+		 * gets ENETUNREACH). */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = t->v4.addr[0];
+		ctx->user_port = bpf_htons(t->v4.port);
+		o.proxy.family = AF_INET6;
+		o.proxy.addr[2] = bpf_htonl(0x0000ffff);
+		o.proxy.addr[3] = t->v4.addr[0];
+		o.proxy.port = t->v4.port;
+	} else {
+		return false;
+	}
+	e->flags |= NET_REDIRECTED;
+	bpf_map_update_elem(&dns_originals, &e->cookie, &o, BPF_ANY);
+	return true;
+}
+
+/* sock_addr handles connect (op NET_OP_CONNECT) and sendmsg (NET_OP_SEND)
+ * of both families: it decides, redirects, records and returns what the
+ * hook returns (1 to go on, 0 to fail with EPERM). */
+static __always_inline int sock_addr(struct bpf_sock_addr *ctx, __u8 op, bool v6)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct net_event e = {};
+	if (!selected(task, &e.hdr))
+		return 1;
+	__u32 proto = ctx->protocol;
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return 1;
+	e.op = op;
+	e.proto = proto;
+	e.dst.port = bpf_ntohs(ctx->user_port);
+	if (!v6) {
+		e.dst.family = AF_INET;
+		e.dst.addr[0] = ctx->user_ip4;
+	} else {
+		__u32 a[4];
+		a[0] = ctx->user_ip6[0];
+		a[1] = ctx->user_ip6[1];
+		a[2] = ctx->user_ip6[2];
+		a[3] = ctx->user_ip6[3];
+		if (is_mapped(a)) {
+			e.dst.family = AF_INET;
+			e.dst.addr[0] = a[3];
+		} else {
+			e.dst.family = AF_INET6;
+			e.dst.addr[0] = a[0];
+			e.dst.addr[1] = a[1];
+			e.dst.addr[2] = a[2];
+			e.dst.addr[3] = a[3];
+		}
+	}
+	e.cookie = bpf_get_socket_cookie(ctx);
+	if (!redirect(ctx, &e, v6))
+		e.verdict = egress_verdict(&e.dst, e.proto);
+
+	if (op == NET_OP_SEND) {
+		struct send_key k = {.cookie = e.cookie, .dst = e.dst, .verdict = e.verdict};
+		__u64 *n = bpf_map_lookup_elem(&sends, &k);
+		if (n) {
+			__sync_fetch_and_add(n, 1);
+			return e.verdict == NET_BLOCK ? 0 : 1;
+		}
+		__u64 one = 1;
+		bpf_map_update_elem(&sends, &k, &one, BPF_ANY);
+	}
+
+	fill_header(&e.hdr, KIND_NET_CONNECT, task);
+	e.uid = (__u32)bpf_get_current_uid_gid();
+	if (op == NET_OP_CONNECT && proto == IPPROTO_TCP && e.verdict != NET_BLOCK) {
+		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid};
+		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
+			count_net_drop();
+	}
+	if (bpf_ringbuf_output(&events, &e, sizeof(e), wakeup()))
+		count_drop(KIND_NET_CONNECT);
+	return e.verdict == NET_BLOCK ? 0 : 1;
+}
+
+SEC("cgroup/connect4")
+int net_connect4(struct bpf_sock_addr *ctx)
+{
+	return sock_addr(ctx, NET_OP_CONNECT, false);
+}
+
+SEC("cgroup/connect6")
+int net_connect6(struct bpf_sock_addr *ctx)
+{
+	return sock_addr(ctx, NET_OP_CONNECT, true);
+}
+
+SEC("cgroup/sendmsg4")
+int net_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return sock_addr(ctx, NET_OP_SEND, false);
+}
+
+SEC("cgroup/sendmsg6")
+int net_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return sock_addr(ctx, NET_OP_SEND, true);
+}
+
+/* unredirect gives a reply from (or the peer of) a redirected socket the
+ * original DNS server's address instead of the proxy's. */
+static __always_inline int unredirect(struct bpf_sock_addr *ctx, bool v6)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct dns_orig *o = bpf_map_lookup_elem(&dns_originals, &cookie);
+	if (!o)
+		return 1;
+	if (bpf_ntohs(ctx->user_port) != o->proxy.port)
+		return 1;
+	if (!v6) {
+		if (o->proxy.family != AF_INET || o->orig.family != AF_INET || ctx->user_ip4 != o->proxy.addr[0])
+			return 1;
+		ctx->user_ip4 = o->orig.addr[0];
+	} else {
+		if (o->proxy.family != AF_INET6)
+			return 1;
+		if (ctx->user_ip6[0] != o->proxy.addr[0] || ctx->user_ip6[1] != o->proxy.addr[1] ||
+		    ctx->user_ip6[2] != o->proxy.addr[2] || ctx->user_ip6[3] != o->proxy.addr[3])
+			return 1;
+		if (o->orig.family == AF_INET) {
+			ctx->user_ip6[0] = 0;
+			ctx->user_ip6[1] = 0;
+			ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+			ctx->user_ip6[3] = o->orig.addr[0];
+		} else {
+			ctx->user_ip6[0] = o->orig.addr[0];
+			ctx->user_ip6[1] = o->orig.addr[1];
+			ctx->user_ip6[2] = o->orig.addr[2];
+			ctx->user_ip6[3] = o->orig.addr[3];
+		}
+	}
+	ctx->user_port = bpf_htons(o->orig.port);
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int net_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return unredirect(ctx, false);
+}
+
+SEC("cgroup/recvmsg6")
+int net_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return unredirect(ctx, true);
+}
+
+SEC("cgroup/getpeername4")
+int net_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return unredirect(ctx, false);
+}
+
+SEC("cgroup/getpeername6")
+int net_getpeername6(struct bpf_sock_addr *ctx)
+{
+	return unredirect(ctx, true);
+}
+
+/* sock_addrs fills the local (src) and remote (dst) addresses of sk. */
+static __always_inline void sock_addrs(const struct sock *sk, struct net_event *e)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->src.port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->dst.port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == AF_INET) {
+		e->src.family = AF_INET;
+		e->dst.family = AF_INET;
+		e->src.addr[0] = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		e->dst.addr[0] = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		return;
+	}
+	__u32 a[4];
+	BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32);
+	if (is_mapped(a)) {
+		e->src.family = AF_INET;
+		e->src.addr[0] = a[3];
+	} else {
+		e->src.family = AF_INET6;
+		__builtin_memcpy(e->src.addr, a, sizeof(a));
+	}
+	BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
+	if (is_mapped(a)) {
+		e->dst.family = AF_INET;
+		e->dst.addr[0] = a[3];
+	} else {
+		e->dst.family = AF_INET6;
+		__builtin_memcpy(e->dst.addr, a, sizeof(a));
+	}
+}
+
+static __always_inline void listen_key_of(const struct sock *sk, struct listen_key *k)
+{
+	k->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	k->port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	k->_pad = 0;
+}
+
+static __always_inline void emit(struct net_event *e, __u32 kind)
+{
+	e->hdr.kind = kind;
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup()))
+		count_drop(kind);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	struct listen_key lk;
+	struct net_event e = {};
+	e.proto = IPPROTO_TCP;
+
+	if (newstate == TCP_LISTEN) {
+		/* listen(2), in the listening task's context. */
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+		if (!selected(task, &e.hdr))
+			return 0;
+		fill_header(&e.hdr, KIND_NET_LISTEN, task);
+		e.uid = (__u32)bpf_get_current_uid_gid();
+		sock_addrs(sk, &e);
+		e.dst.port = 0;
+		e.start = e.hdr.ts;
+		listen_key_of(sk, &lk);
+		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid, .flags = NET_ACCEPTED};
+		if (bpf_map_update_elem(&listeners, &lk, &c, BPF_ANY))
+			count_net_drop();
+		emit(&e, KIND_NET_LISTEN);
+		return 0;
+	}
+	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
+		listen_key_of(sk, &lk);
+		bpf_map_delete_elem(&listeners, &lk);
+		return 0;
+	}
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
+		/* A connection to a watched listener is established (usually
+		 * in softirq): attributed to the listening task. */
+		listen_key_of(sk, &lk);
+		struct conn *l = bpf_map_lookup_elem(&listeners, &lk);
+		if (!l)
+			return 0;
+		struct conn c = *l;
+		c.hdr.ts = bpf_ktime_get_boot_ns();
+		c.start = c.hdr.ts;
+		e.hdr = c.hdr;
+		e.uid = c.uid;
+		e.start = c.start;
+		e.flags = NET_ACCEPTED;
+		e.cookie = bpf_get_socket_cookie((void *)sk);
+		sock_addrs(sk, &e);
+		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
+			count_net_drop();
+		emit(&e, KIND_NET_ACCEPT);
+		return 0;
+	}
+	if (newstate != TCP_CLOSE)
+		return 0;
+	/* A socket whose cookie was never asked for was never recorded. */
+	__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	if (!cookie)
+		return 0;
+	struct conn *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (!c)
+		return 0;
+	e.hdr = c->hdr;
+	e.hdr.ts = bpf_ktime_get_boot_ns();
+	e.uid = c->uid;
+	e.start = c->start;
+	e.flags = c->flags;
+	e.cookie = cookie;
+	bpf_map_delete_elem(&conns, &cookie);
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+	e.bytes_out = BPF_CORE_READ(tp, bytes_acked);
+	e.bytes_in = BPF_CORE_READ(tp, bytes_received);
+	sock_addrs(sk, &e);
+	emit(&e, KIND_NET_CLOSE);
+	return 0;
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Structs and constants of the network programs (net.c), shared with the Go
+ * loader through bpf2go -type. Every network record kind (KIND_NET_CONNECT,
+ * KIND_NET_CLOSE, KIND_NET_LISTEN, KIND_NET_ACCEPT) uses struct net_event.
+ */
+#ifndef SANDTRAIL_NET_H
+#define SANDTRAIL_NET_H
+
+/* net_event.op for KIND_NET_CONNECT records. */
+enum net_op {
+	NET_OP_CONNECT = 1,
+	NET_OP_SEND = 2,
+};
+
+/* The verdict of the egress policy (net_event.verdict, egress_config). */
+enum net_verdict {
+	NET_ALLOW = 0,
+	NET_BLOCK = 1,
+	NET_FLAG = 2,
+};
+
+/* net_event.flags. */
+enum net_flags {
+	/* A port-53 connect or send rewritten to the session's DNS proxy;
+	 * the record names the original destination. */
+	NET_REDIRECTED = 1,
+	/* A connection accepted by a listener (net.close). */
+	NET_ACCEPTED = 2,
+};
+
+/* Flags of the CIDR tries (cidr4, cidr6). An entry carries its own flags and
+ * those of every shorter prefix that contains it, so the longest match
+ * answers "is the address in any blocked / allowed prefix". */
+enum cidr_flags {
+	CIDR_BLOCKED = 1,
+	CIDR_ALLOWED = 2,
+	CIDR_DOH = 4, /* a DoH endpoint given by address (a full-length prefix) */
+};
+
+/* Flags of the port table (ports), indexed by port. */
+enum port_flags {
+	PORT_BLOCKED_TCP = 1,
+	PORT_BLOCKED_UDP = 2,
+	PORT_ALLOWED_TCP = 4,
+	PORT_ALLOWED_UDP = 8,
+};
+
+/* Classes of learned domains (domains), by address. */
+enum domain_class {
+	DOMAIN_BLOCKED = 1,
+	DOMAIN_DOH = 2,
+	DOMAIN_ALLOWED = 4,
+};
+
+/* The egress settings (egress_conf[0]). */
+struct egress_config {
+	__u8 enabled;       /* 0: no egress policy, everything is allowed */
+	__u8 def;           /* enum net_verdict of egress.default */
+	__u8 doh_action;    /* enum net_verdict of egress.doh_action */
+	__u8 allowed_dests; /* allowed domains or CIDRs exist */
+	__u8 allowed_ports; /* allowed ports exist */
+	__u8 _pad[3];
+};
+
+/* An IPv4 or IPv6 address and port: addr[0] holds an IPv4 address; all four
+ * words an IPv6 one. Both in network byte order; port in host order. */
+struct net_addr {
+	__u32 addr[4];
+	__u16 port;
+	__u16 family; /* AF_INET or AF_INET6 */
+};
+
+/* The DNS proxy of a watched cgroup (dns_redirect). A zero family means no
+ * proxy for that family. */
+struct dns_target {
+	struct net_addr v4;
+	struct net_addr v6;
+};
+
+/* The original destination of a redirected socket (dns_orig), and the proxy
+ * address it was sent to, so that replies can be given the original source. */
+struct dns_orig {
+	struct net_addr orig;
+	struct net_addr proxy;
+};
+
+/* Every network record. src is unknown (zero) for connect and send. */
+struct net_event {
+	struct event_header hdr;
+	__u64 cookie;    /* socket cookie */
+	__u64 start;     /* when the connection began (close), boot ns */
+	__u64 bytes_out; /* close: tcp_sock.bytes_acked */
+	__u64 bytes_in;  /* close: tcp_sock.bytes_received */
+	__u32 uid;
+	__u8 op;       /* enum net_op (connect records) */
+	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 verdict;  /* enum net_verdict */
+	__u8 flags;    /* enum net_flags */
+	struct net_addr src;
+	struct net_addr dst;
+};
+
+#endif

@@ -1,0 +1,119 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// Verdicts written in event.Net.Verdict.
+const (
+	VerdictAllowed = "allowed"
+	VerdictBlocked = "blocked"
+	VerdictFlagged = "flagged"
+)
+
+// net1 converts a network record (struct net_event) to a net.* event.
+func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVictim, error) {
+	var r netNetEvent
+	if err := load(&r, raw); err != nil {
+		return nil, nil, err
+	}
+	var h processEventHeader
+	if err := load(&h, raw); err != nil {
+		return nil, nil, err
+	}
+	var proto string
+	switch r.Proto {
+	case unix.IPPROTO_TCP:
+		proto = "tcp"
+	case unix.IPPROTO_UDP:
+		proto = "udp"
+	default:
+		return nil, nil, fmt.Errorf("%w: net record with protocol %d", errDecode, r.Proto)
+	}
+	dst, err := netAddr(&r.Dst)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := netAddr(&r.Src)
+	if err != nil {
+		return nil, nil, err
+	}
+	var name string
+	n := &event.Net{Proto: proto}
+	switch kind {
+	case processEventKindKIND_NET_CONNECT:
+		switch netNetOp(r.Op) {
+		case netNetOpNET_OP_CONNECT:
+			name, n.Op = KindNetConnect, "connect"
+		case netNetOpNET_OP_SEND:
+			name, n.Op = KindNetSend, "send"
+		default:
+			return nil, nil, fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
+		}
+	case processEventKindKIND_NET_CLOSE:
+		name, n.Op = KindNetClose, "close"
+		n.BytesOut, n.BytesIn = r.BytesOut, r.BytesIn
+		if r.Start != 0 && r.Hdr.Ts > r.Start {
+			n.DurationMS = int64((r.Hdr.Ts - r.Start) / 1e6)
+		}
+	case processEventKindKIND_NET_LISTEN:
+		name, n.Op = KindNetListen, "listen"
+	case processEventKindKIND_NET_ACCEPT:
+		name, n.Op = KindNetAccept, "accept"
+	}
+	if src.IsValid() {
+		n.SrcIP, n.SrcPort = src.String(), r.Src.Port
+	}
+	if dst.IsValid() && kind != processEventKindKIND_NET_LISTEN {
+		n.DstIP, n.DstPort = dst.String(), r.Dst.Port
+		if d.net != nil {
+			n.Domain = d.net.domain(dst)
+		}
+	}
+	if kind == processEventKindKIND_NET_CONNECT {
+		switch netNetVerdict(r.Verdict) {
+		case netNetVerdictNET_ALLOW:
+			n.Verdict = VerdictAllowed
+		case netNetVerdictNET_BLOCK:
+			n.Verdict = VerdictBlocked
+		case netNetVerdictNET_FLAG:
+			n.Verdict = VerdictFlagged
+		default:
+			return nil, nil, fmt.Errorf("%w: net record with verdict %d", errDecode, r.Verdict)
+		}
+		switch {
+		case netNetFlags(r.Flags)&netNetFlagsNET_REDIRECTED != 0:
+			n.Reason = "port 53: redirected to the session's DNS proxy"
+		case n.Verdict != VerdictAllowed && d.net != nil:
+			n.Reason = d.net.reason(n.Domain, dst, n.DstPort, proto)
+		}
+	}
+	e := d.envelope(name, &h)
+	e.Proc = &event.Proc{
+		Pid:      int32(h.Pid),
+		UID:      event.U32(r.Uid),
+		Comm:     cString(h.Comm[:]),
+		CgroupID: h.CgroupId,
+	}
+	e.Net = n
+	return e, nil, nil
+}
+
+// netAddr returns the address of a struct net_addr; invalid for an unset
+// one (family 0).
+func netAddr(a *netNetAddr) (netip.Addr, error) {
+	switch a.Family {
+	case 0:
+		return netip.Addr{}, nil
+	case unix.AF_INET, unix.AF_INET6:
+		return wordsAddr(a), nil
+	}
+	return netip.Addr{}, fmt.Errorf("%w: net address of family %d", errDecode, a.Family)
+}
