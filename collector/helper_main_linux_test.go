@@ -15,6 +15,10 @@ import (
 // the tests.
 const helperEnv = "SANDTRAIL_COLLECTOR_TEST_HELPER"
 
+// helperModes are further helper modes, registered by test files' init
+// functions: each gets the helper's arguments and returns its exit status.
+var helperModes = map[string]func(args []string) int{}
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
@@ -51,6 +55,9 @@ func TestMain(m *testing.M) {
 		fmt.Printf("%v\n%v\n", errors.Is(err, ErrPermission), err)
 		os.Exit(0)
 	default:
+		if f, ok := helperModes[os.Getenv(helperEnv)]; ok {
+			os.Exit(f(os.Args[1:]))
+		}
 		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 		os.Exit(2)
 	}

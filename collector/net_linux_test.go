@@ -3,11 +3,832 @@
 package collector
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func TestNetLoads(t *testing.T) {
+func init() {
+	helperModes["net-get"] = helperNetGet
+	helperModes["net-dial"] = helperNetDial
+	helperModes["net-serve"] = helperNetServe
+	helperModes["net-dns"] = helperNetDNS
+	helperModes["net-sendn"] = helperNetSendN
+}
+
+// helperNetGet fetches args[0] with a fresh connection and prints the body
+// length.
+func helperNetGet(args []string) int {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 60 * time.Second}
+	resp, err := c.Get(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(n)
+	return 0
+}
+
+// helperNetDial reads "tcp|udp ip port" lines from stdin and prints, for
+// each, the errno of a non-blocking connect (tcp) or a sendto (udp) on a
+// fresh socket, or OK.
+func helperNetDial(args []string) int {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			continue
+		}
+		ip := netip.MustParseAddr(f[1])
+		port, _ := strconv.Atoi(f[2])
+		fmt.Println(dialErr(f[0], ip, port))
+	}
+	return 0
+}
+
+func dialErr(proto string, ip netip.Addr, port int) string {
+	family := unix.AF_INET6
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: port, Addr: ip.As16()}
+	if ip.Is4() {
+		family = unix.AF_INET
+		sa = &unix.SockaddrInet4{Port: port, Addr: ip.As4()}
+	}
+	typ := unix.SOCK_STREAM
+	if proto == "udp" {
+		typ = unix.SOCK_DGRAM
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "socket: " + err.Error()
+	}
+	defer unix.Close(fd)
+	if proto == "udp" {
+		err = unix.Sendto(fd, []byte("x"), 0, sa)
+	} else {
+		err = unix.Connect(fd, sa)
+	}
+	if err == nil {
+		return "OK"
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return unix.ErrnoName(en)
+	}
+	return err.Error()
+}
+
+// helperNetServe listens on args[0] ("127.0.0.1:0"), prints the port,
+// accepts one connection, writes args[1] bytes, reads to EOF and prints
+// how many bytes it read.
+func helperNetServe(args []string) int {
+	ln, err := net.Listen("tcp", args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(ln.Addr().(*net.TCPAddr).Port)
+	conn, err := ln.Accept()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n, _ := strconv.Atoi(args[1])
+	if _, err := conn.Write(make([]byte, n)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	got, _ := io.Copy(io.Discard, conn)
+	conn.Close()
+	ln.Close()
+	fmt.Println(got)
+	return 0
+}
+
+// helperNetDNS asks args[0] (the server, "ip:53") for args[1] (a name) over
+// args[2]: "sendto" (unconnected UDP, checking the reply's source), "udp"
+// (connected UDP) or "tcp". It prints the answer's first A record.
+func helperNetDNS(args []string) int {
+	server, name, how := args[0], args[1], args[2]
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	var in *dns.Msg
+	switch how {
+	case "sendto":
+		ap := netip.MustParseAddrPort(server)
+		network := "udp4"
+		if ap.Addr().Is6() {
+			network = "udp6"
+		}
+		pc, err := net.ListenUDP(network, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pc.Close()
+		b, _ := m.Pack()
+		if _, err := pc.WriteToUDPAddrPort(b, ap); err != nil {
+			fmt.Fprintln(os.Stderr, "sendto:", err)
+			return 1
+		}
+		pc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 4096)
+		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "recvfrom:", err)
+			return 1
+		}
+		if from.Addr().Unmap() != ap.Addr() || from.Port() != ap.Port() {
+			fmt.Fprintf(os.Stderr, "reply from %s, want %s\n", from, ap)
+			return 1
+		}
+		in = new(dns.Msg)
+		if err := in.Unpack(buf[:n]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	default:
+		c := &dns.Client{Net: how, Timeout: 30 * time.Second}
+		var err error
+		if in, _, err = c.Exchange(m, server); err != nil {
+			fmt.Fprintln(os.Stderr, how, "exchange:", err)
+			return 1
+		}
+	}
+	for _, rr := range in.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			fmt.Println(a.A)
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "no A record in", in)
+	return 1
+}
+
+// helperCmd returns a command running the test binary in helper mode inside
+// cg, as root.
+func helperCmd(t *testing.T, cg *cgrouptest.Cgroup, mode string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// liveRecorder collects a collector's events while the test runs.
+type liveRecorder struct {
+	c    *Collector
+	mu   sync.Mutex
+	evs  []*event.Event
+	done chan struct{}
+}
+
+func startLive(t *testing.T, opts ...Option) *liveRecorder {
+	t.Helper()
+	log := hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: os.Stderr})
+	c, err := New(log, append([]Option{WithWakeup(0, 10*time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New() = %v, want a collector", err)
+	}
+	r := &liveRecorder{c: c, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for ev := range c.Events() {
+			if err := ev.Validate(); err != nil {
+				t.Errorf("event %+v: Validate() = %v", ev, err)
+			}
+			r.mu.Lock()
+			r.evs = append(r.evs, ev)
+			r.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		c.Close()
+		<-r.done
+	})
+	return r
+}
+
+// wait polls for up to 20 s for an event matching f.
+func (r *liveRecorder) wait(t *testing.T, what string, f func(*event.Event) bool) *event.Event {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, ev := range r.evs {
+			if f(ev) {
+				r.mu.Unlock()
+				return ev
+			}
+		}
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, ev := range r.evs {
+				if ev.Net != nil {
+					t.Logf("have %s %+v", ev.Kind, *ev.Net)
+				}
+			}
+			t.Fatalf("no %s event within 20 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// all returns the events matching f.
+func (r *liveRecorder) all(f func(*event.Event) bool) []*event.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*event.Event
+	for _, ev := range r.evs {
+		if f(ev) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// countingConn counts the bytes read from and written to a connection.
+type countingConn struct {
+	net.Conn
+	read, written atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+type countingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[uint16]*countingConn // by the client's port
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	cc := &countingConn{Conn: c}
+	l.mu.Lock()
+	l.conns[uint16(c.RemoteAddr().(*net.TCPAddr).Port)] = cc
+	l.mu.Unlock()
+	return cc, nil
+}
+
+func within5(got uint64, want int64) bool {
+	d := float64(got) - float64(want)
+	return d <= 0.05*float64(want) && -d <= 0.05*float64(want)
+}
+
+func netEvent(kind string, f func(n *event.Net) bool) func(*event.Event) bool {
+	return func(ev *event.Event) bool { return ev.Kind == kind && ev.Net != nil && f(ev.Net) }
+}
+
+// TestNetConnectCloseBytes: a client in a watched cgroup fetches bodies of
+// known size from a server in the test process; net.close counts the bytes
+// the server really read and wrote.
+func TestNetConnectCloseBytes(t *testing.T) {
 	requireKernel(t)
-	r := startRecorder(t, false)
-	r.stop(t)
+	cg := cgrouptest.New(t)
+	r := startLive(t)
+	const sid = "sess-net-bytes"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	for _, network := range []struct{ net, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
+		inner, err := net.Listen(network.net, network.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := &countingListener{Listener: inner, conns: map[uint16]*countingConn{}}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			n, _ := strconv.Atoi(req.URL.Query().Get("n"))
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			w.Write(make([]byte, n))
+		})}
+		go srv.Serve(ln)
+		port := uint16(inner.Addr().(*net.TCPAddr).Port)
+		host := inner.Addr().(*net.TCPAddr).IP
+		for _, size := range []int{1 << 20, 10 << 10} {
+			t.Run(fmt.Sprintf("%s/%d", network.net, size), func(t *testing.T) {
+				url := fmt.Sprintf("http://%s/?n=%d", inner.Addr(), size)
+				cmd := helperCmd(t, cg, "net-get", url)
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("client: %v", err)
+				}
+				if got := strings.TrimSpace(string(out)); got != strconv.Itoa(size) {
+					t.Fatalf("client read %s bytes, want %d", got, size)
+				}
+				pid := cmd.Process.Pid
+				conn := r.wait(t, "net.connect", func(ev *event.Event) bool {
+					return ev.Kind == KindNetConnect && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
+				})
+				if conn.SessionID != sid || conn.Net.DstIP != host.String() || conn.Net.Proto != "tcp" || conn.Net.Verdict != VerdictAllowed || conn.Net.Reason != "" {
+					t.Errorf("net.connect = session %q %+v, want %s to %s:%d allowed", conn.SessionID, *conn.Net, sid, host, port)
+				}
+				cl := r.wait(t, "net.close", func(ev *event.Event) bool {
+					return ev.Kind == KindNetClose && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
+				})
+				ln.mu.Lock()
+				cc := ln.conns[cl.Net.SrcPort]
+				ln.mu.Unlock()
+				if cc == nil {
+					t.Fatalf("net.close %+v: no server connection from port %d", *cl.Net, cl.Net.SrcPort)
+				}
+				// The server closes after the response; wait for its
+				// counts to settle.
+				time.Sleep(100 * time.Millisecond)
+				if !within5(cl.Net.BytesIn, cc.written.Load()) || !within5(cl.Net.BytesOut, cc.read.Load()) {
+					t.Errorf("net.close bytes in/out = %d/%d, server wrote/read %d/%d", cl.Net.BytesIn, cl.Net.BytesOut, cc.written.Load(), cc.read.Load())
+				}
+				if cl.Net.SrcIP != host.String() || cl.SessionID != sid {
+					t.Errorf("net.close = session %q %+v, want src %s", cl.SessionID, *cl.Net, host)
+				}
+			})
+		}
+		srv.Close()
+	}
+}
+
+// TestNetListenAccept: a server in a watched cgroup accepts a connection
+// from the test process.
+func TestNetListenAccept(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	r := startLive(t)
+	const sid = "sess-net-accept"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	const sent, recv = 300 << 10, 70 << 10
+	cmd := helperCmd(t, cg, "net-serve", "127.0.0.1:0", strconv.Itoa(sent))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	br := bufio.NewReader(stdout)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(strings.TrimSpace(line))
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := io.CopyN(io.Discard, conn, sent); err != nil || n != sent {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	if _, err := conn.Write(make([]byte, recv)); err != nil {
+		t.Fatal(err)
+	}
+	clientPort := uint16(conn.LocalAddr().(*net.TCPAddr).Port)
+	conn.Close()
+	io.Copy(io.Discard, br)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	pid := int32(cmd.Process.Pid)
+	l := r.wait(t, "net.listen", netEvent(KindNetListen, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+	if l.Proc.Pid != pid || l.SessionID != sid || l.Net.SrcIP != "127.0.0.1" || l.Net.DstIP != "" {
+		t.Errorf("net.listen = pid %d session %q %+v, want pid %d", l.Proc.Pid, l.SessionID, *l.Net, pid)
+	}
+	a := r.wait(t, "net.accept", netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+	if a.Proc.Pid != pid || a.Net.DstPort != clientPort || a.Net.DstIP != "127.0.0.1" || a.SessionID != sid {
+		t.Errorf("net.accept = pid %d %+v, want pid %d from port %d", a.Proc.Pid, *a.Net, pid, clientPort)
+	}
+	cl := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
+	if !within5(cl.Net.BytesOut, sent) || !within5(cl.Net.BytesIn, recv) {
+		t.Errorf("net.close of the accepted connection: out/in = %d/%d, want %d/%d", cl.Net.BytesOut, cl.Net.BytesIn, sent, recv)
+	}
+}
+
+// dialCase is one destination tried from a watched cgroup.
+type dialCase struct {
+	proto string
+	ip    netip.Addr
+	port  uint16
+}
+
+// dialAll tries every case from a helper in cg and returns the results.
+func dialAll(t *testing.T, cg *cgrouptest.Cgroup, cases []dialCase) []string {
+	t.Helper()
+	var in strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&in, "%s %s %d\n", c.proto, c.ip, c.port)
+	}
+	cmd := helperCmd(t, cg, "net-dial")
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dialer: %v", err)
+	}
+	res := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(res) != len(cases) {
+		t.Fatalf("dialer printed %d results for %d cases", len(res), len(cases))
+	}
+	return res
+}
+
+func newEngine(t *testing.T, yaml string) *policy.Engine {
+	t.Helper()
+	p, err := policy.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestNetEgress: blocked ports and CIDRs fail with EPERM and are recorded
+// as blocked, with the policy's reason; allowed destinations work, over
+// IPv4 and IPv6.
+func TestNetEgress(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	eng := newEngine(t, `
+egress:
+  default: allow
+  blocked_ports: [9/tcp]
+  blocked_cidrs: [127.0.0.2, "::2"]
+`)
+	r := startLive(t, WithEgress(eng))
+	const sid = "sess-net-egress"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	var ports []uint16
+	for _, network := range []string{"tcp4", "tcp6"} {
+		addr := "127.0.0.1:0"
+		if network == "tcp6" {
+			addr = "[::1]:0"
+		}
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		ports = append(ports, uint16(ln.Addr().(*net.TCPAddr).Port))
+	}
+	v4, v6 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")
+	cases := []struct {
+		dialCase
+		blocked bool
+	}{
+		{dialCase{"tcp", v4, ports[0]}, false},
+		{dialCase{"tcp", v6, ports[1]}, false},
+		{dialCase{"tcp", v4, 9}, true},
+		{dialCase{"tcp", v6, 9}, true},
+		{dialCase{"udp", v4, 9}, false},
+		{dialCase{"tcp", netip.MustParseAddr("127.0.0.2"), ports[0]}, true},
+		{dialCase{"udp", netip.MustParseAddr("127.0.0.2"), 4000}, true},
+		{dialCase{"tcp", netip.MustParseAddr("::2"), 80}, true},
+		{dialCase{"udp", netip.MustParseAddr("::ffff:127.0.0.2"), 4000}, true},
+		{dialCase{"udp", v6, 4000}, false},
+	}
+	var dc []dialCase
+	for _, c := range cases {
+		dc = append(dc, c.dialCase)
+	}
+	res := dialAll(t, cg, dc)
+	for i, c := range cases {
+		if (res[i] == "EPERM") != c.blocked {
+			t.Errorf("%s to %s port %d: %s, blocked %v", c.proto, c.ip, c.port, res[i], c.blocked)
+		}
+		if !c.blocked && c.proto == "tcp" && c.port != 9 && res[i] != "EINPROGRESS" && res[i] != "OK" {
+			t.Errorf("%s to a listener at %s port %d: %s, want EINPROGRESS", c.proto, c.ip, c.port, res[i])
+		}
+		kind := KindNetConnect
+		if c.proto == "udp" {
+			kind = KindNetSend
+		}
+		ip := c.ip.Unmap().String()
+		ev := r.wait(t, kind+" to "+ip, netEvent(kind, func(n *event.Net) bool {
+			return n.DstIP == ip && n.DstPort == c.port && n.Proto == c.proto
+		}))
+		want := VerdictAllowed
+		if c.blocked {
+			want = VerdictBlocked
+		}
+		wantReason := ""
+		if c.blocked {
+			wantReason = eng.Egress("", c.ip, c.port, c.proto).Reason
+		}
+		if ev.Net.Verdict != want || ev.Net.Reason != wantReason || ev.SessionID != sid {
+			t.Errorf("%s to %s port %d: verdict %q reason %q, want %q %q", kind, ip, c.port, ev.Net.Verdict, ev.Net.Reason, want, wantReason)
+		}
+	}
+}
+
+// TestNetEgressDifferential compares the kernel's verdict with
+// Engine.Egress over many generated destinations, domains included.
+func TestNetEgressDifferential(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	eng := newEngine(t, `
+egress:
+  default: block
+  allowed_domains: [registry.npmjs.org, "*.github.com"]
+  blocked_domains: [evil.github.com]
+  allowed_cidrs: [10.0.0.0/8, "2001:db8::/32", 127.0.0.0/8]
+  blocked_cidrs: [169.254.169.254, 10.6.6.0/24, "2001:db8:bad::/48", 127.0.0.66]
+  allowed_ports: [443, 80/tcp, 8000-8100, 53/udp]
+  blocked_ports: [25, 6000-6010/udp]
+  doh_endpoints: [dns.google, 1.1.1.1, "2001:db8::1111"]
+  doh_action: block
+`)
+	r := startLive(t, WithEgress(eng))
+	if err := r.c.Watch(cg.ID, "sess-net-diff"); err != nil {
+		t.Fatal(err)
+	}
+	learned := map[netip.Addr]string{
+		netip.MustParseAddr("104.16.0.1"):   "registry.npmjs.org",
+		netip.MustParseAddr("140.82.0.5"):   "api.github.com",
+		netip.MustParseAddr("140.82.0.6"):   "evil.github.com",
+		netip.MustParseAddr("8.8.8.8"):      "dns.google",
+		netip.MustParseAddr("93.184.0.1"):   "example.com",
+		netip.MustParseAddr("2606:4700::1"): "registry.npmjs.org",
+		netip.MustParseAddr("10.6.6.7"):     "registry.npmjs.org",
+	}
+	for ip, d := range learned {
+		if err := r.c.LearnDomain(ip, d, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ips := []string{"10.1.2.3", "10.6.6.6", "10.6.6.7", "169.254.169.254", "1.1.1.1", "1.1.1.2", "2001:db8::1", "2001:db8::1111",
+		"2001:db8:bad::1", "2001:db9::1", "127.0.0.1", "127.0.0.66", "::ffff:10.1.2.3", "::ffff:169.254.169.254", "192.168.1.1"}
+	for ip := range learned {
+		ips = append(ips, ip.String())
+	}
+	ports := []uint16{1, 22, 25, 53, 79, 80, 81, 443, 853, 5999, 6000, 6005, 6010, 6011, 7999, 8000, 8050, 8100, 8101}
+	rng := rand.New(rand.NewPCG(7, 11))
+	var cases []dialCase
+	for _, s := range ips {
+		for _, p := range ports {
+			for _, proto := range []string{"tcp", "udp"} {
+				cases = append(cases, dialCase{proto, netip.MustParseAddr(s), p})
+			}
+		}
+	}
+	for range 300 {
+		ip := netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
+		if rng.IntN(3) == 0 {
+			ip = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0x0b, 0xad, 0, byte(rng.IntN(2)), 9: byte(rng.IntN(256)), 15: 1})
+		}
+		cases = append(cases, dialCase{[]string{"tcp", "udp"}[rng.IntN(2)], ip, uint16(1 + rng.IntN(65535))})
+	}
+	res := dialAll(t, cg, cases)
+	bad := 0
+	for i, c := range cases {
+		d := eng.Egress(learned[c.ip], c.ip, c.port, c.proto)
+		if (res[i] == "EPERM") != (d.Verdict == policy.Block) {
+			bad++
+			if bad <= 20 {
+				t.Errorf("%s to %s port %d (domain %q): kernel %s, Egress %s (%s)", c.proto, c.ip, c.port, learned[c.ip], res[i], d.Verdict, d.Reason)
+			}
+		}
+	}
+	t.Logf("%d cases, %d disagree", len(cases), bad)
+}
+
+// TestNetDNSRedirect: port-53 traffic of a watched cgroup reaches the
+// session's DNS proxy over unconnected and connected UDP and TCP, for IPv4
+// and IPv6 destinations, and the replies come from the original address.
+func TestNetDNSRedirect(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	r := startLive(t)
+	const sid = "sess-net-dns"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	handler := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		name := q.Question[0].Name
+		mu.Lock()
+		seen[name] = true
+		mu.Unlock()
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(203, 0, 113, 7)})
+		w.WriteMsg(m)
+	})
+	proxies := map[string]netip.AddrPort{}
+	for _, fam := range []struct{ name, addr string }{{"v4", "127.0.0.1"}, {"v6", "::1"}} {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(fam.addr, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := pc.LocalAddr().(*net.UDPAddr).Port
+		ln, err := net.Listen("tcp", net.JoinHostPort(fam.addr, strconv.Itoa(port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
+			go s.ActivateAndServe()
+			defer s.Shutdown()
+		}
+		proxies[fam.name] = netip.AddrPortFrom(netip.MustParseAddr(fam.addr), uint16(port))
+	}
+	if err := r.c.RedirectDNS(cg.ID, proxies["v4"], proxies["v6"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.RedirectDNS(cg.ID, proxies["v6"], netip.AddrPort{}); err == nil {
+		t.Error("RedirectDNS with an IPv6 address for IPv4 = nil, want an error")
+	}
+	for _, server := range []string{"192.0.2.53:53", "[2001:db8::53]:53"} {
+		for _, how := range []string{"sendto", "udp", "tcp"} {
+			name := fmt.Sprintf("q-%s-%d.example.", how, len(server))
+			t.Run(server+"/"+how, func(t *testing.T) {
+				out, err := helperCmd(t, cg, "net-dns", server, name, how).Output()
+				if err != nil {
+					t.Fatalf("query %s over %s to %s: %v", name, how, server, err)
+				}
+				if got := strings.TrimSpace(string(out)); got != "203.0.113.7" {
+					t.Errorf("answer = %q, want 203.0.113.7", got)
+				}
+				mu.Lock()
+				ok := seen[name]
+				mu.Unlock()
+				if !ok {
+					t.Errorf("the proxy did not see %s", name)
+				}
+				ap := netip.MustParseAddrPort(server)
+				kind := KindNetConnect
+				if how == "sendto" {
+					kind = KindNetSend
+				}
+				ev := r.wait(t, kind, netEvent(kind, func(n *event.Net) bool {
+					return n.DstIP == ap.Addr().String() && n.DstPort == 53 && n.Proto == map[bool]string{true: "tcp", false: "udp"}[how == "tcp"]
+				}))
+				if ev.Net.Verdict != VerdictAllowed || !strings.Contains(ev.Net.Reason, "redirected") {
+					t.Errorf("%s = %+v, want allowed and redirected", kind, *ev.Net)
+				}
+			})
+		}
+	}
+	// Unwatch clears the redirect.
+	if err := r.c.Unwatch(cg.ID); err != nil {
+		t.Fatal(err)
+	}
+	var v netDnsTarget
+	if err := r.c.net.objs.DnsRedirect.Lookup(cg.ID, &v); err == nil {
+		t.Error("the redirect outlived Unwatch")
+	}
+}
+
+// TestNetLearnDomainExpires: a learned domain names its address in events
+// and leaves the kernel table after its ttl.
+func TestNetLearnDomainExpires(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	eng := newEngine(t, "egress:\n  blocked_domains: [blocked.example]\n")
+	r := startLive(t, WithEgress(eng))
+	if err := r.c.Watch(cg.ID, "sess-net-learn"); err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("127.0.0.77")
+	if err := r.c.LearnDomain(ip, "blocked.example", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.LearnDomain(netip.Addr{}, "x", time.Second); err == nil {
+		t.Error("LearnDomain(invalid) = nil, want an error")
+	}
+	if res := dialAll(t, cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
+		t.Fatalf("send to a blocked domain's address: %s, want EPERM", res[0])
+	}
+	ev := r.wait(t, "net.send", netEvent(KindNetSend, func(n *event.Net) bool { return n.DstIP == ip.String() }))
+	if ev.Net.Domain != "blocked.example" || ev.Net.Verdict != VerdictBlocked || !strings.Contains(ev.Net.Reason, "domain is blocked") {
+		t.Errorf("net.send = %+v, want domain blocked.example, blocked", *ev.Net)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if res := dialAll(t, cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the learned domain did not expire")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestNetSendMerged: repeated sends from one socket to one destination are
+// one net.send; another socket's send is another.
+func TestNetSendMerged(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	r := startLive(t)
+	if err := r.c.Watch(cg.ID, "sess-net-merge"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := helperCmd(t, cg, "net-sendn", "127.0.0.1:4999", "50").Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.wait(t, "net.send", netEvent(KindNetSend, func(n *event.Net) bool { return n.DstPort == 4999 }))
+	time.Sleep(300 * time.Millisecond)
+	if n := len(r.all(netEvent(KindNetSend, func(n *event.Net) bool { return n.DstPort == 4999 }))); n != 2 {
+		t.Errorf("%d net.send events for 2 sockets sending 50 datagrams each, want 2", n)
+	}
+}
+
+// helperNetSendN sends args[1] datagrams to args[0] from one socket.
+func helperNetSendN(args []string) int {
+	n, _ := strconv.Atoi(args[1])
+	pc, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer pc.Close()
+	to := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(args[0]))
+	for range n {
+		if _, err := pc.WriteTo([]byte("x"), to); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func FuzzNetDecode(f *testing.F) {
+	var r netNetEvent
+	r.Hdr.Kind = uint32(processEventKindKIND_NET_CONNECT)
+	r.Hdr.Ts = 1
+	r.Proto = unix.IPPROTO_TCP
+	r.Op = uint8(netNetOpNET_OP_CONNECT)
+	r.Dst.Family = unix.AF_INET
+	f.Add(append([]byte(nil), asBytes(&r)...))
+	r.Hdr.Kind = uint32(processEventKindKIND_NET_CLOSE)
+	r.Dst.Family = unix.AF_INET6
+	r.Verdict = 9
+	f.Add(append([]byte(nil), asBytes(&r)...))
+	f.Add([]byte{7, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		d := decoder{}
+		ev, _, err := d.toEvent(raw)
+		if err == nil && ev != nil && ev.Net != nil {
+			if _, err := event.Marshal(ev); err != nil {
+				t.Errorf("Marshal(%+v) = %v", ev, err)
+			}
+		}
+	})
 }

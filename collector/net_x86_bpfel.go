@@ -48,6 +48,8 @@ type netConn struct {
 	Uid   uint32
 	Flags uint8
 	Pad   [3]uint8
+	Src   netNetAddr
+	_     [4]byte
 }
 
 type netDnsOrig struct {

@@ -125,6 +125,9 @@ struct conn {
 	__u32 uid;
 	__u8 flags;
 	__u8 _pad[3];
+	/* The local address once known (established): the socket has lost
+	 * its port by the time it reaches TCP_CLOSE. */
+	struct net_addr src;
 };
 
 struct {
@@ -525,12 +528,13 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 		e.flags = NET_ACCEPTED;
 		e.cookie = bpf_get_socket_cookie((void *)sk);
 		sock_addrs(sk, &e);
+		c.src = e.src;
 		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
 			count_net_drop();
 		emit(&e, KIND_NET_ACCEPT);
 		return 0;
 	}
-	if (newstate != TCP_CLOSE)
+	if (newstate != TCP_CLOSE && !(oldstate == TCP_SYN_SENT && newstate == TCP_ESTABLISHED))
 		return 0;
 	/* A socket whose cookie was never asked for was never recorded. */
 	__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
@@ -539,6 +543,14 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	struct conn *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c)
 		return 0;
+	if (newstate == TCP_ESTABLISHED) {
+		/* An outgoing connection is established: keep its local
+		 * address for the close. */
+		sock_addrs(sk, &e);
+		c->src = e.src;
+		return 0;
+	}
+	struct net_addr src = c->src;
 	e.hdr = c->hdr;
 	e.hdr.ts = bpf_ktime_get_boot_ns();
 	e.uid = c->uid;
@@ -550,6 +562,8 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	e.bytes_out = BPF_CORE_READ(tp, bytes_acked);
 	e.bytes_in = BPF_CORE_READ(tp, bytes_received);
 	sock_addrs(sk, &e);
+	if (e.src.port == 0)
+		e.src = src;
 	emit(&e, KIND_NET_CLOSE);
 	return 0;
 }
