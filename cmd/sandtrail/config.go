@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/sandtrail/sandtrail/collector/dns"
 )
 
 // Config is the typed configuration shared by the daemon and the CLI.
@@ -34,6 +36,22 @@ type Config struct {
 	Policy     string           `mapstructure:"policy"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
 	Ingest     IngestConfig     `mapstructure:"ingest"`
+	DNS        DNSConfig        `mapstructure:"dns"`
+}
+
+// DNSConfig configures the DNS proxy that answers the sessions' lookups.
+type DNSConfig struct {
+	// Enabled runs the proxy and redirects every session's port-53
+	// traffic to it.
+	Enabled bool `mapstructure:"enabled"`
+	// Upstream lists the resolvers the proxy forwards to (IP addresses
+	// with optional ports); empty means the nameservers of
+	// /etc/resolv.conf.
+	Upstream []string `mapstructure:"upstream"`
+	// Timeout bounds one upstream exchange.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxSessions bounds the sessions with their own proxy listeners.
+	MaxSessions int `mapstructure:"max_sessions"`
 }
 
 // IngestConfig configures the daemon's ingest socket and its clients.
@@ -84,6 +102,10 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("ingest.drain_timeout", 30*time.Second)
 	v.SetDefault("ingest.stats_interval", 5*time.Minute)
 	v.SetDefault("ingest.spool_dir", "")
+	v.SetDefault("dns.enabled", true)
+	v.SetDefault("dns.upstream", []string{})
+	v.SetDefault("dns.timeout", dns.DefaultTimeout)
+	v.SetDefault("dns.max_sessions", dns.DefaultMaxSessions)
 }
 
 // globals holds the persistent flags and builds the Config on demand.
@@ -139,6 +161,9 @@ func (g *globals) load() (*Config, error) {
 	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
+	}
+	if err := checkDNSConfig(&cfg.DNS); err != nil {
+		return nil, err
 	}
 	if cfg.Origin == "" {
 		cfg.Origin = "sandtrail/" + cfg.Host

@@ -29,6 +29,14 @@ eBPF collector and the session manager, and serves two sockets:
   the control socket (control.sock beside it, root only): sandtrail session and
     sandtrail run create, start, pause, resume, stop and clean up sessions.
 
+It runs one DNS proxy (config dns.*; off with dns.enabled false) and gives each
+session its own proxy listeners: the collector redirects the session's port-53
+traffic to them, and every lookup becomes a net.dns event of that session.
+The proxy forwards to dns.upstream (--dns-upstream; default: the nameservers
+of /etc/resolv.conf, and SERVFAIL with a warning when there are none), waits
+dns.timeout per upstream, and answers NXDOMAIN for the policy's (config key
+policy) egress.blocked_domains.
+
 It stops gracefully on SIGTERM or SIGINT: it stops accepting, lets batches in
 flight finish, terminates running sessions (reason signal), and closes the
 journal, which signs a final checkpoint.
@@ -40,6 +48,7 @@ Examples:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bound here, not at construction: emit binds the same key.
 			g.bindFlag("socket", cmd.Flags().Lookup("socket"))
+			bindDNSFlags(g, cmd)
 			cfg, err := g.load()
 			if err != nil {
 				return err
@@ -49,6 +58,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.String("socket", "/run/sandtrail/ingest.sock", "ingest socket path (env SANDTRAIL_SOCKET)")
+	addDNSFlags(cmd)
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/collector"
+	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/collector/session"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
@@ -41,6 +42,7 @@ type host struct {
 	q    *queue.Queue
 	mgr  *session.Manager
 	col  *collector.Collector
+	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv  *server.Server
 
 	forwarded chan struct{}
@@ -107,7 +109,11 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 		return h, err
 	}
 	mgr := h.mgr
-	h.col, err = collector.New(log, collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim))
+	if err := h.startDNS(); err != nil {
+		return h, err
+	}
+	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim)},
+		h.dnsCollectorOptions()...)...)
 	if err != nil {
 		return h, fmt.Errorf("starting the process collector: %w", err)
 	}
@@ -178,8 +184,8 @@ func (h *host) startIngest() error {
 	return nil
 }
 
-// createSession creates a session and has the collector watch its cgroup,
-// before anything can run in it.
+// createSession creates a session, has the collector watch its cgroup and
+// redirects its DNS lookups to the proxy, before anything can run in it.
 func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
 	s, err := h.mgr.Create(ctx, spec)
 	if err != nil {
@@ -191,11 +197,19 @@ func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.S
 		_ = s.Cleanup(ctx, session.FSDeleted)
 		return nil, fmt.Errorf("watching session cgroup: %w", err)
 	}
+	if err := h.redirectDNS(s); err != nil {
+		// Fail closed: a session whose lookups are not recorded must not
+		// run either.
+		_ = s.Terminate(ctx, session.ReasonAPI, nil)
+		_ = s.Cleanup(ctx, session.FSDeleted)
+		_ = h.col.Unwatch(s.CgroupID())
+		return nil, err
+	}
 	return s, nil
 }
 
 // cleanupSession cleans a terminated session up and then stops watching
-// its cgroup.
+// its cgroup (which ends its DNS redirect) and closes its DNS listeners.
 func (h *host) cleanupSession(ctx context.Context, s *session.Session, fsState string) error {
 	err := s.Cleanup(ctx, fsState)
 	if err != nil {
@@ -204,7 +218,7 @@ func (h *host) cleanupSession(ctx context.Context, s *session.Session, fsState s
 	if err := h.col.Unwatch(s.CgroupID()); err != nil && !errors.Is(err, collector.ErrClosed) {
 		return fmt.Errorf("unwatching session %s: %w", s.ID(), err)
 	}
-	return nil
+	return h.releaseDNS(s.ID())
 }
 
 // flush waits until every event produced so far is in the journal. The
@@ -222,10 +236,10 @@ func (h *host) flush(ctx context.Context) error {
 // ingestDone returns the ingest server's result channel (nil without ingest).
 func (h *host) ingestDone() <-chan error { return h.served }
 
-// Close stops the parts in order: the ingest server, the collector (which
-// delivers what is left in its ring buffer), the queue (which drains into
-// the journal), the index follower and the journal, which signs a final
-// checkpoint.
+// Close stops the parts in order: the ingest server, the DNS proxy, the
+// collector (which delivers what is left in its ring buffer), the queue
+// (which drains into the journal), the index follower and the journal,
+// which signs a final checkpoint.
 func (h *host) Close() error {
 	h.closeOnce.Do(h.closeParts)
 	return h.closeErr
@@ -241,6 +255,14 @@ func (h *host) closeParts() {
 			h.log.Warn("removing socket", "error", err)
 		}
 		logStats(h.log, "ingest stopped", h.srv.Stats())
+	}
+	if h.dns != nil {
+		if err := h.dns.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		st := h.dns.Stats()
+		h.log.Debug("dns proxy stopped", "queries", st.Queries, "blocked", st.Blocked, "upstream_failures", st.UpstreamFailures,
+			"shed", st.Shed, "malformed", st.Malformed)
 	}
 	if h.col != nil {
 		if err := h.col.Close(); err != nil {

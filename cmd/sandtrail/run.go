@@ -43,6 +43,13 @@ stderr are run's. The kernel
 collector records every exec, fork and exit in the session; the session
 manager records the lifecycle and every limit hit.
 
+The session's DNS lookups (UDP and TCP to port 53, whatever resolver they
+name) are redirected to sandtrail's DNS proxy, which forwards them to the
+host's resolvers (--dns-upstream, config dns.upstream; default: the
+nameservers of /etc/resolv.conf), records each lookup as a net.dns event and
+answers NXDOMAIN for the policy's egress.blocked_domains. Set
+SANDTRAIL_DNS_ENABLED=false (config dns.enabled) to leave lookups alone.
+
 When CMD exits (or a limit, the timeout or a signal to run ends the session)
 run terminates the session with the reason, cleans it up as --keep says, and
 prints a summary on stderr: the session id, the reason, the exit status, the
@@ -72,6 +79,7 @@ own configuration.`,
 			if _, err := checkKeep(req.Keep); err != nil {
 				return usageErr(err)
 			}
+			bindDNSFlags(g, cmd)
 			cfg, err := g.load()
 			if err != nil {
 				return err
@@ -114,6 +122,7 @@ own configuration.`,
 	g.bindFlag("policy", f.Lookup("policy"))
 	f.StringVar(&format, "format", "text", "summary format on stderr: text or json")
 	lim.bind(f)
+	addDNSFlags(cmd)
 	return cmd
 }
 

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+func init() {
+	helpers["dnsquery"] = dnsQueryHelper
+	helpers["connect"] = connectHelper
+}
+
+// dnsQueryHelper asks SERVER (ip:port) for the A records of NAME, over UDP
+// and then TCP, straight to that address (no resolv.conf), and prints the
+// answers. It fails unless both transports got an answer.
+func dnsQueryHelper(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: dnsquery SERVER NAME")
+		return 2
+	}
+	code := 0
+	for _, proto := range []string{"udp", "tcp"} {
+		m := new(mdns.Msg)
+		m.SetQuestion(mdns.Fqdn(args[1]), mdns.TypeA)
+		c := &mdns.Client{Net: proto, Timeout: 30 * time.Second}
+		resp, _, err := c.Exchange(m, args[0])
+		if err != nil {
+			fmt.Printf("dnsquery %s %s: %v\n", proto, args[1], err)
+			code = 1
+			continue
+		}
+		var answers []string
+		for _, rr := range resp.Answer {
+			if a, ok := rr.(*mdns.A); ok {
+				answers = append(answers, a.A.String())
+			}
+		}
+		fmt.Printf("dnsquery %s %s %s %s\n", proto, args[1], mdns.RcodeToString[resp.Rcode], strings.Join(answers, ","))
+		if len(answers) == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// connectHelper tries one TCP connection to ADDR and ignores the result:
+// the test only needs the connect attempt recorded.
+func connectHelper(args []string) int {
+	if len(args) != 1 {
+		return 2
+	}
+	if c, err := net.DialTimeout("tcp", args[0], 2*time.Second); err == nil {
+		c.Close()
+	}
+	return 0
+}
+
+// authServer is a small authoritative DNS server on 127.0.0.1 (UDP and TCP
+// on one port) for the .test names of the DNS tests, counting the queries
+// it gets per name. It runs in the test process, outside every session,
+// as the proxy's upstream.
+type authServer struct {
+	addr string
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+var authZone = map[string]string{
+	"allowed.test.": "allowed.test. 300 IN A 192.0.2.10",
+	"other.test.":   "other.test. 60 IN A 192.0.2.11",
+	"blocked.test.": "blocked.test. 300 IN A 192.0.2.66",
+}
+
+func (s *authServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
+	resp := new(mdns.Msg)
+	resp.SetReply(req)
+	resp.Authoritative = true
+	if len(req.Question) != 1 {
+		resp.Rcode = mdns.RcodeFormatError
+		_ = w.WriteMsg(resp)
+		return
+	}
+	q := req.Question[0]
+	name := strings.ToLower(q.Name)
+	s.mu.Lock()
+	s.counts[name]++
+	s.mu.Unlock()
+	rec, ok := authZone[name]
+	switch {
+	case !ok:
+		resp.Rcode = mdns.RcodeNameError
+	case q.Qtype == mdns.TypeA:
+		rr, err := mdns.NewRR(rec)
+		if err != nil {
+			panic(err)
+		}
+		resp.Answer = append(resp.Answer, rr)
+	}
+	// Other types of a known name: NOERROR without answers.
+	_ = w.WriteMsg(resp)
+}
+
+func (s *authServer) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[name]
+}
+
+func startAuthServer(t *testing.T) *authServer {
+	t.Helper()
+	var (
+		pc  net.PacketConn
+		ln  net.Listener
+		err error
+	)
+	for range 16 {
+		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+	}
+	if err != nil {
+		t.Fatalf("no free port for both udp and tcp: %v", err)
+	}
+	s := &authServer{addr: pc.LocalAddr().String(), counts: map[string]int{}}
+	for _, srv := range []*mdns.Server{{PacketConn: pc, Handler: s}, {Listener: ln, Handler: s}} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go srv.ActivateAndServe()
+		<-started
+		t.Cleanup(func() { srv.Shutdown() })
+	}
+	return s
+}
+
+// TestRunDNS is issue 5's "done means" for DNS, through the real `sandtrail
+// run` and the real BPF redirect: name lookups in the session (getent,
+// through whatever nameserver /etc/resolv.conf names, and queries sent
+// straight to another resolver address, 192.0.2.53:53) are answered by the
+// proxy from its configured upstream and produce net.dns events of the
+// session with the query and the answer; a blocked domain gives NXDOMAIN
+// and a blocked event, and never reaches the upstream; a connection to an
+// address the proxy answered names the domain.
+func TestRunDNS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := startAuthServer(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		`getent hosts allowed.test; echo "allowed=$?"`,
+		`getent hosts blocked.test; echo "blocked=$?"`,
+		strings.Join(helperCmd("dnsquery", "192.0.2.53:53", "other.test"), " ") + `; echo "direct=$?"`,
+		strings.Join(helperCmd("connect", "192.0.2.10:80"), " "),
+	}, "\n")
+	r := e.run("--policy", pol, "--dns-upstream", up.addr, "--", "sh", "-c", script)
+	if r.code != 0 || r.summary.Journal.Status != "intact" {
+		t.Fatalf("sandtrail run: exit %d, journal %q, want 0, intact\nstdout:\n%s\nstderr:\n%s", r.code, r.summary.Journal.Status, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"192.0.2.10", "allowed=0", "blocked=2", "dnsquery udp other.test NOERROR 192.0.2.11",
+		"dnsquery tcp other.test NOERROR 192.0.2.11", "direct=0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("session output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if n := up.count("blocked.test."); n != 0 {
+		t.Errorf("upstream saw %d queries for blocked.test, want 0", n)
+	}
+
+	evs := e.events(r.summary.SessionID)
+	dnsEvents := kinds(evs, "net.dns")
+	find := func(query, qtype, proto string) *event.Event {
+		for _, ev := range dnsEvents {
+			if d := ev.Net.DNS; d.Query == query && d.QType == qtype && (proto == "" || ev.Net.Proto == proto) {
+				return ev
+			}
+		}
+		var seen []string
+		for _, ev := range dnsEvents {
+			seen = append(seen, fmt.Sprintf("%s/%s/%s/%s", ev.Net.Proto, ev.Net.DNS.Query, ev.Net.DNS.QType, ev.Net.DNS.RCode))
+		}
+		t.Errorf("no net.dns event for %s %s %s among %v", proto, query, qtype, seen)
+		return nil
+	}
+	check := func(ev *event.Event, verdict, rcode string, answers []event.DNSAnswer) {
+		t.Helper()
+		if ev == nil {
+			return
+		}
+		n := ev.Net
+		if ev.SessionID != r.summary.SessionID || ev.Source != event.SourceKernel || n.Op != "dns" || n.Verdict != verdict ||
+			n.DNS.RCode != rcode || !slices.Equal(n.DNS.Answers, answers) {
+			t.Errorf("net.dns %s: session %q source %q op %q verdict %q rcode %q answers %v, want %q kernel dns %q %q %v",
+				n.DNS.Query, ev.SessionID, ev.Source, n.Op, n.Verdict, n.DNS.RCode, n.DNS.Answers,
+				r.summary.SessionID, verdict, rcode, answers)
+		}
+	}
+	// getent, through /etc/resolv.conf's nameserver, redirected.
+	check(find("allowed.test", "A", ""), "allowed", "NOERROR", []event.DNSAnswer{{Type: "A", Data: "192.0.2.10", TTL: 300}})
+	blocked := find("blocked.test", "A", "")
+	check(blocked, "blocked", "NXDOMAIN", nil)
+	if blocked != nil && !strings.Contains(blocked.Net.Reason, "blocked.test") {
+		t.Errorf("blocked event reason = %q, want one naming blocked.test", blocked.Net.Reason)
+	}
+	// Straight to another resolver address, over UDP and TCP.
+	for _, proto := range []string{"udp", "tcp"} {
+		check(find("other.test", "A", proto), "allowed", "NOERROR", []event.DNSAnswer{{Type: "A", Data: "192.0.2.11", TTL: 60}})
+	}
+	// The connection to the answered address names the domain.
+	var connect *event.Event
+	for _, ev := range kinds(evs, "net.connect") {
+		if ev.Net.DstIP == "192.0.2.10" && ev.Net.DstPort == 80 {
+			connect = ev
+		}
+	}
+	switch {
+	case connect == nil:
+		t.Errorf("no net.connect event to 192.0.2.10:80 among %d events", len(evs))
+	case connect.Net.Domain != "allowed.test":
+		t.Errorf("net.connect to 192.0.2.10:80 domain = %q, want allowed.test", connect.Net.Domain)
+	}
+	e.verify()
+}
