@@ -112,7 +112,8 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	if err := h.startDNS(); err != nil {
 		return h, err
 	}
-	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim)},
+	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
+		collector.WithEgress(pol)},
 		h.dnsCollectorOptions()...)...)
 	if err != nil {
 		return h, fmt.Errorf("starting the process collector: %w", err)

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+func init() {
+	helpers["netget"] = netGetHelper
+	helpers["netdial"] = netDialHelper
+}
+
+// netGetHelper fetches each URL with a fresh connection and prints
+// "URL BYTES" for each.
+func netGetHelper(args []string) int {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 60 * time.Second}
+	for _, u := range args {
+		resp, err := c.Get(u)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(u, n)
+	}
+	return 0
+}
+
+// netDialHelper connects to each ADDR (host:port) and prints "ADDR OK" or
+// "ADDR ERRNO".
+func netDialHelper(args []string) int {
+	for _, a := range args {
+		c, err := net.DialTimeout("tcp", a, 10*time.Second)
+		if err == nil {
+			c.Close()
+			fmt.Println(a, "OK")
+			continue
+		}
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			fmt.Println(a, errnoName(en))
+			continue
+		}
+		fmt.Println(a, err)
+	}
+	return 0
+}
+
+func errnoName(en syscall.Errno) string {
+	switch en {
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.ECONNREFUSED:
+		return "ECONNREFUSED"
+	}
+	return en.Error()
+}
+
+// countingConn counts the bytes the server side of a connection read and
+// wrote.
+type countingConn struct {
+	net.Conn
+	read, written atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+// countingServer is an HTTP server on a loopback address that answers
+// /?n=N with N bytes and counts each connection's bytes by client port.
+type countingServer struct {
+	net.Listener
+	srv   *http.Server
+	mu    sync.Mutex
+	conns map[uint16]*countingConn
+}
+
+func (s *countingServer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	cc := &countingConn{Conn: c}
+	s.mu.Lock()
+	s.conns[uint16(c.RemoteAddr().(*net.TCPAddr).Port)] = cc
+	s.mu.Unlock()
+	return cc, nil
+}
+
+func (s *countingServer) conn(port uint16) *countingConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[port]
+}
+
+func startCountingServer(t *testing.T, network, addr string) *countingServer {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &countingServer{Listener: ln, conns: map[uint16]*countingConn{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n, _ := strconv.Atoi(req.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.Write(make([]byte, n))
+	})}
+	go s.srv.Serve(s)
+	t.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+func within5(got uint64, want int64) bool {
+	d := float64(got) - float64(want)
+	return d <= 0.05*float64(want) && -d <= 0.05*float64(want)
+}
+
+// helperPid returns the pid of the session's helper process in mode.
+func helperPid(t *testing.T, evs []*event.Event, mode string) int32 {
+	t.Helper()
+	for _, ev := range kinds(evs, "process.exec") {
+		if ev.Proc.Exe == helper || (len(ev.Proc.Argv) > 0 && ev.Proc.Argv[0] == helper) {
+			return ev.Proc.Pid
+		}
+	}
+	t.Fatalf("no exec of the %s helper among %d events", mode, len(evs))
+	return 0
+}
+
+// TestRunNetBytes: an HTTP client in the session fetches known-size bodies
+// from a loopback server; net.connect names the destination and pid, and
+// net.close has bytes_in and bytes_out within 5% of what the server really
+// wrote and read.
+func TestRunNetBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := startCountingServer(t, "tcp4", "127.0.0.1:0")
+	port := uint16(srv.Addr().(*net.TCPAddr).Port)
+	sizes := []int{1 << 20, 10 << 10}
+	var urls []string
+	for _, n := range sizes {
+		urls = append(urls, fmt.Sprintf("http://%s/?n=%d", srv.Addr(), n))
+	}
+	r := e.run(append([]string{"--user", "nobody", "--"}, helperCmd("netget", urls...)...)...)
+	if r.code != 0 {
+		t.Fatalf("sandtrail run: exit %d\n%s", r.code, r.stderr)
+	}
+	for i, u := range urls {
+		if !strings.Contains(r.stdout, fmt.Sprintf("%s %d", u, sizes[i])) {
+			t.Errorf("the client did not read %d bytes from %s:\n%s", sizes[i], u, r.stdout)
+		}
+	}
+	evs := e.events(r.summary.SessionID)
+	pid := helperPid(t, evs, "netget")
+	var connects int
+	for _, ev := range kinds(evs, "net.connect") {
+		if ev.Net.DstPort != port {
+			continue
+		}
+		connects++
+		if ev.Proc.Pid != pid || ev.Net.DstIP != "127.0.0.1" || ev.Net.Proto != "tcp" || ev.Net.Verdict != "allowed" {
+			t.Errorf("net.connect = pid %d %+v, want pid %d to 127.0.0.1:%d tcp allowed", ev.Proc.Pid, *ev.Net, pid, port)
+		}
+	}
+	if connects != len(sizes) {
+		t.Errorf("%d net.connect events to port %d, want %d", connects, port, len(sizes))
+	}
+	var closes int
+	for _, ev := range kinds(evs, "net.close") {
+		if ev.Net.DstPort != port {
+			continue
+		}
+		closes++
+		cc := srv.conn(ev.Net.SrcPort)
+		if cc == nil {
+			t.Errorf("net.close %+v: the server had no connection from port %d", *ev.Net, ev.Net.SrcPort)
+			continue
+		}
+		if ev.Proc.Pid != pid || !within5(ev.Net.BytesIn, cc.written.Load()) || !within5(ev.Net.BytesOut, cc.read.Load()) {
+			t.Errorf("net.close pid %d bytes in/out = %d/%d, server wrote/read %d/%d (pid %d)", ev.Proc.Pid, ev.Net.BytesIn, ev.Net.BytesOut, cc.written.Load(), cc.read.Load(), pid)
+		}
+	}
+	if closes != len(sizes) {
+		t.Errorf("%d net.close events to port %d, want %d", closes, port, len(sizes))
+	}
+	e.verify()
+}
+
+// TestRunNetEgress: an egress policy that blocks a port and a CIDR makes the
+// connect fail with EPERM and records verdict blocked, while allowed
+// destinations work, over IPv4 and IPv6 (::1).
+func TestRunNetEgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	v4 := startCountingServer(t, "tcp4", "127.0.0.1:0")
+	v6 := startCountingServer(t, "tcp6", "[::1]:0")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("egress:\n  blocked_ports: [9/tcp]\n  blocked_cidrs: [127.0.0.2, \"::2\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p4 := strconv.Itoa(v4.Addr().(*net.TCPAddr).Port)
+	p6 := strconv.Itoa(v6.Addr().(*net.TCPAddr).Port)
+	cases := []struct {
+		addr, want, verdict string
+	}{
+		{"127.0.0.1:" + p4, "OK", "allowed"},
+		{"[::1]:" + p6, "OK", "allowed"},
+		{"127.0.0.1:9", "EPERM", "blocked"},
+		{"[::1]:9", "EPERM", "blocked"},
+		{"127.0.0.2:" + p4, "EPERM", "blocked"},
+		{"[::2]:" + p6, "EPERM", "blocked"},
+	}
+	var addrs []string
+	for _, c := range cases {
+		addrs = append(addrs, c.addr)
+	}
+	r := e.run(append([]string{"--policy", pol, "--user", "nobody", "--"}, helperCmd("netdial", addrs...)...)...)
+	if r.code != 0 {
+		t.Fatalf("sandtrail run: exit %d\n%s", r.code, r.stderr)
+	}
+	evs := e.events(r.summary.SessionID)
+	pid := helperPid(t, evs, "netdial")
+	for _, c := range cases {
+		if !strings.Contains(r.stdout, c.addr+" "+c.want+"\n") {
+			t.Errorf("connect to %s: want %s in the session output:\n%s", c.addr, c.want, r.stdout)
+		}
+		host, port, _ := net.SplitHostPort(c.addr)
+		var found *event.Event
+		for _, ev := range kinds(evs, "net.connect") {
+			if ev.Net.DstIP == host && strconv.Itoa(int(ev.Net.DstPort)) == port {
+				found = ev
+				break
+			}
+		}
+		if found == nil {
+			t.Errorf("no net.connect to %s", c.addr)
+			continue
+		}
+		if found.Net.Verdict != c.verdict || found.Proc.Pid != pid || (c.verdict == "blocked") != (found.Net.Reason != "") {
+			t.Errorf("net.connect to %s = pid %d %+v, want pid %d verdict %s (with a reason when blocked)", c.addr, found.Proc.Pid, *found.Net, pid, c.verdict)
+		}
+	}
+	e.verify()
+}
