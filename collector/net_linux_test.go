@@ -644,6 +644,24 @@ egress:
 		}
 	}
 	t.Logf("%d cases, %d disagree", len(cases), bad)
+	// Every connection of the dialer ended with it: none is left in the
+	// connection table.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var k uint64
+		var v netConn
+		n := 0
+		for it := r.c.net.objs.Conns.Iterate(); it.Next(&k, &v); {
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections left in the table after the dialer exited", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestNetDNSRedirect: port-53 traffic of a watched cgroup reaches the

@@ -341,11 +341,6 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, __u8 op, bool v6
 
 	fill_header(&e.hdr, KIND_NET_CONNECT, task);
 	e.uid = (__u32)bpf_get_current_uid_gid();
-	if (op == NET_OP_CONNECT && proto == IPPROTO_TCP && e.verdict != NET_BLOCK) {
-		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid};
-		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
-			count_net_drop();
-	}
 	if (bpf_ringbuf_output(&events, &e, sizeof(e), wakeup()))
 		count_drop(KIND_NET_CONNECT);
 	return e.verdict == NET_BLOCK ? 0 : 1;
@@ -510,6 +505,22 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
 		listen_key_of(sk, &lk);
 		bpf_map_delete_elem(&listeners, &lk);
+		return 0;
+	}
+	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
+		/* connect(2) got past the hooks and routing, in the connecting
+		 * task's context: from here on every failure ends in
+		 * TCP_CLOSE, so the entry cannot be left behind. */
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+		struct conn c = {};
+		if (!selected(task, &c.hdr))
+			return 0;
+		fill_header(&c.hdr, KIND_NET_CLOSE, task);
+		c.start = c.hdr.ts;
+		c.uid = (__u32)bpf_get_current_uid_gid();
+		__u64 cookie = bpf_get_socket_cookie((void *)sk);
+		if (bpf_map_update_elem(&conns, &cookie, &c, BPF_ANY))
+			count_net_drop();
 		return 0;
 	}
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
