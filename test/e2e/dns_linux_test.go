@@ -80,6 +80,7 @@ type authServer struct {
 var authZone = map[string]string{
 	"allowed.test.": "allowed.test. 300 IN A 192.0.2.10",
 	"other.test.":   "other.test. 60 IN A 192.0.2.11",
+	"other6.test.":  "other6.test. 60 IN A 192.0.2.12",
 	"blocked.test.": "blocked.test. 300 IN A 192.0.2.66",
 }
 
@@ -116,6 +117,17 @@ func (s *authServer) count(name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts[name]
+}
+
+// hasIPv6Loopback reports whether this host can bind [::1], as the DNS
+// proxy does for a session's IPv6 listener.
+func hasIPv6Loopback() bool {
+	pc, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }
 
 func startAuthServer(t *testing.T) *authServer {
@@ -165,18 +177,27 @@ func TestRunDNS(t *testing.T) {
 	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := strings.Join([]string{
+	v6 := hasIPv6Loopback()
+	lines := []string{
 		`getent hosts allowed.test; echo "allowed=$?"`,
 		`getent hosts blocked.test; echo "blocked=$?"`,
 		strings.Join(helperCmd("dnsquery", "192.0.2.53:53", "other.test"), " ") + `; echo "direct=$?"`,
 		strings.Join(helperCmd("connect", "192.0.2.10:80"), " "),
-	}, "\n")
+	}
+	want := []string{"192.0.2.10", "allowed=0", "blocked=2", "dnsquery udp other.test NOERROR 192.0.2.11",
+		"dnsquery tcp other.test NOERROR 192.0.2.11", "direct=0"}
+	if v6 {
+		lines = append(lines, strings.Join(helperCmd("dnsquery", "[2001:db8::53]:53", "other6.test"), " ")+`; echo "direct6=$?"`)
+		want = append(want, "dnsquery udp other6.test NOERROR 192.0.2.12", "dnsquery tcp other6.test NOERROR 192.0.2.12", "direct6=0")
+	} else {
+		t.Log("no IPv6 loopback: the IPv6 redirect is not tested")
+	}
+	script := strings.Join(lines, "\n")
 	r := e.run("--policy", pol, "--dns-upstream", up.addr, "--", "sh", "-c", script)
 	if r.code != 0 || r.summary.Journal.Status != "intact" {
 		t.Fatalf("sandtrail run: exit %d, journal %q, want 0, intact\nstdout:\n%s\nstderr:\n%s", r.code, r.summary.Journal.Status, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"192.0.2.10", "allowed=0", "blocked=2", "dnsquery udp other.test NOERROR 192.0.2.11",
-		"dnsquery tcp other.test NOERROR 192.0.2.11", "direct=0"} {
+	for _, want := range want {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("session output lacks %q:\n%s", want, r.stdout)
 		}
@@ -220,9 +241,18 @@ func TestRunDNS(t *testing.T) {
 	if blocked != nil && !strings.Contains(blocked.Net.Reason, "blocked.test") {
 		t.Errorf("blocked event reason = %q, want one naming blocked.test", blocked.Net.Reason)
 	}
-	// Straight to another resolver address, over UDP and TCP.
+	// Straight to other resolver addresses, IPv4 and IPv6, over UDP and
+	// TCP. The IPv6 one reaches the session's ::1 listener.
 	for _, proto := range []string{"udp", "tcp"} {
 		check(find("other.test", "A", proto), "allowed", "NOERROR", []event.DNSAnswer{{Type: "A", Data: "192.0.2.11", TTL: 60}})
+		if !v6 {
+			continue
+		}
+		ev := find("other6.test", "A", proto)
+		check(ev, "allowed", "NOERROR", []event.DNSAnswer{{Type: "A", Data: "192.0.2.12", TTL: 60}})
+		if ev != nil && ev.Net.DstIP != "::1" {
+			t.Errorf("net.dns other6.test over %s dst_ip = %q, want ::1 (the session's IPv6 listener)", proto, ev.Net.DstIP)
+		}
 	}
 	// The connection to the answered address names the domain.
 	var connect *event.Event
