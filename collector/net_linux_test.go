@@ -850,3 +850,80 @@ func FuzzNetDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestNetDecode(t *testing.T) {
+	mk := func(kind processEventKind, f func(r *netNetEvent)) []byte {
+		var r netNetEvent
+		r.Hdr.Kind = uint32(kind)
+		r.Hdr.Ts = 3e9
+		r.Hdr.Pid = 42
+		r.Proto = unix.IPPROTO_TCP
+		f(&r)
+		return append([]byte(nil), asBytes(&r)...)
+	}
+	v4 := func(a *netNetAddr, ip string, port uint16) {
+		*a = netNetAddr{Addr: addrWordsFamily(netip.MustParseAddr(ip)), Port: port, Family: unix.AF_INET}
+	}
+	v6 := func(a *netNetAddr, ip string, port uint16) {
+		*a = netNetAddr{Addr: addrWordsFamily(netip.MustParseAddr(ip)), Port: port, Family: unix.AF_INET6}
+	}
+	tests := []struct {
+		name    string
+		raw     []byte
+		want    string // kind and net fields
+		wantErr bool
+	}{
+		{"connect", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
+			r.Op = uint8(netNetOpNET_OP_CONNECT)
+			v4(&r.Dst, "10.1.2.3", 443)
+		}), "net.connect {connect tcp  0 10.1.2.3 443 allowed }", false},
+		{"send blocked v6", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
+			r.Op, r.Proto, r.Verdict = uint8(netNetOpNET_OP_SEND), unix.IPPROTO_UDP, uint8(netNetVerdictNET_BLOCK)
+			v6(&r.Dst, "2001:db8::1", 53)
+		}), "net.send {send udp  0 2001:db8::1 53 blocked }", false},
+		{"redirected", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
+			r.Op, r.Proto, r.Flags = uint8(netNetOpNET_OP_SEND), unix.IPPROTO_UDP, uint8(netNetFlagsNET_REDIRECTED)
+			v4(&r.Dst, "192.0.2.53", 53)
+		}), "net.send {send udp  0 192.0.2.53 53 allowed port 53: redirected to the session's DNS proxy}", false},
+		{"close", mk(processEventKindKIND_NET_CLOSE, func(r *netNetEvent) {
+			v4(&r.Src, "127.0.0.1", 4000)
+			v4(&r.Dst, "127.0.0.1", 80)
+			r.BytesIn, r.BytesOut, r.Start = 100, 20, 1e9
+		}), "net.close {close tcp 127.0.0.1 4000 127.0.0.1 80  } in 100 out 20 2000 ms", false},
+		{"listen drops the unset peer", mk(processEventKindKIND_NET_LISTEN, func(r *netNetEvent) {
+			v6(&r.Src, "::1", 8080)
+			v6(&r.Dst, "::", 0)
+		}), "net.listen {listen tcp ::1 8080  0  }", false},
+		{"bad op", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) { r.Op = 9 }), "", true},
+		{"bad verdict", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) { r.Op, r.Verdict = 1, 7 }), "", true},
+		{"bad proto", mk(processEventKindKIND_NET_ACCEPT, func(r *netNetEvent) { r.Proto = 1 }), "", true},
+		{"bad family", mk(processEventKindKIND_NET_ACCEPT, func(r *netNetEvent) { r.Dst.Family = 3 }), "", true},
+		{"short", mk(processEventKindKIND_NET_CLOSE, func(r *netNetEvent) {})[:60], "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decoder{}
+			ev, _, err := d.toEvent(tt.raw)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("toEvent() = %+v, want an error", ev.Net)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("toEvent() = %v", err)
+			}
+			n := ev.Net
+			got := fmt.Sprintf("%s {%s %s %s %d %s %d %s %s}", ev.Kind, n.Op, n.Proto, n.SrcIP, n.SrcPort, n.DstIP, n.DstPort, n.Verdict, n.Reason)
+			if ev.Kind == KindNetClose {
+				got += fmt.Sprintf(" in %d out %d %d ms", n.BytesIn, n.BytesOut, n.DurationMS)
+			}
+			if got != tt.want || ev.Proc.Pid != 42 {
+				t.Errorf("toEvent() = %s pid %d, want %s pid 42", got, ev.Proc.Pid, tt.want)
+			}
+			if err := ev.Validate(); err != nil {
+				t.Errorf("Validate() = %v", err)
+			}
+		})
+	}
+}
