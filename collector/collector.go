@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	policy "github.com/sandtrail/sandtrail/policies"
@@ -74,6 +75,15 @@ const (
 	KindNetClose   = "net.close"
 	KindNetListen  = "net.listen"
 	KindNetAccept  = "net.accept"
+	// File kinds: file.<op> for each op of event.File.
+	KindFileRead     = "file.read"
+	KindFileWrite    = "file.write"
+	KindFileCreate   = "file.create"
+	KindFileDelete   = "file.delete"
+	KindFileRename   = "file.rename"
+	KindFileMount    = "file.mount"
+	KindFileTruncate = "file.truncate"
+	KindFileChmod    = "file.chmod"
 )
 
 // Defaults.
@@ -83,6 +93,9 @@ const (
 	DefaultLossInterval   = time.Second
 	DefaultDrainTimeout   = 10 * time.Second
 	DefaultPollInterval   = 50 * time.Millisecond
+	// DefaultMergeWindow is how long identical file operations of one
+	// process are merged into one event (WithMergeWindow).
+	DefaultMergeWindow = time.Second
 	// DefaultWakeupBytes caps the default wake-up threshold, which is a
 	// sixteenth of the ring buffer.
 	DefaultWakeupBytes = 64 << 10
@@ -135,6 +148,12 @@ type options struct {
 	// egress is enforced by the socket hooks; nil allows everything.
 	egress       *policy.Engine
 	domainLookup func(netip.Addr) string
+	// sensitive and readExceptions are the host-wide read rules
+	// (WithSensitiveReads).
+	sensitive, readExceptions []string
+	// mergeWindow is how long identical file events of one process are
+	// merged (file.count).
+	mergeWindow time.Duration
 }
 
 // Option configures New.
@@ -256,6 +275,51 @@ func WithDomainLookup(f func(netip.Addr) string) Option {
 	}
 }
 
+// WithSensitiveReads records file reads (opens without write access) beneath
+// the absolute paths in prefixes, except beneath the paths in exceptions:
+// the nearest listed ancestor of the file decides, so an exception inside a
+// prefix is not recorded and a prefix inside an exception is. "/" makes every
+// read sensitive. Paths that do not exist yet are matched when they appear.
+// AddSensitive adds rules for one session. Without any rule no read is
+// recorded; writes, creates, deletes, renames, truncates, chmods and mounts
+// are recorded everywhere. It returns an error for a relative path.
+func WithSensitiveReads(prefixes, exceptions []string) Option {
+	return func(o *options) error {
+		if err := checkAbs(prefixes, exceptions); err != nil {
+			return err
+		}
+		o.sensitive = append(o.sensitive, prefixes...)
+		o.readExceptions = append(o.readExceptions, exceptions...)
+		return nil
+	}
+}
+
+// WithMergeWindow sets how long identical file operations of one process
+// (same kind, path, flags and result) are merged: the first is sent at once,
+// the repeats within the window become one event whose file.count says how
+// many it stands for. 0 turns merging off. The default is one second.
+func WithMergeWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("merge window %v: must not be negative", d)
+		}
+		o.mergeWindow = d
+		return nil
+	}
+}
+
+// checkAbs returns an error for a path in lists that is not absolute.
+func checkAbs(lists ...[]string) error {
+	for _, l := range lists {
+		for _, p := range l {
+			if !strings.HasPrefix(p, "/") {
+				return fmt.Errorf("sensitive read path %q: not absolute", p)
+			}
+		}
+	}
+	return nil
+}
+
 func buildOptions(opts []Option) (options, error) {
 	o := options{
 		ringSize:     DefaultRingBufferSize,
@@ -264,6 +328,7 @@ func buildOptions(opts []Option) (options, error) {
 		drainTimeout: DefaultDrainTimeout,
 		wakeupBytes:  -1,
 		poll:         DefaultPollInterval,
+		mergeWindow:  DefaultMergeWindow,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {

@@ -67,6 +67,7 @@ type Collector struct {
 	seenPending uint64           // cumulative pending-table drops already counted
 	lostPending uint64           // pending-table drops not yet reported
 	lostNet     uint64           // net table inserts that failed, not yet reported
+	lostFile    uint64           // file syscalls whose arguments did not fit in file_pending, not yet reported
 	nextAccount time.Time
 }
 
@@ -342,7 +343,7 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
 }
 
 // Unwatch stops recording the cgroup cgroupID and clears its DNS redirect
-// (RedirectDNS). Events already recorded keep their session id.
+// (RedirectDNS) and its sensitive read paths (AddSensitive). Events already recorded keep their session id.
 func (c *Collector) Unwatch(cgroupID uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -355,7 +356,7 @@ func (c *Collector) Unwatch(cgroupID uint64) error {
 	if _, ok := c.sessions[cgroupID]; ok {
 		c.removed[cgroupID] = time.Now()
 	}
-	return c.net.unredirect(cgroupID)
+	return errors.Join(c.net.unredirect(cgroupID), c.file.forget(cgroupID))
 }
 
 func (c *Collector) session(watched uint64) string {
@@ -444,6 +445,7 @@ func (c *Collector) run() {
 		if now.After(c.nextAccount) {
 			c.account(false)
 		}
+		c.file.tick(c, now) // send merged file events whose window ended
 		c.rd.SetDeadline(now.Add(c.opts.poll))
 		err := c.rd.ReadInto(&rec)
 		switch {
@@ -483,11 +485,28 @@ func (c *Collector) handle(raw []byte) {
 		}
 		return
 	}
+	if ev == nil {
+		return // a file read that is not sensitive
+	}
+	// File events: repeats are merged (file_linux.go).
+	if ev.File != nil && !c.file.merge(c, ev) {
+		return
+	}
+	c.emit(ev)
+}
+
+// emit sends an event without blocking; when the channel is full it counts
+// the drop (a merged file event counts for every operation it stands for).
+func (c *Collector) emit(ev *event.Event) {
 	select {
 	case c.out <- ev:
 	default:
-		c.queueDrops.Add(1)
-		c.lostQueue[ev.Kind]++
+		n := uint64(1)
+		if ev.File != nil && ev.File.Count > 1 {
+			n = ev.File.Count
+		}
+		c.queueDrops.Add(n)
+		c.lostQueue[ev.Kind] += n
 	}
 }
 
@@ -497,6 +516,9 @@ func (c *Collector) handle(raw []byte) {
 // waits up to the drain timeout.
 func (c *Collector) account(final bool) {
 	c.nextAccount = time.Now().Add(c.opts.lossInterval)
+	if final {
+		c.file.flush(c, time.Time{}) // the held file merges, before the last losses
+	}
 	// Follow steps of the wall clock (NTP, settimeofday).
 	if off, err := bootOffset(); err == nil {
 		c.dec.bootOffset = off
@@ -556,6 +578,10 @@ func (c *Collector) account(final bool) {
 		c.lostNet += d
 		c.kernelDrops.Add(d)
 	}
+	if d := c.file.drops(); d > 0 {
+		c.lostFile += d
+		c.kernelDrops.Add(d)
+	}
 	var deadline <-chan time.Time
 	if final {
 		t := time.NewTimer(c.opts.drainTimeout)
@@ -573,6 +599,7 @@ func (c *Collector) account(final bool) {
 	}
 	c.lostPending = c.sendLoss(KindExecFailed, LossSourcePending, c.lostPending, deadline)
 	c.lostNet = c.sendLoss(netDropsKind, LossSourceTable, c.lostNet, deadline)
+	c.lostFile = c.sendLoss(kindName[processEventKindKIND_FILE], LossSourcePending, c.lostFile, deadline)
 }
 
 // sendLoss sends one loss event for records of kind and returns what is still

@@ -40,6 +40,9 @@ type decoder struct {
 	exec    processExecEvent
 	// net names addresses and gives reasons in net events; nil for none.
 	net *netCollector
+	// file holds the read rules and the scratch record of file events;
+	// nil for none.
+	file *fileCollector
 }
 
 // kindName maps a BPF event kind to the event kind.
@@ -106,7 +109,8 @@ func (d *decoder) envelope(kind string, h *processEventHeader) *event.Event {
 }
 
 // toEvent converts one ring buffer record to an event. An OOM victim record
-// returns a nil event and the victim instead. Secrets in argv are masked
+// returns a nil event and the victim instead; a file read that is not
+// sensitive returns neither. Secrets in argv are masked
 // (event.RedactArgv) before anything else sees them. It never panics on malformed
 // input: every length is checked against the record.
 func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
@@ -180,6 +184,8 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		return e, nil, nil
 	case processEventKindKIND_NET_CONNECT, processEventKindKIND_NET_CLOSE, processEventKindKIND_NET_LISTEN, processEventKindKIND_NET_ACCEPT:
 		return d.net1(kind, raw)
+	case processEventKindKIND_FILE:
+		return d.file1(raw)
 	case processEventKindKIND_OOM_VICTIM:
 		var r processOomEvent
 		if err := load(&r, raw); err != nil {

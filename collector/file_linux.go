@@ -2,13 +2,465 @@
 
 package collector
 
-import "github.com/cilium/ebpf"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
-// fileCollector is the file part (bpf/file.c). Being built: until it is,
-// it loads nothing.
-type fileCollector struct{}
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
-func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error { return nil }
-func (f *fileCollector) attach(c *Collector) error                               { return nil }
-func (f *fileCollector) programs() []progKind                                    { return nil }
-func (f *fileCollector) close()                                                  {}
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// maxHeld bounds the file events held for merging; when it is reached every
+// held merge is sent at once.
+const maxHeld = 4096
+
+// fileSyscalls are the syscalls file.c traces, by tracepoint name (umount is
+// umount2's). Those missing on an architecture (open, creat, unlink, rename,
+// chmod, ... on arm64) are skipped.
+var fileSyscalls = []string{
+	"openat", "openat2", "open", "creat",
+	"unlinkat", "unlink", "rmdir",
+	"renameat2", "renameat", "rename",
+	"mount", "umount", "move_mount",
+	"truncate", "ftruncate",
+	"chmod", "fchmodat", "fchmodat2", "fchmod",
+}
+
+// fileCollector is the file part (bpf/file.c): the syscall tracepoints, the
+// sensitive-read rules and the merging of repeated events.
+type fileCollector struct {
+	objs   fileObjects
+	loaded bool
+	enters map[string]*ebpf.Program
+
+	// mu guards rules and keys and serialises updates of the kernel's
+	// file_sensitive map.
+	mu    sync.Mutex
+	rules map[uint64]readRules // by owner: 0 for WithSensitiveReads, else a cgroup id
+	keys  map[fileFileKey]uint32
+	// match decides reads by path in Go; swapped whole on every change.
+	match atomic.Pointer[readMatcher]
+
+	// Owned by the reader goroutine.
+	scratch     fileFileEvent
+	window      time.Duration
+	held        map[mergeKey]*heldFile
+	nextFlush   time.Time
+	seenPending uint64
+}
+
+// readRules are absolute paths whose reads are sensitive, and exceptions.
+type readRules struct{ sensitive, exceptions []string }
+
+func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
+	spec, err := loadFile()
+	if err != nil {
+		return fmt.Errorf("loading file bpf spec: %w", err)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("counting possible cpus: %w", err)
+	}
+	spec.Maps[fileMapFileScratch].MaxEntries = uint32(ncpu)
+	// Replaced by process.c's ring buffer, whose size must match.
+	spec.Maps[fileMapEvents].MaxEntries = uint32(c.opts.ringSize)
+	if err := spec.LoadAndAssign(&f.objs, shared); err != nil {
+		c.verifierError(err)
+		return fmt.Errorf("loading file bpf objects: %w", err)
+	}
+	f.loaded = true
+	o := f.objs.filePrograms
+	f.enters = map[string]*ebpf.Program{
+		"openat": o.EnterOpenat, "openat2": o.EnterOpenat2, "open": o.EnterOpen, "creat": o.EnterCreat,
+		"unlinkat": o.EnterUnlinkat, "unlink": o.EnterUnlink, "rmdir": o.EnterRmdir,
+		"renameat2": o.EnterRenameat2, "renameat": o.EnterRenameat, "rename": o.EnterRename,
+		"mount": o.EnterMount, "umount": o.EnterUmount, "move_mount": o.EnterMoveMount,
+		"truncate": o.EnterTruncate, "ftruncate": o.EnterFtruncate,
+		"chmod": o.EnterChmod, "fchmodat": o.EnterFchmodat, "fchmodat2": o.EnterFchmodat2, "fchmod": o.EnterFchmod,
+	}
+	f.window = c.opts.mergeWindow
+	f.held = make(map[mergeKey]*heldFile)
+	f.keys = make(map[fileFileKey]uint32)
+	f.rules = make(map[uint64]readRules)
+	f.match.Store(&readMatcher{})
+	c.dec.file = f
+	if len(c.opts.sensitive)+len(c.opts.readExceptions) > 0 {
+		return f.setRules(0, readRules{c.opts.sensitive, c.opts.readExceptions})
+	}
+	return nil
+}
+
+// attach attaches the enter program of every syscall that exists and the
+// exit program to its sys_exit, and the thread-exit cleanup.
+func (f *fileCollector) attach(c *Collector) error {
+	if !f.loaded {
+		return nil
+	}
+	n := 0
+	for _, name := range fileSyscalls {
+		// The exit first, so that no enter is left without one.
+		lx, err := link.Tracepoint("syscalls", "sys_exit_"+name, f.objs.FileExit, nil)
+		if errors.Is(err, os.ErrNotExist) {
+			c.log.Debug("syscall tracepoint missing, not traced", "syscall", name)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: attaching tracepoint syscalls/sys_exit_%s: %v", ErrNotSupported, name, err)
+		}
+		c.links = append(c.links, lx)
+		le, err := link.Tracepoint("syscalls", "sys_enter_"+name, f.enters[name], nil)
+		if err != nil {
+			return fmt.Errorf("%w: attaching tracepoint syscalls/sys_enter_%s: %v", ErrNotSupported, name, err)
+		}
+		c.links = append(c.links, le)
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: none of the file syscall tracepoints exists", ErrNotSupported)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: f.objs.FileTaskExit})
+	if err != nil {
+		return fmt.Errorf("%w: attaching tp_btf program %s: %v", ErrNotSupported, f.objs.FileTaskExit, err)
+	}
+	c.links = append(c.links, l)
+	return nil
+}
+
+// programs names the programs whose skipped runs lose file records.
+func (f *fileCollector) programs() []progKind {
+	if !f.loaded {
+		return nil
+	}
+	out := []progKind{{f.objs.FileExit, processEventKindKIND_FILE}}
+	for _, name := range fileSyscalls {
+		out = append(out, progKind{f.enters[name], processEventKindKIND_FILE})
+	}
+	return out
+}
+
+func (f *fileCollector) close() {
+	if f.loaded {
+		f.objs.Close()
+		f.loaded = false
+	}
+}
+
+// drops returns the syscalls whose arguments did not fit in file_pending
+// since the last call: their records are lost.
+func (f *fileCollector) drops() uint64 {
+	if !f.loaded {
+		return 0
+	}
+	var per []uint64
+	if err := f.objs.FilePendingDrops.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	d := sum - f.seenPending
+	f.seenPending = sum
+	return d
+}
+
+// AddSensitive adds read rules for the session watched as cgroupID, such as
+// its home directory's ~/.ssh and ~/.aws: reads beneath the absolute paths in
+// prefixes are recorded, except beneath the paths in exceptions (see
+// WithSensitiveReads; the rules apply to every process, and the nearest
+// listed ancestor of a file decides). Calling it again for the cgroup
+// replaces its rules; Unwatch removes them. It returns an error for a
+// relative path or when the kernel's table (16384 names) is full, and
+// ErrClosed after Close.
+func (c *Collector) AddSensitive(cgroupID uint64, prefixes, exceptions []string) error {
+	if err := checkAbs(prefixes, exceptions); err != nil {
+		return err
+	}
+	if cgroupID == 0 {
+		return fmt.Errorf("adding sensitive paths: cgroup id 0 is not a cgroup")
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return c.file.setRules(cgroupID, readRules{slices.Clone(prefixes), slices.Clone(exceptions)})
+}
+
+// forget drops the read rules of a cgroup (at Unwatch).
+func (f *fileCollector) forget(cgroupID uint64) error {
+	if !f.loaded {
+		return nil
+	}
+	f.mu.Lock()
+	_, ok := f.rules[cgroupID]
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return f.setRules(cgroupID, readRules{})
+}
+
+// setRules replaces the rules of owner and brings the kernel's table, the
+// reads setting and the Go matcher in line with all rules.
+func (f *fileCollector) setRules(owner uint64, r readRules) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(r.sensitive)+len(r.exceptions) == 0 {
+		delete(f.rules, owner)
+	} else {
+		f.rules[owner] = r
+	}
+	want := map[fileFileKey]uint32{}
+	m := &readMatcher{}
+	put := func(k fileFileKey, v uint32) {
+		if old, ok := want[k]; ok && old != v {
+			v = uint32(fileFileVerdictFILE_MAYBE)
+		}
+		want[k] = v
+	}
+	for _, rr := range f.rules {
+		for _, l := range []struct {
+			paths     []string
+			sensitive bool
+		}{{rr.sensitive, true}, {rr.exceptions, false}} {
+			for _, p := range l.paths {
+				p = filepath.Clean(p)
+				m.add(p, l.sensitive)
+				if p == "/" {
+					if l.sensitive {
+						m.all = true
+					}
+					continue
+				}
+				real, k, v, err := sensitiveKey(p, l.sensitive)
+				if err != nil {
+					return err
+				}
+				if real != p {
+					m.add(real, l.sensitive)
+				}
+				put(k, v)
+			}
+		}
+	}
+	for k, v := range want {
+		if f.keys[k] == v {
+			continue
+		}
+		if err := f.objs.FileSensitive.Put(k, v); err != nil {
+			return fmt.Errorf("adding sensitive path %q: %w", cString(k.Name[:]), err)
+		}
+		f.keys[k] = v
+	}
+	for k := range f.keys {
+		if _, ok := want[k]; !ok {
+			if err := f.objs.FileSensitive.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("removing sensitive path %q: %w", cString(k.Name[:]), err)
+			}
+			delete(f.keys, k)
+		}
+	}
+	mode := fileFileReadsFILE_READS_NONE
+	switch {
+	case m.all:
+		mode = fileFileReadsFILE_READS_ALL
+	case len(m.rules) > 0:
+		mode = fileFileReadsFILE_READS_MAP
+	}
+	if err := f.objs.FileSettings.Put(uint32(fileFileConfigFILE_CONFIG_READS), uint32(mode)); err != nil {
+		return fmt.Errorf("writing the file reads setting: %w", err)
+	}
+	m.sort()
+	f.match.Store(m)
+	return nil
+}
+
+// sensitiveKey returns the kernel key of the absolute path p: its parent
+// directory's device and inode and its name, with the verdict, and p with
+// symbolic links resolved. When p does not exist, the key names the first
+// missing component beneath the nearest existing ancestor, with verdict
+// FILE_MAYBE: reads beneath it are decided in Go by their path.
+func sensitiveKey(p string, sensitive bool) (string, fileFileKey, uint32, error) {
+	v := uint32(fileFileVerdictFILE_SENSITIVE)
+	if !sensitive {
+		v = uint32(fileFileVerdictFILE_EXCEPTION)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		// Name the first missing component beneath the nearest existing
+		// ancestor.
+		v = uint32(fileFileVerdictFILE_MAYBE)
+		dir, rest := p, ""
+		for {
+			parent, name := filepath.Dir(dir), filepath.Base(dir)
+			rest = filepath.Join(name, rest)
+			r, err := filepath.EvalSymlinks(parent)
+			if err == nil {
+				real = filepath.Join(r, rest)
+				k, err := fileKeyOf(r, name)
+				return real, k, v, err
+			}
+			if parent == "/" {
+				return "", fileFileKey{}, 0, fmt.Errorf("resolving sensitive path %q: %w", p, err)
+			}
+			dir = parent
+		}
+	}
+	if real == "/" {
+		// A link to the root: everything beneath it.
+		return real, fileFileKey{}, 0, fmt.Errorf("sensitive path %q: resolves to /, list / itself", p)
+	}
+	k, err := fileKeyOf(filepath.Dir(real), filepath.Base(real))
+	return real, k, v, err
+}
+
+// fileKeyOf returns the kernel key of the entry name in the directory dir.
+func fileKeyOf(dir, name string) (fileFileKey, error) {
+	var k fileFileKey
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return k, fmt.Errorf("reading sensitive path %q: %w", dir, err)
+	}
+	k.Ino = st.Ino
+	// The kernel's dev_t: major << 20 | minor.
+	k.Dev = unix.Major(uint64(st.Dev))<<20 | unix.Minor(uint64(st.Dev))
+	for i := 0; i < len(name) && i < len(k.Name)-1; i++ {
+		k.Name[i] = int8(name[i])
+	}
+	return k, nil
+}
+
+// readMatcher decides reads by path: the longest rule that is the path or
+// an ancestor of it decides.
+type readMatcher struct {
+	rules []readRule // longest first
+	all   bool       // "/" is sensitive
+}
+
+type readRule struct {
+	prefix    string
+	sensitive bool
+}
+
+func (m *readMatcher) add(p string, sensitive bool) {
+	for i, r := range m.rules {
+		if r.prefix == p {
+			// Sensitive wins over an exception of the same path.
+			m.rules[i].sensitive = r.sensitive || sensitive
+			return
+		}
+	}
+	m.rules = append(m.rules, readRule{p, sensitive})
+}
+
+func (m *readMatcher) sort() {
+	slices.SortStableFunc(m.rules, func(a, b readRule) int { return len(b.prefix) - len(a.prefix) })
+}
+
+// sensitive reports whether a read of the absolute path p is recorded.
+func (m *readMatcher) sensitive(p string) bool {
+	for _, r := range m.rules {
+		if r.prefix == "/" || p == r.prefix || strings.HasPrefix(p, r.prefix+"/") {
+			return r.sensitive
+		}
+	}
+	return m.all
+}
+
+// mergeKey is what makes two file events identical.
+type mergeKey struct {
+	session, kind, path, newPath, errno, source, fstype, comm string
+	pid                                                       int32
+	uid                                                       uint32
+	flags                                                     uint32
+	cgroup                                                    uint64
+}
+
+// heldFile is the merge of one mergeKey: the window it started, and the
+// first repeat with how many repeats it stands for.
+type heldFile struct {
+	start time.Time
+	ev    *event.Event
+	n     uint64
+}
+
+func keyOf(ev *event.Event) mergeKey {
+	k := mergeKey{session: ev.SessionID, kind: ev.Kind, path: ev.File.Path, newPath: ev.File.NewPath,
+		errno: ev.File.Errno, source: ev.File.Source, fstype: ev.File.FSType, flags: ev.File.Flags}
+	if p := ev.Proc; p != nil {
+		k.comm, k.pid, k.cgroup = p.Comm, p.Pid, p.CgroupID
+		if p.UID != nil {
+			k.uid = *p.UID
+		}
+	}
+	return k
+}
+
+// merge takes a file event from the reader goroutine. The first of a kind
+// is sent at once (it returns true); repeats within the merge window are
+// held and counted (false), and sent as one event by flush.
+func (f *fileCollector) merge(c *Collector, ev *event.Event) bool {
+	if f.window <= 0 {
+		return true
+	}
+	now := time.Now()
+	k := keyOf(ev)
+	h := f.held[k]
+	if h != nil && now.Sub(h.start) < f.window {
+		h.n++
+		if h.ev == nil {
+			h.ev = ev
+		}
+		return false
+	}
+	if h != nil {
+		f.send(c, h)
+	} else if len(f.held) >= maxHeld {
+		f.flush(c, time.Time{})
+	}
+	f.held[k] = &heldFile{start: now}
+	return true
+}
+
+// send sends the merged repeats of h, if any.
+func (f *fileCollector) send(c *Collector, h *heldFile) {
+	if h.n == 0 {
+		return
+	}
+	if h.n > 1 {
+		h.ev.File.Count = h.n
+	}
+	c.emit(h.ev)
+	h.ev, h.n = nil, 0
+}
+
+// flush sends the merges whose window ended before now, or all of them
+// when now is zero.
+func (f *fileCollector) flush(c *Collector, now time.Time) {
+	for k, h := range f.held {
+		if now.IsZero() || now.Sub(h.start) >= f.window {
+			f.send(c, h)
+			delete(f.held, k)
+		}
+	}
+}
+
+// tick flushes ended merges, at most four times per window.
+func (f *fileCollector) tick(c *Collector, now time.Time) {
+	if len(f.held) == 0 || now.Before(f.nextFlush) {
+		return
+	}
+	f.nextFlush = now.Add(f.window / 4)
+	f.flush(c, now)
+}

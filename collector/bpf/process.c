@@ -96,80 +96,21 @@ static __always_inline struct exec_event *exec_record(void)
 	return bpf_map_lookup_elem(&exec_scratch, &cpu);
 }
 
-/* The state of the cwd walk, one bpf_loop step per dentry. The loops run
- * under bpf_loop so that the verifier checks each step once. */
-struct cwd_walk {
-	struct dentry *dentry;
-	struct vfsmount *vfsmnt;
-	struct mount *mnt;
-	struct dentry *root_dentry;
-	struct vfsmount *root_mnt;
-	__u32 start;
-	__u32 off;
-	bool done;
-};
-
 static long cwd_step(__u64 i, void *arg)
 {
-	struct cwd_walk *w = arg;
-	struct dentry *dentry = w->dentry;
-	struct vfsmount *vfsmnt = w->vfsmnt;
-	struct mount *mnt = w->mnt;
-
-	if (dentry == w->root_dentry && vfsmnt == w->root_mnt) {
-		w->done = true;
-		return 1;
-	}
-	struct dentry *mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
-	struct dentry *parent = BPF_CORE_READ(dentry, d_parent);
-	if (dentry == mnt_root || dentry == parent) {
-		if (dentry != mnt_root) {
-			/* Outside the mount's tree (a lazily unmounted or
-			 * otherwise unreachable directory). */
-			w->done = true;
-			return 1;
-		}
-		struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
-		if (mnt == mnt_parent) {
-			w->done = true;
-			return 1;
-		}
-		w->dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
-		w->mnt = mnt_parent;
-		w->vfsmnt = &mnt_parent->mnt;
-		return 0;
-	}
-	__u32 off = w->off;
-	if (off - w->start > CWD_MAX - NAME_MAX_LEN || off > EXEC_DATA_MASK_CWD)
-		return 1;
 	struct exec_event *e = exec_record();
 	if (!e)
 		return 1;
-	const unsigned char *name = BPF_CORE_READ(dentry, d_name.name);
-	long n = bpf_probe_read_kernel_str(&e->data[off & EXEC_DATA_MASK_CWD], NAME_MAX_LEN, name);
-	if (n <= 0)
-		return 1;
-	w->off = off + n;
-	w->dentry = parent;
-	return 0;
+	return path_walk_step(arg, e->data, EXEC_DATA_MASK_CWD);
 }
 
 /* read_cwd writes the components of the task's working directory, from the
- * leaf up to the root, each NUL-terminated, starting at data[off]. It walks
- * dentries and crosses mounts through struct mount, stopping at the task's
- * root. It returns the number of bytes written. */
+ * leaf up to the root, each NUL-terminated, starting at data[off] (see
+ * path_walk in shared.h). It returns the number of bytes written. */
 static __always_inline __u32 read_cwd(struct task_struct *task, struct exec_event *e, __u32 off)
 {
-	struct fs_struct *fs = BPF_CORE_READ(task, fs);
-	struct cwd_walk w = {
-		.dentry = BPF_CORE_READ(fs, pwd.dentry),
-		.vfsmnt = BPF_CORE_READ(fs, pwd.mnt),
-		.root_dentry = BPF_CORE_READ(fs, root.dentry),
-		.root_mnt = BPF_CORE_READ(fs, root.mnt),
-		.start = off,
-		.off = off,
-	};
-	w.mnt = container_of(w.vfsmnt, struct mount, mnt);
+	struct path_walk w;
+	path_walk_init(&w, task, BPF_CORE_READ(task, fs, pwd.dentry), BPF_CORE_READ(task, fs, pwd.mnt), off);
 	bpf_loop(CWD_MAX_DEPTH, cwd_step, &w, 0);
 	if (!w.done)
 		e->flags |= EXEC_CWD_TRUNCATED;

@@ -133,4 +133,83 @@ static __always_inline struct file *task_file(struct task_struct *task, unsigned
 	return f;
 }
 
+/* The state of a path walk, one bpf_loop step per dentry: from a dentry up to
+ * the task's root (or the global root), crossing mounts through struct mount.
+ * Each component is written NUL-terminated from the leaf up into a caller's
+ * buffer; the caller reverses them. process.c walks the cwd of an exec with
+ * it, file.c the path of an opened file and the base directory of a relative
+ * path. The walk runs under bpf_loop so that the verifier checks one step
+ * instead of every iteration. */
+struct path_walk {
+	struct dentry *dentry;
+	struct vfsmount *vfsmnt;
+	struct mount *mnt;
+	struct dentry *root_dentry;
+	struct vfsmount *root_mnt;
+	__u32 start;
+	__u32 off;
+	bool done;
+};
+
+/* path_walk_init starts a walk at (dentry, vfsmnt) that stops at the task's
+ * root, writing from offset off. */
+static __always_inline void path_walk_init(struct path_walk *w, struct task_struct *task,
+					   struct dentry *dentry, struct vfsmount *vfsmnt, __u32 off)
+{
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	w->dentry = dentry;
+	w->vfsmnt = vfsmnt;
+	w->mnt = container_of(vfsmnt, struct mount, mnt);
+	w->root_dentry = BPF_CORE_READ(fs, root.dentry);
+	w->root_mnt = BPF_CORE_READ(fs, root.mnt);
+	w->start = off;
+	w->off = off;
+	w->done = false;
+}
+
+/* path_walk_step does one step of the walk, writing a component into
+ * buf[off & mask] (buf must hold mask + NAME_MAX_LEN bytes). It returns 1
+ * when the walk ends (w->done says whether it reached the root rather than
+ * running out of room), 0 to go on. At most CWD_MAX bytes are written. */
+static __always_inline long path_walk_step(struct path_walk *w, char *buf, __u32 mask)
+{
+	struct dentry *dentry = w->dentry;
+	struct vfsmount *vfsmnt = w->vfsmnt;
+	struct mount *mnt = w->mnt;
+
+	if (dentry == w->root_dentry && vfsmnt == w->root_mnt) {
+		w->done = true;
+		return 1;
+	}
+	struct dentry *mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
+	struct dentry *parent = BPF_CORE_READ(dentry, d_parent);
+	if (dentry == mnt_root || dentry == parent) {
+		if (dentry != mnt_root) {
+			/* Outside the mount's tree (a lazily unmounted or
+			 * otherwise unreachable directory). */
+			w->done = true;
+			return 1;
+		}
+		struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (mnt == mnt_parent) {
+			w->done = true;
+			return 1;
+		}
+		w->dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mnt = mnt_parent;
+		w->vfsmnt = &mnt_parent->mnt;
+		return 0;
+	}
+	__u32 off = w->off;
+	if (off - w->start > CWD_MAX - NAME_MAX_LEN || off > mask)
+		return 1;
+	const unsigned char *name = BPF_CORE_READ(dentry, d_name.name);
+	long n = bpf_probe_read_kernel_str(&buf[off & mask], NAME_MAX_LEN, name);
+	if (n <= 0)
+		return 1;
+	w->off = off + n;
+	w->dentry = parent;
+	return 0;
+}
+
 #endif

@@ -1,0 +1,511 @@
+//go:build ignore
+
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The file programs of the sandtrail collector: opens (read, write, create),
+ * deletes, renames, truncates, chmods and mounts of the processes in watched
+ * session cgroups, from the syscall tracepoints.
+ *
+ * Each traced syscall has a small enter program that keeps the syscall's
+ * arguments in file_pending, keyed by thread id; one exit program, attached
+ * to every sys_exit tracepoint, builds the record with the result. Paths are
+ * made absolute in the kernel where it can: a successful open is named by
+ * the walk of the opened file's own f_path; a path given by the caller is
+ * sent as given, with the walk of the directory it is relative to (the dirfd
+ * or the cwd) when it is relative, and Go joins the two.
+ *
+ * Volume: reads are kept only beneath sensitive names (file_sensitive,
+ * filled by Go: the nearest registered ancestor of the opened file decides),
+ * and operations on a struct file of a pseudo file system or a character
+ * device (/dev/null, /proc/self/..., pipes) are not recorded.
+ */
+#include "headers/vmlinux.h"
+#include "headers/bpf_helpers.h"
+#include "headers/bpf_core_read.h"
+#include "headers/bpf_tracing.h"
+#include "common.h"
+#include "shared.h"
+#include "file.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Export the types to bpf2go. */
+const struct file_event *unused_file_event __attribute__((unused));
+const struct file_key *unused_file_key __attribute__((unused));
+const enum file_op *unused_file_op __attribute__((unused));
+const enum file_part *unused_file_part __attribute__((unused));
+const enum file_record_flags *unused_file_record_flags __attribute__((unused));
+const enum file_verdict *unused_file_verdict __attribute__((unused));
+const enum file_config *unused_file_config __attribute__((unused));
+const enum file_reads *unused_file_reads __attribute__((unused));
+
+#define AT_FDCWD -100
+#define AT_REMOVEDIR 0x200
+#define O_ACCMODE 03
+#define O_CREAT 0100
+#define O_TRUNC 01000
+#define O_WRONLY 01
+/* include/linux/fs.h: the open created the file. */
+#define FMODE_CREATED (1 << 20)
+#define S_IFMT 0170000
+#define S_IFCHR 0020000
+
+/* Super block magics of pseudo file systems (include/uapi/linux/magic.h). */
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define DEVPTS_SUPER_MAGIC 0x1cd1
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+#define SECURITYFS_MAGIC 0x73636673
+#define BPF_FS_MAGIC 0xcafe4a11
+#define PIPEFS_MAGIC 0x50495045
+#define SOCKFS_MAGIC 0x534F434B
+#define ANON_INODE_FS_MAGIC 0x09041934
+#define NSFS_MAGIC 0x6e736673
+#define PID_FS_MAGIC 0x50494446
+
+/* The arguments of a syscall in flight, kept from its enter to its exit. */
+struct file_pending {
+	__u64 args[5];
+	__u32 sys; /* enum file_sys */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct file_pending);
+} file_pending SEC(".maps");
+
+/* Syscalls whose arguments did not fit in file_pending: their record is
+ * lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} file_pending_drops SEC(".maps");
+
+/* One record under construction per CPU. A plain array indexed by CPU, like
+ * exec_scratch: syscall tracepoint programs do not nest on a CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* resized to the number of possible CPUs */
+	__type(key, __u32);
+	__type(value, struct file_event);
+} file_scratch SEC(".maps");
+
+/* Sensitive names: (directory, entry name) -> enum file_verdict. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct file_key);
+	__type(value, __u32);
+} file_sensitive SEC(".maps");
+
+/* Settings written by Go, indexed by enum file_config. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FILE_CONFIG_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} file_settings SEC(".maps");
+
+static __always_inline struct file_event *file_record(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&file_scratch, &cpu);
+}
+
+static __always_inline __u32 reads_mode(void)
+{
+	__u32 key = FILE_CONFIG_READS;
+	__u32 *v = bpf_map_lookup_elem(&file_settings, &key);
+	return v ? *v : FILE_READS_NONE;
+}
+
+/* verdict looks the dentry up in file_sensitive by its parent directory and
+ * name. */
+static __always_inline __u32 verdict(struct dentry *d)
+{
+	struct file_key k;
+	__builtin_memset(&k, 0, sizeof(k));
+	k.ino = BPF_CORE_READ(d, d_parent, d_inode, i_ino);
+	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
+	bpf_probe_read_kernel_str(k.name, sizeof(k.name), BPF_CORE_READ(d, d_name.name));
+	__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
+	return v ? *v : 0;
+}
+
+/* A path walk (shared.h) that can also look each dentry up in
+ * file_sensitive, leaf first, until one is found. */
+struct file_walk {
+	struct path_walk w;
+	__u32 check;
+	__u32 verdict;
+};
+
+static long file_walk_step(__u64 i, void *arg)
+{
+	struct file_walk *fw = arg;
+	struct file_event *e = file_record();
+	if (!e)
+		return 1;
+	if (fw->check) {
+		__u32 v = verdict(fw->w.dentry);
+		if (v) {
+			fw->verdict = v;
+			fw->check = 0;
+			if (v == FILE_EXCEPTION)
+				return 1;
+		}
+	}
+	return path_walk_step(&fw->w, e->data, FILE_DATA_MASK);
+}
+
+/* put_walk writes the walk of (d, m) as part `part` at data[off] and returns
+ * the offset after it. With check it also decides a read: *v is the verdict
+ * of the nearest registered ancestor, 0 when none. */
+static __always_inline __u32 put_walk(struct task_struct *task, struct file_event *e, __u32 off,
+				      struct dentry *d, struct vfsmount *m, __u32 part, __u32 cut,
+				      bool check, __u32 *v)
+{
+	struct file_walk fw = {.check = check};
+	path_walk_init(&fw.w, task, d, m, off);
+	bpf_loop(CWD_MAX_DEPTH, file_walk_step, &fw, 0);
+	if (!fw.w.done)
+		e->rflags |= cut;
+	e->len[part & (FILE_PARTS - 1)] = fw.w.off - fw.w.start;
+	*v = fw.verdict;
+	return fw.w.off;
+}
+
+/* put_string copies a NUL-terminated string from the caller as part
+ * `part` (without its NUL) and returns the offset after it. */
+static __always_inline __u32 put_string(struct file_event *e, __u32 off, const char *s, __u32 part)
+{
+	if (!s)
+		return off;
+	if (off > FILE_DATA_MASK) {
+		e->rflags |= FILE_STRING_CUT;
+		return off;
+	}
+	long n = bpf_probe_read_user_str(&e->data[off & FILE_DATA_MASK], FILE_STRING_MAX, s);
+	if (n <= 0) {
+		e->rflags |= FILE_STRING_CUT;
+		return off;
+	}
+	if (n == FILE_STRING_MAX)
+		e->rflags |= FILE_STRING_CUT;
+	e->len[part & (FILE_PARTS - 1)] = n - 1;
+	return off + n - 1;
+}
+
+/* put_base writes, when the string at data[str_off] (part str_part) is a
+ * relative path, the walk of the directory it is relative to: the cwd for
+ * AT_FDCWD, else the directory open on dfd. */
+static __always_inline __u32 put_base(struct task_struct *task, struct file_event *e, __u32 off,
+				      __u32 str_off, __u32 str_part, long dfd, __u32 part, __u32 cut,
+				      __u32 none)
+{
+	if (e->len[str_part & (FILE_PARTS - 1)] > 0 && e->data[str_off & FILE_DATA_MASK] == '/')
+		return off;
+	struct dentry *d;
+	struct vfsmount *m;
+	if ((int)dfd == AT_FDCWD) {
+		struct fs_struct *fs = BPF_CORE_READ(task, fs);
+		d = BPF_CORE_READ(fs, pwd.dentry);
+		m = BPF_CORE_READ(fs, pwd.mnt);
+	} else {
+		struct file *f = task_file(task, (unsigned int)dfd);
+		if (!f) {
+			e->rflags |= none;
+			return off;
+		}
+		d = BPF_CORE_READ(f, f_path.dentry);
+		m = BPF_CORE_READ(f, f_path.mnt);
+	}
+	__u32 v;
+	return put_walk(task, e, off, d, m, part, cut, false, &v);
+}
+
+/* pseudo reports whether writes to f are not recorded: character devices
+ * (/dev/null, ttys) and files of pseudo file systems. */
+static __always_inline bool pseudo(struct file *f)
+{
+	struct inode *ino = BPF_CORE_READ(f, f_inode);
+	if (!ino)
+		return true;
+	__u16 mode = BPF_CORE_READ(ino, i_mode);
+	if ((mode & S_IFMT) == S_IFCHR)
+		return true;
+	switch (BPF_CORE_READ(ino, i_sb, s_magic)) {
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case DEVPTS_SUPER_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+	case SECURITYFS_MAGIC:
+	case BPF_FS_MAGIC:
+	case PIPEFS_MAGIC:
+	case SOCKFS_MAGIC:
+	case ANON_INODE_FS_MAGIC:
+	case NSFS_MAGIC:
+	case PID_FS_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+/* What a syscall's arguments say, in one shape. */
+struct file_args {
+	const char *path;
+	const char *new_path;
+	const char *source;
+	const char *fstype;
+	long dfd;
+	long new_dfd;
+	long fd; /* the fd whose struct file names the path; -1 for none */
+	__u32 flags;
+	__u32 op;
+	__u32 rflags;
+	bool open;
+};
+
+static __always_inline int file_exit_record(struct file_pending *p, long ret)
+{
+	struct file_args a = {.dfd = AT_FDCWD, .new_dfd = AT_FDCWD, .fd = -1};
+	__u64 *x = p->args;
+	switch (p->sys) {
+	case FILE_SYS_OPENAT:
+		a.dfd = x[0], a.path = (const char *)x[1], a.flags = x[2], a.open = true;
+		break;
+	case FILE_SYS_OPENAT2: {
+		__u64 fl = 0;
+		bpf_probe_read_user(&fl, sizeof(fl), (void *)x[2]); /* open_how.flags */
+		a.dfd = x[0], a.path = (const char *)x[1], a.flags = fl, a.open = true;
+		break;
+	}
+	case FILE_SYS_OPEN:
+		a.path = (const char *)x[0], a.flags = x[1], a.open = true;
+		break;
+	case FILE_SYS_CREAT:
+		a.path = (const char *)x[0], a.flags = O_CREAT | O_WRONLY | O_TRUNC, a.open = true;
+		break;
+	case FILE_SYS_UNLINKAT:
+		a.dfd = x[0], a.path = (const char *)x[1], a.flags = x[2], a.op = FILE_OP_DELETE;
+		break;
+	case FILE_SYS_UNLINK:
+		a.path = (const char *)x[0], a.op = FILE_OP_DELETE;
+		break;
+	case FILE_SYS_RMDIR:
+		a.path = (const char *)x[0], a.flags = AT_REMOVEDIR, a.op = FILE_OP_DELETE;
+		break;
+	case FILE_SYS_RENAMEAT2:
+		a.flags = x[4];
+		/* fall through */
+	case FILE_SYS_RENAMEAT:
+		a.dfd = x[0], a.path = (const char *)x[1], a.new_dfd = x[2], a.new_path = (const char *)x[3];
+		a.op = FILE_OP_RENAME;
+		break;
+	case FILE_SYS_RENAME:
+		a.path = (const char *)x[0], a.new_path = (const char *)x[1], a.op = FILE_OP_RENAME;
+		break;
+	case FILE_SYS_MOUNT:
+		a.source = (const char *)x[0], a.path = (const char *)x[1], a.fstype = (const char *)x[2];
+		a.flags = x[3], a.op = FILE_OP_MOUNT;
+		break;
+	case FILE_SYS_UMOUNT2:
+		a.path = (const char *)x[0], a.flags = x[1], a.op = FILE_OP_MOUNT, a.rflags = FILE_UMOUNT;
+		break;
+	case FILE_SYS_MOVE_MOUNT:
+		/* The from path (often empty, with a mount fd) is the source;
+		 * the to path is the mount point. */
+		a.source = (const char *)x[1], a.dfd = x[2], a.path = (const char *)x[3], a.flags = x[4];
+		a.op = FILE_OP_MOUNT, a.rflags = FILE_MOVE_MOUNT;
+		break;
+	case FILE_SYS_TRUNCATE:
+		a.path = (const char *)x[0], a.op = FILE_OP_TRUNCATE;
+		break;
+	case FILE_SYS_FTRUNCATE:
+		a.fd = x[0], a.op = FILE_OP_TRUNCATE;
+		break;
+	case FILE_SYS_CHMOD:
+		a.path = (const char *)x[0], a.flags = x[1], a.op = FILE_OP_CHMOD;
+		break;
+	case FILE_SYS_FCHMODAT:
+	case FILE_SYS_FCHMODAT2:
+		a.dfd = x[0], a.path = (const char *)x[1], a.flags = x[2], a.op = FILE_OP_CHMOD;
+		break;
+	case FILE_SYS_FCHMOD:
+		a.fd = x[0], a.flags = x[1], a.op = FILE_OP_CHMOD;
+		break;
+	default:
+		return 0;
+	}
+
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct file *f = NULL;
+	if (a.open) {
+		bool write = (a.flags & O_ACCMODE) != 0 || (a.flags & O_TRUNC);
+		if (ret >= 0) {
+			a.fd = ret;
+			f = task_file(task, ret);
+			if (f && (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+				a.op = FILE_OP_CREATE;
+			else
+				a.op = write ? FILE_OP_WRITE : FILE_OP_READ;
+		} else if (a.flags & O_CREAT) {
+			a.op = FILE_OP_CREATE;
+		} else {
+			a.op = write ? FILE_OP_WRITE : FILE_OP_READ;
+		}
+	} else if (a.fd >= 0) {
+		f = task_file(task, a.fd);
+		if (!f)
+			return 0; /* a bad fd names nothing */
+	}
+	__u32 reads = FILE_READS_NONE;
+	if (a.op == FILE_OP_READ) {
+		reads = reads_mode();
+		if (reads == FILE_READS_NONE)
+			return 0;
+	} else if (f && pseudo(f)) {
+		return 0;
+	}
+
+	struct file_event *e = file_record();
+	if (!e)
+		return 0;
+	selected(task, &e->hdr);
+	fill_header(&e->hdr, KIND_FILE, task);
+	e->uid = BPF_CORE_READ(task, cred, uid.val);
+	e->op = a.op;
+	e->ret = ret;
+	e->flags = a.flags;
+	e->rflags = a.rflags;
+	for (int i = 0; i < FILE_PARTS; i++)
+		e->len[i] = 0;
+
+	__u32 off = 0;
+	if (f) {
+		/* The kernel's own name for the file; for a read, it also
+		 * decides whether the read is kept. */
+		bool check = a.op == FILE_OP_READ && reads == FILE_READS_MAP;
+		__u32 v = 0;
+		e->rflags |= FILE_PATH_WALKED;
+		off = put_walk(task, e, off, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt),
+			       FILE_PART_WALK, FILE_WALK_CUT, check, &v);
+		if (check) {
+			if (v == FILE_MAYBE)
+				e->rflags |= FILE_CHECK_PATH;
+			else if (v != FILE_SENSITIVE)
+				return 0;
+		}
+	} else {
+		if (a.op == FILE_OP_READ && reads == FILE_READS_MAP)
+			e->rflags |= FILE_CHECK_PATH;
+		__u32 at = off;
+		off = put_string(e, off, a.path, FILE_PART_PATH);
+		off = put_base(task, e, off, at, FILE_PART_PATH, a.dfd, FILE_PART_BASE, FILE_BASE_CUT, FILE_NO_BASE);
+	}
+	if (a.new_path) {
+		__u32 at = off;
+		off = put_string(e, off, a.new_path, FILE_PART_NEW_PATH);
+		off = put_base(task, e, off, at, FILE_PART_NEW_PATH, a.new_dfd, FILE_PART_NEW_BASE, FILE_NEW_BASE_CUT,
+			       FILE_NO_NEW_BASE);
+	}
+	off = put_string(e, off, a.source, FILE_PART_SOURCE);
+	off = put_string(e, off, a.fstype, FILE_PART_FSTYPE);
+
+	__u64 size = offsetof(struct file_event, data) + off;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&events, e, size, wakeup()))
+		count_drop(KIND_FILE);
+	return 0;
+}
+
+static __always_inline int file_enter(struct syscall_trace_enter *ctx, __u32 sys, int n)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct event_header h = {};
+	if (!selected(task, &h))
+		return 0;
+	struct file_pending p = {.sys = sys};
+	/* Only the syscall's own n arguments: attaching checks that the
+	 * program reads no further into the tracepoint's record. */
+	if (n > 0)
+		p.args[0] = ctx->args[0];
+	if (n > 1)
+		p.args[1] = ctx->args[1];
+	if (n > 2)
+		p.args[2] = ctx->args[2];
+	if (n > 3)
+		p.args[3] = ctx->args[3];
+	if (n > 4)
+		p.args[4] = ctx->args[4];
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (bpf_map_update_elem(&file_pending, &tid, &p, BPF_ANY)) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&file_pending_drops, &zero);
+		if (n)
+			*n += 1;
+	}
+	return 0;
+}
+
+#define FILE_ENTER(name, sys, n)                                    \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                 \
+	int enter_##name(struct syscall_trace_enter *ctx)           \
+	{                                                           \
+		return file_enter(ctx, sys, n);                     \
+	}
+
+FILE_ENTER(openat, FILE_SYS_OPENAT, 4)
+FILE_ENTER(openat2, FILE_SYS_OPENAT2, 4)
+FILE_ENTER(open, FILE_SYS_OPEN, 3)
+FILE_ENTER(creat, FILE_SYS_CREAT, 2)
+FILE_ENTER(unlinkat, FILE_SYS_UNLINKAT, 3)
+FILE_ENTER(unlink, FILE_SYS_UNLINK, 1)
+FILE_ENTER(rmdir, FILE_SYS_RMDIR, 1)
+FILE_ENTER(renameat2, FILE_SYS_RENAMEAT2, 5)
+FILE_ENTER(renameat, FILE_SYS_RENAMEAT, 4)
+FILE_ENTER(rename, FILE_SYS_RENAME, 2)
+FILE_ENTER(mount, FILE_SYS_MOUNT, 5)
+FILE_ENTER(umount, FILE_SYS_UMOUNT2, 2)
+FILE_ENTER(move_mount, FILE_SYS_MOVE_MOUNT, 5)
+FILE_ENTER(truncate, FILE_SYS_TRUNCATE, 2)
+FILE_ENTER(ftruncate, FILE_SYS_FTRUNCATE, 2)
+FILE_ENTER(chmod, FILE_SYS_CHMOD, 2)
+FILE_ENTER(fchmodat, FILE_SYS_FCHMODAT, 3)
+FILE_ENTER(fchmodat2, FILE_SYS_FCHMODAT2, 4)
+FILE_ENTER(fchmod, FILE_SYS_FCHMOD, 2)
+
+/* The exit of every traced syscall: Go attaches it to each sys_exit
+ * tracepoint whose sys_enter it attached. */
+SEC("tracepoint/syscalls/sys_exit_file")
+int file_exit(struct syscall_trace_exit *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct file_pending *pp = bpf_map_lookup_elem(&file_pending, &tid);
+	if (!pp)
+		return 0;
+	struct file_pending p = *pp;
+	bpf_map_delete_elem(&file_pending, &tid);
+	return file_exit_record(&p, ctx->ret);
+}
+
+/* A thread that ends inside a traced syscall leaves its arguments behind. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(file_task_exit, struct task_struct *task)
+{
+	__u32 tid = BPF_CORE_READ(task, pid);
+	bpf_map_delete_elem(&file_pending, &tid);
+	return 0;
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The record of file.c and its constants, exported to Go by bpf2go -type.
+ * Every file operation is one record kind (KIND_FILE); the op is in the
+ * record.
+ */
+#ifndef SANDTRAIL_FILE_H
+#define SANDTRAIL_FILE_H
+
+/* The operation, as the Go side names it in the event kind (file.<op>). */
+enum file_op {
+	FILE_OP_READ = 1,
+	FILE_OP_WRITE = 2,
+	FILE_OP_CREATE = 3,
+	FILE_OP_DELETE = 4,
+	FILE_OP_RENAME = 5,
+	FILE_OP_MOUNT = 6,
+	FILE_OP_TRUNCATE = 7,
+	FILE_OP_CHMOD = 8,
+	FILE_OP_MAX = 9,
+};
+
+/* The syscalls traced; the enter program of each keeps its arguments in
+ * file_pending under this id until the exit. */
+enum file_sys {
+	FILE_SYS_OPENAT = 1,
+	FILE_SYS_OPENAT2,
+	FILE_SYS_OPEN,
+	FILE_SYS_CREAT,
+	FILE_SYS_UNLINKAT,
+	FILE_SYS_UNLINK,
+	FILE_SYS_RMDIR,
+	FILE_SYS_RENAMEAT2,
+	FILE_SYS_RENAMEAT,
+	FILE_SYS_RENAME,
+	FILE_SYS_MOUNT,
+	FILE_SYS_UMOUNT2,
+	FILE_SYS_MOVE_MOUNT,
+	FILE_SYS_TRUNCATE,
+	FILE_SYS_FTRUNCATE,
+	FILE_SYS_CHMOD,
+	FILE_SYS_FCHMODAT,
+	FILE_SYS_FCHMODAT2,
+	FILE_SYS_FCHMOD,
+};
+
+/* The parts of file_event.data, in order; len[part] is each one's length.
+ * A WALK part holds path components from the leaf up, each NUL-terminated;
+ * the other parts are strings copied from the caller, without their NUL. */
+enum file_part {
+	/* The path resolved by the kernel: the walk of the struct file's
+	 * f_path. When present the path needs nothing else. */
+	FILE_PART_WALK = 0,
+	/* The path as the caller passed it, and, when it is relative, the
+	 * walk of the directory it is relative to (the dirfd or the cwd). */
+	FILE_PART_PATH = 1,
+	FILE_PART_BASE = 2,
+	/* The same for the new path of a rename (or the target of a
+	 * move_mount). */
+	FILE_PART_NEW_PATH = 3,
+	FILE_PART_NEW_BASE = 4,
+	/* mount(2)'s source and file system type (move_mount's from path). */
+	FILE_PART_SOURCE = 5,
+	FILE_PART_FSTYPE = 6,
+	FILE_PARTS = 8,
+};
+
+/* file_event.rflags. */
+enum file_record_flags {
+	/* A walk ended before the root (too deep or too long); the path is
+	 * written as "…/a/b". */
+	FILE_WALK_CUT = 1,
+	FILE_BASE_CUT = 2,
+	FILE_NEW_BASE_CUT = 4,
+	/* A string from the caller did not fit or could not be read. */
+	FILE_STRING_CUT = 8,
+	/* A read that the kernel could not decide (a failed open, or one
+	 * under a sensitive prefix that did not exist when it was
+	 * registered): Go keeps it only when its path is sensitive. */
+	FILE_CHECK_PATH = 16,
+	/* The operation is umount2 (op FILE_OP_MOUNT, flags are umount2's). */
+	FILE_UMOUNT = 32,
+	/* The operation is move_mount (op FILE_OP_MOUNT). */
+	FILE_MOVE_MOUNT = 64,
+	/* The path is the WALK part (the operation had a struct file). */
+	FILE_PATH_WALKED = 128,
+	/* A relative path's dirfd was not open: there is no base. */
+	FILE_NO_BASE = 256,
+	FILE_NO_NEW_BASE = 512,
+};
+
+/* Verdicts in file_sensitive: what a read beneath a registered name is. */
+enum file_verdict {
+	FILE_SENSITIVE = 1,
+	FILE_EXCEPTION = 2,
+	/* Go decides by the path (a registered prefix did not exist yet). */
+	FILE_MAYBE = 3,
+};
+
+/* file_settings keys (an array of u32). */
+enum file_config {
+	/* FILE_READS_NONE, _MAP or _ALL. */
+	FILE_CONFIG_READS = 0,
+	FILE_CONFIG_MAX = 1,
+};
+
+enum file_reads {
+	FILE_READS_NONE = 0,
+	FILE_READS_MAP = 1,
+	FILE_READS_ALL = 2,
+};
+
+enum file_limits {
+	/* Bytes of a name kept in a file_sensitive key. */
+	FILE_KEY_NAME = 48,
+	FILE_STRING_MAX = 4096,
+};
+
+/* Offsets of the parts are masked below 16 KiB; a part is at most 4 KiB. */
+#define FILE_DATA_MASK 0x3fff
+#define FILE_DATA_SIZE (16384 + 4096)
+
+/* A key of file_sensitive: the directory entry `name` in the directory with
+ * inode number ino on the device dev (the kernel's dev_t, major << 20 |
+ * minor). Names longer than FILE_KEY_NAME - 1 bytes are cut. */
+struct file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+	char name[FILE_KEY_NAME];
+};
+
+/* One file operation. */
+struct file_event {
+	struct event_header hdr;
+	__u32 uid;
+	__u32 op;     /* enum file_op */
+	__s64 ret;    /* the syscall's return value (negative errno) */
+	__u32 flags;  /* open(2) or mount(2) flags, or the new mode */
+	__u32 rflags; /* enum file_record_flags */
+	__u32 len[FILE_PARTS];
+	char data[FILE_DATA_SIZE];
+};
+
+#endif

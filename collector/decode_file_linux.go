@@ -1,0 +1,123 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"unsafe"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// fileOpName maps file.c's op to event.File.Op.
+var fileOpName = [...]string{
+	fileFileOpFILE_OP_READ:     "read",
+	fileFileOpFILE_OP_WRITE:    "write",
+	fileFileOpFILE_OP_CREATE:   "create",
+	fileFileOpFILE_OP_DELETE:   "delete",
+	fileFileOpFILE_OP_RENAME:   "rename",
+	fileFileOpFILE_OP_MOUNT:    "mount",
+	fileFileOpFILE_OP_TRUNCATE: "truncate",
+	fileFileOpFILE_OP_CHMOD:    "chmod",
+}
+
+// fileDataOffset is where file_event.data starts.
+var fileDataOffset = int(unsafe.Offsetof(fileFileEvent{}.Data))
+
+// file1 converts a file record. It returns a nil event for a read that Go
+// decides (FILE_CHECK_PATH) and finds not sensitive.
+func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
+	if len(raw) < fileDataOffset {
+		return nil, nil, fmt.Errorf("%w: file record of %d bytes, want at least %d", errDecode, len(raw), fileDataOffset)
+	}
+	var scratch fileFileEvent
+	r := &scratch
+	if d.file != nil {
+		r = &d.file.scratch
+	}
+	buf := asBytes(r)
+	n := copy(buf, raw)
+	data := buf[fileDataOffset:n]
+	if r.Op == 0 || r.Op >= uint32(len(fileOpName)) {
+		return nil, nil, fmt.Errorf("%w: file op %d", errDecode, r.Op)
+	}
+	var parts [fileFilePartFILE_PARTS][]byte
+	var off uint64
+	for i, l := range r.Len {
+		if off+uint64(l) > uint64(len(data)) {
+			return nil, nil, fmt.Errorf("%w: file part lengths exceed %d data bytes", errDecode, len(data))
+		}
+		parts[i] = data[off : off+uint64(l)]
+		off += uint64(l)
+	}
+	fl := fileFileRecordFlags(r.Rflags)
+	op := fileOpName[r.Op]
+	var p string
+	if fl&fileFileRecordFlagsFILE_PATH_WALKED != 0 {
+		p = joinCwd(parts[fileFilePartFILE_PART_WALK], fl&fileFileRecordFlagsFILE_WALK_CUT != 0)
+	} else {
+		p = joinPath(parts[fileFilePartFILE_PART_PATH], parts[fileFilePartFILE_PART_BASE],
+			fl&fileFileRecordFlagsFILE_NO_BASE == 0, fl&fileFileRecordFlagsFILE_BASE_CUT != 0)
+	}
+	if r.Op == uint32(fileFileOpFILE_OP_READ) {
+		m := (*readMatcher)(nil)
+		if d.file != nil {
+			m = d.file.match.Load()
+		}
+		if fl&fileFileRecordFlagsFILE_CHECK_PATH != 0 || (m != nil && m.all) {
+			if m == nil || !m.sensitive(p) {
+				return nil, nil, nil
+			}
+		}
+	}
+	f := &event.File{Op: op, Path: p, Flags: r.Flags}
+	if r.Op == uint32(fileFileOpFILE_OP_RENAME) {
+		f.NewPath = joinPath(parts[fileFilePartFILE_PART_NEW_PATH], parts[fileFilePartFILE_PART_NEW_BASE],
+			fl&fileFileRecordFlagsFILE_NO_NEW_BASE == 0, fl&fileFileRecordFlagsFILE_NEW_BASE_CUT != 0)
+	}
+	if r.Op == uint32(fileFileOpFILE_OP_MOUNT) {
+		f.Source = string(parts[fileFilePartFILE_PART_SOURCE])
+		f.FSType = string(parts[fileFilePartFILE_PART_FSTYPE])
+	}
+	if r.Ret < 0 {
+		if r.Ret < -4095 {
+			return nil, nil, fmt.Errorf("%w: file result %d", errDecode, r.Ret)
+		}
+		f.Errno = errnoName(int32(-r.Ret))
+	} else {
+		f.Result = event.I64(r.Ret)
+	}
+	hdr := processEventHeader(r.Hdr)
+	e := d.envelope("file."+op, &hdr)
+	e.File = f
+	e.Proc = &event.Proc{
+		Pid:      int32(r.Hdr.Pid),
+		UID:      event.U32(r.Uid),
+		Comm:     cString(r.Hdr.Comm[:]),
+		CgroupID: r.Hdr.CgroupId,
+	}
+	return e, nil, nil
+}
+
+// joinPath makes a path passed by a caller absolute: an absolute path is
+// cleaned; a relative one is joined to the walk of its base directory (the
+// dirfd's or the cwd) when there is one, and kept relative otherwise.
+func joinPath(user, base []byte, haveBase, baseCut bool) string {
+	u := string(user)
+	if strings.HasPrefix(u, "/") {
+		return path.Clean(u)
+	}
+	if !haveBase {
+		return u
+	}
+	b := joinCwd(base, baseCut)
+	if u == "" {
+		return b
+	}
+	if baseCut {
+		return b + "/" + path.Clean(u)
+	}
+	return path.Join(b, u)
+}

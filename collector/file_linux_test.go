@@ -1,0 +1,463 @@
+//go:build 386 || amd64 || arm64
+
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+func init() { helperModes["file-ops"] = helperFileOps }
+
+// helperFileOps does the file operations TestFileOps checks, in the
+// directories args[0] (home) and args[1] (work). It runs as an unprivileged
+// user.
+func helperFileOps(args []string) int {
+	home, work := args[0], args[1]
+	fail := func(what string, err error) int {
+		fmt.Fprintln(os.Stderr, what+":", err)
+		return 1
+	}
+	if _, err := os.ReadFile("/etc/passwd"); err != nil {
+		return fail("reading /etc/passwd", err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".aws", "credentials"), []byte("[default]\n"), 0o600); err != nil {
+		return fail("writing credentials", err)
+	}
+	// A failed sensitive read, absolute and relative to a dirfd.
+	if _, err := os.Open("/etc/shadow"); !errors.Is(err, os.ErrPermission) {
+		return fail("opening /etc/shadow", fmt.Errorf("got %v, want EACCES", err))
+	}
+	etc, err := unix.Open("/etc", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fail("opening /etc", err)
+	}
+	if _, err := unix.Openat(etc, "shadow", unix.O_RDONLY|unix.O_NOFOLLOW, 0); err != unix.EACCES {
+		return fail("openat(/etc, shadow)", fmt.Errorf("got %v, want EACCES", err))
+	}
+	// Not sensitive: must not be recorded.
+	if _, err := os.ReadFile(filepath.Join(work, "plain.txt")); err != nil {
+		return fail("reading plain.txt", err)
+	}
+	// Pseudo files and character devices: must not be recorded.
+	if err := os.WriteFile("/dev/null", []byte("x"), 0); err != nil {
+		return fail("writing /dev/null", err)
+	}
+	if err := os.WriteFile("/proc/self/comm", []byte("renamed"), 0); err != nil {
+		return fail("writing /proc/self/comm", err)
+	}
+	if err := os.Remove(filepath.Join(work, "del.txt")); err != nil {
+		return fail("deleting", err)
+	}
+	if err := os.Rename(filepath.Join(work, "a.txt"), filepath.Join(work, "b.txt")); err != nil {
+		return fail("renaming", err)
+	}
+	// Relative to the cwd: an unlink (named by the caller) and an open
+	// (named by the kernel).
+	if err := os.Chdir(work); err != nil {
+		return fail("chdir", err)
+	}
+	if err := unix.Unlink("rel-del.txt"); err != nil {
+		return fail("unlinking rel-del.txt", err)
+	}
+	fd, err := unix.Open("rel-new.txt", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+	if err != nil {
+		return fail("creating rel-new.txt", err)
+	}
+	unix.Close(fd)
+	// Relative to a dirfd.
+	dir, err := unix.Open(work, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fail("opening work", err)
+	}
+	fd, err = unix.Openat(dir, "dirfd.txt", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	if err != nil {
+		return fail("creating dirfd.txt", err)
+	}
+	unix.Close(fd)
+	if err := unix.Renameat(dir, "dirfd.txt", dir, "dirfd2.txt"); err != nil {
+		return fail("renameat", err)
+	}
+	if err := os.Truncate(filepath.Join(work, "t.txt"), 1); err != nil {
+		return fail("truncating", err)
+	}
+	if err := os.Chmod(filepath.Join(work, "c.txt"), 0o600); err != nil {
+		return fail("chmod", err)
+	}
+	for range 100 {
+		fd, err := unix.Open(filepath.Join(work, "loop.txt"), unix.O_WRONLY|unix.O_APPEND, 0)
+		if err != nil {
+			return fail("opening loop.txt", err)
+		}
+		unix.Close(fd)
+	}
+	return 0
+}
+
+// TestFileOps runs file operations as an unprivileged user in a watched
+// cgroup and checks each event's op, absolute path, pid, uid and result, and
+// that non-sensitive reads and writes to pseudo files are not recorded.
+func TestFileOps(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	// A private copy of the test binary, which the other user can run,
+	// and its home and work directories.
+	root := t.TempDir()
+	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{home, filepath.Join(home, ".aws"), work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"plain.txt", "del.txt", "a.txt", "rel-del.txt", "t.txt", "c.txt", "loop.txt"} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte("data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, ".aws", "credentials"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, nobody, nobody) })
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "helper")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	r := startRecorder(t, false, WithSensitiveReads([]string{"/etc"}, []string{"/etc/ld.so.cache", "/etc/nsswitch.conf"}))
+	const sid = "sess-files"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	if err := r.c.AddSensitive(cg.ID, []string{filepath.Join(home, ".aws"), filepath.Join(home, ".ssh")}, nil); err != nil {
+		t.Fatalf("AddSensitive() = %v", err)
+	}
+	if err := r.c.AddSensitive(cg.ID, []string{"relative/path"}, nil); err == nil {
+		t.Errorf("AddSensitive(relative) = nil, want an error")
+	}
+	cmd := exec.Command(bin, home, work)
+	cmd.Env = append(os.Environ(), helperEnv+"=file-ops")
+	cmd.SysProcAttr = cg.SysProcAttr(t, nobody)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	pid := int32(cmd.Process.Pid)
+	// Past the merge window, so that the merged opens are sent before
+	// Close (Close sends them too; this checks the periodic flush).
+	time.Sleep(DefaultMergeWindow + 500*time.Millisecond)
+	evs := r.stop(t)
+
+	var mine []*event.Event
+	for _, ev := range evs {
+		if ev.SessionID == sid && ev.File != nil && ev.Proc.Pid == pid {
+			mine = append(mine, ev)
+		}
+	}
+	for _, ev := range mine {
+		t.Logf("%s %s %q new=%q flags=%#o result=%v errno=%s count=%d", ev.Kind, ev.Proc.Comm, ev.File.Path, ev.File.NewPath, ev.File.Flags, deref64(ev.File.Result), ev.File.Errno, ev.File.Count)
+		if ev.Proc.UID == nil || *ev.Proc.UID != nobody || ev.Proc.CgroupID != cg.ID || ev.File.Op != strings.TrimPrefix(ev.Kind, "file.") {
+			t.Errorf("%s %s: uid %v cgroup %d op %q, want %d %d and the kind's op", ev.Kind, ev.File.Path, deref(ev.Proc.UID), ev.Proc.CgroupID, ev.File.Op, nobody, cg.ID)
+		}
+		if !strings.HasPrefix(ev.File.Path, "/") {
+			t.Errorf("%s path %q is not absolute", ev.Kind, ev.File.Path)
+		}
+	}
+	find := func(kind, path, errno string) *event.Event {
+		for _, ev := range mine {
+			if ev.Kind == kind && ev.File.Path == path && ev.File.Errno == errno {
+				return ev
+			}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		kind, path, newPath, errno string
+		flags                      uint32
+	}{
+		{kind: KindFileRead, path: "/etc/passwd"},
+		{kind: KindFileWrite, path: filepath.Join(home, ".aws", "credentials")},
+		{kind: KindFileRead, path: "/etc/shadow", errno: "EACCES", flags: unix.O_RDONLY | unix.O_CLOEXEC},
+		{kind: KindFileDelete, path: filepath.Join(work, "del.txt")},
+		{kind: KindFileRename, path: filepath.Join(work, "a.txt"), newPath: filepath.Join(work, "b.txt")},
+		{kind: KindFileDelete, path: filepath.Join(work, "rel-del.txt")},
+		{kind: KindFileCreate, path: filepath.Join(work, "rel-new.txt")},
+		{kind: KindFileCreate, path: filepath.Join(work, "dirfd.txt")},
+		{kind: KindFileRename, path: filepath.Join(work, "dirfd.txt"), newPath: filepath.Join(work, "dirfd2.txt")},
+		{kind: KindFileTruncate, path: filepath.Join(work, "t.txt")},
+		{kind: KindFileChmod, path: filepath.Join(work, "c.txt"), flags: 0o600},
+	} {
+		ev := find(c.kind, c.path, c.errno)
+		if ev == nil {
+			t.Errorf("no %s of %s (errno %q) by pid %d", c.kind, c.path, c.errno, pid)
+			continue
+		}
+		if ev.File.NewPath != c.newPath {
+			t.Errorf("%s %s: new_path %q, want %q", c.kind, c.path, ev.File.NewPath, c.newPath)
+		}
+		if c.flags != 0 && ev.File.Flags&0o7777777 != c.flags {
+			t.Errorf("%s %s: flags %#o, want %#o", c.kind, c.path, ev.File.Flags, c.flags)
+		}
+		if c.errno == "" && (ev.File.Result == nil || *ev.File.Result < 0) {
+			t.Errorf("%s %s: result %v, want a success", c.kind, c.path, deref64(ev.File.Result))
+		}
+	}
+	// The openat relative to the /etc dirfd failed too: both are there.
+	var shadows []uint32
+	for _, ev := range mine {
+		if ev.Kind == KindFileRead && ev.File.Path == "/etc/shadow" && ev.File.Errno == "EACCES" {
+			shadows = append(shadows, ev.File.Flags)
+		}
+	}
+	if len(shadows) != 2 {
+		t.Errorf("failed reads of /etc/shadow = flags %#o, want two (absolute and via a dirfd)", shadows)
+	}
+	// Not recorded: a non-sensitive read, an exception, pseudo files.
+	for _, ev := range mine {
+		switch {
+		case ev.File.Path == filepath.Join(work, "plain.txt"),
+			ev.File.Path == "/dev/null",
+			ev.File.Path == "/etc/ld.so.cache",
+			strings.HasPrefix(ev.File.Path, "/proc/"):
+			t.Errorf("recorded %s of %s, want it left out", ev.Kind, ev.File.Path)
+		}
+	}
+	// The 100 identical opens: one event sent at once, the repeats merged.
+	var loops []uint64
+	var total uint64
+	for _, ev := range mine {
+		if ev.Kind == KindFileWrite && ev.File.Path == filepath.Join(work, "loop.txt") {
+			loops = append(loops, ev.File.Count)
+			total += max(ev.File.Count, 1)
+		}
+	}
+	if total != 100 || len(loops) > 3 {
+		t.Errorf("opens of loop.txt = events with counts %v (total %d), want a few summing to 100", loops, total)
+	}
+	if n := losses(evs)["file"]; n != 0 {
+		t.Errorf("file losses = %d, want 0", n)
+	}
+}
+
+// TestReadRules checks the Go side of the read rules: nearest ancestor
+// wins, "/" and missing paths.
+func TestReadRules(t *testing.T) {
+	m := &readMatcher{}
+	m.add("/etc", true)
+	m.add("/etc/ssl", false)
+	m.add("/etc/ssl/private", true)
+	m.add("/home/a/.aws", true)
+	m.sort()
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/etc", true},
+		{"/etc/shadow", true},
+		{"/etcetera", false},
+		{"/etc/ssl/certs/x.pem", false},
+		{"/etc/ssl/private/key", true},
+		{"/home/a/.aws/credentials", true},
+		{"/home/a/.awsx", false},
+		{"/tmp/x", false},
+	} {
+		if got := m.sensitive(c.path); got != c.want {
+			t.Errorf("sensitive(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+	m.all = true
+	if !m.sensitive("/tmp/x") || m.sensitive("/etc/ssl/x") {
+		t.Errorf("with / sensitive: sensitive(/tmp/x), sensitive(/etc/ssl/x) = %v, %v, want true, false", m.sensitive("/tmp/x"), m.sensitive("/etc/ssl/x"))
+	}
+
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "d"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path, real, keyName string
+		verdict                   fileFileVerdict
+	}{
+		{"existing", filepath.Join(dir, "d"), filepath.Join(dir, "d"), "d", fileFileVerdictFILE_SENSITIVE},
+		{"link", filepath.Join(dir, "link"), filepath.Join(dir, "d"), "d", fileFileVerdictFILE_SENSITIVE},
+		{"missing", filepath.Join(dir, "x"), filepath.Join(dir, "x"), "x", fileFileVerdictFILE_MAYBE},
+		{"missing below missing", filepath.Join(dir, "x", "y", "z"), filepath.Join(dir, "x", "y", "z"), "x", fileFileVerdictFILE_MAYBE},
+		{"missing below a link", filepath.Join(dir, "link", "y"), filepath.Join(dir, "d", "y"), "y", fileFileVerdictFILE_MAYBE},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			real, k, v, err := sensitiveKey(c.path, true)
+			if err != nil {
+				t.Fatalf("sensitiveKey(%q) = %v", c.path, err)
+			}
+			if real != c.real || cString(k.Name[:]) != c.keyName || fileFileVerdict(v) != c.verdict {
+				t.Errorf("sensitiveKey(%q) = %q, name %q, verdict %d, want %q, %q, %d", c.path, real, cString(k.Name[:]), v, c.real, c.keyName, c.verdict)
+			}
+			if c.name != "missing below a link" && c.name != "existing" && c.name != "link" && k.Ino != st.Ino {
+				t.Errorf("sensitiveKey(%q) inode %d, want the parent's %d", c.path, k.Ino, st.Ino)
+			}
+		})
+	}
+}
+
+func TestJoinPath(t *testing.T) {
+	for _, c := range []struct {
+		name, user string
+		base       []string // leaf first, as the kernel writes it
+		haveBase   bool
+		cut        bool
+		want       string
+	}{
+		{name: "absolute", user: "/etc//passwd", want: "/etc/passwd"},
+		{name: "absolute with dot-dot", user: "/etc/ssl/../shadow", want: "/etc/shadow"},
+		{name: "relative to the cwd", user: "x/../y.txt", base: []string{"work", "tmp"}, haveBase: true, want: "/tmp/work/y.txt"},
+		{name: "relative to the root", user: "etc/passwd", haveBase: true, want: "/etc/passwd"},
+		{name: "empty path is the base", user: "", base: []string{"d"}, haveBase: true, want: "/d"},
+		{name: "no base", user: "a/b", want: "a/b"},
+		{name: "base cut short", user: "a", base: []string{"z", "y"}, haveBase: true, cut: true, want: "…/y/z/a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b []byte
+			for _, s := range c.base {
+				b = append(b, s+"\x00"...)
+			}
+			if got := joinPath([]byte(c.user), b, c.haveBase, c.cut); got != c.want {
+				t.Errorf("joinPath(%q, %q) = %q, want %q", c.user, c.base, got, c.want)
+			}
+		})
+	}
+}
+
+// fileRecord lays out a file record the way file.c does.
+func fileRecord(op fileFileOp, ret int64, flags uint32, rflags fileFileRecordFlags, parts map[fileFilePart]string) []byte {
+	var ev fileFileEvent
+	h := header(processEventKindKIND_FILE, 100, "cat")
+	copy(asBytes(&ev.Hdr), asBytes(&h))
+	ev.Uid, ev.Op, ev.Ret, ev.Flags, ev.Rflags = 1000, uint32(op), ret, flags, uint32(rflags)
+	data := asBytes(&ev.Data)
+	off := 0
+	for i := range ev.Len {
+		s := parts[fileFilePart(i)]
+		off += copy(data[off:], s)
+		ev.Len[i] = uint32(len(s))
+	}
+	return slices.Clone(asBytes(&ev)[:fileDataOffset+off])
+}
+
+func fileSeeds() map[string][]byte {
+	return map[string][]byte{
+		"read-walked":   fileRecord(fileFileOpFILE_OP_READ, 3, 0, fileFileRecordFlagsFILE_PATH_WALKED, map[fileFilePart]string{fileFilePartFILE_PART_WALK: "passwd\x00etc\x00"}),
+		"read-failed":   fileRecord(fileFileOpFILE_OP_READ, -13, 0, fileFileRecordFlagsFILE_CHECK_PATH, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "shadow", fileFilePartFILE_PART_BASE: "etc\x00"}),
+		"rename":        fileRecord(fileFileOpFILE_OP_RENAME, 0, 0, 0, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "/tmp/a", fileFilePartFILE_PART_NEW_PATH: "b", fileFilePartFILE_PART_NEW_BASE: "tmp\x00"}),
+		"mount":         fileRecord(fileFileOpFILE_OP_MOUNT, -1, 0x1000, 0, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "/mnt", fileFilePartFILE_PART_SOURCE: "/dev/vdb", fileFilePartFILE_PART_FSTYPE: "ext4"}),
+		"bad-op":        fileRecord(99, 0, 0, 0, nil),
+		"lengths-wrong": append(fileRecord(fileFileOpFILE_OP_WRITE, 0, 0, 0, nil)[:fileDataOffset-4], 0xff, 0xff, 0xff, 0x7f),
+	}
+}
+
+func TestDecodeFile(t *testing.T) {
+	f := &fileCollector{}
+	m := &readMatcher{}
+	m.add("/etc", true)
+	m.sort()
+	f.match.Store(m)
+	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, file: f}
+	seeds := fileSeeds()
+	ev, _, err := d.toEvent(seeds["read-walked"])
+	if err != nil || ev.Kind != KindFileRead || ev.File.Path != "/etc/passwd" || deref64(ev.File.Result) != 3 || ev.Proc.Pid != 100 || ev.Proc.UID == nil || *ev.Proc.UID != 1000 {
+		t.Errorf("toEvent(read) = %+v, %v, want file.read of /etc/passwd, result 3, pid 100, uid 1000", ev, err)
+	}
+	ev, _, err = d.toEvent(seeds["read-failed"])
+	if err != nil || ev == nil || ev.File.Path != "/etc/shadow" || ev.File.Errno != "EACCES" || ev.File.Result != nil {
+		t.Errorf("toEvent(failed read) = %+v, %v, want /etc/shadow EACCES", ev, err)
+	}
+	f.match.Store(&readMatcher{})
+	if ev, _, err := d.toEvent(seeds["read-failed"]); ev != nil || err != nil {
+		t.Errorf("toEvent(failed read, nothing sensitive) = %+v, %v, want nothing", ev, err)
+	}
+	ev, _, err = d.toEvent(seeds["rename"])
+	if err != nil || ev.File.Path != "/tmp/a" || ev.File.NewPath != "/tmp/b" {
+		t.Errorf("toEvent(rename) = %+v, %v, want /tmp/a -> /tmp/b", ev, err)
+	}
+	ev, _, err = d.toEvent(seeds["mount"])
+	if err != nil || ev.File.Path != "/mnt" || ev.File.Source != "/dev/vdb" || ev.File.FSType != "ext4" || ev.File.Errno != "EPERM" || ev.File.Flags != 0x1000 {
+		t.Errorf("toEvent(mount) = %+v, %v, want /mnt from /dev/vdb ext4 EPERM", ev, err)
+	}
+	for _, name := range []string{"bad-op", "lengths-wrong"} {
+		if _, _, err := d.toEvent(seeds[name]); !errors.Is(err, errDecode) {
+			t.Errorf("toEvent(%s) = %v, want errDecode", name, err)
+		}
+	}
+}
+
+// FuzzDecodeFile checks that no file record makes the decoder panic, and
+// that every event it accepts is a valid file event.
+func FuzzDecodeFile(f *testing.F) {
+	for _, b := range fileSeeds() {
+		f.Add(b)
+	}
+	fc := &fileCollector{}
+	m := &readMatcher{}
+	m.add("/", true)
+	m.sort()
+	fc.match.Store(m)
+	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, file: fc}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) >= 4 {
+			// Mostly file records.
+			raw[0], raw[1], raw[2], raw[3] = byte(processEventKindKIND_FILE), 0, 0, 0
+		}
+		ev, _, err := d.toEvent(raw)
+		if err != nil {
+			if !errors.Is(err, errDecode) {
+				t.Fatalf("toEvent() = %v, want an error wrapping errDecode", err)
+			}
+			return
+		}
+		if ev == nil {
+			return
+		}
+		if err := ev.Validate(); err != nil {
+			t.Fatalf("toEvent().Validate() = %v", err)
+		}
+		if _, err := event.Marshal(ev); err != nil {
+			t.Fatalf("Marshal(toEvent()) = %v", err)
+		}
+		if ev.File == nil || ev.Proc == nil || ev.Kind != "file."+ev.File.Op {
+			t.Fatalf("toEvent() = %+v, want a file event", ev)
+		}
+	})
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return -1 << 62
+	}
+	return *p
+}
