@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -269,3 +270,115 @@ func TestRunDNS(t *testing.T) {
 	}
 	e.verify()
 }
+
+// TestDaemonDNS runs two sessions at once through `sandtrail daemon`, each
+// asking the same resolver address for its own name: each lookup is
+// recorded in its own session only (the proxy attributes by the session's
+// listeners), and the daemon's policy (SANDTRAIL_POLICY) blocks a domain.
+func TestDaemonDNS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := startAuthServer(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := e.cmd("daemon", "--dns-upstream", up.addr)
+	d.Env = append(d.Env, "SANDTRAIL_POLICY="+pol)
+	var dlog strings.Builder
+	var dmu sync.Mutex
+	d.Stdout = writerFunc(func(b []byte) (int, error) { dmu.Lock(); defer dmu.Unlock(); return dlog.Write(b) })
+	d.Stderr = d.Stdout
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = d.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-daemonDone:
+			if err != nil {
+				dmu.Lock()
+				t.Errorf("daemon: %v\n%s", err, dlog.String())
+				dmu.Unlock()
+			}
+		case <-time.After(60 * time.Second):
+			_ = d.Process.Kill()
+			t.Errorf("daemon did not stop on SIGTERM")
+		}
+	}
+	defer stop()
+	ctl := filepath.Join(filepath.Dir(e.sock), "control.sock")
+	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
+
+	names := []string{"allowed.test", "other.test"}
+	type ran struct {
+		r   result
+		err error
+	}
+	done := make(chan ran, len(names))
+	for _, name := range names {
+		go func() {
+			script := strings.Join(helperCmd("dnsquery", "192.0.2.53:53", name), " ") +
+				`; q=$?; getent hosts blocked.test; echo "blocked=$?"; exit $q`
+			r, err := e.tryRun("--", "sh", "-c", script)
+			done <- ran{r, err}
+		}()
+	}
+	bySession := map[string]string{} // session id → the name it asked for
+	for range names {
+		rr := <-done
+		if rr.err != nil {
+			t.Fatal(rr.err)
+		}
+		r := rr.r
+		if r.code != 0 || r.summary.HostedBy != "daemon" || !strings.Contains(r.stdout, "blocked=2") {
+			t.Fatalf("sandtrail run via the daemon: exit %d, hosted by %q, want 0, daemon, blocked=2\nstdout:\n%s\nstderr:\n%s",
+				r.code, r.summary.HostedBy, r.stdout, r.stderr)
+		}
+		for _, name := range names {
+			if strings.Contains(r.stdout, "dnsquery udp "+name+" NOERROR") {
+				bySession[r.summary.SessionID] = name
+			}
+		}
+	}
+	if len(bySession) != len(names) {
+		t.Fatalf("sessions and their names = %v, want %d sessions", bySession, len(names))
+	}
+	stop()
+	for id, name := range bySession {
+		var got []string
+		blocked := 0
+		for _, ev := range kinds(e.events(id), "net.dns") {
+			if ev.Net.DNS.Query == "blocked.test" {
+				if ev.Net.Verdict == "blocked" && ev.Net.DNS.RCode == "NXDOMAIN" {
+					blocked++
+				}
+				continue
+			}
+			got = append(got, ev.Net.Proto+" "+ev.Net.DNS.Query)
+		}
+		// Each event is emitted after its answer was written: the UDP one
+		// may be journaled after the TCP one.
+		slices.Sort(got)
+		want := []string{"tcp " + name, "udp " + name}
+		if !slices.Equal(got, want) {
+			t.Errorf("session %s: net.dns queries %q, want %q", id, got, want)
+		}
+		if blocked == 0 {
+			t.Errorf("session %s: no blocked NXDOMAIN event for blocked.test", id)
+		}
+	}
+	e.verify()
+}
+
+// writerFunc adapts a function to io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
