@@ -111,7 +111,7 @@ func (h *host) redirectDNS(s *session.Session) error {
 	}
 	if err := h.col.RedirectDNS(s.CgroupID(), v4, v6); err != nil {
 		_ = h.dns.RemoveSession(s.ID())
-		return fmt.Errorf("redirecting dns of session %s: %w", s.ID(), err)
+		return fmt.Errorf("redirecting dns of session %s (dns.enabled false runs sessions without the dns proxy): %w", s.ID(), err)
 	}
 	return nil
 }
