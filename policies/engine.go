@@ -546,6 +546,29 @@ func hasPathPrefix(p, prefix string) bool {
 	return p == prefix || strings.HasPrefix(p, prefix+"/")
 }
 
+// SensitiveReads returns files.sensitive_read and files.read_exceptions as
+// absolute, cleaned paths, for a recorder that watches reads beneath them:
+// "~" entries are expanded against home (the argument, else the engine's
+// WithHome), and left out when there is no home.
+func (e *Engine) SensitiveReads(home string) (sensitive, exceptions []string) {
+	if home == "" {
+		home = e.home
+	}
+	expand := func(rules []pathRule) []string {
+		var out []string
+		for _, r := range rules {
+			switch {
+			case r.abs != "":
+				out = append(out, r.abs)
+			case home != "":
+				out = append(out, path.Join(path.Clean(home), r.home))
+			}
+		}
+		return out
+	}
+	return expand(e.c.sensitive), expand(e.c.readExceptions)
+}
+
 // Limits returns the session's default resource limits; zero fields are
 // unlimited.
 func (e *Engine) Limits() event.Limits { return e.c.limits }

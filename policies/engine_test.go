@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +289,31 @@ files:
 			}
 			if d.Verdict != tt.verdict || (tt.rule != "" && d.Rule != tt.rule) {
 				t.Errorf("%s(%q) = %s %q [%s], want %s [%s]", fn, tt.path, d.Verdict, d.Reason, d.Rule, tt.verdict, tt.rule)
+			}
+		})
+	}
+}
+
+func TestSensitiveReads(t *testing.T) {
+	const fp = `
+files:
+  sensitive_read: [/etc, ~/.ssh, ~, /var/run/secrets/]
+  read_exceptions: [/etc/ssl, ~/.ssh/known_hosts]
+`
+	for _, c := range []struct {
+		name      string
+		e         *Engine
+		home      string
+		sens, exc []string
+	}{
+		{name: "no home", e: newTestEngine(t, fp), sens: []string{"/etc", "/var/run/secrets"}, exc: []string{"/etc/ssl"}},
+		{name: "home given", e: newTestEngine(t, fp), home: "/w/s1/", sens: []string{"/etc", "/w/s1/.ssh", "/w/s1", "/var/run/secrets"}, exc: []string{"/etc/ssl", "/w/s1/.ssh/known_hosts"}},
+		{name: "engine's home", e: newTestEngine(t, fp, WithHome("/home/agent")), sens: []string{"/etc", "/home/agent/.ssh", "/home/agent", "/var/run/secrets"}, exc: []string{"/etc/ssl", "/home/agent/.ssh/known_hosts"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sens, exc := c.e.SensitiveReads(c.home)
+			if !slices.Equal(sens, c.sens) || !slices.Equal(exc, c.exc) {
+				t.Errorf("SensitiveReads(%q) = %q, %q, want %q, %q", c.home, sens, exc, c.sens, c.exc)
 			}
 		})
 	}
