@@ -297,7 +297,7 @@ files:
 func TestSensitiveReads(t *testing.T) {
 	const fp = `
 files:
-  sensitive_read: [/etc, ~/.ssh, ~, /var/run/secrets/]
+  sensitive_read: [/etc, ~/.ssh, "~", /var/run/secrets/]
   read_exceptions: [/etc/ssl, ~/.ssh/known_hosts]
 `
 	for _, c := range []struct {
