@@ -113,7 +113,7 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 		return h, err
 	}
 	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
-		collector.WithEgress(pol)},
+		collector.WithEgress(pol), collector.WithSensitiveReads(pol.SensitiveReads(""))},
 		h.dnsCollectorOptions()...)...)
 	if err != nil {
 		return h, fmt.Errorf("starting the process collector: %w", err)
@@ -197,6 +197,16 @@ func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.S
 		_ = s.Terminate(ctx, session.ReasonAPI, nil)
 		_ = s.Cleanup(ctx, session.FSDeleted)
 		return nil, fmt.Errorf("watching session cgroup: %w", err)
+	}
+	// Reads beneath the session's home (its workdir) named by the policy
+	// (~/.ssh, ~/.aws, ...) are sensitive too.
+	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
+		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
+			_ = s.Terminate(ctx, session.ReasonAPI, nil)
+			_ = s.Cleanup(ctx, session.FSDeleted)
+			_ = h.col.Unwatch(s.CgroupID())
+			return nil, fmt.Errorf("adding the session's sensitive paths: %w", err)
+		}
 	}
 	if err := h.redirectDNS(s); err != nil {
 		// Fail closed: a session whose lookups are not recorded must not
