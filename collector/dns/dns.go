@@ -226,6 +226,7 @@ type Proxy struct {
 	resolvConf      string
 	allowNoUpstream bool
 	inflight        chan struct{} // one token per query waiting for an upstream
+	pool            *tcpPool      // idle TCP connections to the upstreams
 	host            string
 
 	domains *domainMap
@@ -294,6 +295,7 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 	}
 	p.domains = newDomainMap(p.maxDomains)
 	p.inflight = make(chan struct{}, p.maxInflight)
+	p.pool = newTCPPool()
 	p.base, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -582,6 +584,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.cancel()
+	p.pool.close()
 	if ready != nil {
 		<-ready
 	}
@@ -825,24 +828,62 @@ func (p *Proxy) forward(req *mdns.Msg, proto string) *mdns.Msg {
 	return resp
 }
 
-// exchange asks one upstream. miekg/dns honours only the context's deadline,
-// so a cancelled context (Close) also sets the connection's deadline to end a
-// wait at once.
+// exchange asks one upstream. Over TCP it reuses an idle connection to the
+// upstream when there is one; when that fails (the upstream closed it
+// meanwhile) it dials a fresh one within the same timeout.
 func (p *Proxy) exchange(base context.Context, c *mdns.Client, req *mdns.Msg, upstream string) (*mdns.Msg, error) {
 	ctx, cancel := context.WithTimeout(base, p.timeout)
 	defer cancel()
+	tcp := c.Net == "tcp"
+	if tcp {
+		if conn := p.pool.get(upstream); conn != nil {
+			resp, ok, err := exchangeOn(ctx, c, req, conn)
+			if err == nil {
+				p.keep(upstream, conn, ok)
+				return resp, nil
+			}
+			conn.Close()
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("exchanging with upstream: %w", err)
+			}
+		}
+	}
 	conn, err := c.DialContext(ctx, upstream)
 	if err != nil {
 		return nil, fmt.Errorf("dialing upstream: %w", err)
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	resp, _, err := c.ExchangeWithConnContext(ctx, req.Copy(), conn)
+	resp, ok, err := exchangeOn(ctx, c, req, conn)
 	if err != nil {
+		conn.Close()
 		return nil, fmt.Errorf("exchanging with upstream: %w", err)
 	}
+	if tcp {
+		p.keep(upstream, conn, ok)
+	} else {
+		conn.Close()
+	}
 	return resp, nil
+}
+
+// keep puts a TCP connection back into the pool when its last exchange left
+// it usable, and closes it otherwise.
+func (p *Proxy) keep(upstream string, conn *mdns.Conn, ok bool) {
+	if !ok {
+		conn.Close()
+		return
+	}
+	p.pool.put(upstream, conn)
+}
+
+// exchangeOn sends req on conn and reads the answer. miekg/dns honours only
+// the context's deadline, so a cancelled context (Close) also sets the
+// connection's deadline to end a wait at once; reusable is false when that
+// happened, because the connection's deadline is then spent.
+func exchangeOn(ctx context.Context, c *mdns.Client, req *mdns.Msg, conn *mdns.Conn) (resp *mdns.Msg, reusable bool, err error) {
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	resp, _, err = c.ExchangeWithConnContext(ctx, req.Copy(), conn)
+	reusable = stop()
+	return resp, reusable, err
 }
 
 // blockedReply is the NXDOMAIN answer to a blocked query. A client that
