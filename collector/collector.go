@@ -1,7 +1,10 @@
 // Package collector is the eBPF process collector of sandtrail. It records
 // exec (with exact argv, cwd and the pipes on fd 0 and 1), fork, exit and
 // failed exec of the processes in watched session cgroups, and reports the
-// victims of the kernel's OOM killer.
+// victims of the kernel's OOM killer. Its file programs (bpf/file.c) record
+// their opens, deletes, renames, truncates, chmods and mounts with absolute
+// paths; reads only beneath sensitive paths (WithSensitiveReads,
+// AddSensitive), and repeats merged into one event (file.count).
 //
 // Trust model: the collector runs as root, outside the agent's reach. The
 // kernel attributes every event to a cgroup, and the collector maps the cgroup
