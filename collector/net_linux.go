@@ -52,6 +52,12 @@ func (n *netCollector) load(c *Collector, shared *ebpf.CollectionOptions) error 
 	if err != nil {
 		return fmt.Errorf("loading net bpf spec: %w", err)
 	}
+	// The shared maps were sized by the loader (the ring buffer).
+	for name, m := range shared.MapReplacements {
+		if ms, ok := spec.Maps[name]; ok {
+			ms.MaxEntries = m.MaxEntries()
+		}
+	}
 	if err := spec.LoadAndAssign(&n.objs, shared); err != nil {
 		c.verifierError(err)
 		return fmt.Errorf("loading net bpf objects: %w", err)
