@@ -514,7 +514,8 @@ func (c *Collector) LearnDomain(ip netip.Addr, domain string, ttl time.Duration)
 // processes in the watched cgroup cgroupID to the DNS proxy at v4 (for
 // IPv4 destinations) and v6 (for IPv6 destinations). With v6 invalid, IPv6
 // port-53 traffic goes to v4 as a v4-mapped address, which a dual-stack
-// socket reaches and an IPv6-only socket does not (ENETUNREACH). Replies to
+// socket reaches and an IPv6-only socket does not (ENETUNREACH); with v4
+// invalid, IPv4 destinations are not redirected. Replies to
 // unconnected sockets, and getpeername of connected ones, show the original
 // server's address. Redirected traffic is not subject to the egress policy
 // (the proxy enforces blocked domains); it is recorded with the original

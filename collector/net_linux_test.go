@@ -927,3 +927,43 @@ func TestNetDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestNetEgressFlag: a DoH endpoint with doh_action flag is reached and
+// recorded as flagged, with the policy's reason.
+func TestNetEgressFlag(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	eng := newEngine(t, "egress:\n  doh_endpoints: [127.0.0.3, doh.example]\n  doh_action: flag\n")
+	r := startLive(t, WithEgress(eng))
+	if err := r.c.Watch(cg.ID, "sess-net-flag"); err != nil {
+		t.Fatal(err)
+	}
+	byName := netip.MustParseAddr("127.0.0.4")
+	if err := r.c.LearnDomain(byName, "doh.example", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cases := []dialCase{
+		{"tcp", netip.MustParseAddr("127.0.0.3"), 443},
+		{"udp", netip.MustParseAddr("127.0.0.3"), 853},
+		{"tcp", byName, 443},
+		{"tcp", netip.MustParseAddr("127.0.0.3"), 80},
+	}
+	res := dialAll(t, cg, cases)
+	for i, c := range cases {
+		if res[i] == "EPERM" {
+			t.Errorf("%s to %s port %d: EPERM, want it through", c.proto, c.ip, c.port)
+		}
+		kind := KindNetConnect
+		if c.proto == "udp" {
+			kind = KindNetSend
+		}
+		ev := r.wait(t, kind, netEvent(kind, func(n *event.Net) bool { return n.DstIP == c.ip.String() && n.DstPort == c.port }))
+		want, reason := VerdictFlagged, "DNS-over-HTTPS"
+		if c.port == 80 {
+			want, reason = VerdictAllowed, ""
+		}
+		if ev.Net.Verdict != want || !strings.Contains(ev.Net.Reason, reason) || (reason == "") != (ev.Net.Reason == "") {
+			t.Errorf("%s to %s port %d = %q %q, want %q with %q", kind, c.ip, c.port, ev.Net.Verdict, ev.Net.Reason, want, reason)
+		}
+	}
+}
