@@ -19,7 +19,23 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() { helperModes["file-ops"] = helperFileOps }
+func init() {
+	helperModes["file-ops"] = helperFileOps
+	helperModes["file-mount"] = helperFileMount
+}
+
+// helperFileMount mounts a tmpfs on args[0] and unmounts it.
+func helperFileMount(args []string) int {
+	if err := unix.Mount("sandtrail-src", args[0], "tmpfs", unix.MS_NOSUID, "size=1m"); err != nil {
+		fmt.Fprintln(os.Stderr, "mount:", err)
+		return 1
+	}
+	if err := unix.Unmount(args[0], unix.MNT_DETACH); err != nil {
+		fmt.Fprintln(os.Stderr, "umount:", err)
+		return 1
+	}
+	return 0
+}
 
 // helperFileOps does the file operations TestFileOps checks, in the
 // directories args[0] (home) and args[1] (work). It runs as an unprivileged
@@ -259,6 +275,33 @@ func TestFileOps(t *testing.T) {
 	}
 }
 
+// TestFileMount checks file.mount for a mount and an umount2 by root.
+func TestFileMount(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	dir := t.TempDir()
+	r := startRecorder(t, false)
+	if err := r.c.Watch(cg.ID, "sess-mount"); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	cmd := helperCmd(t, cg, "file-mount", dir)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	var got []string
+	for _, ev := range inSession(r.stop(t), "sess-mount", KindFileMount) {
+		f := ev.File
+		got = append(got, fmt.Sprintf("%s %s %s %#x %s", f.Path, f.Source, f.FSType, f.Flags, f.Errno))
+	}
+	want := []string{
+		fmt.Sprintf("%s sandtrail-src tmpfs %#x ", dir, unix.MS_NOSUID),
+		fmt.Sprintf("%s   %#x ", dir, unix.MNT_DETACH),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("file.mount events = %q, want %q", got, want)
+	}
+}
+
 // TestReadRules checks the Go side of the read rules: nearest ancestor
 // wins, "/" and missing paths.
 func TestReadRules(t *testing.T) {
@@ -460,4 +503,24 @@ func deref64(p *int64) int64 {
 		return -1 << 62
 	}
 	return *p
+}
+
+// TestFileFuzzSeeds writes the seed corpus of FuzzDecodeFile with -update.
+func TestFileFuzzSeeds(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecodeFile")
+	if !*update {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("seed corpus %s missing (run go test -run TestFileFuzzSeeds -update): %v", dir, err)
+		}
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range fileSeeds() {
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
