@@ -44,6 +44,17 @@ type learnedDomain struct {
 	at      time.Time
 }
 
+// Bounds of the learned domains: addresses (the size of the kernel's
+// domains map) and live domains per address.
+const (
+	maxLearnedAddrs   = 65536
+	maxDomainsPerAddr = 64
+)
+
+// errLearnedFull is returned by LearnDomain when maxLearnedAddrs addresses
+// are known.
+var errLearnedFull = errors.New("collector: learned-domain table full")
+
 // netSweepInterval is how often expired learned domains are removed.
 const netSweepInterval = time.Second
 
@@ -343,8 +354,21 @@ func (n *netCollector) learn(ip netip.Addr, domain string, ttl time.Duration) er
 	defer n.mu.Unlock()
 	m := n.learned[ip]
 	if m == nil {
+		if len(n.learned) >= maxLearnedAddrs {
+			return fmt.Errorf("learning domain %q for %s: %w", domain, ip, errLearnedFull)
+		}
 		m = make(map[string]learnedDomain)
 		n.learned[ip] = m
+	}
+	if _, ok := m[domain]; !ok && len(m) >= maxDomainsPerAddr {
+		// Forget the domain that expires first.
+		var first string
+		for d, l := range m {
+			if first == "" || l.expires.Before(m[first].expires) {
+				first = d
+			}
+		}
+		delete(m, first)
 	}
 	m[domain] = learnedDomain{class: class, expires: now.Add(ttl), at: now}
 	return n.writeDomain(ip, now)
@@ -493,8 +517,11 @@ func addrWordsFamily(a netip.Addr) [4]uint32 {
 // decided as connections to domain (blocked domains, DoH endpoints and
 // allowed domains) until the ttl runs out; an address answered for several
 // live domains gets the union of their classes, so a blocked one wins. The
-// domain also names ip in net events when no WithDomainLookup is given. It
-// returns ErrClosed after Close and an error for an invalid ip.
+// domain also names ip in net events when no WithDomainLookup is given. An
+// address keeps at most 64 live domains (the one expiring first goes). It
+// returns ErrClosed after Close, an error for an invalid ip, and an error
+// when 65536 addresses are already known (the connection is then decided
+// by its address alone).
 func (c *Collector) LearnDomain(ip netip.Addr, domain string, ttl time.Duration) error {
 	if !ip.IsValid() {
 		return fmt.Errorf("learning domain %q: invalid address", domain)

@@ -967,3 +967,26 @@ func TestNetEgressFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestNetHostWide: in host-wide mode the hooks sit on the v2 root and
+// record processes outside every watched cgroup, without a session.
+func TestNetHostWide(t *testing.T) {
+	requireKernel(t)
+	r := startLive(t, WithHostWide(true), WithQueueSize(1<<16))
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ev := r.wait(t, "net.connect", netEvent(KindNetConnect, func(n *event.Net) bool { return n.DstPort == port }))
+	if ev.Proc.Pid != int32(os.Getpid()) || ev.SessionID != "" || ev.Net.Verdict != VerdictAllowed {
+		t.Errorf("net.connect = pid %d session %q %+v, want pid %d, no session, allowed", ev.Proc.Pid, ev.SessionID, *ev.Net, os.Getpid())
+	}
+	r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
+}
