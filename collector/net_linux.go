@@ -44,6 +44,10 @@ type learnedDomain struct {
 	at      time.Time
 }
 
+// netConnsMax, when set, replaces the size of the connection table (tests
+// fill it).
+var netConnsMax uint32
+
 // Bounds of the learned domains: addresses (the size of the kernel's
 // domains map) and live domains per address.
 const (
@@ -62,6 +66,9 @@ func (n *netCollector) load(c *Collector, shared *ebpf.CollectionOptions) error 
 	spec, err := loadNet()
 	if err != nil {
 		return fmt.Errorf("loading net bpf spec: %w", err)
+	}
+	if netConnsMax > 0 {
+		spec.Maps["conns"].MaxEntries = netConnsMax
 	}
 	// The shared maps were sized by the loader (the ring buffer).
 	for name, m := range shared.MapReplacements {

@@ -36,6 +36,7 @@ func init() {
 	helperModes["net-serve"] = helperNetServe
 	helperModes["net-dns"] = helperNetDNS
 	helperModes["net-sendn"] = helperNetSendN
+	helperModes["net-hold"] = helperNetHold
 }
 
 // helperNetGet fetches args[0] with a fresh connection and prints the body
@@ -989,4 +990,81 @@ func TestNetHostWide(t *testing.T) {
 		t.Errorf("net.connect = pid %d session %q %+v, want pid %d, no session, allowed", ev.Proc.Pid, ev.SessionID, *ev.Net, os.Getpid())
 	}
 	r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
+}
+
+// TestNetTableLoss: connections that do not fit in the connection table
+// are reported as lost net.close records.
+func TestNetTableLoss(t *testing.T) {
+	requireKernel(t)
+	netConnsMax = 2
+	defer func() { netConnsMax = 0 }()
+	cg := cgrouptest.New(t)
+	r := startLive(t, WithLossInterval(50*time.Millisecond))
+	netConnsMax = 0
+	if err := r.c.Watch(cg.ID, "sess-net-loss"); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// One helper holds 6 connections open at once (it exits after the
+	// last dial, closing them).
+	cmd := helperCmd(t, cg, "net-hold", ln.Addr().String(), "6")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	ev := r.wait(t, "collector.loss", func(ev *event.Event) bool {
+		return ev.Kind == KindLoss && ev.Loss.Source == LossSourceTable
+	})
+	if ev.Loss.LostKind != KindNetClose || ev.Loss.Count == 0 {
+		t.Errorf("loss = %+v, want lost net.close from kernel:table", *ev.Loss)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var lost uint64
+		for _, l := range r.all(func(ev *event.Event) bool { return ev.Kind == KindLoss && ev.Loss.Source == LossSourceTable }) {
+			lost += l.Loss.Count
+		}
+		closes := len(r.all(netEvent(KindNetClose, func(n *event.Net) bool { return n.DstIP == "127.0.0.1" })))
+		if lost+uint64(closes) == 6 {
+			if closes != 2 {
+				t.Errorf("%d net.close for a table of 2", closes)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lost %d + closed %d, want 6", lost, closes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// helperNetHold dials args[0] args[1] times, holding every connection open
+// until the last is made.
+func helperNetHold(args []string) int {
+	n, _ := strconv.Atoi(args[1])
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("tcp", args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	return 0
 }
