@@ -4,7 +4,11 @@
 // victims of the kernel's OOM killer. Its file programs (bpf/file.c) record
 // their opens, deletes, renames, truncates, chmods and mounts with absolute
 // paths; reads only beneath sensitive paths (WithSensitiveReads,
-// AddSensitive), and repeats merged into one event (file.count).
+// AddSensitive), and repeats merged into one event (file.count). Its network
+// programs (bpf/net.c) record connects and UDP sends with the verdict of the
+// egress policy, which they enforce (WithEgress: a blocked connect fails with
+// EPERM), listens, accepts and closes with the bytes of each TCP connection,
+// and send each session's DNS traffic to its proxy (RedirectDNS).
 //
 // Trust model: the collector runs as root, outside the agent's reach. The
 // kernel attributes every event to a cgroup, and the collector maps the cgroup
@@ -16,7 +20,7 @@
 // per kind in the kernel, an event that does not fit in the Events channel is
 // counted in Go, and the counts become "collector.loss" events with the exact
 // number lost and the kind lost (sources "kernel:ringbuf", "collector:queue",
-// "kernel:recursion" and "kernel:pending").
+// "kernel:recursion", "kernel:pending" and "kernel:table").
 //
 // The BPF programs are in bpf/process.c; their structs are defined once in
 // bpf/common.h and generated into Go by bpf2go (see gen.go). Generated types
