@@ -378,13 +378,14 @@ func (m *readMatcher) sensitive(p string) bool {
 	return m.all
 }
 
-// mergeKey is what makes two file events identical.
+// mergeKey is what makes two file events identical. The comm is not in
+// it: threads of one process may have different ones.
 type mergeKey struct {
-	session, kind, path, newPath, errno, source, fstype, comm string
-	pid                                                       int32
-	uid                                                       uint32
-	flags                                                     uint32
-	cgroup                                                    uint64
+	session, kind, path, newPath, errno, source, fstype string
+	pid                                                 int32
+	uid                                                 uint32
+	flags                                               uint32
+	cgroup                                              uint64
 }
 
 // heldFile is the merge of one mergeKey: the window it started, and the
@@ -399,7 +400,7 @@ func keyOf(ev *event.Event) mergeKey {
 	k := mergeKey{session: ev.SessionID, kind: ev.Kind, path: ev.File.Path, newPath: ev.File.NewPath,
 		errno: ev.File.Errno, source: ev.File.Source, fstype: ev.File.FSType, flags: ev.File.Flags}
 	if p := ev.Proc; p != nil {
-		k.comm, k.pid, k.cgroup = p.Comm, p.Pid, p.CgroupID
+		k.pid, k.cgroup = p.Pid, p.CgroupID
 		if p.UID != nil {
 			k.uid = *p.UID
 		}
