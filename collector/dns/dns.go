@@ -86,6 +86,11 @@ const (
 	DefaultMaxInflight = 1024
 	// DefaultMaxSessions bounds the sessions with their own listeners.
 	DefaultMaxSessions = 1024
+	// MinDomainTTL is the least time an answered address stays in the
+	// IP→domain map, so that an answer with TTL 0 (which the client uses
+	// once, at once) still names the connection the client makes with it
+	// when the collector decodes that connection a moment later.
+	MinDomainTTL = 10 * time.Second
 )
 
 // Policy decides whether a name may be resolved. name is the query name in
@@ -919,7 +924,7 @@ func (p *Proxy) learn(name string, resp *mdns.Msg, now time.Time) {
 		}
 		a = a.Unmap()
 		ttl := time.Duration(rr.Header().Ttl) * time.Second
-		p.domains.put(a, name, now.Add(ttl))
+		p.domains.put(a, name, now.Add(max(ttl, MinDomainTTL)))
 		p.answerHook(name, a, ttl)
 	}
 }

@@ -30,10 +30,11 @@ type upstream struct {
 
 // zone holds the fixed records; names not in it are NXDOMAIN.
 var zone = map[string][]string{
-	"a.example.":   {"a.example. 300 IN A 192.0.2.1"},
-	"v6.example.":  {"v6.example. 120 IN AAAA 2001:db8::1"},
-	"www.example.": {"www.example. 60 IN CNAME web.example.", "web.example. 30 IN CNAME cdn.example.", "cdn.example. 20 IN A 192.0.2.7"},
-	"two.example.": {"two.example. 50 IN A 192.0.2.8", "two.example. 50 IN A 192.0.2.9"},
+	"a.example.":    {"a.example. 300 IN A 192.0.2.1"},
+	"v6.example.":   {"v6.example. 120 IN AAAA 2001:db8::1"},
+	"www.example.":  {"www.example. 60 IN CNAME web.example.", "web.example. 30 IN CNAME cdn.example.", "cdn.example. 20 IN A 192.0.2.7"},
+	"two.example.":  {"two.example. 50 IN A 192.0.2.8", "two.example. 50 IN A 192.0.2.9"},
+	"zero.example.": {"zero.example. 0 IN A 192.0.2.20"},
 }
 
 func (u *upstream) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
@@ -425,7 +426,8 @@ func TestDomainOf(t *testing.T) {
 	for _, q := range []struct {
 		name  string
 		qtype uint16
-	}{{"a.example.", mdns.TypeA}, {"WWW.example.", mdns.TypeA}, {"v6.example.", mdns.TypeAAAA}, {"two.example.", mdns.TypeA}} {
+	}{{"a.example.", mdns.TypeA}, {"WWW.example.", mdns.TypeA}, {"v6.example.", mdns.TypeAAAA}, {"two.example.", mdns.TypeA},
+		{"zero.example.", mdns.TypeA}} {
 		exchange(t, p, "udp", query(q.name, q.qtype))
 		rec.next(t) // the map is filled before the event is emitted
 	}
@@ -442,6 +444,8 @@ func TestDomainOf(t *testing.T) {
 		{name: "second A", after: 0, ip: "192.0.2.9", want: "two.example", ok: true},
 		{name: "v4-mapped", after: 0, ip: "::ffff:192.0.2.1", want: "a.example", ok: true},
 		{name: "unknown", after: 0, ip: "192.0.2.99"},
+		{name: "TTL 0 kept for MinDomainTTL", after: MinDomainTTL - time.Second, ip: "192.0.2.20", want: "zero.example", ok: true},
+		{name: "TTL 0 after MinDomainTTL", after: MinDomainTTL, ip: "192.0.2.20"},
 		{name: "before TTL", after: 19 * time.Second, ip: "192.0.2.7", want: "www.example", ok: true},
 		{name: "at TTL", after: 20 * time.Second, ip: "192.0.2.7"},
 		{name: "AAAA before TTL", after: 119 * time.Second, ip: "2001:db8::1", want: "v6.example", ok: true},
