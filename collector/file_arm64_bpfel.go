@@ -43,9 +43,7 @@ type fileFileEvent struct {
 type fileFileKey struct {
 	_    structs.HostLayout
 	Ino  uint64
-	Dev  uint32
-	Pad  uint32
-	Name [48]int8
+	Name [56]int8
 }
 
 type fileFileOp uint32

@@ -287,7 +287,7 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 }
 
 // sensitiveKey returns the kernel key of the absolute path p: its parent
-// directory's device and inode and its name, with the verdict, and p with
+// directory's inode and its name, with the verdict, and p with
 // symbolic links resolved. When p does not exist, the key names the first
 // missing component beneath the nearest existing ancestor, with verdict
 // FILE_MAYBE: reads beneath it are decided in Go by their path.
@@ -333,8 +333,6 @@ func fileKeyOf(dir, name string) (fileFileKey, error) {
 		return k, fmt.Errorf("reading sensitive path %q: %w", dir, err)
 	}
 	k.Ino = st.Ino
-	// The kernel's dev_t: major << 20 | minor.
-	k.Dev = unix.Major(uint64(st.Dev))<<20 | unix.Minor(uint64(st.Dev))
 	for i := 0; i < len(name) && i < len(k.Name)-1; i++ {
 		k.Name[i] = int8(name[i])
 	}

@@ -134,7 +134,6 @@ static __always_inline __u32 verdict(struct dentry *d)
 	struct file_key k;
 	__builtin_memset(&k, 0, sizeof(k));
 	k.ino = BPF_CORE_READ(d, d_parent, d_inode, i_ino);
-	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
 	bpf_probe_read_kernel_str(k.name, sizeof(k.name), BPF_CORE_READ(d, d_name.name));
 	__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
 	return v ? *v : 0;

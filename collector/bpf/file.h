@@ -112,7 +112,7 @@ enum file_reads {
 
 enum file_limits {
 	/* Bytes of a name kept in a file_sensitive key. */
-	FILE_KEY_NAME = 48,
+	FILE_KEY_NAME = 56,
 	FILE_STRING_MAX = 4096,
 };
 
@@ -121,12 +121,13 @@ enum file_limits {
 #define FILE_DATA_SIZE (16384 + 4096)
 
 /* A key of file_sensitive: the directory entry `name` in the directory with
- * inode number ino on the device dev (the kernel's dev_t, major << 20 |
- * minor). Names longer than FILE_KEY_NAME - 1 bytes are cut. */
+ * inode number ino. The device is left out on purpose: stat(2)'s st_dev can
+ * differ from the super block's s_dev (btrfs subvolumes), and a key that
+ * missed would lose sensitive reads silently, while an inode number that
+ * collides on another file system only records more reads. Names longer
+ * than FILE_KEY_NAME - 1 bytes are cut. */
 struct file_key {
 	__u64 ino;
-	__u32 dev;
-	__u32 _pad;
 	char name[FILE_KEY_NAME];
 };
 
