@@ -177,8 +177,18 @@ func helperNetDNS(args []string) int {
 		}
 	default:
 		c := &dns.Client{Net: how, Timeout: 30 * time.Second}
-		var err error
-		if in, _, err = c.Exchange(m, server); err != nil {
+		co, err := c.Dial(server)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, how, "dial:", err)
+			return 1
+		}
+		defer co.Close()
+		// Go takes the remote address from getpeername(2).
+		if got := co.RemoteAddr().String(); got != server {
+			fmt.Fprintf(os.Stderr, "getpeername = %s, want %s\n", got, server)
+			return 1
+		}
+		if in, _, err = c.ExchangeWithConn(m, co); err != nil {
 			fmt.Fprintln(os.Stderr, how, "exchange:", err)
 			return 1
 		}
@@ -741,6 +751,23 @@ func TestNetDNSRedirect(t *testing.T) {
 				}
 			})
 		}
+	}
+	// Without an IPv6 proxy, IPv6 queries of dual-stack sockets reach the
+	// IPv4 proxy as a v4-mapped address.
+	if err := r.c.RedirectDNS(cg.ID, proxies["v4"], netip.AddrPort{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []string{"udp", "tcp"} {
+		name := "mapped-" + how + ".example."
+		out, err := helperCmd(t, cg, "net-dns", "[2001:db8::53]:53", name, how).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "203.0.113.7" {
+			t.Errorf("query over %s to [2001:db8::53]:53 without an IPv6 proxy: %v %q", how, err, out)
+		}
+		mu.Lock()
+		if !seen[name] {
+			t.Errorf("the IPv4 proxy did not see %s", name)
+		}
+		mu.Unlock()
 	}
 	// Unwatch clears the redirect.
 	if err := r.c.Unwatch(cg.ID); err != nil {
