@@ -222,7 +222,7 @@ func ioProgramsAfter(after ebpf.ProgramID, cgid uint64) []ioProgram {
 			if err == nil {
 				names[id] = info.Name
 				if info.Name == "watched" {
-					if _, err := m.LookupBytes(cgid); err == nil {
+					if v, err := m.LookupBytes(cgid); err == nil && v != nil {
 						own[id] = true
 					}
 				}
@@ -686,7 +686,7 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 				sockErrs += r.socketErrors
 			}
 			b.ResetTimer()
-			for i := range ioPairs(2) * b.N {
+			for i := range ioPairs(3) * b.N {
 				if i%2 == 0 {
 					runBase()
 					runCollector()
