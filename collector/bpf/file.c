@@ -497,6 +497,10 @@ int file_exit(struct syscall_trace_exit *ctx)
 		return 0;
 	struct file_pending p = *pp;
 	bpf_map_delete_elem(&file_pending, &tid);
+	/* ERESTARTSYS .. ERESTART_RESTARTBLOCK: the syscall starts again
+	 * (and is recorded then), or the caller sees EINTR. */
+	if (ctx->ret <= -512 && ctx->ret >= -516)
+		return 0;
 	return file_exit_record(&p, ctx->ret);
 }
 
