@@ -54,6 +54,9 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 			name, n.Op = KindNetConnect, "connect"
 		case netNetOpNET_OP_SEND:
 			name, n.Op = KindNetSend, "send"
+			if r.Count > 1 {
+				n.Count = r.Count
+			}
 		default:
 			return nil, nil, fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
 		}

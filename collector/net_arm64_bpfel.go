@@ -111,6 +111,7 @@ type netNetEvent struct {
 	Start    uint64
 	BytesOut uint64
 	BytesIn  uint64
+	Count    uint64
 	Uid      uint32
 	Op       uint8
 	Proto    uint8

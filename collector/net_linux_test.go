@@ -816,7 +816,9 @@ func TestNetLearnDomainExpires(t *testing.T) {
 }
 
 // TestNetSendMerged: repeated sends from one socket to one destination are
-// one net.send; another socket's send is another.
+// recorded when their count reaches a power of two, each event standing for
+// the sends since the previous one (net.count); another socket's sends are
+// counted apart.
 func TestNetSendMerged(t *testing.T) {
 	requireKernel(t)
 	cg := cgrouptest.New(t)
@@ -824,15 +826,31 @@ func TestNetSendMerged(t *testing.T) {
 	if err := r.c.Watch(cg.ID, "sess-net-merge"); err != nil {
 		t.Fatal(err)
 	}
+	var pids []int32
 	for range 2 {
-		if err := helperCmd(t, cg, "net-sendn", "127.0.0.1:4999", "50").Run(); err != nil {
+		cmd := helperCmd(t, cg, "net-sendn", "127.0.0.1:4999", "50")
+		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}
+		pids = append(pids, int32(cmd.Process.Pid))
 	}
-	r.wait(t, "net.send", netEvent(KindNetSend, func(n *event.Net) bool { return n.DstPort == 4999 }))
-	time.Sleep(300 * time.Millisecond)
-	if n := len(r.all(netEvent(KindNetSend, func(n *event.Net) bool { return n.DstPort == 4999 }))); n != 2 {
-		t.Errorf("%d net.send events for 2 sockets sending 50 datagrams each, want 2", n)
+	// 50 sends: records at the 1st, 2nd, 4th, 8th, 16th and 32nd, for
+	// 1+1+2+4+8+16 = 32 sends.
+	for _, pid := range pids {
+		r.wait(t, "the 32nd net.send", func(ev *event.Event) bool {
+			return ev.Kind == KindNetSend && ev.Proc.Pid == pid && ev.Net.Count == 16
+		})
+		var counts []uint64
+		for _, ev := range r.all(func(ev *event.Event) bool { return ev.Kind == KindNetSend && ev.Proc.Pid == pid }) {
+			c := ev.Net.Count
+			if c == 0 {
+				c = 1
+			}
+			counts = append(counts, c)
+		}
+		if fmt.Sprint(counts) != "[1 1 2 4 8 16]" {
+			t.Errorf("net.send counts of pid %d = %v, want [1 1 2 4 8 16]", pid, counts)
+		}
 	}
 }
 

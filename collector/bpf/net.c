@@ -328,15 +328,23 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, __u8 op, bool v6
 	if (!redirect(ctx, &e, v6))
 		e.verdict = egress_verdict(&e.dst, e.proto);
 
+	e.count = 1;
 	if (op == NET_OP_SEND) {
+		/* The first send of a socket to a destination is recorded;
+		 * repeats are counted, and recorded only when the count
+		 * reaches a power of two, standing for the sends since the
+		 * last record: a flood of n datagrams is log2(n) records. */
 		struct send_key k = {.cookie = e.cookie, .dst = e.dst, .verdict = e.verdict};
 		__u64 *n = bpf_map_lookup_elem(&sends, &k);
 		if (n) {
-			__sync_fetch_and_add(n, 1);
-			return e.verdict == NET_BLOCK ? 0 : 1;
+			__u64 c = __sync_fetch_and_add(n, 1) + 1;
+			if (c & (c - 1))
+				return e.verdict == NET_BLOCK ? 0 : 1;
+			e.count = c / 2;
+		} else {
+			__u64 one = 1;
+			bpf_map_update_elem(&sends, &k, &one, BPF_ANY);
 		}
-		__u64 one = 1;
-		bpf_map_update_elem(&sends, &k, &one, BPF_ANY);
 	}
 
 	fill_header(&e.hdr, KIND_NET_CONNECT, task);

@@ -92,6 +92,7 @@ struct net_event {
 	__u64 start;     /* when the connection began (close), boot ns */
 	__u64 bytes_out; /* close: tcp_sock.bytes_acked */
 	__u64 bytes_in;  /* close: tcp_sock.bytes_received */
+	__u64 count;     /* send: the datagrams this record stands for */
 	__u32 uid;
 	__u8 op;       /* enum net_op (connect records) */
 	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
