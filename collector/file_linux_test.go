@@ -22,6 +22,10 @@ import (
 func init() {
 	helperModes["file-ops"] = helperFileOps
 	helperModes["file-mount"] = helperFileMount
+	helperModes["file-block"] = func(args []string) int {
+		os.Open(args[0]) // a FIFO without a writer: blocks until killed
+		return 0
+	}
 }
 
 // helperFileMount mounts a tmpfs on args[0] and unmounts it.
@@ -299,6 +303,56 @@ func TestFileMount(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("file.mount events = %q, want %q", got, want)
+	}
+}
+
+// TestFilePendingCleanup kills a process blocked inside a traced open and
+// checks that its arguments do not stay behind in file_pending.
+func TestFilePendingCleanup(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRecorder(t, false)
+	if err := r.c.Watch(cg.ID, "sess-pending"); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	cmd := helperCmd(t, cg, "file-block", fifo)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pending := func(tid uint32) bool {
+		var v fileFilePending
+		return r.c.file.objs.FilePending.Lookup(tid, &v) == nil
+	}
+	// Wait until a thread of the helper is inside a traced syscall: the
+	// open of the FIFO, which blocks.
+	var tids []uint32
+	deadline := time.Now().Add(30 * time.Second)
+	for len(tids) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+		for _, e := range ents {
+			var tid uint32
+			fmt.Sscan(e.Name(), &tid)
+			if pending(tid) {
+				tids = append(tids, tid)
+			}
+		}
+	}
+	if len(tids) == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no thread of pid %d found blocked in the FIFO's open with a file_pending entry", cmd.Process.Pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, tid := range tids {
+		if pending(tid) {
+			t.Errorf("file_pending still holds thread %d after it was killed", tid)
+		}
 	}
 }
 
