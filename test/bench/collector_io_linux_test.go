@@ -54,16 +54,14 @@ func ioRequireRoot(b *testing.B) {
 	}
 }
 
-// ioCollectorOptions are the options of the "on" arm, as a daemon would
-// configure the collector: a queue big enough for bursts, and the default
-// policy (policies/default.yaml) enforced in the kernel for egress.
-func ioCollectorOptions(b *testing.B) []collector.Option {
+// ioPolicy compiles the default policy (policies/default.yaml).
+func ioPolicy(b *testing.B) *policy.Engine {
 	b.Helper()
 	eng, err := policy.New(policy.Default())
 	if err != nil {
 		b.Fatalf("compiling the default policy: %v", err)
 	}
-	return []collector.Option{collector.WithQueueSize(1 << 16), collector.WithEgress(eng)}
+	return eng
 }
 
 // ioCount is what the consumer of one collector received.
@@ -109,15 +107,29 @@ type ioCollector struct {
 }
 
 // ioStartCollector loads the collector, watches cgid and starts consuming.
-func ioStartCollector(b *testing.B, cgid uint64) *ioCollector {
+// It configures the collector as the daemon does (cmd/sandtrail/host.go)
+// under the default policy: egress enforced in the kernel, reads recorded
+// beneath the policy's sensitive paths, host-wide and, when home is not
+// empty, beneath the session's home (~/.ssh, ~/.aws, …); and a queue big
+// enough for bursts.
+func ioStartCollector(b *testing.B, cgid uint64, home string) *ioCollector {
 	b.Helper()
-	c, err := collector.New(nil, ioCollectorOptions(b)...)
+	pol := ioPolicy(b)
+	c, err := collector.New(nil, collector.WithQueueSize(1<<16), collector.WithEgress(pol),
+		collector.WithSensitiveReads(pol.SensitiveReads("")))
 	if err != nil {
 		b.Fatalf("collector.New() = %v", err)
 	}
 	if err := c.Watch(cgid, "bench"); err != nil {
 		c.Close()
 		b.Fatal(err)
+	}
+	if home != "" {
+		sens, exc := pol.SensitiveReads(home)
+		if err := c.AddSensitive(cgid, sens, exc); err != nil {
+			c.Close()
+			b.Fatal(err)
+		}
 	}
 	ic := &ioCollector{c: c, done: make(chan ioCount, 1)}
 	go func() {
@@ -250,12 +262,13 @@ func ioProgramsAfter(after ebpf.ProgramID, cgid uint64) []ioProgram {
 	return ps
 }
 
-// ioProfile runs work (which returns how many ops it did) once more, with the kernel's BPF statistics on (which
-// cost a little themselves) and a collector watching cg, and reports the
-// time spent in the collector's BPF programs per op (bpf-ns/<unit>); it logs
-// each program's share (ioProgramsAfter finds them; the log says when their
-// sum differs from the collector's own Stats).
-func ioProfile(b *testing.B, cg *cgrouptest.Cgroup, unit string, work func() (ops float64)) {
+// ioProfile runs work (which returns how many ops it did) once more, with
+// the kernel's BPF statistics on (which cost a little themselves) and a
+// collector watching cg (with home, as in ioStartCollector), and reports the time spent in the collector's BPF
+// programs per op (bpf-ns/<unit>); it logs each program's share
+// (ioProgramsAfter finds them; the log says when their sum differs from the
+// collector's own Stats).
+func ioProfile(b *testing.B, cg *cgrouptest.Cgroup, home, unit string, work func() (ops float64)) {
 	b.Helper()
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
@@ -264,7 +277,7 @@ func ioProfile(b *testing.B, cg *cgrouptest.Cgroup, unit string, work func() (op
 	}
 	defer stats.Close()
 	last := ioLastProgramID()
-	ic := ioStartCollector(b, cg.ID)
+	ic := ioStartCollector(b, cg.ID, home)
 	progs := ioProgramsAfter(last, cg.ID)
 	defer func() {
 		for _, p := range progs {
@@ -322,15 +335,16 @@ func ioProfile(b *testing.B, cg *cgrouptest.Cgroup, unit string, work func() (op
 
 // ioTreeVersion is the version of the generated file tree; change it when
 // ioTree changes.
-const ioTreeVersion = 1
+const ioTreeVersion = 2
 
-// The generated tree: 20 packages of 10 modules of 10 directories of 10
-// files (20,000 files in 2,220 directories), and secrets/ with 10
-// directories of 10 files, the part under a sensitive prefix.
+// The generated tree, extracted into a session's home: project/ with 20
+// packages of 10 modules of 10 directories of 10 files (20,000 files in
+// 2,221 directories), and .ssh/ with 10 directories of 10 files, the part
+// beneath a sensitive path of the default policy (~/.ssh).
 const (
 	ioTreePackages, ioTreeModules, ioTreeDirs, ioTreeFiles = 20, 10, 10, 10
 	ioTreeSecretDirs                                       = 10
-	ioTreeSecrets                                          = "secrets"
+	ioTreeProject, ioTreeSecrets                           = "project", ".ssh"
 )
 
 // ioTree returns the path of the tarball of the file-heavy workload,
@@ -393,12 +407,13 @@ func ioTree(b *testing.B) (string, int) {
 			total += int64(size)
 		}
 	}
+	mkdir(ioTreeProject)
 	for p := range ioTreePackages {
-		mkdir(fmt.Sprintf("pkg%02d", p))
+		mkdir(fmt.Sprintf("%s/pkg%02d", ioTreeProject, p))
 		for m := range ioTreeModules {
-			mkdir(fmt.Sprintf("pkg%02d/mod%d", p, m))
+			mkdir(fmt.Sprintf("%s/pkg%02d/mod%d", ioTreeProject, p, m))
 			for d := range ioTreeDirs {
-				addFiles(fmt.Sprintf("pkg%02d/mod%d/d%d", p, m, d))
+				addFiles(fmt.Sprintf("%s/pkg%02d/mod%d/d%d", ioTreeProject, p, m, d))
 			}
 		}
 	}
@@ -440,15 +455,15 @@ func ioFilesDir(b *testing.B) string {
 	return dir
 }
 
-// ioFilesScript is the file-heavy workload: untar into a fresh directory,
-// stat every entry (du), read every file (find + cat), remove the tree.
+// ioFilesScript is the file-heavy workload, in the home directory $2:
+// untar $1, stat every entry (du), read every file (find + cat), remove
+// what was extracted.
 const ioFilesScript = `set -e
-mkdir "$2"
-tar -xf "$1" -C "$2"
-du -s "$2" >/dev/null
-find "$2" -type f -exec cat {} + >/dev/null
-rm -rf "$2"
-`
+cd "$2"
+tar -xf "$1"
+du -s . >/dev/null
+find . -type f -exec cat {} + >/dev/null
+rm -rf ` + ioTreeProject + " " + ioTreeSecrets + "\n"
 
 // BenchmarkCollectorFiles runs a file-heavy workload in a test cgroup, with
 // no collector and with the sandtrail collector watching the cgroup,
@@ -473,12 +488,15 @@ func BenchmarkCollectorFiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	cg := cgrouptest.New(b)
-	tree := filepath.Join(ioFilesDir(b), "tree")
+	home := filepath.Join(ioFilesDir(b), "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	// run runs the workload once in cg and returns its wall and CPU time,
 	// and the CPU time of this process and all its waited-for children.
 	run := func() (wall, child, cpu time.Duration) {
 		b.Helper()
-		cmd := exec.Command("/bin/sh", "-c", ioFilesScript, "sh", tarball, tree)
+		cmd := exec.Command("/bin/sh", "-c", ioFilesScript, "sh", tarball, home)
 		cmd.SysProcAttr = cg.SysProcAttr(b, -1)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -500,7 +518,7 @@ func BenchmarkCollectorFiles(b *testing.B) {
 		baseChild = append(baseChild, child)
 	}
 	runCollector := func() {
-		ic := ioStartCollector(b, cg.ID)
+		ic := ioStartCollector(b, cg.ID, home)
 		ioSettle(b, cg)
 		wall, child, cpu := run()
 		got.add(ic.close())
@@ -519,7 +537,7 @@ func BenchmarkCollectorFiles(b *testing.B) {
 	}
 	b.StopTimer()
 
-	ioProfile(b, cg, "file", func() float64 { run(); return float64(files) })
+	ioProfile(b, cg, home, "file", func() float64 { run(); return float64(files) })
 
 	msPer := func(ds []time.Duration) float64 { return float64(collectorSum(ds).Milliseconds()) / float64(len(ds)) }
 	b.ReportMetric(msPer(base.wall), "ms/run-none")
@@ -677,7 +695,7 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 				sockErrs += r.socketErrors
 			}
 			runCollector := func() {
-				ic := ioStartCollector(b, cg.ID)
+				ic := ioStartCollector(b, cg.ID, "")
 				ioSettle(b, cg)
 				r, cpu := run()
 				got.add(ic.close())
@@ -697,7 +715,7 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 			}
 			b.StopTimer()
 
-			ioProfile(b, cg, "request", func() float64 { r, _ := run(); return float64(r.requests) })
+			ioProfile(b, cg, "", "request", func() float64 { r, _ := run(); return float64(r.requests) })
 
 			median := func(xs []float64) float64 {
 				s := slices.Clone(xs)
