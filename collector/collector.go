@@ -161,6 +161,9 @@ type options struct {
 	// mergeWindow is how long identical file events of one process are
 	// merged (file.count).
 	mergeWindow time.Duration
+	// filePending, when set, sizes file.c's table of syscalls in flight
+	// (tests use it to fill the table).
+	filePending int
 }
 
 // Option configures New.

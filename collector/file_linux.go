@@ -72,6 +72,9 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 		return fmt.Errorf("counting possible cpus: %w", err)
 	}
 	spec.Maps[fileMapFileScratch].MaxEntries = uint32(ncpu)
+	if c.opts.filePending > 0 {
+		spec.Maps[fileMapFilePending].MaxEntries = uint32(c.opts.filePending)
+	}
 	// Replaced by process.c's ring buffer, whose size must match.
 	spec.Maps[fileMapEvents].MaxEntries = uint32(c.opts.ringSize)
 	if err := spec.LoadAndAssign(&f.objs, shared); err != nil {

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,39 @@ func init() {
 	helperModes["file-block"] = func(args []string) int {
 		os.Open(args[0]) // a FIFO without a writer: blocks until killed
 		return 0
+	}
+	helperModes["file-block-many"] = helperFileBlockMany
+}
+
+// helperFileBlockMany opens the FIFO args[0] for reading from args[1]
+// threads at once; each open blocks until a writer opens it.
+func helperFileBlockMany(args []string) int {
+	n, _ := strconv.Atoi(args[1])
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			fd, err := unix.Open(args[0], unix.O_RDONLY, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// withFilePending sizes file_pending.
+func withFilePending(n int) Option {
+	return func(o *options) error {
+		o.filePending = n
+		return nil
 	}
 }
 
@@ -276,6 +311,76 @@ func TestFileOps(t *testing.T) {
 	}
 	if n := losses(evs)["file"]; n != 0 {
 		t.Errorf("file losses = %d, want 0", n)
+	}
+}
+
+// TestFilePendingFull blocks more opens at once than file_pending holds and
+// checks that events and reported losses add up to the opens exactly.
+func TestFilePendingFull(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	const size, n = 8, 20
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRecorder(t, false, withFilePending(size))
+	const sid = "sess-pending-full"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	if err := r.c.AddSensitive(cg.ID, []string{dir}, nil); err != nil {
+		t.Fatalf("AddSensitive() = %v", err)
+	}
+	cmd := helperCmd(t, cg, "file-block-many", fifo, strconv.Itoa(n))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until every open is either in the table or counted as dropped.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var per []uint64
+		var dropped uint64
+		if err := r.c.file.objs.FilePendingDrops.Lookup(uint32(0), &per); err == nil {
+			for _, v := range per {
+				dropped += v
+			}
+		}
+		if dropped >= n-size {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("file_pending drops = %d after 60 s, want %d", dropped, n-size)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A writer releases every reader.
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	evs := r.stop(t)
+	var got uint64
+	for _, ev := range inSession(evs, sid, KindFileRead) {
+		if ev.File.Path == fifo {
+			got += max(ev.File.Count, 1)
+		}
+	}
+	var lost uint64
+	for _, ev := range evs {
+		if ev.Kind == KindLoss && ev.Loss.LostKind == "file" && ev.Loss.Source == LossSourcePending {
+			lost += ev.Loss.Count
+		}
+	}
+	if got+lost != n || lost != n-size {
+		t.Errorf("reads of the FIFO = %d, pending losses = %d, want %d and %d (sum %d)", got, lost, size, n-size, n)
 	}
 }
 
