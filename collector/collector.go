@@ -120,7 +120,8 @@ type Stats struct {
 	Received uint64
 	// KernelDrops is the number of records the kernel could not put in the
 	// ring buffer because it was full, plus the execs whose filename could
-	// not be kept for a possible exec_failed (LossSourcePending).
+	// not be kept for a possible exec_failed and the file syscalls whose
+	// arguments could not be kept (LossSourcePending).
 	KernelDrops uint64
 	// QueueDrops is the number of events dropped because the Events channel
 	// was full.
