@@ -44,12 +44,13 @@ type netConn struct {
 		Watched  uint64
 		Comm     [16]int8
 	}
-	Start uint64
-	Uid   uint32
-	Flags uint8
-	Pad   [3]uint8
-	Src   netNetAddr
-	_     [4]byte
+	Start  uint64
+	Uid    uint32
+	Flags  uint8
+	Pad    [3]uint8
+	Src    netNetAddr
+	_      [4]byte
+	Cookie uint64
 }
 
 type netDnsOrig struct {
@@ -83,10 +84,11 @@ type netEgressConfig struct {
 }
 
 type netListenKey struct {
-	_     structs.HostLayout
-	Netns uint32
-	Port  uint16
-	Pad   uint16
+	_      structs.HostLayout
+	Netns  uint32
+	Port   uint16
+	Family uint16
+	Addr   [4]uint32
 }
 
 type netNetAddr struct {
@@ -172,6 +174,7 @@ const (
 	netMapDrops              = "drops"
 	netMapEgressConf         = "egress_conf"
 	netMapEvents             = "events"
+	netMapListenerKeys       = "listener_keys"
 	netMapListeners          = "listeners"
 	netMapNetDrops           = "net_drops"
 	netMapPorts              = "ports"
@@ -264,6 +267,7 @@ type netMapSpecs struct {
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	EgressConf   *ebpf.MapSpec `ebpf:"egress_conf"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	ListenerKeys *ebpf.MapSpec `ebpf:"listener_keys"`
 	Listeners    *ebpf.MapSpec `ebpf:"listeners"`
 	NetDrops     *ebpf.MapSpec `ebpf:"net_drops"`
 	Ports        *ebpf.MapSpec `ebpf:"ports"`
@@ -316,6 +320,7 @@ type netMaps struct {
 	Drops        *ebpf.Map `ebpf:"drops"`
 	EgressConf   *ebpf.Map `ebpf:"egress_conf"`
 	Events       *ebpf.Map `ebpf:"events"`
+	ListenerKeys *ebpf.Map `ebpf:"listener_keys"`
 	Listeners    *ebpf.Map `ebpf:"listeners"`
 	NetDrops     *ebpf.Map `ebpf:"net_drops"`
 	Ports        *ebpf.Map `ebpf:"ports"`
@@ -335,6 +340,7 @@ func (m *netMaps) Close() error {
 		m.Drops,
 		m.EgressConf,
 		m.Events,
+		m.ListenerKeys,
 		m.Listeners,
 		m.NetDrops,
 		m.Ports,

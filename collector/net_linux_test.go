@@ -401,7 +401,9 @@ func TestNetConnectCloseBytes(t *testing.T) {
 }
 
 // TestNetListenAccept: a server in a watched cgroup accepts a connection
-// from the test process.
+// from the test process, on an address and on a dual-stack wildcard; a
+// connection to another process's listener on the same port and another
+// address is not taken for the session's.
 func TestNetListenAccept(t *testing.T) {
 	requireKernel(t)
 	cg := cgrouptest.New(t)
@@ -410,50 +412,88 @@ func TestNetListenAccept(t *testing.T) {
 	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatal(err)
 	}
-	const sent, recv = 300 << 10, 70 << 10
-	cmd := helperCmd(t, cg, "net-serve", "127.0.0.1:0", strconv.Itoa(sent))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	br := bufio.NewReader(stdout)
-	line, err := br.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(strings.TrimSpace(line))
-	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := io.CopyN(io.Discard, conn, sent); err != nil || n != sent {
-		t.Fatalf("read %d bytes: %v", n, err)
-	}
-	if _, err := conn.Write(make([]byte, recv)); err != nil {
-		t.Fatal(err)
-	}
-	clientPort := uint16(conn.LocalAddr().(*net.TCPAddr).Port)
-	conn.Close()
-	io.Copy(io.Discard, br)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	pid := int32(cmd.Process.Pid)
-	l := r.wait(t, "net.listen", netEvent(KindNetListen, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
-	if l.Proc.Pid != pid || l.SessionID != sid || l.Net.SrcIP != "127.0.0.1" || l.Net.DstIP != "" {
-		t.Errorf("net.listen = pid %d session %q %+v, want pid %d", l.Proc.Pid, l.SessionID, *l.Net, pid)
-	}
-	a := r.wait(t, "net.accept", netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
-	if a.Proc.Pid != pid || a.Net.DstPort != clientPort || a.Net.DstIP != "127.0.0.1" || a.SessionID != sid {
-		t.Errorf("net.accept = pid %d %+v, want pid %d from port %d", a.Proc.Pid, *a.Net, pid, clientPort)
-	}
-	cl := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
-	if !within5(cl.Net.BytesOut, sent) || !within5(cl.Net.BytesIn, recv) {
-		t.Errorf("net.close of the accepted connection: out/in = %d/%d, want %d/%d", cl.Net.BytesOut, cl.Net.BytesIn, sent, recv)
+	for _, tt := range []struct{ listen, listenIP string }{{"127.0.0.1:0", "127.0.0.1"}, {":0", "::"}} {
+		t.Run(tt.listen, func(t *testing.T) {
+			const sent, recv = 300 << 10, 70 << 10
+			cmd := helperCmd(t, cg, "net-serve", tt.listen, strconv.Itoa(sent))
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			br := bufio.NewReader(stdout)
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, _ := strconv.Atoi(strings.TrimSpace(line))
+			if tt.listenIP == "127.0.0.1" {
+				// A decoy outside the session on the same port.
+				decoy, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.2:%d", port))
+				if err != nil {
+					t.Fatal(err)
+				}
+				dc, err := net.Dial("tcp4", decoy.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ac, err := decoy.Accept()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ac.Close()
+				dc.Close()
+				decoy.Close()
+			}
+			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := io.CopyN(io.Discard, conn, sent); err != nil || n != sent {
+				t.Fatalf("read %d bytes: %v", n, err)
+			}
+			if _, err := conn.Write(make([]byte, recv)); err != nil {
+				t.Fatal(err)
+			}
+			clientPort := uint16(conn.LocalAddr().(*net.TCPAddr).Port)
+			conn.Close()
+			io.Copy(io.Discard, br)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("server: %v", err)
+			}
+			pid := int32(cmd.Process.Pid)
+			l := r.wait(t, "net.listen", netEvent(KindNetListen, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+			if l.Proc.Pid != pid || l.SessionID != sid || l.Net.SrcIP != tt.listenIP || l.Net.DstIP != "" {
+				t.Errorf("net.listen = pid %d session %q %+v, want pid %d on %s", l.Proc.Pid, l.SessionID, *l.Net, pid, tt.listenIP)
+			}
+			a := r.wait(t, "net.accept", netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+			if a.Proc.Pid != pid || a.Net.DstPort != clientPort || a.Net.DstIP != "127.0.0.1" || a.Net.SrcIP != "127.0.0.1" || a.SessionID != sid {
+				t.Errorf("net.accept = pid %d %+v, want pid %d from port %d", a.Proc.Pid, *a.Net, pid, clientPort)
+			}
+			cl := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
+			if !within5(cl.Net.BytesOut, sent) || !within5(cl.Net.BytesIn, recv) {
+				t.Errorf("net.close of the accepted connection: out/in = %d/%d, want %d/%d", cl.Net.BytesOut, cl.Net.BytesIn, sent, recv)
+			}
+			for _, ev := range r.all(netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) })) {
+				if ev.Net.SrcIP != "127.0.0.1" || ev.Net.DstPort != clientPort {
+					t.Errorf("net.accept %+v: not the session's connection", *ev.Net)
+				}
+			}
+			// The listener is closed: it leaves the listener tables, so
+			// that a later listener on the port is not taken for it.
+			var k netListenKey
+			var v netConn
+			for it := r.c.net.objs.Listeners.Iterate(); it.Next(&k, &v); {
+				t.Errorf("listener %+v is still in the table after it closed", k)
+			}
+			var cookie uint64
+			for it := r.c.net.objs.ListenerKeys.Iterate(); it.Next(&cookie, &k); {
+				t.Errorf("listener key %+v is still in the table after it closed", k)
+			}
+		})
 	}
 }
 

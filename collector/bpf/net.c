@@ -128,6 +128,7 @@ struct conn {
 	/* The local address once known (established): the socket has lost
 	 * its port by the time it reaches TCP_CLOSE. */
 	struct net_addr src;
+	__u64 cookie; /* listeners: the listening socket */
 };
 
 struct {
@@ -137,11 +138,13 @@ struct {
 	__type(value, struct conn);
 } conns SEC(".maps");
 
-/* Listening sockets of watched tasks, by network namespace and port. */
+/* Listening sockets of watched tasks, by network namespace and bound
+ * address (a zero address for a wildcard bind). */
 struct listen_key {
 	__u32 netns;
 	__u16 port;
-	__u16 _pad;
+	__u16 family;
+	__u32 addr[4];
 };
 
 struct {
@@ -150,6 +153,15 @@ struct {
 	__type(key, struct listen_key);
 	__type(value, struct conn);
 } listeners SEC(".maps");
+
+/* The key of each listener in listeners, by socket cookie: a closing socket
+ * has lost its port by the time the tracepoint sees it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct listen_key);
+} listener_keys SEC(".maps");
 
 /* UDP sends already recorded, by socket and destination: repeats are counted
  * here instead of being recorded again. */
@@ -470,11 +482,38 @@ static __always_inline void sock_addrs(const struct sock *sk, struct net_event *
 	}
 }
 
-static __always_inline void listen_key_of(const struct sock *sk, struct listen_key *k)
+/* listen_key_of makes the key of a listener bound to local (as sock_addrs
+ * reads it: a v4-mapped address as IPv4). */
+static __always_inline void listen_key_of(const struct sock *sk, const struct net_addr *local, struct listen_key *k)
 {
 	k->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	k->port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	k->_pad = 0;
+	k->port = local->port;
+	k->family = local->family;
+	k->addr[0] = local->addr[0];
+	k->addr[1] = local->addr[1];
+	k->addr[2] = local->addr[2];
+	k->addr[3] = local->addr[3];
+}
+
+/* find_listener returns the listener a connection to local was accepted
+ * by: one bound to that address, else a wildcard of its family, else (for
+ * IPv4) a dual-stack IPv6 wildcard. */
+static __always_inline struct conn *find_listener(const struct sock *sk, const struct net_addr *local)
+{
+	struct listen_key k;
+	listen_key_of(sk, local, &k);
+	struct conn *l = bpf_map_lookup_elem(&listeners, &k);
+	if (l)
+		return l;
+	k.addr[0] = 0;
+	k.addr[1] = 0;
+	k.addr[2] = 0;
+	k.addr[3] = 0;
+	l = bpf_map_lookup_elem(&listeners, &k);
+	if (l || k.family != AF_INET)
+		return l;
+	k.family = AF_INET6;
+	return bpf_map_lookup_elem(&listeners, &k);
 }
 
 static __always_inline void emit(struct net_event *e, __u32 kind)
@@ -503,16 +542,31 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 		sock_addrs(sk, &e);
 		e.dst.port = 0;
 		e.start = e.hdr.ts;
-		listen_key_of(sk, &lk);
-		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid, .flags = NET_ACCEPTED};
+		e.cookie = bpf_get_socket_cookie((void *)sk);
+		listen_key_of(sk, &e.src, &lk);
+		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid, .flags = NET_ACCEPTED, .cookie = e.cookie};
 		if (bpf_map_update_elem(&listeners, &lk, &c, BPF_ANY))
 			count_net_drop();
+		else if (bpf_map_update_elem(&listener_keys, &e.cookie, &lk, BPF_ANY)) {
+			bpf_map_delete_elem(&listeners, &lk);
+			count_net_drop();
+		}
 		emit(&e, KIND_NET_LISTEN);
 		return 0;
 	}
 	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
-		listen_key_of(sk, &lk);
-		bpf_map_delete_elem(&listeners, &lk);
+		__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		if (!cookie)
+			return 0;
+		struct listen_key *k = bpf_map_lookup_elem(&listener_keys, &cookie);
+		if (!k)
+			return 0;
+		lk = *k;
+		bpf_map_delete_elem(&listener_keys, &cookie);
+		/* Another socket may have taken the key since (SO_REUSEPORT). */
+		struct conn *l = bpf_map_lookup_elem(&listeners, &lk);
+		if (l && l->cookie == cookie)
+			bpf_map_delete_elem(&listeners, &lk);
 		return 0;
 	}
 	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
@@ -534,11 +588,12 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
 		/* A connection to a watched listener is established (usually
 		 * in softirq): attributed to the listening task. */
-		listen_key_of(sk, &lk);
-		struct conn *l = bpf_map_lookup_elem(&listeners, &lk);
+		sock_addrs(sk, &e);
+		struct conn *l = find_listener(sk, &e.src);
 		if (!l)
 			return 0;
 		struct conn c = *l;
+		c.cookie = 0;
 		c.hdr.ts = bpf_ktime_get_boot_ns();
 		c.start = c.hdr.ts;
 		e.hdr = c.hdr;
@@ -546,7 +601,6 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 		e.start = c.start;
 		e.flags = NET_ACCEPTED;
 		e.cookie = bpf_get_socket_cookie((void *)sk);
-		sock_addrs(sk, &e);
 		c.src = e.src;
 		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
 			count_net_drop();
