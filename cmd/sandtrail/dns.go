@@ -70,7 +70,13 @@ func (h *host) startDNS() error {
 		return fmt.Errorf("config: dns.upstream: %w", err)
 	}
 	h.dns = p
-	h.log.Debug("dns proxy started", "upstream", p.Upstream())
+	if err := dns.CheckSocketLookup(); err != nil {
+		h.log.Warn("dns proxy cannot check which cgroup sent a query; a session could put lookups into another session's record",
+			"error", err)
+	} else {
+		h.dnsSender = true
+	}
+	h.log.Debug("dns proxy started", "upstream", p.Upstream(), "sender_check", h.dnsSender)
 	return nil
 }
 
@@ -98,14 +104,19 @@ func (h *host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
 	}
 }
 
-// redirectDNS gives session s its proxy listeners and has the collector
+// redirectDNS gives session s its proxy listeners, which answer only the
+// session's own sockets when the kernel can tell, and has the collector
 // send the session's port-53 traffic to them. The caller has the collector
 // watch s first, and runs nothing in s before this returns.
 func (h *host) redirectDNS(s *session.Session) error {
 	if h.dns == nil {
 		return nil
 	}
-	v4, v6, err := h.dns.AddSession(s.ID())
+	var opts []dns.SessionOption
+	if h.dnsSender {
+		opts = append(opts, dns.WithCgroup(s.CgroupID()))
+	}
+	v4, v6, err := h.dns.AddSession(s.ID(), opts...)
 	if err != nil {
 		return fmt.Errorf("starting the dns proxy for session %s: %w", s.ID(), err)
 	}

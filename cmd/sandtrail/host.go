@@ -45,6 +45,9 @@ type host struct {
 	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv  *server.Server
 
+	// dnsSender: the proxy checks that a session's queries come from the
+	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
+	dnsSender bool
 	forwarded chan struct{}
 	served    chan error
 	stopIndex context.CancelFunc

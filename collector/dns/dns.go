@@ -211,6 +211,12 @@ type Stats struct {
 	// Malformed counts packets that could not be parsed or that were
 	// rejected (answered FORMERR or NOTIMP, or dropped); they make no event.
 	Malformed uint64
+	// Foreign counts queries refused because they came to a session's
+	// listener from a socket of another cgroup (WithCgroup).
+	Foreign uint64
+	// Unverified counts queries refused because the socket that sent them
+	// could not be found or checked (WithCgroup).
+	Unverified uint64
 	// Sessions is the number of sessions that have their own listeners now.
 	Sessions int
 }
@@ -232,11 +238,12 @@ type Proxy struct {
 	allowNoUpstream bool
 	inflight        chan struct{} // one token per query waiting for an upstream
 	pool            *tcpPool      // idle TCP connections to the upstreams
+	sockCgroup      func(proto string, client, server netip.AddrPort) (uint64, error)
 	host            string
 
 	domains *domainMap
 
-	queries, blocked, upstreamFailures, shed, malformed atomic.Uint64
+	queries, blocked, upstreamFailures, shed, malformed, foreign, unverified atomic.Uint64
 
 	// base ends with Close; upstream waits are bounded by it.
 	base   context.Context
@@ -254,6 +261,60 @@ type Proxy struct {
 // host has IPv6 loopback.
 type sessionServers struct {
 	v4, v6 *pair
+	cgroup uint64 // the session's cgroup v2 id (WithCgroup), or 0
+}
+
+// SessionOption configures one session's listeners (AddSession).
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct{ cgroup uint64 }
+
+// WithCgroup makes the session's listeners answer only queries sent from
+// sockets of the cgroup v2 with this id, the session's: for each query the
+// proxy asks the kernel (sock_diag) which socket sent it and in which
+// cgroup that socket was created. The BPF redirect sends the session's
+// port-53 traffic to its listeners, but nothing stops a process from
+// sending to another session's listener port directly; this check does. A
+// query from a socket of another cgroup is answered REFUSED and recorded
+// with verdict blocked, attributed to the session that owns that cgroup
+// (when the proxy knows it; Stats().Foreign). A query whose socket cannot
+// be found (closed at once after sending) or checked is refused too and
+// recorded without a session (Stats().Unverified): fail closed. Check
+// CheckSocketLookup before relying on it.
+func WithCgroup(id uint64) SessionOption { return func(c *sessionConfig) { c.cgroup = id } }
+
+// CheckSocketLookup reports whether this host lets the proxy find the
+// socket that sent a query (sock_diag for UDP and TCP with the socket's
+// cgroup id, Linux 5.7 and later), which WithCgroup needs. It returns
+// the reason when not.
+func CheckSocketLookup() error {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("checking socket lookup: %w", err)
+	}
+	defer pc.Close()
+	c, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		return fmt.Errorf("checking socket lookup: %w", err)
+	}
+	defer c.Close()
+	if _, err := socketCgroup("udp", addrPort(c.LocalAddr()), addrPort(pc.LocalAddr())); err != nil {
+		return fmt.Errorf("checking socket lookup over udp: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("checking socket lookup: %w", err)
+	}
+	defer ln.Close()
+	tc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("checking socket lookup: %w", err)
+	}
+	defer tc.Close()
+	if _, err := socketCgroup("tcp", addrPort(tc.LocalAddr()), addrPort(ln.Addr())); err != nil {
+		return fmt.Errorf("checking socket lookup over tcp: %w", err)
+	}
+	return nil
 }
 
 // New returns a Proxy forwarding to upstream, a list of resolver addresses
@@ -276,6 +337,7 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 		maxSessions: DefaultMaxSessions,
 		resolvConf:  DefaultResolvConf,
 		sessions:    make(map[string]*sessionServers),
+		sockCgroup:  socketCgroup,
 	}
 	for _, o := range opts {
 		o(p)
@@ -363,6 +425,8 @@ func (p *Proxy) Stats() Stats {
 		UpstreamFailures: p.upstreamFailures.Load(),
 		Shed:             p.shed.Load(),
 		Malformed:        p.malformed.Load(),
+		Foreign:          p.foreign.Load(),
+		Unverified:       p.unverified.Load(),
 		Sessions:         n,
 	}
 }
@@ -456,10 +520,15 @@ func (p *Proxy) Serve(ctx context.Context) error {
 // one port of ::1 (v6 is the zero AddrPort otherwise). Every query that
 // arrives on them is that session's, whatever its source address; the
 // caller redirects the session's port-53 traffic to them. The listeners
-// share the proxy's upstreams, policy, IP→domain map and counters. It
-// returns ErrSessionExists, ErrTooManySessions (see WithMaxSessions),
+// share the proxy's upstreams, policy, IP→domain map and counters. With
+// WithCgroup, only queries from sockets of the session's cgroup are
+// answered (see WithCgroup). It returns ErrSessionExists, ErrTooManySessions (see WithMaxSessions),
 // ErrClosed, or an error binding the sockets.
-func (p *Proxy) AddSession(id string) (v4, v6 netip.AddrPort, err error) {
+func (p *Proxy) AddSession(id string, opts ...SessionOption) (v4, v6 netip.AddrPort, err error) {
+	var sc sessionConfig
+	for _, o := range opts {
+		o(&sc)
+	}
 	if id == "" {
 		return v4, v6, errors.New("dns: empty session id")
 	}
@@ -478,7 +547,7 @@ func (p *Proxy) AddSession(id string) (v4, v6 netip.AddrPort, err error) {
 	p.sessions[id] = nil // reserved while binding
 	p.mu.Unlock()
 
-	s, err := p.bindSession(id)
+	s, err := p.bindSession(id, sc.cgroup)
 	p.mu.Lock()
 	if err == nil && p.closed {
 		err = ErrClosed
@@ -502,9 +571,9 @@ func (p *Proxy) AddSession(id string) (v4, v6 netip.AddrPort, err error) {
 
 // bindSession binds and starts a session's listeners. On error it returns
 // what it started, for the caller to stop.
-func (p *Proxy) bindSession(id string) (*sessionServers, error) {
-	h := sessionHandler{p: p, id: id}
-	s := &sessionServers{}
+func (p *Proxy) bindSession(id string, cgroup uint64) (*sessionServers, error) {
+	h := sessionHandler{p: p, id: id, cgroup: cgroup}
+	s := &sessionServers{cgroup: cgroup}
 	var err error
 	if s.v4, err = listenPair("127.0.0.1:0"); err != nil {
 		return nil, err
@@ -564,11 +633,26 @@ func (s *sessionServers) stop() error {
 
 // sessionHandler answers the queries on one session's listeners.
 type sessionHandler struct {
-	p  *Proxy
-	id string
+	p      *Proxy
+	id     string
+	cgroup uint64 // queries must come from this cgroup, when not 0
 }
 
-func (h sessionHandler) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) { h.p.serve(w, req, h.id, true) }
+func (h sessionHandler) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
+	h.p.serve(w, req, h.id, true, h.cgroup)
+}
+
+// sessionOfCgroup returns the session whose listeners have cgroup id cg.
+func (p *Proxy) sessionOfCgroup(cg uint64) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, s := range p.sessions {
+		if s != nil && s.cgroup == cg {
+			return id
+		}
+	}
+	return ""
+}
 
 // Close stops serving, closes every listener and ends the upstream waits
 // in progress. It is safe to call more than once.
@@ -750,14 +834,15 @@ var _ mdns.Handler = (*Proxy)(nil)
 
 // ServeDNS answers one parsed query on the shared listener; its session
 // comes from WithSession. See serve.
-func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) { p.serve(w, req, "", false) }
+func (p *Proxy) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) { p.serve(w, req, "", false, 0) }
 
-// serve answers one parsed query: NXDOMAIN when the policy blocks the name,
-// otherwise the first upstream answer, or SERVFAIL when no upstream
-// answered. It learns the answer's addresses, writes the answer, then emits
-// its event. The query belongs to session sid when fixed (a session's own
-// listener), otherwise to the session WithSession names for its source.
-func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bool) {
+// serve answers one parsed query: REFUSED when it must come from cgroup
+// (not 0) and does not, NXDOMAIN when the policy blocks the name, otherwise
+// the first upstream answer, or SERVFAIL when no upstream answered. It
+// learns the answer's addresses, writes the answer, then emits its event.
+// The query belongs to session sid when fixed (a session's own listener),
+// otherwise to the session WithSession names for its source.
+func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bool, cgroup uint64) {
 	proto := "udp"
 	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
 		proto = "tcp"
@@ -773,17 +858,30 @@ func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bo
 	}
 	q := req.Question[0]
 	name := queryName(q.Name)
+	src, dst := addrPort(w.RemoteAddr()), addrPort(w.LocalAddr())
+	if !fixed {
+		sid, _ = p.session(src)
+	}
 	var (
 		resp    *mdns.Msg
 		verdict = "allowed"
 		reason  string
 	)
-	if blocked, why := p.policy(name); blocked {
-		verdict, reason = "blocked", why
-		resp = blockedReply(req, why)
-		p.blocked.Add(1)
-	} else {
-		resp = p.forward(req, proto)
+	if cgroup != 0 {
+		if owner, why, ok := p.verifySender(proto, src, dst, sid, cgroup); !ok {
+			sid, verdict, reason = owner, "blocked", why
+			resp = new(mdns.Msg)
+			resp.SetRcode(req, mdns.RcodeRefused)
+		}
+	}
+	if resp == nil {
+		if blocked, why := p.policy(name); blocked {
+			verdict, reason = "blocked", why
+			resp = blockedReply(req, why)
+			p.blocked.Add(1)
+		} else {
+			resp = p.forward(req, proto)
+		}
 	}
 	// Learn before answering: the client may connect to an address as
 	// soon as it has the answer.
@@ -794,11 +892,26 @@ func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bo
 		p.log.Debug("writing response failed", "proto", proto, "query", name, "error", err)
 	}
 	p.queries.Add(1)
-	src, dst := addrPort(w.RemoteAddr()), addrPort(w.LocalAddr())
-	if !fixed {
-		sid, _ = p.session(src)
-	}
 	p.emit(p.toEvent(p.now(), sid, proto, src, dst, verdict, reason, q, resp))
+}
+
+// verifySender checks that the socket that sent a query on session sid's
+// listener was created in the session's cgroup. When it was not, or cannot
+// be found, ok is false and the query is to be refused; owner is then the
+// session it is recorded under (the one owning the sender's cgroup, or
+// none) and reason says why.
+func (p *Proxy) verifySender(proto string, src, dst netip.AddrPort, sid string, cgroup uint64) (owner, reason string, ok bool) {
+	got, err := p.sockCgroup(proto, src, dst)
+	switch {
+	case err != nil:
+		p.unverified.Add(1)
+		p.log.Debug("query sender not verified", "session_id", sid, "proto", proto, "src", src, "error", err)
+		return "", fmt.Sprintf("query to the DNS listener of session %s from %s: sending socket not found (%v)", sid, src, err), false
+	case got != cgroup:
+		p.foreign.Add(1)
+		return p.sessionOfCgroup(got), fmt.Sprintf("query to the DNS listener of session %s from a socket of cgroup %d, not the session's", sid, got), false
+	}
+	return "", "", true
 }
 
 // forward asks the upstreams in order over proto and returns the first

@@ -3,11 +3,13 @@ package bench
 import (
 	"context"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -49,6 +51,23 @@ func dnsUpstream(b *testing.B) string {
 	}
 	b.Fatal("no free port for both udp and tcp")
 	return ""
+}
+
+// ownCgroupID is the id of this process's cgroup v2.
+func ownCgroupID() (uint64, error) {
+	m, err := cgroup.ReadV2()
+	if err != nil {
+		return 0, err
+	}
+	path, err := cgroup.Own()
+	if err != nil {
+		return 0, err
+	}
+	dir, err := m.Dir(path)
+	if err != nil {
+		return 0, err
+	}
+	return cgroup.ID(dir)
 }
 
 // dnsExchange sends b.N queries for a.example to addr, over one connection
@@ -122,6 +141,17 @@ func BenchmarkDNSProxy(b *testing.B) {
 	}()
 	b.Cleanup(func() { close(stop) })
 
+	// A session's own listener that checks the sender's cgroup for every
+	// query (sock_diag), as the daemon's are.
+	var checked netip.AddrPort
+	if own, err := ownCgroupID(); err != nil {
+		b.Logf("no sender check measured: %v", err)
+	} else if err := dns.CheckSocketLookup(); err != nil {
+		b.Logf("no sender check measured: %v", err)
+	} else if checked, _, err = p.AddSession("bench", dns.WithCgroup(own)); err != nil {
+		b.Fatal(err)
+	}
+
 	for _, proto := range []string{"udp", "tcp"} {
 		var base float64
 		b.Run(proto+"/direct-baseline", func(b *testing.B) {
@@ -134,5 +164,13 @@ func BenchmarkDNSProxy(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/base, "x-direct")
 			}
 		})
+		if checked.IsValid() {
+			b.Run(proto+"/proxy-sender-checked", func(b *testing.B) {
+				dnsExchange(b, proto, checked.String())
+				if base > 0 {
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/base, "x-direct")
+				}
+			})
+		}
 	}
 }
