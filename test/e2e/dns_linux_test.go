@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,20 @@ import (
 func init() {
 	helpers["dnsquery"] = dnsQueryHelper
 	helpers["connect"] = connectHelper
+	helpers["waitfile"] = waitFileHelper
+}
+
+// waitFileHelper waits until the file PATH exists, for at most a minute.
+func waitFileHelper(args []string) int {
+	if len(args) != 1 {
+		return 2
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(args[0]); err == nil {
+			return 0
+		}
+	}
+	return 1
 }
 
 // dnsQueryHelper asks SERVER (ip:port) for the A records of NAME, over UDP
@@ -293,39 +308,8 @@ func TestDaemonDNS(t *testing.T) {
 	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := e.cmd("daemon", "--dns-upstream", up.addr)
-	d.Env = append(d.Env, "SANDTRAIL_POLICY="+pol)
-	var dlog strings.Builder
-	var dmu sync.Mutex
-	d.Stdout = writerFunc(func(b []byte) (int, error) { dmu.Lock(); defer dmu.Unlock(); return dlog.Write(b) })
-	d.Stderr = d.Stdout
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	daemonDone := make(chan error, 1)
-	go func() { daemonDone <- d.Wait() }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = d.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-daemonDone:
-			if err != nil {
-				dmu.Lock()
-				t.Errorf("daemon: %v\n%s", err, dlog.String())
-				dmu.Unlock()
-			}
-		case <-time.After(60 * time.Second):
-			_ = d.Process.Kill()
-			t.Errorf("daemon did not stop on SIGTERM")
-		}
-	}
+	_, stop := startDNSDaemon(t, e, up, pol)
 	defer stop()
-	ctl := filepath.Join(filepath.Dir(e.sock), "control.sock")
-	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
 
 	names := []string{"allowed.test", "other.test"}
 	type ran struct {
@@ -384,6 +368,167 @@ func TestDaemonDNS(t *testing.T) {
 		if blocked == 0 {
 			t.Errorf("session %s: no blocked NXDOMAIN event for blocked.test", id)
 		}
+	}
+	e.verify()
+}
+
+// startDNSDaemon starts `sandtrail daemon` with up as the DNS upstream and
+// the policy file pol, and waits for its control socket. stop ends it with
+// SIGTERM (once) and fails the test if it does not end well.
+func startDNSDaemon(t *testing.T, e *env, up *authServer, pol string) (d *exec.Cmd, stop func()) {
+	t.Helper()
+	d = e.cmd("daemon", "--dns-upstream", up.addr)
+	d.Env = append(d.Env, "SANDTRAIL_POLICY="+pol)
+	var (
+		dlog strings.Builder
+		dmu  sync.Mutex
+	)
+	d.Stdout = writerFunc(func(b []byte) (int, error) { dmu.Lock(); defer dmu.Unlock(); return dlog.Write(b) })
+	d.Stderr = d.Stdout
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Wait() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = d.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-daemonDone:
+				if err != nil {
+					dmu.Lock()
+					t.Errorf("daemon: %v\n%s", err, dlog.String())
+					dmu.Unlock()
+				}
+			case <-time.After(60 * time.Second):
+				_ = d.Process.Kill()
+				t.Errorf("daemon did not stop on SIGTERM")
+			}
+		})
+	}
+	ctl := filepath.Join(filepath.Dir(e.sock), "control.sock")
+	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
+	return d, stop
+}
+
+// udpListenPorts returns the ports of the UDP sockets of process pid bound
+// to 127.0.0.1 and not connected: the DNS proxy's IPv4 session listeners,
+// for a daemon.
+func udpListenPorts(t *testing.T, pid int) []uint16 {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/udp", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []uint16
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode
+		if len(f) < 10 || !inodes[f[9]] || f[2] != "00000000:0000" {
+			continue
+		}
+		host, port, ok := strings.Cut(f[1], ":")
+		if !ok || host != "0100007F" {
+			continue
+		}
+		var p uint16
+		if _, err := fmt.Sscanf(port, "%X", &p); err == nil {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// TestDaemonDNSForeignListener: a session that sends a query straight to
+// another session's proxy listener (not to port 53, so not redirected) is
+// refused, and the query is recorded in the sender's own session, blocked,
+// never in the other's.
+func TestDaemonDNSForeignListener(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := startAuthServer(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("egress: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, stop := startDNSDaemon(t, e, up, pol)
+	defer stop()
+
+	// Session B waits for a file while A probes its listener.
+	dir, err := os.MkdirTemp("", "sandtrail-e2e-dns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	release := filepath.Join(dir, "release")
+	type ran struct {
+		r   result
+		err error
+	}
+	bDone := make(chan ran, 1)
+	go func() {
+		r, err := e.tryRun(append([]string{"--"}, helperCmd("waitfile", release)...)...)
+		bDone <- ran{r, err}
+	}()
+	defer os.WriteFile(release, nil, 0o644)
+	var ports []uint16
+	waitFor(t, "session B's DNS listener", func() bool {
+		ports = udpListenPorts(t, d.Process.Pid)
+		return len(ports) == 1
+	})
+	foreign := fmt.Sprintf("127.0.0.1:%d", ports[0])
+
+	a := e.run("--", "sh", "-c", strings.Join(helperCmd("dnsquery", foreign, "probe.test"), " ")+`; echo "probe=$?"`)
+	if a.code != 0 || !strings.Contains(a.stdout, "dnsquery udp probe.test REFUSED") ||
+		!strings.Contains(a.stdout, "dnsquery tcp probe.test REFUSED") || !strings.Contains(a.stdout, "probe=1") {
+		t.Errorf("session A querying B's listener %s: exit %d, want REFUSED over udp and tcp\nstdout:\n%s\nstderr:\n%s",
+			foreign, a.code, a.stdout, a.stderr)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bDone
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if up.count("probe.test.") != 0 {
+		t.Errorf("upstream saw %d queries for probe.test, want 0", up.count("probe.test."))
+	}
+	stop()
+
+	var inA []string
+	for _, ev := range kinds(e.events(a.summary.SessionID), "net.dns") {
+		n := ev.Net
+		if n.DNS.Query != "probe.test" {
+			continue
+		}
+		inA = append(inA, n.Proto)
+		if n.Verdict != "blocked" || n.DNS.RCode != "REFUSED" || !strings.Contains(n.Reason, b.r.summary.SessionID) {
+			t.Errorf("session A's probe.test event: verdict %q rcode %q reason %q, want blocked, REFUSED, naming session %s",
+				n.Verdict, n.DNS.RCode, n.Reason, b.r.summary.SessionID)
+		}
+	}
+	slices.Sort(inA)
+	if want := []string{"tcp", "udp"}; !slices.Equal(inA, want) {
+		t.Errorf("session A's probe.test events over %q, want %q", inA, want)
+	}
+	for _, ev := range kinds(e.events(b.r.summary.SessionID), "net.dns") {
+		t.Errorf("session B has a net.dns event it did not cause: %s %s", ev.Net.DNS.Query, ev.Net.Verdict)
 	}
 	e.verify()
 }
