@@ -15,6 +15,9 @@
 // listeners (AddSession: UDP and TCP on one port of 127.0.0.1, and of ::1
 // when the host has IPv6 loopback), and every query that arrives on them is
 // that session's: attribution comes from the socket, never from the packet.
+// With WithCgroup the proxy also asks the kernel (sock_diag) which cgroup
+// the sending socket belongs to, and refuses queries sent to a session's
+// listener from anywhere else.
 // The optional shared listener (Listen, Serve) attributes queries by their
 // source address instead (WithSession).
 //
