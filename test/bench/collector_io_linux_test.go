@@ -467,10 +467,11 @@ rm -rf ` + ioTreeProject + " " + ioTreeSecrets + "\n"
 
 // BenchmarkCollectorFiles runs a file-heavy workload in a test cgroup, with
 // no collector and with the sandtrail collector watching the cgroup,
-// interleaved: extract a 20,100-file tarball (2,231 directories, about
-// 100 MB, generated once into results/) into a fresh directory, stat every
-// entry with du, read every file with find -exec cat, and rm -rf it, all
-// in one sh. It reports the medians of the per-pair ratios of wall time, of
+// interleaved: extract a 20,100-file tarball (2,232 directories, 98 MB,
+// generated once into results/) into a session's home on tmpfs (100 of the
+// files in ~/.ssh, whose reads the default policy records), stat every
+// entry with du, read every file with find -exec cat, and rm -rf what was
+// extracted, all in one sh. It reports the medians of the per-pair ratios of wall time, of
 // the CPU time of this process (driver, collector, consumer) and its
 // children (x-sandtrail-cpu), and of the workload's own CPU time, in which
 // the BPF programs run (x-sandtrail-child-cpu); then one more run with BPF
