@@ -744,3 +744,48 @@ func ioMicros(ds []time.Duration) []float64 {
 	}
 	return out
 }
+
+// TestParseWrk checks the parser on wrk 4.1's summaries.
+func TestParseWrk(t *testing.T) {
+	const clean = `Running 5s test @ http://127.0.0.1:40000/
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.02ms    1.30ms  24.57ms   89.13%
+    Req/Sec    17.95k     2.10k   22.06k    70.00%
+  178634 requests in 5.00s, 109.71MB read
+Requests/sec:  35726.51
+Transfer/sec:     21.94MB
+`
+	const errs = `Running 5s test @ http://127.0.0.1:40000/
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     3.02ms    2.30ms  44.57ms   79.13%
+    Req/Sec     7.95k     1.10k   9.06k    60.00%
+  76512 requests in 5.00s, 46.99MB read
+  Socket errors: connect 0, read 12, write 1, timeout 3
+  Non-2xx or 3xx responses: 7
+Requests/sec:  15302.40
+Transfer/sec:      9.40MB
+`
+	for _, tc := range []struct {
+		name string
+		out  string
+		want ioWrkResult
+		err  bool
+	}{
+		{name: "clean", out: clean, want: ioWrkResult{requests: 178634, rps: 35726.51}},
+		{name: "errors", out: errs, want: ioWrkResult{requests: 76512, rps: 15302.40, socketErrors: 16, non2xx: 7}},
+		{name: "no summary", out: "unable to connect to 127.0.0.1:1 Connection refused\n", err: true},
+		{name: "zero requests", out: "  0 requests in 5.00s, 0B read\nRequests/sec:      0.00\n", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ioParseWrk([]byte(tc.out))
+			if (err != nil) != tc.err {
+				t.Fatalf("ioParseWrk() error = %v, want error %v", err, tc.err)
+			}
+			if !tc.err && got != tc.want {
+				t.Errorf("ioParseWrk() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
