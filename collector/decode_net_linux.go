@@ -76,7 +76,10 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	}
 	if dst.IsValid() && kind != processEventKindKIND_NET_LISTEN {
 		n.DstIP, n.DstPort = dst.String(), r.Dst.Port
-		if d.net != nil {
+		// A connect or send names the domain only when the kernel knew
+		// it at the decision: one learned later must not explain it.
+		known := kind != processEventKindKIND_NET_CONNECT || netNetFlags(r.Flags)&netNetFlagsNET_DOMAIN_KNOWN != 0
+		if d.net != nil && known {
 			n.Domain = d.net.domain(dst)
 		}
 	}

@@ -126,8 +126,9 @@ type netNetEvent struct {
 type netNetFlags uint32
 
 const (
-	netNetFlagsNET_REDIRECTED netNetFlags = 1
-	netNetFlagsNET_ACCEPTED   netNetFlags = 2
+	netNetFlagsNET_REDIRECTED   netNetFlags = 1
+	netNetFlagsNET_ACCEPTED     netNetFlags = 2
+	netNetFlagsNET_DOMAIN_KNOWN netNetFlags = 4
 )
 
 type netNetOp uint32

@@ -191,33 +191,43 @@ static __always_inline bool is_mapped(const __u32 *a)
 	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0x0000ffff);
 }
 
+/* domain_class returns the class learned for dst's address (keyed by the
+ * v4-mapped form of IPv4), and NULL when the DNS proxy has not answered with
+ * the address. */
+static __always_inline __u8 *domain_class(struct net_addr *dst)
+{
+	__u32 dkey[4];
+	if (dst->family == AF_INET) {
+		dkey[0] = 0;
+		dkey[1] = 0;
+		dkey[2] = bpf_htonl(0x0000ffff);
+		dkey[3] = dst->addr[0];
+	} else {
+		dkey[0] = dst->addr[0];
+		dkey[1] = dst->addr[1];
+		dkey[2] = dst->addr[2];
+		dkey[3] = dst->addr[3];
+	}
+	return bpf_map_lookup_elem(&domains, dkey);
+}
+
 /* egress_verdict decides a connection to dst for proto, in the order of
- * policy.EgressTable. */
-static __always_inline __u8 egress_verdict(struct net_addr *dst, __u8 proto)
+ * policy.EgressTable. dom is dst's learned domain class (domain_class). */
+static __always_inline __u8 egress_verdict(struct net_addr *dst, __u8 proto, __u8 *dom_class)
 {
 	__u32 zero = 0;
 	struct egress_config *cf = bpf_map_lookup_elem(&egress_conf, &zero);
 	if (!cf || !cf->enabled)
 		return NET_ALLOW;
 
-	/* The domain class, keyed by the v4-mapped form of IPv4. */
-	__u32 dkey[4];
 	__u8 cidr = 0;
 	__u8 *v;
 	if (dst->family == AF_INET) {
-		dkey[0] = 0;
-		dkey[1] = 0;
-		dkey[2] = bpf_htonl(0x0000ffff);
-		dkey[3] = dst->addr[0];
 		struct cidr4_key k = {.prefixlen = 32, .addr = dst->addr[0]};
 		v = bpf_map_lookup_elem(&cidr4, &k);
 		if (v)
 			cidr = *v;
 	} else {
-		dkey[0] = dst->addr[0];
-		dkey[1] = dst->addr[1];
-		dkey[2] = dst->addr[2];
-		dkey[3] = dst->addr[3];
 		struct cidr6_key k = {.prefixlen = 128};
 		k.addr[0] = dst->addr[0];
 		k.addr[1] = dst->addr[1];
@@ -227,10 +237,7 @@ static __always_inline __u8 egress_verdict(struct net_addr *dst, __u8 proto)
 		if (v)
 			cidr = *v;
 	}
-	__u8 dom = 0;
-	v = bpf_map_lookup_elem(&domains, dkey);
-	if (v)
-		dom = *v;
+	__u8 dom = dom_class ? *dom_class : 0;
 	__u32 port = dst->port;
 	__u8 pf = 0;
 	v = bpf_map_lookup_elem(&ports, &port);
@@ -337,8 +344,12 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, __u8 op, bool v6
 		}
 	}
 	e.cookie = bpf_get_socket_cookie(ctx);
-	if (!redirect(ctx, &e, v6))
-		e.verdict = egress_verdict(&e.dst, e.proto);
+	if (!redirect(ctx, &e, v6)) {
+		__u8 *dom = domain_class(&e.dst);
+		if (dom)
+			e.flags |= NET_DOMAIN_KNOWN;
+		e.verdict = egress_verdict(&e.dst, e.proto, dom);
+	}
 
 	e.count = 1;
 	if (op == NET_OP_SEND) {

@@ -27,6 +27,10 @@ enum net_flags {
 	NET_REDIRECTED = 1,
 	/* A connection accepted by a listener (net.close). */
 	NET_ACCEPTED = 2,
+	/* The DNS proxy had answered with the destination address when the
+	 * connect or send was decided (net.connect, net.send): the decision
+	 * used its domain, and the event names it. */
+	NET_DOMAIN_KNOWN = 4,
 };
 
 /* Flags of the CIDR tries (cidr4, cidr6). An entry carries its own flags and

@@ -569,10 +569,9 @@ func TestRunDNSEgress(t *testing.T) {
 			t.Errorf("session output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// The records agree: blocked, then allowed with the domain. (The
-	// collector names the domain and the reason when it decodes a record,
-	// which may be after the lookup even for the connection made before
-	// it, so the blocked one's domain is not checked.)
+	// The records agree: blocked without a domain (the kernel decided it
+	// before the lookup, so neither the domain nor the reason may come from
+	// the answer that arrived later), then allowed with the domain.
 	var verdicts []string
 	for _, ev := range kinds(e.events(r.summary.SessionID), "net.connect") {
 		if ev.Net.DstIP != "192.0.2.10" || ev.Net.DstPort != 80 {
@@ -581,6 +580,9 @@ func TestRunDNSEgress(t *testing.T) {
 		verdicts = append(verdicts, ev.Net.Verdict)
 		if ev.Net.Verdict == "allowed" && ev.Net.Domain != "allowed.test" {
 			t.Errorf("allowed net.connect to 192.0.2.10:80 domain = %q, want allowed.test", ev.Net.Domain)
+		}
+		if ev.Net.Verdict == "blocked" && (ev.Net.Domain != "" || !strings.Contains(ev.Net.Reason, "egress.default") && !strings.Contains(ev.Net.Reason, "default block")) {
+			t.Errorf("blocked net.connect to 192.0.2.10:80 before the lookup: domain %q, reason %q; want no domain and the default's reason", ev.Net.Domain, ev.Net.Reason)
 		}
 	}
 	if want := []string{"blocked", "allowed"}; !slices.Equal(verdicts, want) {
