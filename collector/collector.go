@@ -89,6 +89,7 @@ const (
 	KindFileDelete   = "file.delete"
 	KindFileRename   = "file.rename"
 	KindFileMount    = "file.mount"
+	KindFileUmount   = "file.umount"
 	KindFileTruncate = "file.truncate"
 	KindFileChmod    = "file.chmod"
 )

@@ -54,6 +54,10 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 	}
 	fl := fileFileRecordFlags(r.Rflags)
 	op := fileOpName[r.Op]
+	if fl&fileFileRecordFlagsFILE_UMOUNT != 0 {
+		// umount2: its flags are MNT_*, not mount(2)'s MS_*.
+		op = "umount"
+	}
 	var p string
 	if fl&fileFileRecordFlagsFILE_PATH_WALKED != 0 {
 		p = joinCwd(parts[fileFilePartFILE_PART_WALK], fl&fileFileRecordFlagsFILE_WALK_CUT != 0)
@@ -77,7 +81,7 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 		f.NewPath = joinPath(parts[fileFilePartFILE_PART_NEW_PATH], parts[fileFilePartFILE_PART_NEW_BASE],
 			fl&fileFileRecordFlagsFILE_NO_NEW_BASE == 0, fl&fileFileRecordFlagsFILE_NEW_BASE_CUT != 0)
 	}
-	if r.Op == uint32(fileFileOpFILE_OP_MOUNT) {
+	if op == "mount" {
 		f.Source = string(parts[fileFilePartFILE_PART_SOURCE])
 		f.FSType = string(parts[fileFilePartFILE_PART_FSTYPE])
 	}

@@ -384,7 +384,8 @@ func TestFilePendingFull(t *testing.T) {
 	}
 }
 
-// TestFileMount checks file.mount for a mount and an umount2 by root.
+// TestFileMount checks file.mount for a mount and file.umount for an umount2
+// by root.
 func TestFileMount(t *testing.T) {
 	requireKernel(t)
 	cg := cgrouptest.New(t)
@@ -398,16 +399,19 @@ func TestFileMount(t *testing.T) {
 		t.Fatalf("helper: %v", err)
 	}
 	var got []string
-	for _, ev := range inSession(r.stop(t), "sess-mount", KindFileMount) {
-		f := ev.File
-		got = append(got, fmt.Sprintf("%s %s %s %#x %s", f.Path, f.Source, f.FSType, f.Flags, f.Errno))
+	evs := r.stop(t)
+	for _, kind := range []string{KindFileMount, KindFileUmount} {
+		for _, ev := range inSession(evs, "sess-mount", kind) {
+			f := ev.File
+			got = append(got, fmt.Sprintf("%s %s %s %s %#x %s", kind, f.Path, f.Source, f.FSType, f.Flags, f.Errno))
+		}
 	}
 	want := []string{
-		fmt.Sprintf("%s sandtrail-src tmpfs %#x ", dir, unix.MS_NOSUID),
-		fmt.Sprintf("%s   %#x ", dir, unix.MNT_DETACH),
+		fmt.Sprintf("file.mount %s sandtrail-src tmpfs %#x ", dir, unix.MS_NOSUID),
+		fmt.Sprintf("file.umount %s   %#x ", dir, unix.MNT_DETACH),
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("file.mount events = %q, want %q", got, want)
+		t.Errorf("mount events = %q, want %q", got, want)
 	}
 }
 

@@ -130,7 +130,8 @@ type Proc struct {
 
 // File describes a file system operation.
 type File struct {
-	// Op is read, write, create, delete, rename, mount, truncate or chmod.
+	// Op is read, write, create, delete, rename, mount, umount, truncate or
+	// chmod.
 	Op      string `json:"op"`
 	Path    string `json:"path"`
 	NewPath string `json:"new_path,omitempty"`
