@@ -59,16 +59,37 @@ type Collector struct {
 	received, kernelDrops, queueDrops, decodeErrors atomic.Uint64
 
 	// Owned by the reader goroutine.
-	seenKernel  [numKinds]uint64  // cumulative kernel drops already counted
-	lostKernel  [numKinds]uint64  // kernel drops not yet reported
+	counters    []*lossCounter    // the kernel's drop counters (set by load)
 	lostQueue   map[string]uint64 // queue drops not yet reported, by event kind
 	seenMisses  map[*ebpf.Program]uint64
 	lostMisses  [numKinds]uint64 // recursion misses not yet reported
-	seenPending uint64           // cumulative pending-table drops already counted
-	lostPending uint64           // pending-table drops not yet reported
-	lostNet     uint64           // net table inserts that failed, not yet reported
-	lostFile    uint64           // file syscalls whose arguments did not fit in file_pending, not yet reported
 	nextAccount time.Time
+}
+
+// lossCounter follows one per-CPU drop counter of a BPF map: what the kernel
+// counted and what of it is not reported yet.
+type lossCounter struct {
+	m      *ebpf.Map
+	key    uint32
+	kind   string // the lost kind reported
+	source string // the loss source reported
+	seen   uint64 // the kernel's sum already counted
+	lost   uint64 // counted, not reported yet
+}
+
+// read adds what the kernel counted since the last read to lost and returns it.
+func (l *lossCounter) read() (uint64, error) {
+	var per []uint64
+	if err := l.m.Lookup(l.key, &per); err != nil {
+		return 0, fmt.Errorf("reading drop counter (%s, %s): %w", l.kind, l.source, err)
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	d := sum - l.seen
+	l.seen, l.lost = sum, l.lost+d
+	return d, nil
 }
 
 // progKind is a loaded program and the record kind lost when the kernel
@@ -80,12 +101,13 @@ type progKind struct {
 
 // A part is one BPF object beyond process.c (file.c, net.c). It loads with
 // the maps of process.c that every object shares (shared.h), attaches its
-// programs, and names them for the counters. close is safe on a part that
-// was never loaded.
+// programs, and names them and its own drop counters for the loss
+// accounting. close is safe on a part that was never loaded.
 type part interface {
 	load(c *Collector, shared *ebpf.CollectionOptions) error
 	attach(c *Collector) error
 	programs() []progKind
+	counters() []*lossCounter
 	close()
 }
 
@@ -251,11 +273,16 @@ func (c *Collector) load() error {
 		processMapWatched:  c.objs.Watched,
 		processMapSettings: c.objs.Settings,
 	}}
+	for k := 1; k < numKinds; k++ {
+		c.counters = append(c.counters, &lossCounter{m: c.objs.Drops, key: uint32(k), kind: kindName[k], source: LossSourceRingbuf})
+	}
+	c.counters = append(c.counters, &lossCounter{m: c.objs.PendingDrops, kind: KindExecFailed, source: LossSourcePending})
 	for _, p := range c.parts() {
 		if err := p.load(c, shared); err != nil {
 			return err
 		}
 		c.progs = append(c.progs, p.programs()...)
+		c.counters = append(c.counters, p.counters()...)
 	}
 	return nil
 }
@@ -532,21 +559,12 @@ func (c *Collector) account(final bool) {
 	}
 	c.mu.Unlock()
 
-	var per []uint64
-	for k := 1; k < numKinds; k++ {
-		if err := c.objs.Drops.Lookup(uint32(k), &per); err != nil {
+	for _, l := range c.counters {
+		d, err := l.read()
+		if err != nil {
 			c.log.Error("reading drop counters", "error", err)
-			continue
 		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		if d := sum - c.seenKernel[k]; d > 0 {
-			c.seenKernel[k] = sum
-			c.lostKernel[k] += d
-			c.kernelDrops.Add(d)
-		}
+		c.kernelDrops.Add(d)
 	}
 	if c.seenMisses == nil {
 		c.seenMisses = make(map[*ebpf.Program]uint64)
@@ -561,35 +579,16 @@ func (c *Collector) account(final bool) {
 			c.lostMisses[pk.k] += d
 		}
 	}
-	if err := c.objs.PendingDrops.Lookup(uint32(0), &per); err != nil {
-		c.log.Error("reading pending drop counters", "error", err)
-	} else {
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		if d := sum - c.seenPending; d > 0 {
-			c.seenPending = sum
-			c.lostPending += d
-			c.kernelDrops.Add(d)
-		}
-	}
-	if d := c.net.drops(); d > 0 {
-		c.lostNet += d
-		c.kernelDrops.Add(d)
-	}
-	if d := c.file.drops(); d > 0 {
-		c.lostFile += d
-		c.kernelDrops.Add(d)
-	}
 	var deadline <-chan time.Time
 	if final {
 		t := time.NewTimer(c.opts.drainTimeout)
 		defer t.Stop()
 		deadline = t.C
 	}
+	for _, l := range c.counters {
+		l.lost = c.sendLoss(l.kind, l.source, l.lost, deadline)
+	}
 	for k := 1; k < numKinds; k++ {
-		c.lostKernel[k] = c.sendLoss(kindName[k], LossSourceRingbuf, c.lostKernel[k], deadline)
 		c.lostMisses[k] = c.sendLoss(kindName[k], LossSourceRecursion, c.lostMisses[k], deadline)
 	}
 	for kind, n := range c.lostQueue {
@@ -597,9 +596,6 @@ func (c *Collector) account(final bool) {
 			delete(c.lostQueue, kind)
 		}
 	}
-	c.lostPending = c.sendLoss(KindExecFailed, LossSourcePending, c.lostPending, deadline)
-	c.lostNet = c.sendLoss(netDropsKind, LossSourceTable, c.lostNet, deadline)
-	c.lostFile = c.sendLoss(kindName[processEventKindKIND_FILE], LossSourcePending, c.lostFile, deadline)
 }
 
 // sendLoss sends one loss event for records of kind and returns what is still

@@ -52,11 +52,10 @@ type fileCollector struct {
 	match atomic.Pointer[readMatcher]
 
 	// Owned by the reader goroutine.
-	scratch     fileFileEvent
-	window      time.Duration
-	held        map[mergeKey]*heldFile
-	nextFlush   time.Time
-	seenPending uint64
+	scratch   fileFileEvent
+	window    time.Duration
+	held      map[mergeKey]*heldFile
+	nextFlush time.Time
 }
 
 // readRules are absolute paths whose reads are sensitive, and exceptions.
@@ -158,23 +157,13 @@ func (f *fileCollector) close() {
 	}
 }
 
-// drops returns the syscalls whose arguments did not fit in file_pending
-// since the last call: their records are lost.
-func (f *fileCollector) drops() uint64 {
+// counters names file_pending_drops: syscalls whose arguments did not fit
+// in file_pending, so that their records are lost.
+func (f *fileCollector) counters() []*lossCounter {
 	if !f.loaded {
-		return 0
+		return nil
 	}
-	var per []uint64
-	if err := f.objs.FilePendingDrops.Lookup(uint32(0), &per); err != nil {
-		return 0
-	}
-	var sum uint64
-	for _, v := range per {
-		sum += v
-	}
-	d := sum - f.seenPending
-	f.seenPending = sum
-	return d
+	return []*lossCounter{{m: f.objs.FilePendingDrops, kind: kindName[processEventKindKIND_FILE], source: LossSourcePending}}
 }
 
 // AddSensitive adds read rules for the session watched as cgroupID, such as

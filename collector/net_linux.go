@@ -35,7 +35,6 @@ type netCollector struct {
 	redirects map[uint64]bool
 
 	stop, done chan struct{}
-	seenDrops  uint64 // cumulative net_drops already reported
 }
 
 type learnedDomain struct {
@@ -176,23 +175,13 @@ func (n *netCollector) close() {
 	n.loaded = false
 }
 
-// drops returns the cumulative failed inserts into the connection and
-// listener tables that were not yet reported.
-func (n *netCollector) drops() uint64 {
+// counters names net_drops: failed inserts into the connection and
+// listener tables, whose net.close (or net.accept) records are lost.
+func (n *netCollector) counters() []*lossCounter {
 	if !n.loaded {
-		return 0
+		return nil
 	}
-	var per []uint64
-	if err := n.objs.NetDrops.Lookup(uint32(0), &per); err != nil {
-		return 0
-	}
-	var sum uint64
-	for _, v := range per {
-		sum += v
-	}
-	d := sum - n.seenDrops
-	n.seenDrops = sum
-	return d
+	return []*lossCounter{{m: n.objs.NetDrops, kind: netDropsKind, source: LossSourceTable}}
 }
 
 // verdictCode maps a policy verdict to enum net_verdict.
