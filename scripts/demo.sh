@@ -30,6 +30,11 @@ mkdir -p project && cd project
 printf 'print("hello from the agent")\n' >main.py
 ls -l
 echo "agent: asking the system";     uname -sr; date -u +%FT%TZ
+echo "agent: looking up the npm registry"
+getent hosts registry.npmjs.org || echo "agent: lookup failed"
+echo "agent: trying /etc/shadow";    cat /etc/shadow >/dev/null 2>&1 || echo "agent: denied, as expected"
+echo "agent: trying the cloud metadata service (the default policy blocks it)"
+bash -c 'exec 3<>/dev/tcp/169.254.169.254/80' 2>&1 | sed 's/^/agent: /' || true
 echo "agent: done"
 AGENT
 chmod 0755 "$agent"
@@ -38,8 +43,9 @@ id="demo-$(date -u +%Y%m%d-%H%M%S)"
 
 step "1. run the agent in a recorded session"
 echo "sandtrail run creates session $id, runs the agent inside its own cgroups as"
-echo "sandtrail-agent, records every exec, fork and exit from the kernel, and prints a"
-echo "summary (on stderr) when it ends."
+echo "sandtrail-agent, records from the kernel every exec, fork and exit, sensitive file"
+echo "reads and every write, each connection (blocking what the policy forbids) and every"
+echo "DNS lookup, and prints a summary (on stderr) when it ends."
 show "$ST" run --session "$id" --memory 256M --pids 64 --timeout 2m -- /bin/sh "$agent"
 
 step "2. the session's process tree and lifecycle"
@@ -51,7 +57,11 @@ show "$ST" sessions --session "$id"
 step "4. its process events, straight from the index"
 show "$ST" query --session "$id" --kind process.
 
-step "5. the journal verifies against its signed checkpoints"
+step "5. what it touched: files, network, DNS"
+show "$ST" query --session "$id" --kind file.
+show "$ST" query --session "$id" --kind net.
+
+step "6. the journal verifies against its signed checkpoints"
 show "$ST" verify
 
 printf '\n%sdone.%s Try: %s query --session %s --format jsonl | jq .\n' "$bold" "$off" "$ST" "$id"
