@@ -9,14 +9,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 func init() {
@@ -42,14 +41,7 @@ func init() {
 // helperNetGet fetches args[0] with a fresh connection and prints the body
 // length.
 func helperNetGet(args []string) int {
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 60 * time.Second}
-	resp, err := c.Get(args[0])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	n, err := testnet.Get(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -288,47 +280,6 @@ func (r *liveRecorder) all(f func(*event.Event) bool) []*event.Event {
 	return out
 }
 
-// countingConn counts the bytes read from and written to a connection.
-type countingConn struct {
-	net.Conn
-	read, written atomic.Int64
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.read.Add(int64(n))
-	return n, err
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.written.Add(int64(n))
-	return n, err
-}
-
-type countingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns map[uint16]*countingConn // by the client's port
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	cc := &countingConn{Conn: c}
-	l.mu.Lock()
-	l.conns[uint16(c.RemoteAddr().(*net.TCPAddr).Port)] = cc
-	l.mu.Unlock()
-	return cc, nil
-}
-
-func within5(got uint64, want int64) bool {
-	d := float64(got) - float64(want)
-	return d <= 0.05*float64(want) && -d <= 0.05*float64(want)
-}
-
 func netEvent(kind string, f func(n *event.Net) bool) func(*event.Event) bool {
 	return func(ev *event.Event) bool { return ev.Kind == kind && ev.Net != nil && f(ev.Net) }
 }
@@ -345,23 +296,11 @@ func TestNetConnectCloseBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, network := range []struct{ net, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
-		inner, err := net.Listen(network.net, network.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln := &countingListener{Listener: inner, conns: map[uint16]*countingConn{}}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			n, _ := strconv.Atoi(req.URL.Query().Get("n"))
-			w.Header().Set("Content-Length", strconv.Itoa(n))
-			w.Write(make([]byte, n))
-		})}
-		go srv.Serve(ln)
-		port := uint16(inner.Addr().(*net.TCPAddr).Port)
-		host := inner.Addr().(*net.TCPAddr).IP
+		srv := testnet.StartServer(t, network.net, network.addr)
+		port, host := srv.Port(), srv.IP()
 		for _, size := range []int{1 << 20, 10 << 10} {
 			t.Run(fmt.Sprintf("%s/%d", network.net, size), func(t *testing.T) {
-				url := fmt.Sprintf("http://%s/?n=%d", inner.Addr(), size)
-				cmd := helperCmd(t, cg, "net-get", url)
+				cmd := helperCmd(t, cg, "net-get", srv.URL(size))
 				out, err := cmd.Output()
 				if err != nil {
 					t.Fatalf("client: %v", err)
@@ -379,17 +318,15 @@ func TestNetConnectCloseBytes(t *testing.T) {
 				cl := r.wait(t, "net.close", func(ev *event.Event) bool {
 					return ev.Kind == KindNetClose && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
 				})
-				ln.mu.Lock()
-				cc := ln.conns[cl.Net.SrcPort]
-				ln.mu.Unlock()
+				cc := srv.Conn(cl.Net.SrcPort)
 				if cc == nil {
 					t.Fatalf("net.close %+v: no server connection from port %d", *cl.Net, cl.Net.SrcPort)
 				}
 				// The server closes after the response; wait for its
 				// counts to settle.
 				time.Sleep(100 * time.Millisecond)
-				if !within5(cl.Net.BytesIn, cc.written.Load()) || !within5(cl.Net.BytesOut, cc.read.Load()) {
-					t.Errorf("net.close bytes in/out = %d/%d, server wrote/read %d/%d", cl.Net.BytesIn, cl.Net.BytesOut, cc.written.Load(), cc.read.Load())
+				if !testnet.Within5(cl.Net.BytesIn, cc.BytesWritten()) || !testnet.Within5(cl.Net.BytesOut, cc.BytesRead()) {
+					t.Errorf("net.close bytes in/out = %d/%d, server wrote/read %d/%d", cl.Net.BytesIn, cl.Net.BytesOut, cc.BytesWritten(), cc.BytesRead())
 				}
 				if cl.Net.SrcIP != host.String() || cl.SessionID != sid {
 					t.Errorf("net.close = session %q %+v, want src %s", cl.SessionID, *cl.Net, host)
@@ -474,7 +411,7 @@ func TestNetListenAccept(t *testing.T) {
 				t.Errorf("net.accept = pid %d %+v, want pid %d from port %d", a.Proc.Pid, *a.Net, pid, clientPort)
 			}
 			cl := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
-			if !within5(cl.Net.BytesOut, sent) || !within5(cl.Net.BytesIn, recv) {
+			if !testnet.Within5(cl.Net.BytesOut, sent) || !testnet.Within5(cl.Net.BytesIn, recv) {
 				t.Errorf("net.close of the accepted connection: out/in = %d/%d, want %d/%d", cl.Net.BytesOut, cl.Net.BytesIn, sent, recv)
 			}
 			for _, ev := range r.all(netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) })) {
@@ -560,20 +497,7 @@ egress:
 		if network == "tcp6" {
 			addr = "[::1]:0"
 		}
-		ln, err := net.Listen(network, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		ln := testnet.StartDropServer(t, network, addr)
 		ports = append(ports, uint16(ln.Addr().(*net.TCPAddr).Port))
 	}
 	v4, v6 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")
@@ -1089,20 +1013,7 @@ func TestNetTableLoss(t *testing.T) {
 	if err := r.c.Watch(cg.ID, "sess-net-loss"); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := testnet.StartDropServer(t, "tcp4", "127.0.0.1:0")
 	// One helper holds 6 connections open at once (it exits after the
 	// last dial, closing them).
 	cmd := helperCmd(t, cg, "net-hold", ln.Addr().String(), "6")

@@ -619,17 +619,20 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
+// writeFile writes body to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestNew(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	conf := write("resolv.conf", "search example\nnameserver 192.0.2.53\nnameserver 2001:db8::53\noptions ndots:1\n")
-	empty := write("empty.conf", "search example\n")
+	conf := writeFile(t, dir, "resolv.conf", "search example\nnameserver 192.0.2.53\nnameserver 2001:db8::53\noptions ndots:1\n")
+	empty := writeFile(t, dir, "empty.conf", "search example\n")
 	tests := []struct {
 		name     string
 		upstream []string

@@ -274,13 +274,6 @@ func TestNoUpstream(t *testing.T) {
 
 func TestResolvConf(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 	tests := []struct {
 		name string
 		path string
@@ -288,9 +281,9 @@ func TestResolvConf(t *testing.T) {
 		err  error // nil with wantErr: any error
 		fail bool
 	}{
-		{name: "nameservers", path: write("ok.conf", "nameserver 192.0.2.53\nnameserver 2001:db8::53\n"),
+		{name: "nameservers", path: writeFile(t, dir, "ok.conf", "nameserver 192.0.2.53\nnameserver 2001:db8::53\n"),
 			want: []string{"192.0.2.53:53", "[2001:db8::53]:53"}},
-		{name: "none", path: write("none.conf", "search example\n"), err: ErrNoUpstream, fail: true},
+		{name: "none", path: writeFile(t, dir, "none.conf", "search example\n"), err: ErrNoUpstream, fail: true},
 		{name: "missing", path: filepath.Join(dir, "missing"), err: os.ErrNotExist, fail: true},
 	}
 	for _, tt := range tests {

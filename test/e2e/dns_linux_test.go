@@ -199,10 +199,7 @@ func TestRunDNS(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	up := startAuthServer(t)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writePolicy(t, "egress:\n  blocked_domains: [blocked.test]\n")
 	v6 := hasIPv6Loopback()
 	lines := []string{
 		`getent hosts allowed.test; echo "allowed=$?"`,
@@ -304,29 +301,19 @@ func TestDaemonDNS(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	up := startAuthServer(t)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("egress:\n  blocked_domains: [blocked.test]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writePolicy(t, "egress:\n  blocked_domains: [blocked.test]\n")
 	_, stop := startDNSDaemon(t, e, up, pol)
 	defer stop()
 
 	names := []string{"allowed.test", "other.test"}
-	type ran struct {
-		r   result
-		err error
-	}
-	done := make(chan ran, len(names))
+	var runs []<-chan ran
 	for _, name := range names {
-		go func() {
-			script := strings.Join(helperCmd("dnsquery", "192.0.2.53:53", name), " ") +
-				`; q=$?; getent hosts blocked.test; echo "blocked=$?"; exit $q`
-			r, err := e.tryRun("--", "sh", "-c", script)
-			done <- ran{r, err}
-		}()
+		script := strings.Join(helperCmd("dnsquery", "192.0.2.53:53", name), " ") +
+			`; q=$?; getent hosts blocked.test; echo "blocked=$?"; exit $q`
+		runs = append(runs, e.startRun("--", "sh", "-c", script))
 	}
 	bySession := map[string]string{} // session id → the name it asked for
-	for range names {
+	for _, done := range runs {
 		rr := <-done
 		if rr.err != nil {
 			t.Fatal(rr.err)
@@ -459,10 +446,7 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	up := startAuthServer(t)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("egress: {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writePolicy(t, "egress: {}\n")
 	d, stop := startDNSDaemon(t, e, up, pol)
 	defer stop()
 
@@ -476,15 +460,7 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := filepath.Join(dir, "release")
-	type ran struct {
-		r   result
-		err error
-	}
-	bDone := make(chan ran, 1)
-	go func() {
-		r, err := e.tryRun(append([]string{"--"}, helperCmd("waitfile", release)...)...)
-		bDone <- ran{r, err}
-	}()
+	bDone := e.startRun(append([]string{"--"}, helperCmd("waitfile", release)...)...)
 	defer os.WriteFile(release, nil, 0o644)
 	var ports []uint16
 	waitFor(t, "session B's DNS listener", func() bool {
@@ -533,6 +509,34 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	e.verify()
 }
 
+// writePolicy writes a policy file of body into the test's temporary
+// directory and returns its path.
+func writePolicy(t *testing.T, body string) string {
+	t.Helper()
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// ran is the outcome of a `sandtrail run` in the background.
+type ran struct {
+	r   result
+	err error
+}
+
+// startRun starts `sandtrail run ARGS...` (tryRun) in a goroutine and
+// returns the channel its outcome arrives on.
+func (e *env) startRun(args ...string) <-chan ran {
+	done := make(chan ran, 1)
+	go func() {
+		r, err := e.tryRun(args...)
+		done <- ran{r, err}
+	}()
+	return done
+}
+
 // writerFunc adapts a function to io.Writer.
 type writerFunc func([]byte) (int, error)
 
@@ -547,10 +551,7 @@ func TestRunDNSEgress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	up := startAuthServer(t)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("egress:\n  default: block\n  allowed_domains: [allowed.test]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writePolicy(t, "egress:\n  default: block\n  allowed_domains: [allowed.test]\n")
 	connect := func(addr string) string { return strings.Join(helperCmd("connect", addr), " ") }
 	script := strings.Join([]string{
 		connect("192.0.2.10:80") + " | sed 's/^/before: /'",

@@ -3,20 +3,16 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 func init() {
@@ -27,15 +23,8 @@ func init() {
 // netGetHelper fetches each URL with a fresh connection and prints
 // "URL BYTES" for each.
 func netGetHelper(args []string) int {
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 60 * time.Second}
 	for _, u := range args {
-		resp, err := c.Get(u)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		n, err := testnet.Get(u)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -75,74 +64,6 @@ func errnoName(en syscall.Errno) string {
 	return en.Error()
 }
 
-// countingConn counts the bytes the server side of a connection read and
-// wrote.
-type countingConn struct {
-	net.Conn
-	read, written atomic.Int64
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.read.Add(int64(n))
-	return n, err
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.written.Add(int64(n))
-	return n, err
-}
-
-// countingServer is an HTTP server on a loopback address that answers
-// /?n=N with N bytes and counts each connection's bytes by client port.
-type countingServer struct {
-	net.Listener
-	srv   *http.Server
-	mu    sync.Mutex
-	conns map[uint16]*countingConn
-}
-
-func (s *countingServer) Accept() (net.Conn, error) {
-	c, err := s.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	cc := &countingConn{Conn: c}
-	s.mu.Lock()
-	s.conns[uint16(c.RemoteAddr().(*net.TCPAddr).Port)] = cc
-	s.mu.Unlock()
-	return cc, nil
-}
-
-func (s *countingServer) conn(port uint16) *countingConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conns[port]
-}
-
-func startCountingServer(t *testing.T, network, addr string) *countingServer {
-	t.Helper()
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &countingServer{Listener: ln, conns: map[uint16]*countingConn{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		n, _ := strconv.Atoi(req.URL.Query().Get("n"))
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		w.Write(make([]byte, n))
-	})}
-	go s.srv.Serve(s)
-	t.Cleanup(func() { s.srv.Close() })
-	return s
-}
-
-func within5(got uint64, want int64) bool {
-	d := float64(got) - float64(want)
-	return d <= 0.05*float64(want) && -d <= 0.05*float64(want)
-}
-
 // helperPid returns the pid of the session's helper process in mode.
 func helperPid(t *testing.T, evs []*event.Event, mode string) int32 {
 	t.Helper()
@@ -162,12 +83,12 @@ func helperPid(t *testing.T, evs []*event.Event, mode string) int32 {
 func TestRunNetBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := startCountingServer(t, "tcp4", "127.0.0.1:0")
-	port := uint16(srv.Addr().(*net.TCPAddr).Port)
+	srv := testnet.StartServer(t, "tcp4", "127.0.0.1:0")
+	port := srv.Port()
 	sizes := []int{1 << 20, 10 << 10}
 	var urls []string
 	for _, n := range sizes {
-		urls = append(urls, fmt.Sprintf("http://%s/?n=%d", srv.Addr(), n))
+		urls = append(urls, srv.URL(n))
 	}
 	r := e.run(append([]string{"--user", "nobody", "--"}, helperCmd("netget", urls...)...)...)
 	if r.code != 0 {
@@ -199,13 +120,13 @@ func TestRunNetBytes(t *testing.T) {
 			continue
 		}
 		closes++
-		cc := srv.conn(ev.Net.SrcPort)
+		cc := srv.Conn(ev.Net.SrcPort)
 		if cc == nil {
 			t.Errorf("net.close %+v: the server had no connection from port %d", *ev.Net, ev.Net.SrcPort)
 			continue
 		}
-		if ev.Proc.Pid != pid || !within5(ev.Net.BytesIn, cc.written.Load()) || !within5(ev.Net.BytesOut, cc.read.Load()) {
-			t.Errorf("net.close pid %d bytes in/out = %d/%d, server wrote/read %d/%d (pid %d)", ev.Proc.Pid, ev.Net.BytesIn, ev.Net.BytesOut, cc.written.Load(), cc.read.Load(), pid)
+		if ev.Proc.Pid != pid || !testnet.Within5(ev.Net.BytesIn, cc.BytesWritten()) || !testnet.Within5(ev.Net.BytesOut, cc.BytesRead()) {
+			t.Errorf("net.close pid %d bytes in/out = %d/%d, server wrote/read %d/%d (pid %d)", ev.Proc.Pid, ev.Net.BytesIn, ev.Net.BytesOut, cc.BytesWritten(), cc.BytesRead(), pid)
 		}
 	}
 	if closes != len(sizes) {
@@ -220,14 +141,11 @@ func TestRunNetBytes(t *testing.T) {
 func TestRunNetEgress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	v4 := startCountingServer(t, "tcp4", "127.0.0.1:0")
-	v6 := startCountingServer(t, "tcp6", "[::1]:0")
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("egress:\n  blocked_ports: [9/tcp]\n  blocked_cidrs: [127.0.0.2, \"::2\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p4 := strconv.Itoa(v4.Addr().(*net.TCPAddr).Port)
-	p6 := strconv.Itoa(v6.Addr().(*net.TCPAddr).Port)
+	v4 := testnet.StartServer(t, "tcp4", "127.0.0.1:0")
+	v6 := testnet.StartServer(t, "tcp6", "[::1]:0")
+	pol := writePolicy(t, "egress:\n  blocked_ports: [9/tcp]\n  blocked_cidrs: [127.0.0.2, \"::2\"]\n")
+	p4 := strconv.Itoa(int(v4.Port()))
+	p6 := strconv.Itoa(int(v6.Port()))
 	cases := []struct {
 		addr, want, verdict string
 	}{
