@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/testnet"
@@ -214,6 +215,19 @@ type liveRecorder struct {
 	done chan struct{}
 }
 
+// startWatched skips without the kernel's support, starts a live recorder
+// with opts and watches a new scratch cgroup as session sid.
+func startWatched(t *testing.T, sid string, opts ...Option) (*cgrouptest.Cgroup, *liveRecorder) {
+	t.Helper()
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	r := startLive(t, opts...)
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	return cg, r
+}
+
 func startLive(t *testing.T, opts ...Option) *liveRecorder {
 	t.Helper()
 	log := hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: os.Stderr})
@@ -288,13 +302,8 @@ func netEvent(kind string, f func(n *event.Net) bool) func(*event.Event) bool {
 // known size from a server in the test process; net.close counts the bytes
 // the server really read and wrote.
 func TestNetConnectCloseBytes(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	r := startLive(t)
 	const sid = "sess-net-bytes"
-	if err := r.c.Watch(cg.ID, sid); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, sid)
 	for _, network := range []struct{ net, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
 		srv := testnet.StartServer(t, network.net, network.addr)
 		port, host := srv.Port(), srv.IP()
@@ -342,13 +351,8 @@ func TestNetConnectCloseBytes(t *testing.T) {
 // connection to another process's listener on the same port and another
 // address is not taken for the session's.
 func TestNetListenAccept(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	r := startLive(t)
 	const sid = "sess-net-accept"
-	if err := r.c.Watch(cg.ID, sid); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, sid)
 	for _, tt := range []struct{ listen, listenIP string }{{"127.0.0.1:0", "127.0.0.1"}, {":0", "::"}} {
 		t.Run(tt.listen, func(t *testing.T) {
 			const sent, recv = 300 << 10, 70 << 10
@@ -478,19 +482,14 @@ func newEngine(t *testing.T, yaml string) *policy.Engine {
 // as blocked, with the policy's reason; allowed destinations work, over
 // IPv4 and IPv6.
 func TestNetEgress(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
 	eng := newEngine(t, `
 egress:
   default: allow
   blocked_ports: [9/tcp]
   blocked_cidrs: [127.0.0.2, "::2"]
 `)
-	r := startLive(t, WithEgress(eng))
 	const sid = "sess-net-egress"
-	if err := r.c.Watch(cg.ID, sid); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, sid, WithEgress(eng))
 	var ports []uint16
 	for _, network := range []string{"tcp4", "tcp6"} {
 		addr := "127.0.0.1:0"
@@ -553,8 +552,6 @@ egress:
 // TestNetEgressDifferential compares the kernel's verdict with
 // Engine.Egress over many generated destinations, domains included.
 func TestNetEgressDifferential(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
 	eng := newEngine(t, `
 egress:
   default: block
@@ -567,10 +564,7 @@ egress:
   doh_endpoints: [dns.google, 1.1.1.1, "2001:db8::1111"]
   doh_action: block
 `)
-	r := startLive(t, WithEgress(eng))
-	if err := r.c.Watch(cg.ID, "sess-net-diff"); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, "sess-net-diff", WithEgress(eng))
 	learned := map[netip.Addr]string{
 		netip.MustParseAddr("104.16.0.1"):   "registry.npmjs.org",
 		netip.MustParseAddr("140.82.0.5"):   "api.github.com",
@@ -643,51 +637,34 @@ egress:
 // session's DNS proxy over unconnected and connected UDP and TCP, for IPv4
 // and IPv6 destinations, and the replies come from the original address.
 func TestNetDNSRedirect(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	r := startLive(t)
 	const sid = "sess-net-dns"
-	if err := r.c.Watch(cg.ID, sid); err != nil {
-		t.Fatal(err)
+	cg, r := startWatched(t, sid)
+	servers := []string{"192.0.2.53:53", "[2001:db8::53]:53"}
+	hows := []string{"sendto", "udp", "tcp"}
+	qname := func(server, how string) string { return fmt.Sprintf("q-%s-%d.example.", how, len(server)) }
+	// The stand-ins for the session's proxy, on ::1 and 127.0.0.1, answer
+	// every name the test asks with 203.0.113.7.
+	zone := dnstest.Zone{}
+	addName := func(name string) { zone[name] = []string{name + " 60 IN A 203.0.113.7"} }
+	for _, server := range servers {
+		for _, how := range hows {
+			addName(qname(server, how))
+		}
 	}
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	handler := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		name := q.Question[0].Name
-		mu.Lock()
-		seen[name] = true
-		mu.Unlock()
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(203, 0, 113, 7)})
-		w.WriteMsg(m)
-	})
-	proxies := map[string]netip.AddrPort{}
-	for _, fam := range []struct{ name, addr string }{{"v4", "127.0.0.1"}, {"v6", "::1"}} {
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(fam.addr, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		ln, err := net.Listen("tcp", net.JoinHostPort(fam.addr, strconv.Itoa(port)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
-			go s.ActivateAndServe()
-			defer s.Shutdown()
-		}
-		proxies[fam.name] = netip.AddrPortFrom(netip.MustParseAddr(fam.addr), uint16(port))
+	for _, how := range []string{"udp", "tcp"} {
+		addName("mapped-" + how + ".example.")
 	}
+	v4, v6 := dnstest.Start(t, "127.0.0.1", zone), dnstest.Start(t, "::1", zone)
+	proxies := map[string]netip.AddrPort{"v4": netip.MustParseAddrPort(v4.Addr), "v6": netip.MustParseAddrPort(v6.Addr)}
 	if err := r.c.RedirectDNS(cg.ID, proxies["v4"], proxies["v6"]); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.c.RedirectDNS(cg.ID, proxies["v6"], netip.AddrPort{}); err == nil {
 		t.Error("RedirectDNS with an IPv6 address for IPv4 = nil, want an error")
 	}
-	for _, server := range []string{"192.0.2.53:53", "[2001:db8::53]:53"} {
-		for _, how := range []string{"sendto", "udp", "tcp"} {
-			name := fmt.Sprintf("q-%s-%d.example.", how, len(server))
+	for _, server := range servers {
+		for _, how := range hows {
+			name := qname(server, how)
 			t.Run(server+"/"+how, func(t *testing.T) {
 				out, err := helperCmd(t, cg, "net-dns", server, name, how).Output()
 				if err != nil {
@@ -696,10 +673,7 @@ func TestNetDNSRedirect(t *testing.T) {
 				if got := strings.TrimSpace(string(out)); got != "203.0.113.7" {
 					t.Errorf("answer = %q, want 203.0.113.7", got)
 				}
-				mu.Lock()
-				ok := seen[name]
-				mu.Unlock()
-				if !ok {
+				if v4.Count(name)+v6.Count(name) == 0 {
 					t.Errorf("the proxy did not see %s", name)
 				}
 				ap := netip.MustParseAddrPort(server)
@@ -727,11 +701,9 @@ func TestNetDNSRedirect(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != "203.0.113.7" {
 			t.Errorf("query over %s to [2001:db8::53]:53 without an IPv6 proxy: %v %q", how, err, out)
 		}
-		mu.Lock()
-		if !seen[name] {
+		if v4.Count(name) == 0 {
 			t.Errorf("the IPv4 proxy did not see %s", name)
 		}
-		mu.Unlock()
 	}
 	// Unwatch clears the redirect.
 	if err := r.c.Unwatch(cg.ID); err != nil {
@@ -746,13 +718,8 @@ func TestNetDNSRedirect(t *testing.T) {
 // TestNetLearnDomainExpires: a learned domain names its address in events
 // and leaves the kernel table after its ttl.
 func TestNetLearnDomainExpires(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
 	eng := newEngine(t, "egress:\n  blocked_domains: [blocked.example]\n")
-	r := startLive(t, WithEgress(eng))
-	if err := r.c.Watch(cg.ID, "sess-net-learn"); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, "sess-net-learn", WithEgress(eng))
 	ip := netip.MustParseAddr("127.0.0.77")
 	if err := r.c.LearnDomain(ip, "blocked.example", 2*time.Second); err != nil {
 		t.Fatal(err)
@@ -784,12 +751,7 @@ func TestNetLearnDomainExpires(t *testing.T) {
 // the sends since the previous one (net.count); another socket's sends are
 // counted apart.
 func TestNetSendMerged(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	r := startLive(t)
-	if err := r.c.Watch(cg.ID, "sess-net-merge"); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, "sess-net-merge")
 	var pids []int32
 	for range 2 {
 		cmd := helperCmd(t, cg, "net-sendn", "127.0.0.1:4999", "50")
@@ -941,13 +903,8 @@ func TestNetDecode(t *testing.T) {
 // TestNetEgressFlag: a DoH endpoint with doh_action flag is reached and
 // recorded as flagged, with the policy's reason.
 func TestNetEgressFlag(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
 	eng := newEngine(t, "egress:\n  doh_endpoints: [127.0.0.3, doh.example]\n  doh_action: flag\n")
-	r := startLive(t, WithEgress(eng))
-	if err := r.c.Watch(cg.ID, "sess-net-flag"); err != nil {
-		t.Fatal(err)
-	}
+	cg, r := startWatched(t, "sess-net-flag", WithEgress(eng))
 	byName := netip.MustParseAddr("127.0.0.4")
 	if err := r.c.LearnDomain(byName, "doh.example", time.Hour); err != nil {
 		t.Fatal(err)
@@ -1004,15 +961,10 @@ func TestNetHostWide(t *testing.T) {
 // TestNetTableLoss: connections that do not fit in the connection table
 // are reported as lost net.close records.
 func TestNetTableLoss(t *testing.T) {
-	requireKernel(t)
 	netConnsMax = 2
 	defer func() { netConnsMax = 0 }()
-	cg := cgrouptest.New(t)
-	r := startLive(t, WithLossInterval(50*time.Millisecond))
+	cg, r := startWatched(t, "sess-net-loss", WithLossInterval(50*time.Millisecond))
 	netConnsMax = 0
-	if err := r.c.Watch(cg.ID, "sess-net-loss"); err != nil {
-		t.Fatal(err)
-	}
 	ln := testnet.StartDropServer(t, "tcp4", "127.0.0.1:0")
 	// One helper holds 6 connections open at once (it exits after the
 	// last dial, closing them).

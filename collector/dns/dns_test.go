@@ -16,20 +16,12 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// upstream is a real miekg/dns server on 127.0.0.1 (UDP and TCP on one
-// port) that answers from fixed records and counts the queries per name.
-type upstream struct {
-	addr string
-
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-// zone holds the fixed records; names not in it are NXDOMAIN.
-var zone = map[string][]string{
+// zone holds the upstream's fixed records; names not in it are NXDOMAIN.
+var zone = dnstest.Zone{
 	"a.example.":    {"a.example. 300 IN A 192.0.2.1"},
 	"v6.example.":   {"v6.example. 120 IN AAAA 2001:db8::1"},
 	"www.example.":  {"www.example. 60 IN CNAME web.example.", "web.example. 30 IN CNAME cdn.example.", "cdn.example. 20 IN A 192.0.2.7"},
@@ -37,74 +29,18 @@ var zone = map[string][]string{
 	"zero.example.": {"zero.example. 0 IN A 192.0.2.20"},
 }
 
-func (u *upstream) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
-	q := req.Question[0]
-	name := strings.ToLower(q.Name)
-	u.mu.Lock()
-	u.counts[name]++
-	u.mu.Unlock()
-	resp := new(mdns.Msg)
-	resp.SetReply(req)
-	recs, ok := zone[name]
-	if !ok {
-		resp.Rcode = mdns.RcodeNameError
-	}
-	for _, s := range recs {
-		rr, err := mdns.NewRR(s)
-		if err != nil {
-			panic(err)
-		}
-		if rr.Header().Rrtype == q.Qtype || rr.Header().Rrtype == mdns.TypeCNAME {
-			resp.Answer = append(resp.Answer, rr)
-		}
-	}
-	_ = w.WriteMsg(resp)
-}
-
-func (u *upstream) count(name string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.counts[name]
-}
-
-// bindPair binds UDP and TCP on one free loopback port.
-func bindPair(t testing.TB) (net.PacketConn, net.Listener) {
+// startUpstream starts a real DNS server on 127.0.0.1 that answers from
+// zone, for the proxy's upstream.
+func startUpstream(t testing.TB) *dnstest.Server {
 	t.Helper()
-	for range 16 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, ln
-		}
-		pc.Close()
-	}
-	t.Fatal("no free port for both udp and tcp")
-	return nil, nil
-}
-
-func startUpstream(t testing.TB) *upstream {
-	t.Helper()
-	pc, ln := bindPair(t)
-	u := &upstream{addr: pc.LocalAddr().String(), counts: map[string]int{}}
-	for _, s := range []*mdns.Server{{PacketConn: pc, Handler: u}, {Listener: ln, Handler: u}} {
-		started := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(started) }
-		go s.ActivateAndServe()
-		<-started
-		t.Cleanup(func() { s.Shutdown() })
-	}
-	return u
+	return dnstest.Start(t, "127.0.0.1", zone)
 }
 
 // silentUpstream binds UDP and TCP sockets that never answer: the TCP
 // handshake completes in the kernel's backlog and nothing is ever read.
 func silentUpstream(t testing.TB) string {
 	t.Helper()
-	pc, ln := bindPair(t)
-	t.Cleanup(func() { pc.Close(); ln.Close() })
+	pc, _ := dnstest.BindPair(t, "127.0.0.1")
 	return pc.LocalAddr().String()
 }
 
@@ -212,7 +148,7 @@ func TestProxy(t *testing.T) {
 	up := startUpstream(t)
 	rec := newRecorder()
 	clk := &clock{t: t0}
-	p := startProxy(t, []string{up.addr},
+	p := startProxy(t, []string{up.Addr},
 		WithEmit(rec.emit), WithClock(clk.now), WithHost("h1"),
 		WithPolicy(func(name string) (bool, string) {
 			if name == "evil.example" || strings.HasSuffix(name, ".evil.example") {
@@ -280,7 +216,7 @@ func TestProxy(t *testing.T) {
 				if got := rrStrings(resp.Answer); !reflect.DeepEqual(got, normalize(t, tt.answers)) {
 					t.Errorf("answers = %q, want %q", got, normalize(t, tt.answers))
 				}
-				if got, want := up.count(strings.ToLower(tt.qname)), tt.upstreams*(i+1); got != want {
+				if got, want := up.Count(strings.ToLower(tt.qname)), tt.upstreams*(i+1); got != want {
 					t.Errorf("upstream saw %d queries for %s, want %d", got, tt.qname, want)
 				}
 				got := rec.next(t)
@@ -314,7 +250,7 @@ func TestProxy(t *testing.T) {
 			})
 		}
 	}
-	if got := up.count("evil.example.") + up.count("api.evil.example."); got != 0 {
+	if got := up.Count("evil.example.") + up.Count("api.evil.example."); got != 0 {
 		t.Errorf("upstream saw %d queries for blocked names, want 0", got)
 	}
 	st := p.Stats()
@@ -352,7 +288,7 @@ func mustJSON(t *testing.T, e *event.Event) string {
 
 func TestBlockedExtendedError(t *testing.T) {
 	up := startUpstream(t)
-	p := startProxy(t, []string{up.addr}, WithPolicy(func(string) (bool, string) { return true, "no lookups" }))
+	p := startProxy(t, []string{up.Addr}, WithPolicy(func(string) (bool, string) { return true, "no lookups" }))
 	m := query("a.example.", mdns.TypeA)
 	m.SetEdns0(1232, false)
 	resp, _ := exchange(t, p, "udp", m)
@@ -372,7 +308,7 @@ func TestBlockedExtendedError(t *testing.T) {
 	if ede == nil || ede.InfoCode != mdns.ExtendedErrorCodeBlocked || ede.ExtraText != "no lookups" {
 		t.Errorf("EDE = %v, want Blocked with text %q", ede, "no lookups")
 	}
-	if n := up.count("a.example."); n != 0 {
+	if n := up.Count("a.example."); n != 0 {
 		t.Errorf("upstream saw %d queries, want 0", n)
 	}
 }
@@ -391,7 +327,7 @@ func TestUpstreamFailure(t *testing.T) {
 			rcode: mdns.RcodeServerFailure, failures: 2},
 		// The real upstream must answer within the timeout even on a loaded
 		// machine, so the wait at the silent one is longer here.
-		{name: "next upstream after a timeout", upstream: []string{silent, up.addr}, timeout: 3 * time.Second,
+		{name: "next upstream after a timeout", upstream: []string{silent, up.Addr}, timeout: 3 * time.Second,
 			rcode: mdns.RcodeSuccess},
 	}
 	for _, tt := range tests {
@@ -422,7 +358,7 @@ func TestDomainOf(t *testing.T) {
 	up := startUpstream(t)
 	clk := &clock{t: t0}
 	rec := newRecorder()
-	p := startProxy(t, []string{up.addr}, WithClock(clk.now), WithEmit(rec.emit))
+	p := startProxy(t, []string{up.Addr}, WithClock(clk.now), WithEmit(rec.emit))
 	for _, q := range []struct {
 		name  string
 		qtype uint16
@@ -515,7 +451,7 @@ func TestEmitDoesNotDelayAnswers(t *testing.T) {
 	up := startUpstream(t)
 	release := make(chan struct{})
 	emitted := make(chan *event.Event, 4)
-	p := startProxy(t, []string{up.addr}, WithEmit(func(e *event.Event) {
+	p := startProxy(t, []string{up.Addr}, WithEmit(func(e *event.Event) {
 		<-release
 		emitted <- e
 	}))
@@ -543,7 +479,7 @@ func TestEmitDoesNotDelayAnswers(t *testing.T) {
 func TestMalformed(t *testing.T) {
 	up := startUpstream(t)
 	rec := newRecorder()
-	p := startProxy(t, []string{up.addr}, WithEmit(rec.emit))
+	p := startProxy(t, []string{up.Addr}, WithEmit(rec.emit))
 
 	valid, err := query("a.example.", mdns.TypeA).Pack()
 	if err != nil {
@@ -673,7 +609,7 @@ func TestNew(t *testing.T) {
 
 func TestLifecycle(t *testing.T) {
 	up := startUpstream(t)
-	p, err := New([]string{up.addr})
+	p, err := New([]string{up.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}

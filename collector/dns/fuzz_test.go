@@ -50,7 +50,7 @@ func (v *validatingEmit) check(t *testing.T) {
 func FuzzServe(f *testing.F) {
 	up := startUpstream(f)
 	v := &validatingEmit{}
-	p := startProxy(f, []string{up.addr}, WithEmit(v.emit),
+	p := startProxy(f, []string{up.Addr}, WithEmit(v.emit),
 		WithPolicy(func(name string) (bool, string) { return name == "evil.example", "test" }))
 	addr := p.Addr().String()
 	f.Fuzz(func(t *testing.T, data []byte) {

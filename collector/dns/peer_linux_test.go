@@ -126,7 +126,7 @@ func TestSessionCgroupCheck(t *testing.T) {
 	}
 	up := startUpstream(t)
 	rec := newRecorder()
-	p := newProxy(t, []string{up.addr}, WithEmit(rec.emit))
+	p := newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
 	mine, _, err := p.AddSession("mine", WithCgroup(own))
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +144,12 @@ func TestSessionCgroupCheck(t *testing.T) {
 			t.Errorf("%s own session: event session %q verdict %q, want mine, allowed", proto, e.SessionID, e.Net.Verdict)
 		}
 
-		before := up.count("v6.example.")
+		before := up.Count("v6.example.")
 		resp, _ = exchangeAt(t, other, proto, query("v6.example.", mdns.TypeAAAA))
 		if resp.Rcode != mdns.RcodeRefused {
 			t.Errorf("%s other session's listener: rcode %s, want REFUSED", proto, rcodeString(resp.Rcode))
 		}
-		if up.count("v6.example.") != before {
+		if up.Count("v6.example.") != before {
 			t.Errorf("%s other session's listener: the query went upstream", proto)
 		}
 		e := rec.next(t)
@@ -165,7 +165,7 @@ func TestSessionCgroupCheck(t *testing.T) {
 
 	// A sender that cannot be found (it closed its socket at once) is
 	// refused and recorded under no session.
-	p = newProxy(t, []string{up.addr}, WithEmit(rec.emit))
+	p = newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
 	p.sockCgroup = func(string, netip.AddrPort, netip.AddrPort) (uint64, error) { return 0, errNoSocket }
 	if mine, _, err = p.AddSession("mine", WithCgroup(own)); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 )
 
 // countingListener counts and keeps the connections it accepts.
@@ -46,20 +48,15 @@ func (l *countingListener) closeAll() {
 
 // startTCPUpstream is startUpstream over TCP only, with its listener
 // counting connections.
-func startTCPUpstream(t *testing.T) (*upstream, *countingListener) {
+func startTCPUpstream(t *testing.T) (*dnstest.Server, *countingListener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl := &countingListener{Listener: ln}
-	u := &upstream{addr: ln.Addr().String(), counts: map[string]int{}}
-	s := &mdns.Server{Listener: cl, Handler: u}
-	started := make(chan struct{})
-	s.NotifyStartedFunc = func() { close(started) }
-	go s.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { s.Shutdown() })
+	u := dnstest.New(ln.Addr().String(), zone)
+	u.Serve(t, nil, cl)
 	return u, cl
 }
 
@@ -69,7 +66,7 @@ func startTCPUpstream(t *testing.T) (*upstream, *countingListener) {
 func TestUpstreamTCPReuse(t *testing.T) {
 	up, ln := startTCPUpstream(t)
 	rec := newRecorder()
-	p := newProxy(t, []string{up.addr}, WithEmit(rec.emit))
+	p := newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
 	clk := &clock{t: t0}
 	p.pool.now = clk.now
 	v4, _, err := p.AddSession("s")
@@ -90,7 +87,7 @@ func TestUpstreamTCPReuse(t *testing.T) {
 	if got := ln.accepted(); got != 1 {
 		t.Errorf("upstream accepted %d connections for 3 queries, want 1", got)
 	}
-	if got := p.pool.size(up.addr); got != 1 {
+	if got := p.pool.size(up.Addr); got != 1 {
 		t.Errorf("idle connections = %d, want 1", got)
 	}
 
@@ -116,7 +113,7 @@ func TestUpstreamTCPReuse(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.pool.size(up.addr); got != 0 {
+	if got := p.pool.size(up.Addr); got != 0 {
 		t.Errorf("idle connections after Close = %d, want 0", got)
 	}
 }

@@ -53,7 +53,7 @@ func exchangeAt(t *testing.T, addr netip.AddrPort, proto string, m *mdns.Msg) (*
 func TestSessions(t *testing.T) {
 	up := startUpstream(t)
 	rec := newRecorder()
-	p := newProxy(t, []string{up.addr}, WithEmit(rec.emit),
+	p := newProxy(t, []string{up.Addr}, WithEmit(rec.emit),
 		WithSession(func(netip.AddrPort) (string, bool) { return "not-this", true }))
 
 	addrs := map[string][]netip.AddrPort{}
@@ -142,7 +142,7 @@ func TestSessions(t *testing.T) {
 
 func TestMaxSessions(t *testing.T) {
 	up := startUpstream(t)
-	p, err := New([]string{up.addr}, WithMaxSessions(2))
+	p, err := New([]string{up.Addr}, WithMaxSessions(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestAnswerHook(t *testing.T) {
 	up := startUpstream(t)
 	rec := newRecorder()
 	hooks := &hookRecorder{}
-	p := newProxy(t, []string{up.addr}, WithEmit(rec.emit), WithAnswerHook(hooks.hook),
+	p := newProxy(t, []string{up.Addr}, WithEmit(rec.emit), WithAnswerHook(hooks.hook),
 		WithPolicy(func(name string) (bool, string) { return name == "evil.example", "no" }))
 	v4, _, err := p.AddSession("s")
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -92,57 +93,14 @@ func connectHelper(args []string) int {
 	return 0
 }
 
-// authServer is a small authoritative DNS server on 127.0.0.1 (UDP and TCP
-// on one port) for the .test names of the DNS tests, counting the queries
-// it gets per name. It runs in the test process, outside every session,
-// as the proxy's upstream.
-type authServer struct {
-	addr string
-
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-var authZone = map[string]string{
-	"allowed.test.": "allowed.test. 300 IN A 192.0.2.10",
-	"other.test.":   "other.test. 60 IN A 192.0.2.11",
-	"other6.test.":  "other6.test. 60 IN A 192.0.2.12",
-	"blocked.test.": "blocked.test. 300 IN A 192.0.2.66",
-}
-
-func (s *authServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
-	resp := new(mdns.Msg)
-	resp.SetReply(req)
-	resp.Authoritative = true
-	if len(req.Question) != 1 {
-		resp.Rcode = mdns.RcodeFormatError
-		_ = w.WriteMsg(resp)
-		return
-	}
-	q := req.Question[0]
-	name := strings.ToLower(q.Name)
-	s.mu.Lock()
-	s.counts[name]++
-	s.mu.Unlock()
-	rec, ok := authZone[name]
-	switch {
-	case !ok:
-		resp.Rcode = mdns.RcodeNameError
-	case q.Qtype == mdns.TypeA:
-		rr, err := mdns.NewRR(rec)
-		if err != nil {
-			panic(err)
-		}
-		resp.Answer = append(resp.Answer, rr)
-	}
-	// Other types of a known name: NOERROR without answers.
-	_ = w.WriteMsg(resp)
-}
-
-func (s *authServer) count(name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[name]
+// authZone is what the DNS tests' upstream, a dnstest.Server on 127.0.0.1
+// in the test process (outside every session), answers for the .test
+// names.
+var authZone = dnstest.Zone{
+	"allowed.test.": {"allowed.test. 300 IN A 192.0.2.10"},
+	"other.test.":   {"other.test. 60 IN A 192.0.2.11"},
+	"other6.test.":  {"other6.test. 60 IN A 192.0.2.12"},
+	"blocked.test.": {"blocked.test. 300 IN A 192.0.2.66"},
 }
 
 // hasIPv6Loopback reports whether this host can bind [::1], as the DNS
@@ -156,35 +114,9 @@ func hasIPv6Loopback() bool {
 	return true
 }
 
-func startAuthServer(t *testing.T) *authServer {
+func startAuthServer(t *testing.T) *dnstest.Server {
 	t.Helper()
-	var (
-		pc  net.PacketConn
-		ln  net.Listener
-		err error
-	)
-	for range 16 {
-		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
-		}
-		pc.Close()
-	}
-	if err != nil {
-		t.Fatalf("no free port for both udp and tcp: %v", err)
-	}
-	s := &authServer{addr: pc.LocalAddr().String(), counts: map[string]int{}}
-	for _, srv := range []*mdns.Server{{PacketConn: pc, Handler: s}, {Listener: ln, Handler: s}} {
-		started := make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(started) }
-		go srv.ActivateAndServe()
-		<-started
-		t.Cleanup(func() { srv.Shutdown() })
-	}
-	return s
+	return dnstest.Start(t, "127.0.0.1", authZone)
 }
 
 // TestRunDNS is issue 5's "done means" for DNS, through the real `sandtrail
@@ -216,7 +148,7 @@ func TestRunDNS(t *testing.T) {
 		t.Log("no IPv6 loopback: the IPv6 redirect is not tested")
 	}
 	script := strings.Join(lines, "\n")
-	r := e.run("--policy", pol, "--dns-upstream", up.addr, "--", "sh", "-c", script)
+	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c", script)
 	if r.code != 0 || r.summary.Journal.Status != "intact" {
 		t.Fatalf("sandtrail run: exit %d, journal %q, want 0, intact\nstdout:\n%s\nstderr:\n%s", r.code, r.summary.Journal.Status, r.stdout, r.stderr)
 	}
@@ -225,7 +157,7 @@ func TestRunDNS(t *testing.T) {
 			t.Errorf("session output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if n := up.count("blocked.test."); n != 0 {
+	if n := up.Count("blocked.test."); n != 0 {
 		t.Errorf("upstream saw %d queries for blocked.test, want 0", n)
 	}
 
@@ -300,9 +232,7 @@ func TestRunDNS(t *testing.T) {
 func TestDaemonDNS(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	up := startAuthServer(t)
-	pol := writePolicy(t, "egress:\n  blocked_domains: [blocked.test]\n")
-	_, stop := startDNSDaemon(t, e, up, pol)
+	_, _, stop := startDNSDaemon(t, e, "egress:\n  blocked_domains: [blocked.test]\n")
 	defer stop()
 
 	names := []string{"allowed.test", "other.test"}
@@ -359,12 +289,15 @@ func TestDaemonDNS(t *testing.T) {
 	e.verify()
 }
 
-// startDNSDaemon starts `sandtrail daemon` with up as the DNS upstream and
-// the policy file pol, and waits for its control socket. stop ends it with
-// SIGTERM (once) and fails the test if it does not end well.
-func startDNSDaemon(t *testing.T, e *env, up *authServer, pol string) (d *exec.Cmd, stop func()) {
+// startDNSDaemon starts an upstream (startAuthServer) and `sandtrail daemon` with it as
+// the DNS upstream and a policy file of policy, and waits for its control
+// socket. stop ends the daemon with SIGTERM (once) and fails the test if it
+// does not end well.
+func startDNSDaemon(t *testing.T, e *env, policy string) (up *dnstest.Server, d *exec.Cmd, stop func()) {
 	t.Helper()
-	d = e.cmd("daemon", "--dns-upstream", up.addr)
+	up = startAuthServer(t)
+	pol := writePolicy(t, policy)
+	d = e.cmd("daemon", "--dns-upstream", up.Addr)
 	d.Env = append(d.Env, "SANDTRAIL_POLICY="+pol)
 	var (
 		dlog strings.Builder
@@ -396,7 +329,7 @@ func startDNSDaemon(t *testing.T, e *env, up *authServer, pol string) (d *exec.C
 	}
 	ctl := filepath.Join(filepath.Dir(e.sock), "control.sock")
 	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
-	return d, stop
+	return up, d, stop
 }
 
 // udpListenPorts returns the ports of the UDP sockets of process pid bound
@@ -445,9 +378,7 @@ func udpListenPorts(t *testing.T, pid int) []uint16 {
 func TestDaemonDNSForeignListener(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	up := startAuthServer(t)
-	pol := writePolicy(t, "egress: {}\n")
-	d, stop := startDNSDaemon(t, e, up, pol)
+	up, d, stop := startDNSDaemon(t, e, "egress: {}\n")
 	defer stop()
 
 	// Session B waits for a file while A probes its listener.
@@ -482,8 +413,8 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	if up.count("probe.test.") != 0 {
-		t.Errorf("upstream saw %d queries for probe.test, want 0", up.count("probe.test."))
+	if up.Count("probe.test.") != 0 {
+		t.Errorf("upstream saw %d queries for probe.test, want 0", up.Count("probe.test."))
 	}
 	stop()
 
@@ -560,7 +491,7 @@ func TestRunDNSEgress(t *testing.T) {
 		connect("192.0.2.10:80") + " | sed 's/^/after: /'",
 		connect("192.0.2.11:80") + " | sed 's/^/after: /'",
 	}, "\n")
-	r := e.run("--policy", pol, "--dns-upstream", up.addr, "--", "sh", "-c", script)
+	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("sandtrail run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
