@@ -451,23 +451,6 @@ func writePolicy(t *testing.T, body string) string {
 	return pol
 }
 
-// ran is the outcome of a `sandtrail run` in the background.
-type ran struct {
-	r   result
-	err error
-}
-
-// startRun starts `sandtrail run ARGS...` (tryRun) in a goroutine and
-// returns the channel its outcome arrives on.
-func (e *env) startRun(args ...string) <-chan ran {
-	done := make(chan ran, 1)
-	go func() {
-		r, err := e.tryRun(args...)
-		done <- ran{r, err}
-	}()
-	return done
-}
-
 // writerFunc adapts a function to io.Writer.
 type writerFunc func([]byte) (int, error)
 

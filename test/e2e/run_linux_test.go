@@ -263,6 +263,23 @@ func (e *env) run(args ...string) result {
 	return r
 }
 
+// ran is the outcome of a `sandtrail run` in the background.
+type ran struct {
+	r   result
+	err error
+}
+
+// startRun starts `sandtrail run ARGS...` (tryRun) in a goroutine and
+// returns the channel its outcome arrives on.
+func (e *env) startRun(args ...string) <-chan ran {
+	done := make(chan ran, 1)
+	go func() {
+		r, err := e.tryRun(args...)
+		done <- ran{r, err}
+	}()
+	return done
+}
+
 // tryRun is run for goroutines other than the test's.
 func (e *env) tryRun(args ...string) (result, error) {
 	c := e.cmd(append([]string{"run", "--format", "json"}, args...)...)
@@ -675,15 +692,7 @@ func TestDaemonSessions(t *testing.T) {
 	waitFor(t, "the control socket", func() bool { _, err := os.Stat(ctl); return err == nil })
 
 	// run through the daemon, in the background.
-	type ran struct {
-		r   result
-		err error
-	}
-	runDone := make(chan ran, 1)
-	go func() {
-		r, err := e.tryRun(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...)
-		runDone <- ran{r, err}
-	}()
+	runDone := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("counter", "count")...)...)
 
 	var id, workdir string
 	waitFor(t, "a running session", func() bool {
