@@ -32,10 +32,13 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 	if len(raw) < fileDataOffset {
 		return nil, nil, fmt.Errorf("%w: file record of %d bytes, want at least %d", errDecode, len(raw), fileDataOffset)
 	}
-	var scratch fileFileEvent
-	r := &scratch
+	// The collector's decoder reuses one record struct (20 KiB); a bare
+	// decoder (tests, fuzzing) allocates one per record.
+	var r *fileFileEvent
 	if d.file != nil {
 		r = &d.file.scratch
+	} else {
+		r = new(fileFileEvent)
 	}
 	buf := asBytes(r)
 	n := copy(buf, raw)
