@@ -434,6 +434,12 @@ func TestNetListenAccept(t *testing.T) {
 			for it := r.c.net.objs.ListenerKeys.Iterate(); it.Next(&cookie, &k); {
 				t.Errorf("listener key %+v is still in the table after it closed", k)
 			}
+			// Its port leaves the accept filter (the accept above
+			// shows it was in it).
+			var listening uint32
+			if err := r.c.net.objs.ListenPorts.Lookup(uint32(port), &listening); err != nil || listening != 0 {
+				t.Errorf("listen_ports[%d] = %d, %v after the listener closed, want 0", port, listening, err)
+			}
 		})
 	}
 }

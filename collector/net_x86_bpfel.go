@@ -175,6 +175,7 @@ const (
 	netMapDrops              = "drops"
 	netMapEgressConf         = "egress_conf"
 	netMapEvents             = "events"
+	netMapListenPorts        = "listen_ports"
 	netMapListenerKeys       = "listener_keys"
 	netMapListeners          = "listeners"
 	netMapNetDrops           = "net_drops"
@@ -268,6 +269,7 @@ type netMapSpecs struct {
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	EgressConf   *ebpf.MapSpec `ebpf:"egress_conf"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	ListenPorts  *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenerKeys *ebpf.MapSpec `ebpf:"listener_keys"`
 	Listeners    *ebpf.MapSpec `ebpf:"listeners"`
 	NetDrops     *ebpf.MapSpec `ebpf:"net_drops"`
@@ -321,6 +323,7 @@ type netMaps struct {
 	Drops        *ebpf.Map `ebpf:"drops"`
 	EgressConf   *ebpf.Map `ebpf:"egress_conf"`
 	Events       *ebpf.Map `ebpf:"events"`
+	ListenPorts  *ebpf.Map `ebpf:"listen_ports"`
 	ListenerKeys *ebpf.Map `ebpf:"listener_keys"`
 	Listeners    *ebpf.Map `ebpf:"listeners"`
 	NetDrops     *ebpf.Map `ebpf:"net_drops"`
@@ -341,6 +344,7 @@ func (m *netMaps) Close() error {
 		m.Drops,
 		m.EgressConf,
 		m.Events,
+		m.ListenPorts,
 		m.ListenerKeys,
 		m.Listeners,
 		m.NetDrops,

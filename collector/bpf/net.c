@@ -109,11 +109,14 @@ struct {
 	__type(value, struct dns_target);
 } dns_redirect SEC(".maps");
 
-/* The original DNS server of redirected sockets, by socket cookie. */
+/* The original DNS server of redirected sockets, in the socket's own
+ * storage: freed with the socket, and the recvmsg and getpeername hooks,
+ * which run for every socket, find a socket without any at the cost of one
+ * pointer read instead of a hash lookup. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct dns_orig);
 } dns_originals SEC(".maps");
 
@@ -162,6 +165,15 @@ struct {
 	__type(key, __u64);
 	__type(value, struct listen_key);
 } listener_keys SEC(".maps");
+
+/* The number of listener_keys entries per local port: an accept on a port
+ * no recorded task listens on ends after this one (inlined) lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} listen_ports SEC(".maps");
 
 /* UDP sends already recorded, by socket and destination: repeats are counted
  * here instead of being recorded again. */
@@ -304,7 +316,12 @@ static __always_inline bool redirect(struct bpf_sock_addr *ctx, struct net_event
 		return false;
 	}
 	e->flags |= NET_REDIRECTED;
-	bpf_map_update_elem(&dns_originals, &e->cookie, &o, BPF_ANY);
+	struct bpf_sock *sk = ctx->sk;
+	if (sk) {
+		struct dns_orig *so = bpf_sk_storage_get(&dns_originals, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (so)
+			*so = o;
+	}
 	return true;
 }
 
@@ -405,8 +422,10 @@ int net_sendmsg6(struct bpf_sock_addr *ctx)
  * original DNS server's address instead of the proxy's. */
 static __always_inline int unredirect(struct bpf_sock_addr *ctx, bool v6)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx);
-	struct dns_orig *o = bpf_map_lookup_elem(&dns_originals, &cookie);
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 1;
+	struct dns_orig *o = bpf_sk_storage_get(&dns_originals, sk, 0, 0);
 	if (!o)
 		return 1;
 	if (bpf_ntohs(ctx->user_port) != o->proxy.port)
@@ -461,21 +480,26 @@ int net_getpeername6(struct bpf_sock_addr *ctx)
 	return unredirect(ctx, true);
 }
 
-/* sock_addrs fills the local (src) and remote (dst) addresses of sk. */
+/* sock_addrs fills the local (src) and remote (dst) addresses of sk. The
+ * tracepoint's sk is a BTF pointer: its fields are read directly (checked
+ * loads), without a helper call each. */
 static __always_inline void sock_addrs(const struct sock *sk, struct net_event *e)
 {
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	e->src.port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	e->dst.port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	__u16 family = sk->__sk_common.skc_family;
+	e->src.port = sk->__sk_common.skc_num;
+	e->dst.port = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (family == AF_INET) {
 		e->src.family = AF_INET;
 		e->dst.family = AF_INET;
-		e->src.addr[0] = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		e->dst.addr[0] = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		e->src.addr[0] = sk->__sk_common.skc_rcv_saddr;
+		e->dst.addr[0] = sk->__sk_common.skc_daddr;
 		return;
 	}
 	__u32 a[4];
-	BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32);
+	a[0] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[0];
+	a[1] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[1];
+	a[2] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[2];
+	a[3] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[3];
 	if (is_mapped(a)) {
 		e->src.family = AF_INET;
 		e->src.addr[0] = a[3];
@@ -483,7 +507,10 @@ static __always_inline void sock_addrs(const struct sock *sk, struct net_event *
 		e->src.family = AF_INET6;
 		__builtin_memcpy(e->src.addr, a, sizeof(a));
 	}
-	BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
+	a[0] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0];
+	a[1] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
+	a[2] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2];
+	a[3] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
 	if (is_mapped(a)) {
 		e->dst.family = AF_INET;
 		e->dst.addr[0] = a[3];
@@ -497,7 +524,7 @@ static __always_inline void sock_addrs(const struct sock *sk, struct net_event *
  * reads it: a v4-mapped address as IPv4). */
 static __always_inline void listen_key_of(const struct sock *sk, const struct net_addr *local, struct listen_key *k)
 {
-	k->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	k->netns = sk->__sk_common.skc_net.net->ns.inum;
 	k->port = local->port;
 	k->family = local->family;
 	k->addr[0] = local->addr[0];
@@ -534,106 +561,127 @@ static __always_inline void emit(struct net_event *e, __u32 kind)
 		count_drop(kind);
 }
 
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+/* sock_cookie returns sk's cookie, 0 when it was never asked for (then the
+ * socket was never recorded: the hooks and the handlers below ask for it
+ * before they record a socket). */
+static __always_inline __u64 sock_cookie(const struct sock *sk)
 {
-	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	return sk->__sk_common.skc_cookie.counter;
+}
+
+/* listen_port_add adds d to the count of listener_keys entries on port. */
+static __always_inline void listen_port_add(__u16 port, __s32 d)
+{
+	__u32 k = port;
+	__u32 *n = bpf_map_lookup_elem(&listen_ports, &k);
+	if (n)
+		__sync_fetch_and_add(n, d);
+}
+
+/* on_listen records listen(2), in the listening task's context, and keeps
+ * the listener for its accepts. */
+static __always_inline int on_listen(const struct sock *sk)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct net_event e = {};
+	if (!selected(task, &e.hdr))
 		return 0;
+	e.proto = IPPROTO_TCP;
+	fill_header(&e.hdr, KIND_NET_LISTEN, task);
+	e.uid = (__u32)bpf_get_current_uid_gid();
+	sock_addrs(sk, &e);
+	e.dst.port = 0;
+	e.start = e.hdr.ts;
+	e.cookie = bpf_get_socket_cookie((void *)sk);
 	struct listen_key lk;
+	listen_key_of(sk, &e.src, &lk);
+	struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid, .flags = NET_ACCEPTED, .cookie = e.cookie};
+	if (bpf_map_update_elem(&listeners, &lk, &c, BPF_ANY))
+		count_net_drop();
+	else if (bpf_map_update_elem(&listener_keys, &e.cookie, &lk, BPF_NOEXIST)) {
+		bpf_map_delete_elem(&listeners, &lk);
+		count_net_drop();
+	} else
+		listen_port_add(lk.port, 1);
+	emit(&e, KIND_NET_LISTEN);
+	return 0;
+}
+
+/* on_listener_close forgets a closing listener (by cookie). */
+static __always_inline int on_listener_close(__u64 cookie)
+{
+	struct listen_key *k = bpf_map_lookup_elem(&listener_keys, &cookie);
+	if (!k)
+		return 0;
+	struct listen_key lk = *k;
+	if (bpf_map_delete_elem(&listener_keys, &cookie))
+		return 0;
+	listen_port_add(lk.port, -1);
+	/* Another socket may have taken the key since (SO_REUSEPORT). */
+	struct conn *l = bpf_map_lookup_elem(&listeners, &lk);
+	if (l && l->cookie == cookie)
+		bpf_map_delete_elem(&listeners, &lk);
+	return 0;
+}
+
+/* on_connect keeps a connection of a recorded task for its close:
+ * connect(2) got past the hooks and routing, in the connecting task's
+ * context, and from here on every failure ends in TCP_CLOSE, so the entry
+ * cannot be left behind. */
+static __always_inline int on_connect(const struct sock *sk)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct conn c = {};
+	if (!selected(task, &c.hdr))
+		return 0;
+	fill_header(&c.hdr, KIND_NET_CLOSE, task);
+	c.start = c.hdr.ts;
+	c.uid = (__u32)bpf_get_current_uid_gid();
+	__u64 cookie = sock_cookie(sk);
+	if (!cookie)
+		cookie = bpf_get_socket_cookie((void *)sk);
+	if (bpf_map_update_elem(&conns, &cookie, &c, BPF_ANY))
+		count_net_drop();
+	return 0;
+}
+
+/* on_accept records a connection to a watched listener as established
+ * (usually in softirq), attributed to the listening task. */
+static __always_inline int on_accept(const struct sock *sk)
+{
+	/* Most accepts are not on a port a recorded task listens on: an
+	 * array lookup (inlined) ends them. */
+	__u32 port = sk->__sk_common.skc_num;
+	__u32 *nl = bpf_map_lookup_elem(&listen_ports, &port);
+	if (!nl || !*nl)
+		return 0;
 	struct net_event e = {};
 	e.proto = IPPROTO_TCP;
+	sock_addrs(sk, &e);
+	struct conn *l = find_listener(sk, &e.src);
+	if (!l)
+		return 0;
+	struct conn c = *l;
+	c.cookie = 0;
+	c.hdr.ts = bpf_ktime_get_boot_ns();
+	c.start = c.hdr.ts;
+	e.hdr = c.hdr;
+	e.uid = c.uid;
+	e.start = c.start;
+	e.flags = NET_ACCEPTED;
+	e.cookie = bpf_get_socket_cookie((void *)sk);
+	c.src = e.src;
+	if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
+		count_net_drop();
+	emit(&e, KIND_NET_ACCEPT);
+	return 0;
+}
 
-	if (newstate == TCP_LISTEN) {
-		/* listen(2), in the listening task's context. */
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-		if (!selected(task, &e.hdr))
-			return 0;
-		fill_header(&e.hdr, KIND_NET_LISTEN, task);
-		e.uid = (__u32)bpf_get_current_uid_gid();
-		sock_addrs(sk, &e);
-		e.dst.port = 0;
-		e.start = e.hdr.ts;
-		e.cookie = bpf_get_socket_cookie((void *)sk);
-		listen_key_of(sk, &e.src, &lk);
-		struct conn c = {.hdr = e.hdr, .start = e.hdr.ts, .uid = e.uid, .flags = NET_ACCEPTED, .cookie = e.cookie};
-		if (bpf_map_update_elem(&listeners, &lk, &c, BPF_ANY))
-			count_net_drop();
-		else if (bpf_map_update_elem(&listener_keys, &e.cookie, &lk, BPF_ANY)) {
-			bpf_map_delete_elem(&listeners, &lk);
-			count_net_drop();
-		}
-		emit(&e, KIND_NET_LISTEN);
-		return 0;
-	}
-	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
-		__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
-		if (!cookie)
-			return 0;
-		struct listen_key *k = bpf_map_lookup_elem(&listener_keys, &cookie);
-		if (!k)
-			return 0;
-		lk = *k;
-		bpf_map_delete_elem(&listener_keys, &cookie);
-		/* Another socket may have taken the key since (SO_REUSEPORT). */
-		struct conn *l = bpf_map_lookup_elem(&listeners, &lk);
-		if (l && l->cookie == cookie)
-			bpf_map_delete_elem(&listeners, &lk);
-		return 0;
-	}
-	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
-		/* connect(2) got past the hooks and routing, in the connecting
-		 * task's context: from here on every failure ends in
-		 * TCP_CLOSE, so the entry cannot be left behind. */
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-		struct conn c = {};
-		if (!selected(task, &c.hdr))
-			return 0;
-		fill_header(&c.hdr, KIND_NET_CLOSE, task);
-		c.start = c.hdr.ts;
-		c.uid = (__u32)bpf_get_current_uid_gid();
-		__u64 cookie = bpf_get_socket_cookie((void *)sk);
-		if (bpf_map_update_elem(&conns, &cookie, &c, BPF_ANY))
-			count_net_drop();
-		return 0;
-	}
-	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
-		/* A connection to a watched listener is established (usually
-		 * in softirq): attributed to the listening task. */
-		sock_addrs(sk, &e);
-		struct conn *l = find_listener(sk, &e.src);
-		if (!l)
-			return 0;
-		struct conn c = *l;
-		c.cookie = 0;
-		c.hdr.ts = bpf_ktime_get_boot_ns();
-		c.start = c.hdr.ts;
-		e.hdr = c.hdr;
-		e.uid = c.uid;
-		e.start = c.start;
-		e.flags = NET_ACCEPTED;
-		e.cookie = bpf_get_socket_cookie((void *)sk);
-		c.src = e.src;
-		if (bpf_map_update_elem(&conns, &e.cookie, &c, BPF_ANY))
-			count_net_drop();
-		emit(&e, KIND_NET_ACCEPT);
-		return 0;
-	}
-	if (newstate != TCP_CLOSE && !(oldstate == TCP_SYN_SENT && newstate == TCP_ESTABLISHED))
-		return 0;
-	/* A socket whose cookie was never asked for was never recorded. */
-	__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
-	if (!cookie)
-		return 0;
-	struct conn *c = bpf_map_lookup_elem(&conns, &cookie);
-	if (!c)
-		return 0;
-	if (newstate == TCP_ESTABLISHED) {
-		/* An outgoing connection is established: keep its local
-		 * address for the close. */
-		sock_addrs(sk, &e);
-		c->src = e.src;
-		return 0;
-	}
+/* on_close records the close of a recorded connection (c, by cookie). */
+static __always_inline int on_close(const struct sock *sk, struct conn *c, __u64 cookie)
+{
+	struct net_event e = {};
+	e.proto = IPPROTO_TCP;
 	struct net_addr src = c->src;
 	e.hdr = c->hdr;
 	e.hdr.ts = bpf_ktime_get_boot_ns();
@@ -650,4 +698,57 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 		e.src = src;
 	emit(&e, KIND_NET_CLOSE);
 	return 0;
+}
+
+/* net_sock_state runs for every TCP state change of every socket on the
+ * host, so the common case, a socket that is not recorded, must end after
+ * the cheapest test: the transition (registers), then for the few acted on
+ * one direct field read and at most one lookup (the socket's cookie in
+ * conns or listener_keys, or its port in listen_ports) before anything
+ * else. Only →SYN_SENT and →LISTEN, in the task that connects or listens,
+ * walk the task's cgroups. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	switch (newstate) {
+	case TCP_SYN_SENT:
+		if (oldstate != TCP_CLOSE)
+			return 0;
+		break;
+	case TCP_ESTABLISHED:
+		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
+			return 0;
+		break;
+	case TCP_LISTEN:
+	case TCP_CLOSE:
+		break;
+	default:
+		return 0;
+	}
+	if (sk->sk_protocol != IPPROTO_TCP)
+		return 0;
+	if (newstate == TCP_LISTEN)
+		return on_listen(sk);
+	if (newstate == TCP_SYN_SENT)
+		return on_connect(sk);
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED)
+		return on_accept(sk);
+	__u64 cookie = sock_cookie(sk);
+	if (!cookie)
+		return 0;
+	if (oldstate == TCP_LISTEN)
+		return on_listener_close(cookie);
+	/* SYN_SENT → ESTABLISHED or → CLOSE. */
+	struct conn *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (!c)
+		return 0;
+	if (newstate == TCP_ESTABLISHED) {
+		/* An outgoing connection is established: keep its local
+		 * address for the close. */
+		struct net_event e = {};
+		sock_addrs(sk, &e);
+		c->src = e.src;
+		return 0;
+	}
+	return on_close(sk, c, cookie);
 }

@@ -51,9 +51,14 @@ static __always_inline void count_drop(__u32 kind)
 		*n += 1;
 }
 
+/* The task pointers handed to watched_cgroup, selected and fill_header are
+ * BTF pointers (tp_btf arguments, bpf_get_current_task_btf), so their fields
+ * are read directly, as checked loads: a bpf_probe_read_kernel call each
+ * cost several times more on every event. */
+
 static __always_inline __u64 cgroup_of(struct cgroup *cg)
 {
-	return BPF_CORE_READ(cg, kn, id);
+	return cg->kn->id;
 }
 
 /* watched_cgroup returns the watched cgroup id that the task's v2 cgroup is,
@@ -61,7 +66,7 @@ static __always_inline __u64 cgroup_of(struct cgroup *cg)
  * nothing matches; in host-wide mode the caller records the event anyway. */
 static __always_inline __u64 watched_cgroup(struct task_struct *task, __u64 *own)
 {
-	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	struct cgroup *cg = task->cgroups->dfl_cgrp;
 	__u64 id = cgroup_of(cg);
 	*own = id;
 	for (int i = 0; i < CGROUP_MAX_NEST; i++) {
@@ -70,10 +75,10 @@ static __always_inline __u64 watched_cgroup(struct task_struct *task, __u64 *own
 		id = cgroup_of(cg);
 		if (bpf_map_lookup_elem(&watched, &id))
 			return id;
-		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
+		struct cgroup_subsys_state *parent = cg->self.parent;
 		if (!parent)
 			break;
-		cg = BPF_CORE_READ(parent, cgroup);
+		cg = parent->cgroup;
 	}
 	return 0;
 }
@@ -112,9 +117,12 @@ static __always_inline bool selected(struct task_struct *task, struct event_head
 static __always_inline void fill_header(struct event_header *h, __u32 kind, struct task_struct *task)
 {
 	h->kind = kind;
-	h->pid = BPF_CORE_READ(task, tgid);
+	h->pid = task->tgid;
 	h->ts = bpf_ktime_get_boot_ns();
-	bpf_probe_read_kernel_str(h->comm, sizeof(h->comm), &task->comm);
+	/* task->comm always ends in a NUL (its last byte is never written). */
+	__u64 *comm = (__u64 *)h->comm;
+	comm[0] = *(__u64 *)&task->comm[0];
+	comm[1] = *(__u64 *)&task->comm[8];
 }
 
 /* task_file returns the struct file of the task's file descriptor fd, or
