@@ -48,6 +48,8 @@ type fileCollector struct {
 	mu    sync.Mutex
 	rules map[uint64]readRules // by owner: 0 for WithSensitiveReads, else a cgroup id
 	keys  map[fileFileKey]uint32
+	// anchors are the directory inodes of keys, as in file_anchor.
+	anchors map[uint64]bool
 	// match decides reads by path in Go; swapped whole on every change.
 	match atomic.Pointer[readMatcher]
 
@@ -93,6 +95,7 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 	f.window = c.opts.mergeWindow
 	f.held = make(map[mergeKey]*heldFile)
 	f.keys = make(map[fileFileKey]uint32)
+	f.anchors = make(map[uint64]bool)
 	f.rules = make(map[uint64]readRules)
 	f.match.Store(&readMatcher{})
 	c.dec.file = f
@@ -246,6 +249,21 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			}
 		}
 	}
+	// The anchors of the keys go in before the keys and out after them:
+	// a read is looked up in file_sensitive only beneath an anchor.
+	anchors := map[uint64]bool{}
+	for k := range want {
+		anchors[k.Ino] = true
+	}
+	for ino := range anchors {
+		if f.anchors[ino] {
+			continue
+		}
+		if err := f.objs.FileAnchor.Put(ino, uint8(1)); err != nil {
+			return fmt.Errorf("adding sensitive directory inode %d: %w", ino, err)
+		}
+		f.anchors[ino] = true
+	}
 	for k, v := range want {
 		if f.keys[k] == v {
 			continue
@@ -261,6 +279,14 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 				return fmt.Errorf("removing sensitive path %q: %w", cString(k.Name[:]), err)
 			}
 			delete(f.keys, k)
+		}
+	}
+	for ino := range f.anchors {
+		if !anchors[ino] {
+			if err := f.objs.FileAnchor.Delete(ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("removing sensitive directory inode %d: %w", ino, err)
+			}
+			delete(f.anchors, ino)
 		}
 	}
 	mode := fileFileReadsFILE_READS_NONE

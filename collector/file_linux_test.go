@@ -314,6 +314,69 @@ func TestFileOps(t *testing.T) {
 	}
 }
 
+// TestFileReadRulesLater checks the kernel's read decision against the
+// directories as they are when the reads happen, not when the rules were
+// set: a sensitive directory made after the rules (~/.aws), one deleted and
+// made again (~/gone), an exception made after the rules inside a sensitive
+// directory (~/keys/public), a sensitive file, and non-sensitive files
+// beneath the directory that holds the rules.
+func TestFileReadRulesLater(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	home := t.TempDir()
+	mk := func(rel string) string {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mk("keys/old")
+	mk("gone/old")
+	mk("token")
+	r := startRecorder(t, false)
+	const sid = "sess-later"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	if err := r.c.AddSensitive(cg.ID, []string{filepath.Join(home, ".aws"), filepath.Join(home, "keys"), filepath.Join(home, "gone"), filepath.Join(home, "token")},
+		[]string{filepath.Join(home, "keys", "public")}); err != nil {
+		t.Fatalf("AddSensitive() = %v", err)
+	}
+	// After the rules: ~/.aws is made, ~/gone is made again.
+	if err := os.RemoveAll(filepath.Join(home, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{mk(".aws/credentials"), mk("keys/id"), mk("keys/sub/deep"), mk("gone/new"), mk("token")}
+	unwanted := []string{mk("keys/public/id.pub"), mk("keysX"), mk("work/deep/er/plain.txt"), mk(".aws2/credentials")}
+	cmd := exec.Command("/bin/cat", append(slices.Clone(want), unwanted...)...)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cat: %v: %s", err, out)
+	}
+	pid := int32(cmd.Process.Pid)
+	evs := r.stop(t)
+	got := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Kind == KindFileRead && ev.Proc.Pid == pid {
+			got[ev.File.Path] = true
+		}
+	}
+	for _, p := range want {
+		if !got[p] {
+			t.Errorf("no file.read of %s; got %v", p, got)
+		}
+	}
+	for _, p := range unwanted {
+		if got[p] {
+			t.Errorf("recorded file.read of %s, want it left out", p)
+		}
+	}
+}
+
 // TestFilePendingFull blocks more opens at once than file_pending holds and
 // checks that events and reported losses add up to the opens exactly.
 func TestFilePendingFull(t *testing.T) {

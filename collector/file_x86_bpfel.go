@@ -117,6 +117,7 @@ const (
 const (
 	fileMapDrops                 = "drops"
 	fileMapEvents                = "events"
+	fileMapFileAnchor            = "file_anchor"
 	fileMapFilePending           = "file_pending"
 	fileMapFilePendingDrops      = "file_pending_drops"
 	fileMapFileScratch           = "file_scratch"
@@ -226,6 +227,7 @@ type fileProgramSpecs struct {
 type fileMapSpecs struct {
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
 	Events           *ebpf.MapSpec `ebpf:"events"`
+	FileAnchor       *ebpf.MapSpec `ebpf:"file_anchor"`
 	FilePending      *ebpf.MapSpec `ebpf:"file_pending"`
 	FilePendingDrops *ebpf.MapSpec `ebpf:"file_pending_drops"`
 	FileScratch      *ebpf.MapSpec `ebpf:"file_scratch"`
@@ -271,6 +273,7 @@ func (o *fileObjects) Close() error {
 type fileMaps struct {
 	Drops            *ebpf.Map `ebpf:"drops"`
 	Events           *ebpf.Map `ebpf:"events"`
+	FileAnchor       *ebpf.Map `ebpf:"file_anchor"`
 	FilePending      *ebpf.Map `ebpf:"file_pending"`
 	FilePendingDrops *ebpf.Map `ebpf:"file_pending_drops"`
 	FileScratch      *ebpf.Map `ebpf:"file_scratch"`
@@ -284,6 +287,7 @@ func (m *fileMaps) Close() error {
 	return _FileClose(
 		m.Drops,
 		m.Events,
+		m.FileAnchor,
 		m.FilePending,
 		m.FilePendingDrops,
 		m.FileScratch,

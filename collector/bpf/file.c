@@ -106,6 +106,17 @@ struct {
 	__type(value, __u32);
 } file_sensitive SEC(".maps");
 
+/* The inode numbers of the directories in file_sensitive's keys (filled by
+ * Go before the keys that name them, emptied after): read_verdict reads a
+ * dentry's name and looks it up in file_sensitive only when its parent is
+ * one of these. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} file_anchor SEC(".maps");
+
 /* Settings written by Go, indexed by enum file_config. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -127,59 +138,110 @@ static __always_inline __u32 reads_mode(void)
 	return v ? *v : FILE_READS_NONE;
 }
 
-/* verdict looks the dentry up in file_sensitive by its parent directory and
- * name. */
-static __always_inline __u32 verdict(struct dentry *d)
-{
-	struct file_key k;
-	__builtin_memset(&k, 0, sizeof(k));
-	k.ino = BPF_CORE_READ(d, d_parent, d_inode, i_ino);
-	bpf_probe_read_kernel_str(k.name, sizeof(k.name), BPF_CORE_READ(d, d_name.name));
-	__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
-	return v ? *v : 0;
-}
-
-/* A path walk (shared.h) that can also look each dentry up in
- * file_sensitive, leaf first, until one is found. */
-struct file_walk {
-	struct path_walk w;
-	__u32 check;
-	__u32 verdict;
-};
-
 static long file_walk_step(__u64 i, void *arg)
 {
-	struct file_walk *fw = arg;
 	struct file_event *e = file_record();
 	if (!e)
 		return 1;
-	if (fw->check) {
-		__u32 v = verdict(fw->w.dentry);
-		if (v) {
-			fw->verdict = v;
-			fw->check = 0;
-			if (v == FILE_EXCEPTION)
-				return 1;
+	return path_walk_step(arg, e->data, FILE_DATA_MASK);
+}
+
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
+
+/* btf_cast makes p a pointer the verifier lets the program read with plain
+ * loads (faulting loads read as zero), which cost a fraction of a
+ * bpf_probe_read_kernel call each. */
+#define btf_cast(p, type) ((type *)bpf_rdonly_cast((const void *)(p), bpf_core_type_id_kernel(type)))
+
+/* The walk that decides a read: the same dentries as the path walk
+ * visits, in the same order, leaf first, but with plain loads and without
+ * copying names. For each dentry it looks up the inode number of its parent
+ * (the directory of the file_sensitive key that would name it) in
+ * file_anchor, and only on a hit reads the name and looks the key up in
+ * file_sensitive. The first verdict found decides, as it would in a walk
+ * that looked every dentry up. */
+struct read_walk {
+	struct dentry *dentry;
+	struct dentry *mnt_root;
+	struct mount *mnt;
+	struct dentry *root_dentry;
+	struct mount *root_mnt;
+	__u32 verdict;
+};
+
+static long read_walk_step(__u64 i, void *arg)
+{
+	struct read_walk *rw = arg;
+	struct dentry *dentry = rw->dentry;
+	struct dentry *parent = dentry->d_parent;
+	__u64 ino = 0;
+	if (parent) {
+		struct inode *inode = parent->d_inode;
+		if (inode)
+			ino = inode->i_ino;
+	}
+	if (bpf_map_lookup_elem(&file_anchor, &ino)) {
+		struct file_key k;
+		__builtin_memset(&k, 0, sizeof(k));
+		k.ino = ino;
+		bpf_probe_read_kernel_str(k.name, sizeof(k.name), dentry->d_name.name);
+		__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
+		if (v && *v) {
+			rw->verdict = *v;
+			return 1;
 		}
 	}
-	return path_walk_step(&fw->w, e->data, FILE_DATA_MASK);
+	if (dentry == rw->root_dentry && rw->mnt == rw->root_mnt)
+		return 1;
+	if (dentry == rw->mnt_root || dentry == parent) {
+		if (dentry != rw->mnt_root)
+			return 1;
+		struct mount *mnt = rw->mnt;
+		struct mount *mnt_parent = mnt->mnt_parent;
+		if (mnt == mnt_parent || !mnt_parent)
+			return 1;
+		rw->dentry = mnt->mnt_mountpoint;
+		rw->mnt = mnt_parent;
+		rw->mnt_root = mnt_parent->mnt.mnt_root;
+		return 0;
+	}
+	rw->dentry = parent;
+	return 0;
+}
+
+/* read_verdict returns the verdict of the nearest registered ancestor of the
+ * file f (itself included), 0 when none. */
+static __always_inline __u32 read_verdict(struct task_struct *task, struct file *f)
+{
+	struct file *bf = btf_cast(f, struct file);
+	struct vfsmount *vfsmnt = bf->f_path.mnt;
+	struct fs_struct *fs = task->fs;
+	struct read_walk rw = {};
+	if (!vfsmnt || !fs)
+		return 0;
+	rw.dentry = bf->f_path.dentry;
+	if (!rw.dentry)
+		return 0;
+	rw.mnt_root = vfsmnt->mnt_root;
+	rw.mnt = btf_cast(container_of(vfsmnt, struct mount, mnt), struct mount);
+	rw.root_dentry = fs->root.dentry;
+	rw.root_mnt = btf_cast(container_of(fs->root.mnt, struct mount, mnt), struct mount);
+	bpf_loop(CWD_MAX_DEPTH, read_walk_step, &rw, 0);
+	return rw.verdict;
 }
 
 /* put_walk writes the walk of (d, m) as part `part` at data[off] and returns
- * the offset after it. With check it also decides a read: *v is the verdict
- * of the nearest registered ancestor, 0 when none. */
+ * the offset after it. */
 static __always_inline __u32 put_walk(struct task_struct *task, struct file_event *e, __u32 off,
-				      struct dentry *d, struct vfsmount *m, __u32 part, __u32 cut,
-				      bool check, __u32 *v)
+				      struct dentry *d, struct vfsmount *m, __u32 part, __u32 cut)
 {
-	struct file_walk fw = {.check = check};
-	path_walk_init(&fw.w, task, d, m, off);
-	bpf_loop(CWD_MAX_DEPTH, file_walk_step, &fw, 0);
-	if (!fw.w.done)
+	struct path_walk w;
+	path_walk_init(&w, task, d, m, off);
+	bpf_loop(CWD_MAX_DEPTH, file_walk_step, &w, 0);
+	if (!w.done)
 		e->rflags |= cut;
-	e->len[part & (FILE_PARTS - 1)] = fw.w.off - fw.w.start;
-	*v = fw.verdict;
-	return fw.w.off;
+	e->len[part & (FILE_PARTS - 1)] = w.off - w.start;
+	return w.off;
 }
 
 /* put_string copies a NUL-terminated string from the caller as part
@@ -227,8 +289,7 @@ static __always_inline __u32 put_base(struct task_struct *task, struct file_even
 		d = BPF_CORE_READ(f, f_path.dentry);
 		m = BPF_CORE_READ(f, f_path.mnt);
 	}
-	__u32 v;
-	return put_walk(task, e, off, d, m, part, cut, false, &v);
+	return put_walk(task, e, off, d, m, part, cut);
 }
 
 /* pseudo reports whether writes to f are not recorded: character devices
@@ -374,6 +435,15 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 		reads = reads_mode();
 		if (reads == FILE_READS_NONE)
 			return 0;
+		if (f && reads == FILE_READS_MAP) {
+			/* Decided before anything is written: most reads
+			 * are not sensitive. */
+			__u32 v = read_verdict(task, f);
+			if (v == FILE_MAYBE)
+				a.rflags |= FILE_CHECK_PATH;
+			else if (v != FILE_SENSITIVE)
+				return 0;
+		}
 	} else if (f && pseudo(f)) {
 		return 0;
 	}
@@ -393,19 +463,10 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 
 	__u32 off = 0;
 	if (f) {
-		/* The kernel's own name for the file; for a read, it also
-		 * decides whether the read is kept. */
-		bool check = a.op == FILE_OP_READ && reads == FILE_READS_MAP;
-		__u32 v = 0;
+		/* The kernel's own name for the file. */
 		e->rflags |= FILE_PATH_WALKED;
 		off = put_walk(task, e, off, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt),
-			       FILE_PART_WALK, FILE_WALK_CUT, check, &v);
-		if (check) {
-			if (v == FILE_MAYBE)
-				e->rflags |= FILE_CHECK_PATH;
-			else if (v != FILE_SENSITIVE)
-				return 0;
-		}
+			       FILE_PART_WALK, FILE_WALK_CUT);
 	} else {
 		if (a.op == FILE_OP_READ && reads == FILE_READS_MAP)
 			e->rflags |= FILE_CHECK_PATH;
