@@ -183,6 +183,7 @@ const (
 	netMapSends              = "sends"
 	netMapSettings           = "settings"
 	netMapWatched            = "watched"
+	netMapWokenAt            = "woken_at"
 	netProgNetConnect4       = "net_connect4"
 	netProgNetConnect6       = "net_connect6"
 	netProgNetGetpeername4   = "net_getpeername4"
@@ -277,6 +278,7 @@ type netMapSpecs struct {
 	Sends        *ebpf.MapSpec `ebpf:"sends"`
 	Settings     *ebpf.MapSpec `ebpf:"settings"`
 	Watched      *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt      *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // netVariableSpecs contains global variables before they are loaded into the kernel.
@@ -331,6 +333,7 @@ type netMaps struct {
 	Sends        *ebpf.Map `ebpf:"sends"`
 	Settings     *ebpf.Map `ebpf:"settings"`
 	Watched      *ebpf.Map `ebpf:"watched"`
+	WokenAt      *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *netMaps) Close() error {
@@ -352,6 +355,7 @@ func (m *netMaps) Close() error {
 		m.Sends,
 		m.Settings,
 		m.Watched,
+		m.WokenAt,
 	)
 }
 

@@ -139,6 +139,7 @@ const (
 	processMapPendingScratch        = "pending_scratch"
 	processMapSettings              = "settings"
 	processMapWatched               = "watched"
+	processMapWokenAt               = "woken_at"
 	processProgEnterExecve          = "enter_execve"
 	processProgEnterExecveat        = "enter_execveat"
 	processProgExitExecve           = "exit_execve"
@@ -222,6 +223,7 @@ type processMapSpecs struct {
 	PendingScratch *ebpf.MapSpec `ebpf:"pending_scratch"`
 	Settings       *ebpf.MapSpec `ebpf:"settings"`
 	Watched        *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt        *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // processVariableSpecs contains global variables before they are loaded into the kernel.
@@ -267,6 +269,7 @@ type processMaps struct {
 	PendingScratch *ebpf.Map `ebpf:"pending_scratch"`
 	Settings       *ebpf.Map `ebpf:"settings"`
 	Watched        *ebpf.Map `ebpf:"watched"`
+	WokenAt        *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *processMaps) Close() error {
@@ -279,6 +282,7 @@ func (m *processMaps) Close() error {
 		m.PendingScratch,
 		m.Settings,
 		m.Watched,
+		m.WokenAt,
 	)
 }
 

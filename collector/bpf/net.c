@@ -690,9 +690,11 @@ static __always_inline int on_close(const struct sock *sk, struct conn *c, __u64
 	e.flags = c->flags;
 	e.cookie = cookie;
 	bpf_map_delete_elem(&conns, &cookie);
-	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
-	e.bytes_out = BPF_CORE_READ(tp, bytes_acked);
-	e.bytes_in = BPF_CORE_READ(tp, bytes_received);
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+	if (tp) {
+		e.bytes_out = tp->bytes_acked;
+		e.bytes_in = tp->bytes_received;
+	}
 	sock_addrs(sk, &e);
 	if (e.src.port == 0)
 		e.src = src;

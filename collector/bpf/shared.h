@@ -90,17 +90,36 @@ static __always_inline bool host_wide(void)
 	return v && *v;
 }
 
+/* The ring buffer's consumer position (plus one) when a program of this
+ * object last forced a wake-up (wakeup). Each object has its own. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} woken_at SEC(".maps");
+
 /* wakeup returns the flags for submitting a record: batch the reader's
- * wake-ups until CONFIG_WAKEUP_BYTES are waiting. */
+ * wake-ups until CONFIG_WAKEUP_BYTES are waiting, and then wake it once:
+ * until it has consumed something it is awake already, and every wake-up
+ * is an interrupt (on a VM, an exit). The reader also polls. */
 static __always_inline __u64 wakeup(void)
 {
 	__u32 key = CONFIG_WAKEUP_BYTES;
 	__u32 *v = bpf_map_lookup_elem(&settings, &key);
 	if (!v || !*v)
 		return 0;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= *v)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < *v)
+		return BPF_RB_NO_WAKEUP;
+	__u32 zero = 0;
+	__u64 *at = bpf_map_lookup_elem(&woken_at, &zero);
+	if (at) {
+		__u64 cons = bpf_ringbuf_query(&events, BPF_RB_CONS_POS) + 1;
+		if (*at == cons)
+			return BPF_RB_NO_WAKEUP;
+		*at = cons;
+	}
+	return BPF_RB_FORCE_WAKEUP;
 }
 
 /* selected reports whether events of the task are recorded, and fills the
