@@ -125,6 +125,7 @@ const (
 	fileMapFileSettings          = "file_settings"
 	fileMapSettings              = "settings"
 	fileMapWatched               = "watched"
+	fileMapWokenAt               = "woken_at"
 	fileProgEnterChmod           = "enter_chmod"
 	fileProgEnterCreat           = "enter_creat"
 	fileProgEnterFchmod          = "enter_fchmod"
@@ -235,6 +236,7 @@ type fileMapSpecs struct {
 	FileSettings     *ebpf.MapSpec `ebpf:"file_settings"`
 	Settings         *ebpf.MapSpec `ebpf:"settings"`
 	Watched          *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt          *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // fileVariableSpecs contains global variables before they are loaded into the kernel.
@@ -281,6 +283,7 @@ type fileMaps struct {
 	FileSettings     *ebpf.Map `ebpf:"file_settings"`
 	Settings         *ebpf.Map `ebpf:"settings"`
 	Watched          *ebpf.Map `ebpf:"watched"`
+	WokenAt          *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *fileMaps) Close() error {
@@ -295,6 +298,7 @@ func (m *fileMaps) Close() error {
 		m.FileSettings,
 		m.Settings,
 		m.Watched,
+		m.WokenAt,
 	)
 }
 

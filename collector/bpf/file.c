@@ -146,33 +146,20 @@ static long file_walk_step(__u64 i, void *arg)
 	return path_walk_step(arg, e->data, FILE_DATA_MASK);
 }
 
-extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
-
-/* btf_cast makes p a pointer the verifier lets the program read with plain
- * loads (faulting loads read as zero), which cost a fraction of a
- * bpf_probe_read_kernel call each. */
-#define btf_cast(p, type) ((type *)bpf_rdonly_cast((const void *)(p), bpf_core_type_id_kernel(type)))
-
-/* The walk that decides a read: the same dentries as the path walk
- * visits, in the same order, leaf first, but with plain loads and without
- * copying names. For each dentry it looks up the inode number of its parent
- * (the directory of the file_sensitive key that would name it) in
- * file_anchor, and only on a hit reads the name and looks the key up in
- * file_sensitive. The first verdict found decides, as it would in a walk
- * that looked every dentry up. */
+/* The walk that decides a read: the dentries of the path walk, in the same
+ * order, leaf first, without writing names. For each dentry it looks up the
+ * inode number of its parent (the directory of the file_sensitive key that
+ * would name it) in file_anchor, and only on a hit reads the name and looks
+ * the key up in file_sensitive. The first verdict found decides. */
 struct read_walk {
-	struct dentry *dentry;
-	struct dentry *mnt_root;
-	struct mount *mnt;
-	struct dentry *root_dentry;
-	struct mount *root_mnt;
+	struct path_walk w;
 	__u32 verdict;
 };
 
 static long read_walk_step(__u64 i, void *arg)
 {
 	struct read_walk *rw = arg;
-	struct dentry *dentry = rw->dentry;
+	struct dentry *dentry = rw->w.dentry;
 	struct dentry *parent = dentry->d_parent;
 	__u64 ino = 0;
 	if (parent) {
@@ -191,41 +178,18 @@ static long read_walk_step(__u64 i, void *arg)
 			return 1;
 		}
 	}
-	if (dentry == rw->root_dentry && rw->mnt == rw->root_mnt)
-		return 1;
-	if (dentry == rw->mnt_root || dentry == parent) {
-		if (dentry != rw->mnt_root)
-			return 1;
-		struct mount *mnt = rw->mnt;
-		struct mount *mnt_parent = mnt->mnt_parent;
-		if (mnt == mnt_parent || !mnt_parent)
-			return 1;
-		rw->dentry = mnt->mnt_mountpoint;
-		rw->mnt = mnt_parent;
-		rw->mnt_root = mnt_parent->mnt.mnt_root;
-		return 0;
-	}
-	rw->dentry = parent;
-	return 0;
+	int move = path_walk_up(&rw->w, parent);
+	if (move == PATH_WALK_NAME)
+		rw->w.dentry = parent;
+	return move == PATH_WALK_END;
 }
 
 /* read_verdict returns the verdict of the nearest registered ancestor of the
  * file f (itself included), 0 when none. */
 static __always_inline __u32 read_verdict(struct task_struct *task, struct file *f)
 {
-	struct file *bf = btf_cast(f, struct file);
-	struct vfsmount *vfsmnt = bf->f_path.mnt;
-	struct fs_struct *fs = task->fs;
 	struct read_walk rw = {};
-	if (!vfsmnt || !fs)
-		return 0;
-	rw.dentry = bf->f_path.dentry;
-	if (!rw.dentry)
-		return 0;
-	rw.mnt_root = vfsmnt->mnt_root;
-	rw.mnt = btf_cast(container_of(vfsmnt, struct mount, mnt), struct mount);
-	rw.root_dentry = fs->root.dentry;
-	rw.root_mnt = btf_cast(container_of(fs->root.mnt, struct mount, mnt), struct mount);
+	path_walk_init(&rw.w, task, f->f_path.dentry, f->f_path.mnt, 0);
 	bpf_loop(CWD_MAX_DEPTH, read_walk_step, &rw, 0);
 	return rw.verdict;
 }
@@ -277,17 +241,21 @@ static __always_inline __u32 put_base(struct task_struct *task, struct file_even
 	struct dentry *d;
 	struct vfsmount *m;
 	if ((int)dfd == AT_FDCWD) {
-		struct fs_struct *fs = BPF_CORE_READ(task, fs);
-		d = BPF_CORE_READ(fs, pwd.dentry);
-		m = BPF_CORE_READ(fs, pwd.mnt);
+		struct fs_struct *fs = task->fs;
+		if (!fs) {
+			e->rflags |= none;
+			return off;
+		}
+		d = fs->pwd.dentry;
+		m = fs->pwd.mnt;
 	} else {
 		struct file *f = task_file(task, (unsigned int)dfd);
 		if (!f) {
 			e->rflags |= none;
 			return off;
 		}
-		d = BPF_CORE_READ(f, f_path.dentry);
-		m = BPF_CORE_READ(f, f_path.mnt);
+		d = f->f_path.dentry;
+		m = f->f_path.mnt;
 	}
 	return put_walk(task, e, off, d, m, part, cut);
 }
@@ -296,13 +264,12 @@ static __always_inline __u32 put_base(struct task_struct *task, struct file_even
  * (/dev/null, ttys) and files of pseudo file systems. */
 static __always_inline bool pseudo(struct file *f)
 {
-	struct inode *ino = BPF_CORE_READ(f, f_inode);
+	struct inode *ino = f->f_inode;
 	if (!ino)
 		return true;
-	__u16 mode = BPF_CORE_READ(ino, i_mode);
-	if ((mode & S_IFMT) == S_IFCHR)
+	if ((ino->i_mode & S_IFMT) == S_IFCHR)
 		return true;
-	switch (BPF_CORE_READ(ino, i_sb, s_magic)) {
+	switch (ino->i_sb->s_magic) {
 	case PROC_SUPER_MAGIC:
 	case SYSFS_MAGIC:
 	case CGROUP_SUPER_MAGIC:
@@ -416,7 +383,7 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 		if (ret >= 0) {
 			a.fd = ret;
 			f = task_file(task, ret);
-			if (f && (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+			if (f && (f->f_mode & FMODE_CREATED))
 				a.op = FILE_OP_CREATE;
 			else
 				a.op = write ? FILE_OP_WRITE : FILE_OP_READ;
@@ -453,7 +420,8 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 		return 0;
 	selected(task, &e->hdr);
 	fill_header(&e->hdr, KIND_FILE, task);
-	e->uid = BPF_CORE_READ(task, cred, uid.val);
+	const struct cred *cred = task->cred;
+	e->uid = cred ? cred->uid.val : 0;
 	e->op = a.op;
 	e->ret = ret;
 	e->flags = a.flags;
@@ -465,8 +433,7 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 	if (f) {
 		/* The kernel's own name for the file. */
 		e->rflags |= FILE_PATH_WALKED;
-		off = put_walk(task, e, off, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt),
-			       FILE_PART_WALK, FILE_WALK_CUT);
+		off = put_walk(task, e, off, f->f_path.dentry, f->f_path.mnt, FILE_PART_WALK, FILE_WALK_CUT);
 	} else {
 		if (a.op == FILE_OP_READ && reads == FILE_READS_MAP)
 			e->rflags |= FILE_CHECK_PATH;

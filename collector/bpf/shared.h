@@ -144,35 +144,55 @@ static __always_inline void fill_header(struct event_header *h, __u32 kind, stru
 	comm[1] = *(__u64 *)&task->comm[8];
 }
 
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
+
+/* btf_cast makes p (a pointer read as a number, or a BTF pointer) a BTF
+ * pointer of the kernel's type, whose fields the program reads with checked
+ * loads (a faulting load reads zero) instead of bpf_probe_read_kernel calls,
+ * which cost several times more each. bpf_rdonly_cast is inlined by the
+ * verifier: it costs nothing at run time. */
+#define btf_cast(p, type) ((type *)bpf_rdonly_cast((const void *)(p), bpf_core_type_id_kernel(type)))
+
 /* task_file returns the struct file of the task's file descriptor fd, or
  * NULL when fd is not open. */
 static __always_inline struct file *task_file(struct task_struct *task, unsigned int fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct files_struct *files = task->files;
+	if (!files)
+		return NULL;
+	struct fdtable *fdt = files->fdt;
 	if (!fdt)
 		return NULL;
-	if (BPF_CORE_READ(fdt, max_fds) <= fd)
+	if (fdt->max_fds <= fd)
 		return NULL;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file **fds = fdt->fd;
 	struct file *f = NULL;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
 		return NULL;
-	return f;
+	return btf_cast(f, struct file);
+}
+
+/* real_mount is the struct mount of a vfsmount. */
+static __always_inline struct mount *real_mount(struct vfsmount *m)
+{
+	return btf_cast(container_of(m, struct mount, mnt), struct mount);
 }
 
 /* The state of a path walk, one bpf_loop step per dentry: from a dentry up to
  * the task's root (or the global root), crossing mounts through struct mount.
- * Each component is written NUL-terminated from the leaf up into a caller's
- * buffer; the caller reverses them. process.c walks the cwd of an exec with
- * it, file.c the path of an opened file and the base directory of a relative
- * path. The walk runs under bpf_loop so that the verifier checks one step
- * instead of every iteration. */
+ * process.c walks the cwd of an exec with it and file.c the path of an
+ * opened file and the base directory of a relative path (path_walk_step:
+ * each component is written NUL-terminated from the leaf up into a caller's
+ * buffer; the caller reverses them); file.c's read_verdict visits the same
+ * dentries without writing names (path_walk_up). The walk runs under
+ * bpf_loop so that the verifier checks one step instead of every iteration;
+ * every pointer is a BTF pointer, read with plain loads. */
 struct path_walk {
 	struct dentry *dentry;
-	struct vfsmount *vfsmnt;
+	struct dentry *mnt_root; /* the root of mnt's tree */
 	struct mount *mnt;
 	struct dentry *root_dentry;
-	struct vfsmount *root_mnt;
+	struct mount *root_mnt;
 	__u32 start;
 	__u32 off;
 	bool done;
@@ -183,15 +203,61 @@ struct path_walk {
 static __always_inline void path_walk_init(struct path_walk *w, struct task_struct *task,
 					   struct dentry *dentry, struct vfsmount *vfsmnt, __u32 off)
 {
-	struct fs_struct *fs = BPF_CORE_READ(task, fs);
-	w->dentry = dentry;
-	w->vfsmnt = vfsmnt;
-	w->mnt = container_of(vfsmnt, struct mount, mnt);
-	w->root_dentry = BPF_CORE_READ(fs, root.dentry);
-	w->root_mnt = BPF_CORE_READ(fs, root.mnt);
+	struct fs_struct *fs = task->fs;
+	w->dentry = btf_cast(dentry, struct dentry);
+	w->mnt_root = btf_cast(vfsmnt, struct vfsmount)->mnt_root;
+	w->mnt = real_mount(vfsmnt);
+	w->root_dentry = NULL;
+	w->root_mnt = NULL;
+	if (fs) {
+		w->root_dentry = fs->root.dentry;
+		w->root_mnt = real_mount(fs->root.mnt);
+	}
 	w->start = off;
 	w->off = off;
 	w->done = false;
+}
+
+enum path_walk_move {
+	/* The walk ends: w->done says whether it reached the root. */
+	PATH_WALK_END = 0,
+	/* It crossed to the mount point of w->dentry's mount. */
+	PATH_WALK_MOUNT = 1,
+	/* w->dentry is a component: the caller takes its name and moves
+	 * w->dentry to parent. */
+	PATH_WALK_NAME = 2,
+};
+
+/* path_walk_up decides the step from w->dentry, whose d_parent is parent. */
+static __always_inline int path_walk_up(struct path_walk *w, struct dentry *parent)
+{
+	struct dentry *dentry = w->dentry;
+	if (!dentry)
+		return PATH_WALK_END;
+	if (dentry == w->root_dentry && w->mnt == w->root_mnt) {
+		w->done = true;
+		return PATH_WALK_END;
+	}
+	if (dentry != w->mnt_root && dentry != parent)
+		return PATH_WALK_NAME;
+	if (dentry != w->mnt_root) {
+		/* Outside the mount's tree (a lazily unmounted or otherwise
+		 * unreachable directory). */
+		w->done = true;
+		return PATH_WALK_END;
+	}
+	struct mount *mnt = w->mnt;
+	struct mount *mnt_parent = mnt->mnt_parent;
+	if (!mnt_parent)
+		return PATH_WALK_END;
+	if (mnt == mnt_parent) {
+		w->done = true;
+		return PATH_WALK_END;
+	}
+	w->dentry = mnt->mnt_mountpoint;
+	w->mnt = mnt_parent;
+	w->mnt_root = mnt_parent->mnt.mnt_root;
+	return PATH_WALK_MOUNT;
 }
 
 /* path_walk_step does one step of the walk, writing a component into
@@ -201,37 +267,14 @@ static __always_inline void path_walk_init(struct path_walk *w, struct task_stru
 static __always_inline long path_walk_step(struct path_walk *w, char *buf, __u32 mask)
 {
 	struct dentry *dentry = w->dentry;
-	struct vfsmount *vfsmnt = w->vfsmnt;
-	struct mount *mnt = w->mnt;
-
-	if (dentry == w->root_dentry && vfsmnt == w->root_mnt) {
-		w->done = true;
-		return 1;
-	}
-	struct dentry *mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
-	struct dentry *parent = BPF_CORE_READ(dentry, d_parent);
-	if (dentry == mnt_root || dentry == parent) {
-		if (dentry != mnt_root) {
-			/* Outside the mount's tree (a lazily unmounted or
-			 * otherwise unreachable directory). */
-			w->done = true;
-			return 1;
-		}
-		struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
-		if (mnt == mnt_parent) {
-			w->done = true;
-			return 1;
-		}
-		w->dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
-		w->mnt = mnt_parent;
-		w->vfsmnt = &mnt_parent->mnt;
-		return 0;
-	}
+	struct dentry *parent = dentry->d_parent;
+	int move = path_walk_up(w, parent);
+	if (move != PATH_WALK_NAME)
+		return move == PATH_WALK_END;
 	__u32 off = w->off;
 	if (off - w->start > CWD_MAX - NAME_MAX_LEN || off > mask)
 		return 1;
-	const unsigned char *name = BPF_CORE_READ(dentry, d_name.name);
-	long n = bpf_probe_read_kernel_str(&buf[off & mask], NAME_MAX_LEN, name);
+	long n = bpf_probe_read_kernel_str(&buf[off & mask], NAME_MAX_LEN, dentry->d_name.name);
 	if (n <= 0)
 		return 1;
 	w->off = off + n;
