@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -265,17 +264,25 @@ func splitArgv(b []byte) []string {
 // starts with "…/" instead of "/".
 func joinCwd(b []byte, truncated bool) string {
 	b = bytes.TrimSuffix(b, []byte{0})
-	var parts []string
-	if len(b) > 0 {
-		for p := range bytes.SplitSeq(b, []byte{0}) {
-			parts = append(parts, string(p))
-		}
-	}
-	slices.Reverse(parts)
+	prefix := "/"
 	if truncated {
-		return "…/" + strings.Join(parts, "/")
+		prefix = "…/"
 	}
-	return "/" + strings.Join(parts, "/")
+	// One allocation: every file event has a walk, so this runs for most
+	// records.
+	var s strings.Builder
+	s.Grow(len(prefix) + len(b))
+	s.WriteString(prefix)
+	for end := len(b); end > 0; {
+		i := bytes.LastIndexByte(b[:end], 0)
+		s.Write(b[i+1 : end])
+		if i < 0 {
+			break
+		}
+		s.WriteByte('/')
+		end = i
+	}
+	return s.String()
 }
 
 // errnoName returns the symbolic name of an errno ("ENOENT"), or its number
