@@ -444,6 +444,27 @@ func TestNetListenAccept(t *testing.T) {
 	}
 }
 
+// TestNetCloseRefused: a connection refused before it is established has a
+// net.close with no source and no bytes (an established one's close names
+// its local port, TestNetConnectCloseBytes).
+func TestNetCloseRefused(t *testing.T) {
+	cg, r := startWatched(t, "sess-net-refused")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	res := dialAll(t, cg, []dialCase{{"tcp", netip.MustParseAddr("127.0.0.1"), port}})
+	if res[0] == "OK" {
+		t.Fatalf("connect to closed port %d: OK", port)
+	}
+	ev := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
+	if n := ev.Net; n.SrcIP != "" || n.SrcPort != 0 || n.BytesOut != 0 || n.BytesIn != 0 || n.DstIP != "127.0.0.1" {
+		t.Errorf("net.close of a refused connection = %+v, want no source, no bytes, to 127.0.0.1", *n)
+	}
+}
+
 // dialCase is one destination tried from a watched cgroup.
 type dialCase struct {
 	proto string

@@ -128,8 +128,8 @@ struct conn {
 	__u32 uid;
 	__u8 flags;
 	__u8 _pad[3];
-	/* The local address once known (established): the socket has lost
-	 * its port by the time it reaches TCP_CLOSE. */
+	/* Accepted connections: the local address (the close reads it
+	 * again, and takes this when the socket has lost its port). */
 	struct net_addr src;
 	__u64 cookie; /* listeners: the listening socket */
 };
@@ -677,8 +677,9 @@ static __always_inline int on_accept(const struct sock *sk)
 	return 0;
 }
 
-/* on_close records the close of a recorded connection (c, by cookie). */
-static __always_inline int on_close(const struct sock *sk, struct conn *c, __u64 cookie)
+/* on_close records the close of a recorded connection (c, by cookie);
+ * oldstate is the state it leaves. */
+static __always_inline int on_close(const struct sock *sk, struct conn *c, __u64 cookie, int oldstate)
 {
 	struct net_event e = {};
 	e.proto = IPPROTO_TCP;
@@ -691,11 +692,16 @@ static __always_inline int on_close(const struct sock *sk, struct conn *c, __u64
 	e.cookie = cookie;
 	bpf_map_delete_elem(&conns, &cookie);
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+	sock_addrs(sk, &e);
 	if (tp) {
 		e.bytes_out = tp->bytes_acked;
 		e.bytes_in = tp->bytes_received;
+		/* The socket has given its port back (skc_num is 0) by
+		 * now, but inet_sport keeps it; a connection never
+		 * established (refused, reset, timed out) has no source. */
+		if (e.src.port == 0 && oldstate != TCP_SYN_SENT)
+			e.src.port = bpf_ntohs(tp->inet_conn.icsk_inet.inet_sport);
 	}
-	sock_addrs(sk, &e);
 	if (e.src.port == 0)
 		e.src = src;
 	emit(&e, KIND_NET_CLOSE);
@@ -718,7 +724,9 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 			return 0;
 		break;
 	case TCP_ESTABLISHED:
-		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
+		/* An outgoing connection's local port is read at its close
+		 * (inet_sport): only accepts matter here. */
+		if (oldstate != TCP_SYN_RECV)
 			return 0;
 		break;
 	case TCP_LISTEN:
@@ -733,24 +741,16 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 		return on_listen(sk);
 	if (newstate == TCP_SYN_SENT)
 		return on_connect(sk);
-	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED)
+	if (newstate == TCP_ESTABLISHED)
 		return on_accept(sk);
+	/* → CLOSE. */
 	__u64 cookie = sock_cookie(sk);
 	if (!cookie)
 		return 0;
 	if (oldstate == TCP_LISTEN)
 		return on_listener_close(cookie);
-	/* SYN_SENT → ESTABLISHED or → CLOSE. */
 	struct conn *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c)
 		return 0;
-	if (newstate == TCP_ESTABLISHED) {
-		/* An outgoing connection is established: keep its local
-		 * address for the close. */
-		struct net_event e = {};
-		sock_addrs(sk, &e);
-		c->src = e.src;
-		return 0;
-	}
-	return on_close(sk, c, cookie);
+	return on_close(sk, c, cookie, oldstate);
 }
