@@ -48,8 +48,8 @@ type fileCollector struct {
 	mu    sync.Mutex
 	rules map[uint64]readRules // by owner: 0 for WithSensitiveReads, else a cgroup id
 	keys  map[fileFileKey]uint32
-	// anchors are the directory inodes of keys, as in file_anchor.
-	anchors map[uint64]bool
+	// anchors are the nonzero words of the kernel's file_anchor.
+	anchors map[uint32]uint64
 	// match decides reads by path in Go; swapped whole on every change.
 	match atomic.Pointer[readMatcher]
 
@@ -73,6 +73,9 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 		return fmt.Errorf("counting possible cpus: %w", err)
 	}
 	spec.Maps[fileMapFileScratch].MaxEntries = uint32(ncpu)
+	if n := spec.Maps[fileMapFileAnchor].MaxEntries; n != 1<<(anchorLog-6) {
+		return fmt.Errorf("file_anchor has %d words, want %d (bpf/file.h and anchorLog disagree)", n, 1<<(anchorLog-6))
+	}
 	if c.opts.filePending > 0 {
 		spec.Maps[fileMapFilePending].MaxEntries = uint32(c.opts.filePending)
 	}
@@ -95,7 +98,7 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 	f.window = c.opts.mergeWindow
 	f.held = make(map[mergeKey]*heldFile)
 	f.keys = make(map[fileFileKey]uint32)
-	f.anchors = make(map[uint64]bool)
+	f.anchors = make(map[uint32]uint64)
 	f.rules = make(map[uint64]readRules)
 	f.match.Store(&readMatcher{})
 	c.dec.file = f
@@ -249,20 +252,21 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			}
 		}
 	}
-	// The anchors of the keys go in before the keys and out after them:
-	// a read is looked up in file_sensitive only beneath an anchor.
-	anchors := map[uint64]bool{}
+	// The anchors of the keys (their directories' inodes) go in before
+	// the keys and out after them: a read is looked up in file_sensitive
+	// only beneath an anchor.
+	anchors := map[uint32]uint64{}
 	for k := range want {
-		anchors[k.Ino] = true
+		b := anchorBit(k.Ino)
+		anchors[b/64] |= 1 << (b % 64)
 	}
-	for ino := range anchors {
-		if f.anchors[ino] {
-			continue
+	for w, bits := range anchors {
+		if old := f.anchors[w]; old|bits != old {
+			if err := f.objs.FileAnchor.Put(w, old|bits); err != nil {
+				return fmt.Errorf("adding sensitive directory inodes: %w", err)
+			}
+			f.anchors[w] = old | bits
 		}
-		if err := f.objs.FileAnchor.Put(ino, uint8(1)); err != nil {
-			return fmt.Errorf("adding sensitive directory inode %d: %w", ino, err)
-		}
-		f.anchors[ino] = true
 	}
 	for k, v := range want {
 		if f.keys[k] == v {
@@ -281,12 +285,15 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			delete(f.keys, k)
 		}
 	}
-	for ino := range f.anchors {
-		if !anchors[ino] {
-			if err := f.objs.FileAnchor.Delete(ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("removing sensitive directory inode %d: %w", ino, err)
+	for w, bits := range f.anchors {
+		if anchors[w] != bits {
+			if err := f.objs.FileAnchor.Put(w, anchors[w]); err != nil {
+				return fmt.Errorf("removing sensitive directory inodes: %w", err)
 			}
-			delete(f.anchors, ino)
+			f.anchors[w] = anchors[w]
+		}
+		if anchors[w] == 0 {
+			delete(f.anchors, w)
 		}
 	}
 	mode := fileFileReadsFILE_READS_NONE
@@ -342,6 +349,15 @@ func sensitiveKey(p string, sensitive bool) (string, fileFileKey, uint32, error)
 	k, err := fileKeyOf(filepath.Dir(real), filepath.Base(real))
 	return real, k, v, err
 }
+
+// The bit set file_anchor (bpf/file.h): the bit of inode ino is
+// (ino * anchorMul) >> (64 - anchorLog).
+const (
+	anchorLog = 18
+	anchorMul = 0x9e3779b97f4a7c15
+)
+
+func anchorBit(ino uint64) uint32 { return uint32((ino * anchorMul) >> (64 - anchorLog)) }
 
 // fileKeyOf returns the kernel key of the entry name in the directory dir.
 func fileKeyOf(dir, name string) (fileFileKey, error) {

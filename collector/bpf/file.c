@@ -106,16 +106,25 @@ struct {
 	__type(value, __u32);
 } file_sensitive SEC(".maps");
 
-/* The inode numbers of the directories in file_sensitive's keys (filled by
- * Go before the keys that name them, emptied after): read_verdict reads a
- * dentry's name and looks it up in file_sensitive only when its parent is
- * one of these. */
+/* The inode numbers of the directories in file_sensitive's keys, as a bit
+ * set (file.h; collisions only cost a lookup), written by Go before the keys
+ * that name them and cleared after: read_verdict reads a dentry's name and
+ * looks it up in file_sensitive only when its parent's bit is set. An array
+ * lookup is inlined by the verifier, a few instructions per dentry. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FILE_ANCHOR_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
 } file_anchor SEC(".maps");
+
+static __always_inline bool anchored(__u64 ino)
+{
+	__u32 bit = (ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG);
+	__u32 word = bit >> 6;
+	__u64 *w = bpf_map_lookup_elem(&file_anchor, &word);
+	return w && ((*w >> (bit & 63)) & 1);
+}
 
 /* Settings written by Go, indexed by enum file_config. */
 struct {
@@ -149,7 +158,7 @@ static long file_walk_step(__u64 i, void *arg)
 /* The walk that decides a read: the dentries of the path walk, in the same
  * order, leaf first, without writing names. For each dentry it looks up the
  * inode number of its parent (the directory of the file_sensitive key that
- * would name it) in file_anchor, and only on a hit reads the name and looks
+ * would name it) in file_anchor, and only when it is there reads the name and looks
  * the key up in file_sensitive. The first verdict found decides. */
 struct read_walk {
 	struct path_walk w;
@@ -167,7 +176,7 @@ static long read_walk_step(__u64 i, void *arg)
 		if (inode)
 			ino = inode->i_ino;
 	}
-	if (bpf_map_lookup_elem(&file_anchor, &ino)) {
+	if (anchored(ino)) {
 		struct file_key k;
 		__builtin_memset(&k, 0, sizeof(k));
 		k.ino = ino;

@@ -116,6 +116,12 @@ enum file_limits {
 	FILE_STRING_MAX = 4096,
 };
 
+/* file_anchor is a bit set of directory inode numbers: inode ino is bit
+ * (ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG) (Go computes the same). */
+#define FILE_ANCHOR_LOG 18
+#define FILE_ANCHOR_WORDS (1 << (FILE_ANCHOR_LOG - 6))
+#define FILE_ANCHOR_MUL 0x9e3779b97f4a7c15ULL
+
 /* Offsets of the parts are masked below 16 KiB; a part is at most 4 KiB. */
 #define FILE_DATA_MASK 0x3fff
 #define FILE_DATA_SIZE (16384 + 4096)
