@@ -274,9 +274,30 @@ static __always_inline long path_walk_step(struct path_walk *w, char *buf, __u32
 	__u32 off = w->off;
 	if (off - w->start > CWD_MAX - NAME_MAX_LEN || off > mask)
 		return 1;
-	long n = bpf_probe_read_kernel_str(&buf[off & mask], NAME_MAX_LEN, dentry->d_name.name);
-	if (n <= 0)
-		return 1;
+	const unsigned char *name = dentry->d_name.name;
+	__u32 len = dentry->d_name.len;
+	long n;
+	if (bpf_core_field_exists(dentry->d_shortname) && len < sizeof(dentry->d_shortname) &&
+	    (const void *)name == (const void *)&dentry->d_shortname) {
+		/* A short name is kept in the dentry itself: five plain
+		 * loads instead of a helper call. The NUL is written here,
+		 * whatever a concurrent rename left in the copy. */
+		__u64 *dst = (__u64 *)&buf[off & mask];
+		dst[0] = dentry->d_shortname.words[0];
+		dst[1] = dentry->d_shortname.words[1];
+		dst[2] = dentry->d_shortname.words[2];
+		dst[3] = dentry->d_shortname.words[3];
+		dst[4] = dentry->d_shortname.words[4];
+		__u64 nul = len;
+		/* Keep the bound where the verifier sees it. */
+		asm volatile("%[n] &= 63" : [n] "+r"(nul));
+		buf[(off & mask) + nul] = 0;
+		n = len + 1;
+	} else {
+		n = bpf_probe_read_kernel_str(&buf[off & mask], NAME_MAX_LEN, name);
+		if (n <= 0)
+			return 1;
+	}
 	w->off = off + n;
 	w->dentry = parent;
 	return 0;
