@@ -76,7 +76,7 @@ func setup(m *testing.M) int {
 }
 
 // throttled reports whether cpu.stat of this process's cpu cgroup (v1
-// or v2) counts a throttled period.
+// or v2) counts throttled time.
 func throttled() bool {
 	b, _ := os.ReadFile("/proc/self/cgroup")
 	for _, line := range strings.Split(string(b), "\n") {
@@ -96,9 +96,15 @@ func throttled() bool {
 			if err != nil {
 				continue
 			}
+			// The throttled time, which the session reports, not
+			// nr_throttled: the kernel adds a period's throttled time
+			// only when the period ends, so a process that stops at the
+			// first throttle can end before any time was counted.
 			for _, l := range strings.Split(string(st), "\n") {
-				if v, ok := strings.CutPrefix(l, "nr_throttled "); ok && v != "0" {
-					return true
+				for _, key := range []string{"throttled_time ", "throttled_usec "} {
+					if v, ok := strings.CutPrefix(l, key); ok && v != "0" {
+						return true
+					}
 				}
 			}
 		}
