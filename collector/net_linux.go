@@ -94,18 +94,18 @@ func (n *netCollector) load(c *Collector, shared *ebpf.CollectionOptions) error 
 // cgroupAttach is the v2 cgroup the socket hooks attach to: the collector's
 // own (session cgroups are made beneath it), or the root in host-wide mode.
 func cgroupAttach(hostWide bool) (string, error) {
-	m, err := cgroup.ReadV2()
-	if err != nil {
-		return "", fmt.Errorf("%w: finding the cgroup v2 hierarchy for the socket hooks: %v", ErrNotSupported, err)
-	}
 	if hostWide {
+		m, err := cgroup.ReadV2()
+		if err != nil {
+			return "", fmt.Errorf("%w: finding the cgroup v2 hierarchy for the socket hooks: %v", ErrNotSupported, err)
+		}
 		return m.Point, nil
 	}
-	own, err := cgroup.Own()
+	dir, err := cgroup.OwnDir()
 	if err != nil {
 		return "", fmt.Errorf("%w: finding the collector's own v2 cgroup: %v", ErrNotSupported, err)
 	}
-	return m.Dir(own)
+	return dir, nil
 }
 
 func (n *netCollector) attach(c *Collector) error {

@@ -234,6 +234,20 @@ func Own() (string, error) {
 	return V2Path(b)
 }
 
+// OwnDir returns the directory of this process's own v2 cgroup (ReadV2,
+// Own and Dir together).
+func OwnDir() (string, error) {
+	m, err := ReadV2()
+	if err != nil {
+		return "", err
+	}
+	own, err := Own()
+	if err != nil {
+		return "", err
+	}
+	return m.Dir(own)
+}
+
 // Dir returns the directory of the cgroup at hierarchy path cg (as
 // /proc/<pid>/cgroup names it) under mount m. It returns an error wrapping
 // ErrOutside when m does not show cg (a mount rooted at /a shows neither

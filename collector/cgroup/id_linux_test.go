@@ -12,7 +12,7 @@ import (
 
 // TestOwnCgroup reads this process's real v2 cgroup: its directory must
 // list this process in cgroup.procs, and its id must be the same by path
-// and by open directory.
+// and by open directory; OwnDir must name the same directory.
 func TestOwnCgroup(t *testing.T) {
 	m, err := ReadV2()
 	if errors.Is(err, ErrNoV2) {
@@ -31,6 +31,9 @@ func TestOwnCgroup(t *testing.T) {
 	dir, err := m.Dir(own)
 	if err != nil {
 		t.Fatalf("ReadV2().Dir(%q) = %v", own, err)
+	}
+	if od, err := OwnDir(); err != nil || od != dir {
+		t.Errorf("OwnDir() = %q, %v, want %q", od, err, dir)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {

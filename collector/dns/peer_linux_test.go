@@ -16,17 +16,9 @@ import (
 // ownCgroupID is the id of this process's cgroup v2, or skips the test.
 func ownCgroupID(t *testing.T) uint64 {
 	t.Helper()
-	m, err := cgroup.ReadV2()
-	if err != nil {
-		t.Skipf("no cgroup v2: %v", err)
-	}
-	path, err := cgroup.Own()
+	dir, err := cgroup.OwnDir()
 	if err != nil {
 		t.Skipf("no own cgroup v2: %v", err)
-	}
-	dir, err := m.Dir(path)
-	if err != nil {
-		t.Skipf("own cgroup v2 not visible: %v", err)
 	}
 	id, err := cgroup.ID(dir)
 	if err != nil {

@@ -55,15 +55,7 @@ func dnsUpstream(b *testing.B) string {
 
 // ownCgroupID is the id of this process's cgroup v2.
 func ownCgroupID() (uint64, error) {
-	m, err := cgroup.ReadV2()
-	if err != nil {
-		return 0, err
-	}
-	path, err := cgroup.Own()
-	if err != nil {
-		return 0, err
-	}
-	dir, err := m.Dir(path)
+	dir, err := cgroup.OwnDir()
 	if err != nil {
 		return 0, err
 	}
