@@ -45,6 +45,20 @@ func ioPairs(def int) int {
 	return def
 }
 
+// ioAlternate runs pairs pairs of base and coll, adjacent, alternating which
+// goes first (AB BA AB …) so that a drift of the machine weighs on both.
+func ioAlternate(pairs int, base, coll func()) {
+	for i := range pairs {
+		if i%2 == 0 {
+			base()
+			coll()
+		} else {
+			coll()
+			base()
+		}
+	}
+}
+
 // ioRequireRoot skips b unless it runs as root: loading the collector and
 // making cgroups need it.
 func ioRequireRoot(b *testing.B) {
@@ -527,15 +541,7 @@ func BenchmarkCollectorFiles(b *testing.B) {
 		collChild = append(collChild, child)
 	}
 	b.ResetTimer()
-	for i := range ioPairs(5) * b.N {
-		if i%2 == 0 {
-			runBase()
-			runCollector()
-		} else {
-			runCollector()
-			runBase()
-		}
-	}
+	ioAlternate(ioPairs(5)*b.N, runBase, runCollector)
 	b.StopTimer()
 
 	ioProfile(b, cg, home, "file", func() float64 { run(); return float64(files) })
@@ -705,15 +711,7 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 				sockErrs += r.socketErrors
 			}
 			b.ResetTimer()
-			for i := range ioPairs(3) * b.N {
-				if i%2 == 0 {
-					runBase()
-					runCollector()
-				} else {
-					runCollector()
-					runBase()
-				}
-			}
+			ioAlternate(ioPairs(3)*b.N, runBase, runCollector)
 			b.StopTimer()
 
 			ioProfile(b, cg, "", "request", func() float64 { r, _ := run(); return float64(r.requests) })
