@@ -272,6 +272,7 @@ func (c *Collector) load() error {
 		processMapDrops:    c.objs.Drops,
 		processMapWatched:  c.objs.Watched,
 		processMapSettings: c.objs.Settings,
+		processMapWokenAt:  c.objs.WokenAt,
 	}}
 	for k := 1; k < numKinds; k++ {
 		c.counters = append(c.counters, &lossCounter{m: c.objs.Drops, key: uint32(k), kind: kindName[k], source: LossSourceRingbuf})

@@ -4,7 +4,7 @@
  * (process.c and the others). Each object declares these maps; the Go loader
  * loads process.c first and hands its maps to the other objects
  * (MapReplacements), so there is one ring buffer, one set of per-kind drop
- * counters, one watched-cgroup table and one settings array.
+ * counters, one watched-cgroup table, one settings array and one woken_at.
  *
  * Every record goes to the one ring buffer. When the ring buffer is full the
  * record is not lost silently: the per-kind drop counter is incremented, and
@@ -90,8 +90,9 @@ static __always_inline bool host_wide(void)
 	return v && *v;
 }
 
-/* The ring buffer's consumer position (plus one) when a program of this
- * object last forced a wake-up (wakeup). Each object has its own. */
+/* The ring buffer's consumer position (plus one) when a program last forced
+ * a wake-up (wakeup). Shared like the ring buffer it is about, so that one
+ * wake-up per reader position serves every object's programs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
