@@ -195,31 +195,30 @@ func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.S
 	if err != nil {
 		return nil, fmt.Errorf("creating session: %w", err)
 	}
-	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
-		// Fail closed: an unrecorded session must not run.
-		_ = s.Terminate(ctx, session.ReasonAPI, nil)
-		_ = s.Cleanup(ctx, session.FSDeleted)
-		return nil, fmt.Errorf("watching session cgroup: %w", err)
-	}
-	// Reads beneath the session's home (its workdir) named by the policy
-	// (~/.ssh, ~/.aws, ...) are sensitive too.
-	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
-		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
-			_ = s.Terminate(ctx, session.ReasonAPI, nil)
-			_ = s.Cleanup(ctx, session.FSDeleted)
-			_ = h.col.Unwatch(s.CgroupID())
-			return nil, fmt.Errorf("adding the session's sensitive paths: %w", err)
-		}
-	}
-	if err := h.redirectDNS(s); err != nil {
-		// Fail closed: a session whose lookups are not recorded must not
-		// run either.
+	if err := h.record(s); err != nil {
+		// Fail closed: a session that is not fully recorded must not run.
 		_ = s.Terminate(ctx, session.ReasonAPI, nil)
 		_ = s.Cleanup(ctx, session.FSDeleted)
 		_ = h.col.Unwatch(s.CgroupID())
 		return nil, err
 	}
 	return s, nil
+}
+
+// record sets up the recording of a new session: the collector watches its
+// cgroup, reads beneath its home (its workdir) named by the policy (~/.ssh,
+// ~/.aws, ...) are sensitive too, and its DNS goes to its own proxy
+// listeners.
+func (h *host) record(s *session.Session) error {
+	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
+		return fmt.Errorf("watching session cgroup: %w", err)
+	}
+	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
+		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
+			return fmt.Errorf("adding the session's sensitive paths: %w", err)
+		}
+	}
+	return h.redirectDNS(s)
 }
 
 // cleanupSession cleans a terminated session up and then stops watching
