@@ -121,8 +121,7 @@ type Stats struct {
 	Received uint64
 	// KernelDrops is the number of records the kernel could not put in the
 	// ring buffer because it was full, plus the execs whose filename could
-	// not be kept for a possible exec_failed and the file syscalls whose
-	// arguments could not be kept (LossSourcePending).
+	// not be kept for a possible exec_failed (LossSourcePending).
 	KernelDrops uint64
 	// QueueDrops is the number of events dropped because the Events channel
 	// was full.
@@ -163,9 +162,6 @@ type options struct {
 	// mergeWindow is how long identical file events of one process are
 	// merged (file.count).
 	mergeWindow time.Duration
-	// filePending, when set, sizes file.c's table of syscalls in flight
-	// (tests use it to fill the table).
-	filePending int
 }
 
 // Option configures New.

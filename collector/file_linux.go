@@ -25,15 +25,24 @@ import (
 const maxHeld = 4096
 
 // fileSyscalls are the syscalls file.c traces, by tracepoint name (umount is
-// umount2's). Those missing on an architecture (open, creat, unlink, rename,
-// chmod, ... on arm64) are skipped.
-var fileSyscalls = []string{
-	"openat", "openat2", "open", "creat",
-	"unlinkat", "unlink", "rmdir",
-	"renameat2", "renameat", "rename",
-	"mount", "umount", "move_mount",
-	"truncate", "ftruncate",
-	"chmod", "fchmodat", "fchmodat2", "fchmod",
+// umount2's), and the id file_exit knows each by (its attach cookie). Those
+// missing on an architecture (open, creat, unlink, rename, chmod, ... on
+// arm64) are skipped.
+var fileSyscalls = []struct {
+	name string
+	sys  fileFileSys
+}{
+	{"openat", fileFileSysFILE_SYS_OPENAT}, {"openat2", fileFileSysFILE_SYS_OPENAT2},
+	{"open", fileFileSysFILE_SYS_OPEN}, {"creat", fileFileSysFILE_SYS_CREAT},
+	{"unlinkat", fileFileSysFILE_SYS_UNLINKAT}, {"unlink", fileFileSysFILE_SYS_UNLINK},
+	{"rmdir", fileFileSysFILE_SYS_RMDIR},
+	{"renameat2", fileFileSysFILE_SYS_RENAMEAT2}, {"renameat", fileFileSysFILE_SYS_RENAMEAT},
+	{"rename", fileFileSysFILE_SYS_RENAME},
+	{"mount", fileFileSysFILE_SYS_MOUNT}, {"umount", fileFileSysFILE_SYS_UMOUNT2},
+	{"move_mount", fileFileSysFILE_SYS_MOVE_MOUNT},
+	{"truncate", fileFileSysFILE_SYS_TRUNCATE}, {"ftruncate", fileFileSysFILE_SYS_FTRUNCATE},
+	{"chmod", fileFileSysFILE_SYS_CHMOD}, {"fchmodat", fileFileSysFILE_SYS_FCHMODAT},
+	{"fchmodat2", fileFileSysFILE_SYS_FCHMODAT2}, {"fchmod", fileFileSysFILE_SYS_FCHMOD},
 }
 
 // fileCollector is the file part (bpf/file.c): the syscall tracepoints, the
@@ -41,7 +50,6 @@ var fileSyscalls = []string{
 type fileCollector struct {
 	objs   fileObjects
 	loaded bool
-	enters map[string]*ebpf.Program
 
 	// mu guards rules and keys and serialises updates of the kernel's
 	// file_sensitive map.
@@ -76,9 +84,6 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 	if n := spec.Maps[fileMapFileAnchor].MaxEntries; n != 1<<(anchorLog-6) {
 		return fmt.Errorf("file_anchor has %d words, want %d (bpf/file.h and anchorLog disagree)", n, 1<<(anchorLog-6))
 	}
-	if c.opts.filePending > 0 {
-		spec.Maps[fileMapFilePending].MaxEntries = uint32(c.opts.filePending)
-	}
 	// Replaced by process.c's ring buffer, whose size must match.
 	spec.Maps[fileMapEvents].MaxEntries = uint32(c.opts.ringSize)
 	if err := spec.LoadAndAssign(&f.objs, shared); err != nil {
@@ -86,15 +91,6 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 		return fmt.Errorf("loading file bpf objects: %w", err)
 	}
 	f.loaded = true
-	o := f.objs.filePrograms
-	f.enters = map[string]*ebpf.Program{
-		"openat": o.EnterOpenat, "openat2": o.EnterOpenat2, "open": o.EnterOpen, "creat": o.EnterCreat,
-		"unlinkat": o.EnterUnlinkat, "unlink": o.EnterUnlink, "rmdir": o.EnterRmdir,
-		"renameat2": o.EnterRenameat2, "renameat": o.EnterRenameat, "rename": o.EnterRename,
-		"mount": o.EnterMount, "umount": o.EnterUmount, "move_mount": o.EnterMoveMount,
-		"truncate": o.EnterTruncate, "ftruncate": o.EnterFtruncate,
-		"chmod": o.EnterChmod, "fchmodat": o.EnterFchmodat, "fchmodat2": o.EnterFchmodat2, "fchmod": o.EnterFchmod,
-	}
 	f.window = c.opts.mergeWindow
 	f.held = make(map[mergeKey]*heldFile)
 	f.keys = make(map[fileFileKey]uint32)
@@ -108,52 +104,38 @@ func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 	return nil
 }
 
-// attach attaches the enter program of every syscall that exists and the
-// exit program to its sys_exit, and the thread-exit cleanup.
+// attach attaches the exit program to the sys_exit tracepoint of every
+// traced syscall that exists, with the syscall's id as the cookie.
 func (f *fileCollector) attach(c *Collector) error {
 	if !f.loaded {
 		return nil
 	}
 	n := 0
-	for _, name := range fileSyscalls {
-		// The exit first, so that no enter is left without one.
-		lx, err := link.Tracepoint("syscalls", "sys_exit_"+name, f.objs.FileExit, nil)
+	for _, sc := range fileSyscalls {
+		tp := "sys_exit_" + sc.name
+		l, err := link.Tracepoint("syscalls", tp, f.objs.FileExit, &link.TracepointOptions{Cookie: uint64(sc.sys)})
 		if errors.Is(err, os.ErrNotExist) {
-			c.log.Debug("syscall tracepoint missing, not traced", "syscall", name)
+			c.log.Debug("syscall tracepoint missing, not traced", "syscall", sc.name)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%w: attaching tracepoint syscalls/sys_exit_%s: %v", ErrNotSupported, name, err)
+			return fmt.Errorf("%w: attaching tracepoint syscalls/%s: %v", ErrNotSupported, tp, err)
 		}
-		c.links = append(c.links, lx)
-		le, err := link.Tracepoint("syscalls", "sys_enter_"+name, f.enters[name], nil)
-		if err != nil {
-			return fmt.Errorf("%w: attaching tracepoint syscalls/sys_enter_%s: %v", ErrNotSupported, name, err)
-		}
-		c.links = append(c.links, le)
+		c.links = append(c.links, l)
 		n++
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: none of the file syscall tracepoints exists", ErrNotSupported)
 	}
-	l, err := link.AttachTracing(link.TracingOptions{Program: f.objs.FileTaskExit})
-	if err != nil {
-		return fmt.Errorf("%w: attaching tp_btf program %s: %v", ErrNotSupported, f.objs.FileTaskExit, err)
-	}
-	c.links = append(c.links, l)
 	return nil
 }
 
-// programs names the programs whose skipped runs lose file records.
+// programs names the program whose skipped runs lose file records.
 func (f *fileCollector) programs() []progKind {
 	if !f.loaded {
 		return nil
 	}
-	out := []progKind{{f.objs.FileExit, processEventKindKIND_FILE}}
-	for _, name := range fileSyscalls {
-		out = append(out, progKind{f.enters[name], processEventKindKIND_FILE})
-	}
-	return out
+	return []progKind{{f.objs.FileExit, processEventKindKIND_FILE}}
 }
 
 func (f *fileCollector) close() {
@@ -163,14 +145,9 @@ func (f *fileCollector) close() {
 	}
 }
 
-// counters names file_pending_drops: syscalls whose arguments did not fit
-// in file_pending, so that their records are lost.
-func (f *fileCollector) counters() []*lossCounter {
-	if !f.loaded {
-		return nil
-	}
-	return []*lossCounter{{m: f.objs.FilePendingDrops, kind: kindName[processEventKindKIND_FILE], source: LossSourcePending}}
-}
+// counters is empty: every file record that is lost is lost in the ring
+// buffer or by a skipped run, which the shared counters report.
+func (f *fileCollector) counters() []*lossCounter { return nil }
 
 // AddSensitive adds read rules for the session watched as cgroupID, such as
 // its home directory's ~/.ssh and ~/.aws: reads beneath the absolute paths in

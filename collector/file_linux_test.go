@@ -24,10 +24,6 @@ import (
 func init() {
 	helperModes["file-ops"] = helperFileOps
 	helperModes["file-mount"] = helperFileMount
-	helperModes["file-block"] = func(args []string) int {
-		os.Open(args[0]) // a FIFO without a writer: blocks until killed
-		return 0
-	}
 	helperModes["file-block-many"] = helperFileBlockMany
 }
 
@@ -53,14 +49,6 @@ func helperFileBlockMany(args []string) int {
 		}
 	}
 	return 0
-}
-
-// withFilePending sizes file_pending.
-func withFilePending(n int) Option {
-	return func(o *options) error {
-		o.filePending = n
-		return nil
-	}
 }
 
 // helperFileMount mounts a tmpfs on args[0] and unmounts it.
@@ -377,19 +365,21 @@ func TestFileReadRulesLater(t *testing.T) {
 	}
 }
 
-// TestFilePendingFull blocks more opens at once than file_pending holds and
-// checks that events and reported losses add up to the opens exactly.
-func TestFilePendingFull(t *testing.T) {
+// TestFileBlockedOpens blocks many opens at once, each in its own thread,
+// releases them together and checks that every one is recorded, with no
+// loss: the arguments are read from the task's registers at the syscall's
+// exit, however long it blocked.
+func TestFileBlockedOpens(t *testing.T) {
 	requireKernel(t)
 	cg := cgrouptest.New(t)
-	const size, n = 8, 20
+	const n = 20
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startRecorder(t, false, withFilePending(size))
-	const sid = "sess-pending-full"
+	r := startRecorder(t, false)
+	const sid = "sess-blocked-opens"
 	if err := r.c.Watch(cg.ID, sid); err != nil {
 		t.Fatalf("Watch() = %v", err)
 	}
@@ -400,23 +390,13 @@ func TestFilePendingFull(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until every open is either in the table or counted as dropped.
+	// Wait until every thread of the helper is blocked in the FIFO's open.
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var per []uint64
-		var dropped uint64
-		if err := r.c.file.objs.FilePendingDrops.Lookup(uint32(0), &per); err == nil {
-			for _, v := range per {
-				dropped += v
-			}
-		}
-		if dropped >= n-size {
-			break
-		}
+	for blockedInOpen(cmd.Process.Pid) < n {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("file_pending drops = %d after 60 s, want %d", dropped, n-size)
+			t.Fatalf("%d threads blocked in open after 60 s, want %d", blockedInOpen(cmd.Process.Pid), n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -438,13 +418,31 @@ func TestFilePendingFull(t *testing.T) {
 	}
 	var lost uint64
 	for _, ev := range evs {
-		if ev.Kind == KindLoss && ev.Loss.LostKind == "file" && ev.Loss.Source == LossSourcePending {
+		if ev.Kind == KindLoss {
 			lost += ev.Loss.Count
 		}
 	}
-	if got+lost != n || lost != n-size {
-		t.Errorf("reads of the FIFO = %d, pending losses = %d, want %d and %d (sum %d)", got, lost, size, n-size, n)
+	if got != n || lost != 0 {
+		t.Errorf("reads of the FIFO = %d, losses = %d, want %d and 0", got, lost, n)
 	}
+}
+
+// blockedInOpen counts the threads of pid whose current syscall is openat
+// (unix.Open's), from /proc/<pid>/task/<tid>/syscall.
+func blockedInOpen(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		var nr int
+		if _, err := fmt.Sscan(string(b), &nr); err == nil && nr == unix.SYS_OPENAT {
+			n++
+		}
+	}
+	return n
 }
 
 // TestFileMount checks file.mount for a mount and file.umount for an umount2
@@ -478,55 +476,6 @@ func TestFileMount(t *testing.T) {
 	}
 }
 
-// TestFilePendingCleanup kills a process blocked inside a traced open and
-// checks that its arguments do not stay behind in file_pending.
-func TestFilePendingCleanup(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startRecorder(t, false)
-	if err := r.c.Watch(cg.ID, "sess-pending"); err != nil {
-		t.Fatalf("Watch() = %v", err)
-	}
-	cmd := helperCmd(t, cg, "file-block", fifo)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pending := func(tid uint32) bool {
-		var v fileFilePending
-		return r.c.file.objs.FilePending.Lookup(tid, &v) == nil
-	}
-	// Wait until a thread of the helper is inside a traced syscall: the
-	// open of the FIFO, which blocks.
-	var tids []uint32
-	deadline := time.Now().Add(30 * time.Second)
-	for len(tids) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
-		for _, e := range ents {
-			var tid uint32
-			fmt.Sscan(e.Name(), &tid)
-			if pending(tid) {
-				tids = append(tids, tid)
-			}
-		}
-	}
-	if len(tids) == 0 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("no thread of pid %d found blocked in the FIFO's open with a file_pending entry", cmd.Process.Pid)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	for _, tid := range tids {
-		if pending(tid) {
-			t.Errorf("file_pending still holds thread %d after it was killed", tid)
-		}
-	}
-}
 
 // TestReadRules checks the Go side of the read rules: nearest ancestor
 // wins, "/" and missing paths.

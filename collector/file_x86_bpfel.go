@@ -73,13 +73,6 @@ const (
 	fileFilePartFILE_PARTS         fileFilePart = 8
 )
 
-type fileFilePending struct {
-	_    structs.HostLayout
-	Args [5]uint64
-	Sys  uint32
-	Pad  uint32
-}
-
 type fileFileReads uint32
 
 const (
@@ -103,6 +96,30 @@ const (
 	fileFileRecordFlagsFILE_NO_NEW_BASE  fileFileRecordFlags = 512
 )
 
+type fileFileSys uint32
+
+const (
+	fileFileSysFILE_SYS_OPENAT     fileFileSys = 1
+	fileFileSysFILE_SYS_OPENAT2    fileFileSys = 2
+	fileFileSysFILE_SYS_OPEN       fileFileSys = 3
+	fileFileSysFILE_SYS_CREAT      fileFileSys = 4
+	fileFileSysFILE_SYS_UNLINKAT   fileFileSys = 5
+	fileFileSysFILE_SYS_UNLINK     fileFileSys = 6
+	fileFileSysFILE_SYS_RMDIR      fileFileSys = 7
+	fileFileSysFILE_SYS_RENAMEAT2  fileFileSys = 8
+	fileFileSysFILE_SYS_RENAMEAT   fileFileSys = 9
+	fileFileSysFILE_SYS_RENAME     fileFileSys = 10
+	fileFileSysFILE_SYS_MOUNT      fileFileSys = 11
+	fileFileSysFILE_SYS_UMOUNT2    fileFileSys = 12
+	fileFileSysFILE_SYS_MOVE_MOUNT fileFileSys = 13
+	fileFileSysFILE_SYS_TRUNCATE   fileFileSys = 14
+	fileFileSysFILE_SYS_FTRUNCATE  fileFileSys = 15
+	fileFileSysFILE_SYS_CHMOD      fileFileSys = 16
+	fileFileSysFILE_SYS_FCHMODAT   fileFileSys = 17
+	fileFileSysFILE_SYS_FCHMODAT2  fileFileSys = 18
+	fileFileSysFILE_SYS_FCHMOD     fileFileSys = 19
+)
+
 type fileFileVerdict uint32
 
 const (
@@ -118,35 +135,13 @@ const (
 	fileMapDrops                 = "drops"
 	fileMapEvents                = "events"
 	fileMapFileAnchor            = "file_anchor"
-	fileMapFilePending           = "file_pending"
-	fileMapFilePendingDrops      = "file_pending_drops"
 	fileMapFileScratch           = "file_scratch"
 	fileMapFileSensitive         = "file_sensitive"
 	fileMapFileSettings          = "file_settings"
 	fileMapSettings              = "settings"
 	fileMapWatched               = "watched"
 	fileMapWokenAt               = "woken_at"
-	fileProgEnterChmod           = "enter_chmod"
-	fileProgEnterCreat           = "enter_creat"
-	fileProgEnterFchmod          = "enter_fchmod"
-	fileProgEnterFchmodat        = "enter_fchmodat"
-	fileProgEnterFchmodat2       = "enter_fchmodat2"
-	fileProgEnterFtruncate       = "enter_ftruncate"
-	fileProgEnterMount           = "enter_mount"
-	fileProgEnterMoveMount       = "enter_move_mount"
-	fileProgEnterOpen            = "enter_open"
-	fileProgEnterOpenat          = "enter_openat"
-	fileProgEnterOpenat2         = "enter_openat2"
-	fileProgEnterRename          = "enter_rename"
-	fileProgEnterRenameat        = "enter_renameat"
-	fileProgEnterRenameat2       = "enter_renameat2"
-	fileProgEnterRmdir           = "enter_rmdir"
-	fileProgEnterTruncate        = "enter_truncate"
-	fileProgEnterUmount          = "enter_umount"
-	fileProgEnterUnlink          = "enter_unlink"
-	fileProgEnterUnlinkat        = "enter_unlinkat"
 	fileProgFileExit             = "file_exit"
-	fileProgFileTaskExit         = "file_task_exit"
 	fileVarUnusedFileConfig      = "unused_file_config"
 	fileVarUnusedFileEvent       = "unused_file_event"
 	fileVarUnusedFileKey         = "unused_file_key"
@@ -154,6 +149,7 @@ const (
 	fileVarUnusedFilePart        = "unused_file_part"
 	fileVarUnusedFileReads       = "unused_file_reads"
 	fileVarUnusedFileRecordFlags = "unused_file_record_flags"
+	fileVarUnusedFileSys         = "unused_file_sys"
 	fileVarUnusedFileVerdict     = "unused_file_verdict"
 )
 
@@ -199,44 +195,22 @@ type fileSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fileProgramSpecs struct {
-	EnterChmod     *ebpf.ProgramSpec `ebpf:"enter_chmod"`
-	EnterCreat     *ebpf.ProgramSpec `ebpf:"enter_creat"`
-	EnterFchmod    *ebpf.ProgramSpec `ebpf:"enter_fchmod"`
-	EnterFchmodat  *ebpf.ProgramSpec `ebpf:"enter_fchmodat"`
-	EnterFchmodat2 *ebpf.ProgramSpec `ebpf:"enter_fchmodat2"`
-	EnterFtruncate *ebpf.ProgramSpec `ebpf:"enter_ftruncate"`
-	EnterMount     *ebpf.ProgramSpec `ebpf:"enter_mount"`
-	EnterMoveMount *ebpf.ProgramSpec `ebpf:"enter_move_mount"`
-	EnterOpen      *ebpf.ProgramSpec `ebpf:"enter_open"`
-	EnterOpenat    *ebpf.ProgramSpec `ebpf:"enter_openat"`
-	EnterOpenat2   *ebpf.ProgramSpec `ebpf:"enter_openat2"`
-	EnterRename    *ebpf.ProgramSpec `ebpf:"enter_rename"`
-	EnterRenameat  *ebpf.ProgramSpec `ebpf:"enter_renameat"`
-	EnterRenameat2 *ebpf.ProgramSpec `ebpf:"enter_renameat2"`
-	EnterRmdir     *ebpf.ProgramSpec `ebpf:"enter_rmdir"`
-	EnterTruncate  *ebpf.ProgramSpec `ebpf:"enter_truncate"`
-	EnterUmount    *ebpf.ProgramSpec `ebpf:"enter_umount"`
-	EnterUnlink    *ebpf.ProgramSpec `ebpf:"enter_unlink"`
-	EnterUnlinkat  *ebpf.ProgramSpec `ebpf:"enter_unlinkat"`
-	FileExit       *ebpf.ProgramSpec `ebpf:"file_exit"`
-	FileTaskExit   *ebpf.ProgramSpec `ebpf:"file_task_exit"`
+	FileExit *ebpf.ProgramSpec `ebpf:"file_exit"`
 }
 
 // fileMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fileMapSpecs struct {
-	Drops            *ebpf.MapSpec `ebpf:"drops"`
-	Events           *ebpf.MapSpec `ebpf:"events"`
-	FileAnchor       *ebpf.MapSpec `ebpf:"file_anchor"`
-	FilePending      *ebpf.MapSpec `ebpf:"file_pending"`
-	FilePendingDrops *ebpf.MapSpec `ebpf:"file_pending_drops"`
-	FileScratch      *ebpf.MapSpec `ebpf:"file_scratch"`
-	FileSensitive    *ebpf.MapSpec `ebpf:"file_sensitive"`
-	FileSettings     *ebpf.MapSpec `ebpf:"file_settings"`
-	Settings         *ebpf.MapSpec `ebpf:"settings"`
-	Watched          *ebpf.MapSpec `ebpf:"watched"`
-	WokenAt          *ebpf.MapSpec `ebpf:"woken_at"`
+	Drops         *ebpf.MapSpec `ebpf:"drops"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	FileAnchor    *ebpf.MapSpec `ebpf:"file_anchor"`
+	FileScratch   *ebpf.MapSpec `ebpf:"file_scratch"`
+	FileSensitive *ebpf.MapSpec `ebpf:"file_sensitive"`
+	FileSettings  *ebpf.MapSpec `ebpf:"file_settings"`
+	Settings      *ebpf.MapSpec `ebpf:"settings"`
+	Watched       *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt       *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // fileVariableSpecs contains global variables before they are loaded into the kernel.
@@ -250,6 +224,7 @@ type fileVariableSpecs struct {
 	UnusedFilePart        *ebpf.VariableSpec `ebpf:"unused_file_part"`
 	UnusedFileReads       *ebpf.VariableSpec `ebpf:"unused_file_reads"`
 	UnusedFileRecordFlags *ebpf.VariableSpec `ebpf:"unused_file_record_flags"`
+	UnusedFileSys         *ebpf.VariableSpec `ebpf:"unused_file_sys"`
 	UnusedFileVerdict     *ebpf.VariableSpec `ebpf:"unused_file_verdict"`
 }
 
@@ -273,17 +248,15 @@ func (o *fileObjects) Close() error {
 //
 // It can be passed to loadFileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fileMaps struct {
-	Drops            *ebpf.Map `ebpf:"drops"`
-	Events           *ebpf.Map `ebpf:"events"`
-	FileAnchor       *ebpf.Map `ebpf:"file_anchor"`
-	FilePending      *ebpf.Map `ebpf:"file_pending"`
-	FilePendingDrops *ebpf.Map `ebpf:"file_pending_drops"`
-	FileScratch      *ebpf.Map `ebpf:"file_scratch"`
-	FileSensitive    *ebpf.Map `ebpf:"file_sensitive"`
-	FileSettings     *ebpf.Map `ebpf:"file_settings"`
-	Settings         *ebpf.Map `ebpf:"settings"`
-	Watched          *ebpf.Map `ebpf:"watched"`
-	WokenAt          *ebpf.Map `ebpf:"woken_at"`
+	Drops         *ebpf.Map `ebpf:"drops"`
+	Events        *ebpf.Map `ebpf:"events"`
+	FileAnchor    *ebpf.Map `ebpf:"file_anchor"`
+	FileScratch   *ebpf.Map `ebpf:"file_scratch"`
+	FileSensitive *ebpf.Map `ebpf:"file_sensitive"`
+	FileSettings  *ebpf.Map `ebpf:"file_settings"`
+	Settings      *ebpf.Map `ebpf:"settings"`
+	Watched       *ebpf.Map `ebpf:"watched"`
+	WokenAt       *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *fileMaps) Close() error {
@@ -291,8 +264,6 @@ func (m *fileMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.FileAnchor,
-		m.FilePending,
-		m.FilePendingDrops,
 		m.FileScratch,
 		m.FileSensitive,
 		m.FileSettings,
@@ -313,6 +284,7 @@ type fileVariables struct {
 	UnusedFilePart        *ebpf.Variable `ebpf:"unused_file_part"`
 	UnusedFileReads       *ebpf.Variable `ebpf:"unused_file_reads"`
 	UnusedFileRecordFlags *ebpf.Variable `ebpf:"unused_file_record_flags"`
+	UnusedFileSys         *ebpf.Variable `ebpf:"unused_file_sys"`
 	UnusedFileVerdict     *ebpf.Variable `ebpf:"unused_file_verdict"`
 }
 
@@ -320,52 +292,12 @@ type fileVariables struct {
 //
 // It can be passed to loadFileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filePrograms struct {
-	EnterChmod     *ebpf.Program `ebpf:"enter_chmod"`
-	EnterCreat     *ebpf.Program `ebpf:"enter_creat"`
-	EnterFchmod    *ebpf.Program `ebpf:"enter_fchmod"`
-	EnterFchmodat  *ebpf.Program `ebpf:"enter_fchmodat"`
-	EnterFchmodat2 *ebpf.Program `ebpf:"enter_fchmodat2"`
-	EnterFtruncate *ebpf.Program `ebpf:"enter_ftruncate"`
-	EnterMount     *ebpf.Program `ebpf:"enter_mount"`
-	EnterMoveMount *ebpf.Program `ebpf:"enter_move_mount"`
-	EnterOpen      *ebpf.Program `ebpf:"enter_open"`
-	EnterOpenat    *ebpf.Program `ebpf:"enter_openat"`
-	EnterOpenat2   *ebpf.Program `ebpf:"enter_openat2"`
-	EnterRename    *ebpf.Program `ebpf:"enter_rename"`
-	EnterRenameat  *ebpf.Program `ebpf:"enter_renameat"`
-	EnterRenameat2 *ebpf.Program `ebpf:"enter_renameat2"`
-	EnterRmdir     *ebpf.Program `ebpf:"enter_rmdir"`
-	EnterTruncate  *ebpf.Program `ebpf:"enter_truncate"`
-	EnterUmount    *ebpf.Program `ebpf:"enter_umount"`
-	EnterUnlink    *ebpf.Program `ebpf:"enter_unlink"`
-	EnterUnlinkat  *ebpf.Program `ebpf:"enter_unlinkat"`
-	FileExit       *ebpf.Program `ebpf:"file_exit"`
-	FileTaskExit   *ebpf.Program `ebpf:"file_task_exit"`
+	FileExit *ebpf.Program `ebpf:"file_exit"`
 }
 
 func (p *filePrograms) Close() error {
 	return _FileClose(
-		p.EnterChmod,
-		p.EnterCreat,
-		p.EnterFchmod,
-		p.EnterFchmodat,
-		p.EnterFchmodat2,
-		p.EnterFtruncate,
-		p.EnterMount,
-		p.EnterMoveMount,
-		p.EnterOpen,
-		p.EnterOpenat,
-		p.EnterOpenat2,
-		p.EnterRename,
-		p.EnterRenameat,
-		p.EnterRenameat2,
-		p.EnterRmdir,
-		p.EnterTruncate,
-		p.EnterUmount,
-		p.EnterUnlink,
-		p.EnterUnlinkat,
 		p.FileExit,
-		p.FileTaskExit,
 	)
 }
 

@@ -6,9 +6,12 @@
  * deletes, renames, truncates, chmods and mounts of the processes in watched
  * session cgroups, from the syscall tracepoints.
  *
- * Each traced syscall has a small enter program that keeps the syscall's
- * arguments in file_pending, keyed by thread id; one exit program, attached
- * to every sys_exit tracepoint, builds the record with the result. Paths are
+ * One program, attached to the sys_exit tracepoint of every traced syscall
+ * (the attach cookie says which syscall), builds the record: the result is
+ * the tracepoint's, and the arguments are still in the task's saved user
+ * registers, so no program runs at the syscall's entry and nothing is kept
+ * between the two (an earlier version kept the arguments in a hash map from
+ * sys_enter; that map and its programs cost more than the record). Paths are
  * made absolute in the kernel where it can: a successful open is named by
  * the walk of the opened file's own f_path; a path given by the caller is
  * sent as given, with the walk of the directory it is relative to (the dirfd
@@ -33,6 +36,7 @@ char LICENSE[] SEC("license") = "GPL";
 const struct file_event *unused_file_event __attribute__((unused));
 const struct file_key *unused_file_key __attribute__((unused));
 const enum file_op *unused_file_op __attribute__((unused));
+const enum file_sys *unused_file_sys __attribute__((unused));
 const enum file_part *unused_file_part __attribute__((unused));
 const enum file_record_flags *unused_file_record_flags __attribute__((unused));
 const enum file_verdict *unused_file_verdict __attribute__((unused));
@@ -65,29 +69,6 @@ const enum file_reads *unused_file_reads __attribute__((unused));
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define NSFS_MAGIC 0x6e736673
 #define PID_FS_MAGIC 0x50494446
-
-/* The arguments of a syscall in flight, kept from its enter to its exit. */
-struct file_pending {
-	__u64 args[5];
-	__u32 sys; /* enum file_sys */
-	__u32 _pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct file_pending);
-} file_pending SEC(".maps");
-
-/* Syscalls whose arguments did not fit in file_pending: their record is
- * lost. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} file_pending_drops SEC(".maps");
 
 /* One record under construction per CPU. A plain array indexed by CPU, like
  * exec_scratch: syscall tracepoint programs do not nest on a CPU. */
@@ -313,11 +294,60 @@ struct file_args {
 	bool open;
 };
 
-static __always_inline int file_exit_record(struct file_pending *p, long ret)
+#if defined(__TARGET_ARCH_arm64)
+/* arm64's struct pt_regs (vmlinux.h is x86's); CO-RE relocates the offsets
+ * against the running kernel's. */
+struct pt_regs___st_arm64 {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+	__u64 orig_x0;
+} __attribute__((preserve_access_index));
+#endif
+
+/* syscall_args reads the first five arguments of the current syscall from the
+ * task's saved user registers. At sys_exit they are still the arguments the
+ * syscall ran with (after any change by ptrace or seccomp at its entry): only
+ * the return register has been written, and on arm64 the first argument is
+ * kept in orig_x0 for that reason. */
+static __always_inline void syscall_args(struct task_struct *task, __u64 *x)
 {
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+#if defined(__TARGET_ARCH_x86)
+	x[0] = r->di;
+	x[1] = r->si;
+	x[2] = r->dx;
+	x[3] = r->r10;
+	x[4] = r->r8;
+#elif defined(__TARGET_ARCH_arm64)
+	struct pt_regs___st_arm64 *u = (void *)r;
+	x[0] = u->orig_x0;
+	x[1] = u->regs[1];
+	x[2] = u->regs[2];
+	x[3] = u->regs[3];
+	x[4] = u->regs[4];
+#else
+#error "syscall_args: unsupported architecture"
+#endif
+}
+
+/* file_exit_record builds and sends the record of syscall sys (enum
+ * file_sys), which returned ret, when the task is selected and the
+ * operation is one that is kept. */
+static __always_inline int file_exit_record(__u32 sys, long ret)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct file_event *e = file_record();
+	if (!e)
+		return 0;
+	/* First, because most syscalls on a host are not a session's. */
+	if (!selected(task, &e->hdr))
+		return 0;
 	struct file_args a = {.dfd = AT_FDCWD, .new_dfd = AT_FDCWD, .fd = -1};
-	__u64 *x = p->args;
-	switch (p->sys) {
+	__u64 x[5];
+	syscall_args(task, x);
+	switch (sys) {
 	case FILE_SYS_OPENAT:
 		a.dfd = x[0], a.path = (const char *)x[1], a.flags = x[2], a.open = true;
 		break;
@@ -385,7 +415,6 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 		return 0;
 	}
 
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
 	struct file *f = NULL;
 	if (a.open) {
 		bool write = (a.flags & O_ACCMODE) != 0 || (a.flags & O_TRUNC);
@@ -424,10 +453,6 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 		return 0;
 	}
 
-	struct file_event *e = file_record();
-	if (!e)
-		return 0;
-	selected(task, &e->hdr);
 	fill_header(&e->hdr, KIND_FILE, task);
 	const struct cred *cred = task->cred;
 	e->uid = cred ? cred->uid.val : 0;
@@ -467,85 +492,15 @@ static __always_inline int file_exit_record(struct file_pending *p, long ret)
 	return 0;
 }
 
-static __always_inline int file_enter(struct syscall_trace_enter *ctx, __u32 sys, int n)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct event_header h = {};
-	if (!selected(task, &h))
-		return 0;
-	struct file_pending p = {.sys = sys};
-	/* Only the syscall's own n arguments: attaching checks that the
-	 * program reads no further into the tracepoint's record. */
-	if (n > 0)
-		p.args[0] = ctx->args[0];
-	if (n > 1)
-		p.args[1] = ctx->args[1];
-	if (n > 2)
-		p.args[2] = ctx->args[2];
-	if (n > 3)
-		p.args[3] = ctx->args[3];
-	if (n > 4)
-		p.args[4] = ctx->args[4];
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (bpf_map_update_elem(&file_pending, &tid, &p, BPF_ANY)) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&file_pending_drops, &zero);
-		if (n)
-			*n += 1;
-	}
-	return 0;
-}
-
-#define FILE_ENTER(name, sys, n)                                    \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                 \
-	int enter_##name(struct syscall_trace_enter *ctx)           \
-	{                                                           \
-		return file_enter(ctx, sys, n);                     \
-	}
-
-FILE_ENTER(openat, FILE_SYS_OPENAT, 4)
-FILE_ENTER(openat2, FILE_SYS_OPENAT2, 4)
-FILE_ENTER(open, FILE_SYS_OPEN, 3)
-FILE_ENTER(creat, FILE_SYS_CREAT, 2)
-FILE_ENTER(unlinkat, FILE_SYS_UNLINKAT, 3)
-FILE_ENTER(unlink, FILE_SYS_UNLINK, 1)
-FILE_ENTER(rmdir, FILE_SYS_RMDIR, 1)
-FILE_ENTER(renameat2, FILE_SYS_RENAMEAT2, 5)
-FILE_ENTER(renameat, FILE_SYS_RENAMEAT, 4)
-FILE_ENTER(rename, FILE_SYS_RENAME, 2)
-FILE_ENTER(mount, FILE_SYS_MOUNT, 5)
-FILE_ENTER(umount, FILE_SYS_UMOUNT2, 2)
-FILE_ENTER(move_mount, FILE_SYS_MOVE_MOUNT, 5)
-FILE_ENTER(truncate, FILE_SYS_TRUNCATE, 2)
-FILE_ENTER(ftruncate, FILE_SYS_FTRUNCATE, 2)
-FILE_ENTER(chmod, FILE_SYS_CHMOD, 2)
-FILE_ENTER(fchmodat, FILE_SYS_FCHMODAT, 3)
-FILE_ENTER(fchmodat2, FILE_SYS_FCHMODAT2, 4)
-FILE_ENTER(fchmod, FILE_SYS_FCHMOD, 2)
-
-/* The exit of every traced syscall: Go attaches it to each sys_exit
- * tracepoint whose sys_enter it attached. */
+/* The exit of every traced syscall: Go attaches it to the sys_exit
+ * tracepoint of each, with the syscall's enum file_sys as the cookie. */
 SEC("tracepoint/syscalls/sys_exit_file")
 int file_exit(struct syscall_trace_exit *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct file_pending *pp = bpf_map_lookup_elem(&file_pending, &tid);
-	if (!pp)
-		return 0;
-	struct file_pending p = *pp;
-	bpf_map_delete_elem(&file_pending, &tid);
+	long ret = ctx->ret;
 	/* ERESTARTSYS .. ERESTART_RESTARTBLOCK: the syscall starts again
 	 * (and is recorded then), or the caller sees EINTR. */
-	if (ctx->ret <= -512 && ctx->ret >= -516)
+	if (ret <= -512 && ret >= -516)
 		return 0;
-	return file_exit_record(&p, ctx->ret);
-}
-
-/* A thread that ends inside a traced syscall leaves its arguments behind. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(file_task_exit, struct task_struct *task)
-{
-	__u32 tid = BPF_CORE_READ(task, pid);
-	bpf_map_delete_elem(&file_pending, &tid);
-	return 0;
+	return file_exit_record(bpf_get_attach_cookie(ctx), ret);
 }

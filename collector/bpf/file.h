@@ -20,8 +20,8 @@ enum file_op {
 	FILE_OP_MAX = 9,
 };
 
-/* The syscalls traced; the enter program of each keeps its arguments in
- * file_pending under this id until the exit. */
+/* The syscalls traced: Go attaches file_exit to the sys_exit tracepoint of
+ * each with this id as the attach cookie. */
 enum file_sys {
 	FILE_SYS_OPENAT = 1,
 	FILE_SYS_OPENAT2,
