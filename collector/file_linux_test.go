@@ -476,7 +476,6 @@ func TestFileMount(t *testing.T) {
 	}
 }
 
-
 // TestReadRules checks the Go side of the read rules: nearest ancestor
 // wins, "/" and missing paths.
 func TestReadRules(t *testing.T) {
