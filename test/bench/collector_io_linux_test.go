@@ -562,13 +562,17 @@ func BenchmarkCollectorFiles(b *testing.B) {
 // ioHTTPBody is the server's response body: a small API response.
 var ioHTTPBody = bytes.Repeat([]byte("sandtrail "), 52)[:512]
 
-// ioStartHTTPServer starts a net/http server on 127.0.0.1, in this process
-// and so outside the test cgroup, and returns its URL. It stops when b ends.
-func ioStartHTTPServer(b *testing.B) string {
-	b.Helper()
+// ioServeEnv, when set in the environment, makes the test binary an HTTP
+// server (TestMain calls ioServe) instead of running benchmarks.
+const ioServeEnv = "SANDTRAIL_BENCH_HTTP_SERVE"
+
+// ioServe serves ioHTTPBody on 127.0.0.1, printing the address on stdout,
+// until stdin is closed.
+func ioServe() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -579,8 +583,69 @@ func ioStartHTTPServer(b *testing.B) string {
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/"
+	fmt.Println(ln.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// ioHTTPServer is the HTTP server of the loopback benchmark: this test
+// binary in another process (ioServe), outside the test cgroup, so that the
+// collector's goroutines and garbage collection (in this process) do not
+// run inside the server, as they would not in production, where the daemon
+// and the agent's peers are different processes.
+type ioHTTPServer struct {
+	url string
+	pid int
+}
+
+// ioStartHTTPServer starts the server and stops it when b ends.
+func ioStartHTTPServer(b *testing.B) *ioHTTPServer {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), ioServeEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting the HTTP server: %v", err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("reading the HTTP server's address: %v", err)
+	}
+	return &ioHTTPServer{url: "http://" + strings.TrimSpace(addr) + "/", pid: cmd.Process.Pid}
+}
+
+// cpu returns the CPU time the server's threads have used, from
+// /proc/<pid>/task/*/schedstat (nanoseconds on a CPU, the first field).
+func (s *ioHTTPServer) cpu() time.Duration {
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.pid))
+	var sum time.Duration
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(b), &ns); err == nil {
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
 
 // ioWrkDuration is the length of one wrk run; SANDTRAIL_BENCH_WRK_DURATION
@@ -649,7 +714,7 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 	if err != nil {
 		b.Skip("skipping: wrk is not installed (scripts/deps.sh bench)")
 	}
-	url := ioStartHTTPServer(b)
+	srv := ioStartHTTPServer(b)
 	cg := cgrouptest.New(b)
 	dur := ioWrkDuration()
 	for _, v := range []struct {
@@ -661,18 +726,19 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			args := append([]string{"-t2", "-c32", "-d" + dur.String(), "--timeout", "10s"}, v.extra...)
-			args = append(args, url)
+			args = append(args, srv.url)
 			// run runs wrk once in cg and returns its result and the
-			// CPU time of this process and its waited-for children.
+			// CPU time of this process, its waited-for children (wrk)
+			// and the server.
 			run := func() (ioWrkResult, time.Duration) {
 				b.Helper()
 				cmd := exec.Command(wrk, args...)
 				cmd.SysProcAttr = cg.SysProcAttr(b, -1)
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
-				cpu0 := collectorCPU()
+				cpu0 := collectorCPU() + srv.cpu()
 				out, err := cmd.Output()
-				cpu := collectorCPU() - cpu0
+				cpu := collectorCPU() + srv.cpu() - cpu0
 				if err != nil {
 					b.Fatalf("wrk %s: %v: %s%s", strings.Join(args, " "), err, out, stderr.Bytes())
 				}
