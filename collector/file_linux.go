@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -229,13 +230,14 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			}
 		}
 	}
-	// The anchors of the keys (their directories' inodes) go in before
-	// the keys and out after them: a read is looked up in file_sensitive
-	// only beneath an anchor.
+	// The bits of the keys (their directories' inodes, and the keys
+	// themselves) go in before the keys and out after them: a read is
+	// looked up in file_sensitive only where both are set.
 	anchors := map[uint32]uint64{}
 	for k := range want {
-		b := anchorBit(k.Ino)
-		anchors[b/64] |= 1 << (b % 64)
+		for _, b := range []uint32{anchorBit(k.Ino), nameBit(k)} {
+			anchors[b/64] |= 1 << (b % 64)
+		}
 	}
 	for w, bits := range anchors {
 		if old := f.anchors[w]; old|bits != old {
@@ -327,14 +329,32 @@ func sensitiveKey(p string, sensitive bool) (string, fileFileKey, uint32, error)
 	return real, k, v, err
 }
 
-// The bit set file_anchor (bpf/file.h): the bit of inode ino is
-// (ino * anchorMul) >> (64 - anchorLog).
+// The bit set file_anchor (bpf/file.h): the bit of a directory (anchorBit)
+// and of a key (nameBit).
 const (
 	anchorLog = 18
 	anchorMul = 0x9e3779b97f4a7c15
+	nameMul   = 0xff51afd7ed558ccd
+	// shortName is the kernel's DNAME_INLINE_LEN: names shorter than it
+	// are kept in the dentry, and only those are filtered by nameBit.
+	shortName = 40
 )
 
+// anchorBit is the bit of the directory with inode number ino.
 func anchorBit(ino uint64) uint32 { return uint32((ino * anchorMul) >> (64 - anchorLog)) }
+
+// nameBit is the bit of the key k: of its directory's inode number, its
+// name's length and the name's first eight bytes, zero-padded and read
+// little-endian. The kernel looks up a name of shortName bytes or more
+// without testing its bit, so the bit of such a key is set to no purpose.
+func nameBit(k fileFileKey) uint32 {
+	name := cString(k.Name[:])
+	var w [8]byte
+	copy(w[:], name)
+	x := (k.Ino ^ uint64(len(name))<<56) * anchorMul
+	x = (x ^ binary.LittleEndian.Uint64(w[:])) * nameMul
+	return uint32(x >> (64 - anchorLog))
+}
 
 // fileKeyOf returns the kernel key of the entry name in the directory dir.
 func fileKeyOf(dir, name string) (fileFileKey, error) {

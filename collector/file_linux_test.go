@@ -365,6 +365,64 @@ func TestFileReadRulesLater(t *testing.T) {
 	}
 }
 
+// TestFileNameBits checks the kernel's name filter (name_listed) against
+// nameBit: sensitive names of every length class (1 to 7 bytes, whose
+// first word is padded; exactly 8; longer; 39, the longest kept in the
+// dentry; 40 and more, always looked up; and past the key's 55 bytes) are
+// recorded when read, and a name that differs from one only after its
+// eighth byte, or only in length, is not.
+func TestFileNameBits(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	dir := t.TempDir()
+	var sensitive, want []string
+	for _, n := range []int{1, 3, 7, 8, 9, 16, 39, 40, 54, 60} {
+		name := strings.Repeat("k", n-1) + "z"
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sensitive, want = append(sensitive, p), append(want, p)
+	}
+	var unwanted []string
+	for _, name := range []string{"kkkkkkkkkkkkkkkx", "kkkkkkkzz", "kkx"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("plain\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		unwanted = append(unwanted, p)
+	}
+	r := startRecorder(t, false)
+	const sid = "sess-name-bits"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	if err := r.c.AddSensitive(cg.ID, sensitive, nil); err != nil {
+		t.Fatalf("AddSensitive() = %v", err)
+	}
+	cmd := exec.Command("/bin/cat", append(slices.Clone(want), unwanted...)...)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cat: %v: %s", err, out)
+	}
+	got := map[string]bool{}
+	for _, ev := range inSession(r.stop(t), sid, KindFileRead) {
+		if ev.Proc.Pid == int32(cmd.Process.Pid) {
+			got[ev.File.Path] = true
+		}
+	}
+	for _, p := range want {
+		if !got[p] {
+			t.Errorf("no file.read of %s (a name of %d bytes)", p, len(filepath.Base(p)))
+		}
+	}
+	for _, p := range unwanted {
+		if got[p] {
+			t.Errorf("recorded file.read of %s, want it left out", p)
+		}
+	}
+}
+
 // TestFileBlockedOpens blocks many opens at once, each in its own thread,
 // releases them together and checks that every one is recorded, with no
 // loss: the arguments are read from the task's registers at the syscall's

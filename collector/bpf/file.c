@@ -87,11 +87,14 @@ struct {
 	__type(value, __u32);
 } file_sensitive SEC(".maps");
 
-/* The inode numbers of the directories in file_sensitive's keys, as a bit
- * set (file.h; collisions only cost a lookup), written by Go before the keys
- * that name them and cleared after: read_verdict reads a dentry's name and
- * looks it up in file_sensitive only when its parent's bit is set. An array
- * lookup is inlined by the verifier, a few instructions per dentry. */
+/* A bit set (file.h) of the directories in file_sensitive's keys (the bit
+ * of the directory's inode number) and of the keys themselves (the bit of
+ * the inode number, the name's length and its first eight bytes), written
+ * by Go before the keys and cleared after. read_verdict looks a dentry up in
+ * file_sensitive only when both bits are set: its parent's, and its own
+ * (collisions only cost a lookup). An array lookup is inlined by the
+ * verifier, a few instructions per dentry, where a lookup of file_sensitive
+ * (a copy of the name, a hash of the 64-byte key) costs about 50 ns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FILE_ANCHOR_WORDS);
@@ -99,12 +102,37 @@ struct {
 	__type(value, __u64);
 } file_anchor SEC(".maps");
 
-static __always_inline bool anchored(__u64 ino)
+static __always_inline bool bit_set(__u32 bit)
 {
-	__u32 bit = (ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG);
 	__u32 word = bit >> 6;
 	__u64 *w = bpf_map_lookup_elem(&file_anchor, &word);
 	return w && ((*w >> (bit & 63)) & 1);
+}
+
+static __always_inline bool anchored(__u64 ino)
+{
+	return bit_set((ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG));
+}
+
+/* name_listed reports whether dentry, in the directory with inode number
+ * ino, may be a key of file_sensitive: whether the bit of (ino, the name's
+ * length, its first eight bytes) is set. A name not kept in the dentry
+ * itself (a long one), or a kernel without d_shortname, is looked up
+ * always. */
+static __always_inline bool name_listed(struct dentry *dentry, __u64 ino)
+{
+	if (!bpf_core_field_exists(dentry->d_shortname))
+		return true;
+	__u32 len = dentry->d_name.len;
+	if (len == 0 || len >= sizeof(dentry->d_shortname) ||
+	    (const void *)dentry->d_name.name != (const void *)&dentry->d_shortname)
+		return true;
+	__u64 w = dentry->d_shortname.words[0];
+	if (len < 8)
+		w &= (1ULL << (len * 8)) - 1;
+	__u64 x = (ino ^ ((__u64)len << 56)) * FILE_ANCHOR_MUL;
+	x = (x ^ w) * FILE_NAME_MUL;
+	return bit_set(x >> (64 - FILE_ANCHOR_LOG));
 }
 
 /* Settings written by Go, indexed by enum file_config. */
@@ -157,7 +185,7 @@ static long read_walk_step(__u64 i, void *arg)
 		if (inode)
 			ino = inode->i_ino;
 	}
-	if (anchored(ino)) {
+	if (anchored(ino) && name_listed(dentry, ino)) {
 		struct file_key k;
 		__builtin_memset(&k, 0, sizeof(k));
 		k.ino = ino;

@@ -116,11 +116,15 @@ enum file_limits {
 	FILE_STRING_MAX = 4096,
 };
 
-/* file_anchor is a bit set of directory inode numbers: inode ino is bit
- * (ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG) (Go computes the same). */
+/* file_anchor is a bit set (Go computes the same bits): a directory with
+ * inode number ino is bit (ino * FILE_ANCHOR_MUL) >> (64 - FILE_ANCHOR_LOG);
+ * an entry of that directory whose name has len bytes (1 to 39) and whose
+ * first eight bytes, zero-padded and read little-endian, are w is bit
+ * (((ino ^ len << 56) * FILE_ANCHOR_MUL ^ w) * FILE_NAME_MUL) >> (64 - FILE_ANCHOR_LOG). */
 #define FILE_ANCHOR_LOG 18
 #define FILE_ANCHOR_WORDS (1 << (FILE_ANCHOR_LOG - 6))
 #define FILE_ANCHOR_MUL 0x9e3779b97f4a7c15ULL
+#define FILE_NAME_MUL 0xff51afd7ed558ccdULL
 
 /* Offsets of the parts are masked below 16 KiB; a part is at most 4 KiB. */
 #define FILE_DATA_MASK 0x3fff
