@@ -166,11 +166,11 @@ static __always_inline struct file *task_file(struct task_struct *task, unsigned
 		return NULL;
 	if (fdt->max_fds <= fd)
 		return NULL;
+	/* fds[fd], read as the first member of a struct that starts with a
+	 * struct file pointer (kiocb's ki_filp): a checked load instead of a
+	 * bpf_probe_read_kernel call. */
 	struct file **fds = fdt->fd;
-	struct file *f = NULL;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
-		return NULL;
-	return btf_cast(f, struct file);
+	return btf_cast(&fds[fd], struct kiocb)->ki_filp;
 }
 
 /* real_mount is the struct mount of a vfsmount. */
