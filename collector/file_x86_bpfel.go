@@ -139,6 +139,7 @@ const (
 	fileMapFileSensitive         = "file_sensitive"
 	fileMapFileSettings          = "file_settings"
 	fileMapSettings              = "settings"
+	fileMapSubmitted             = "submitted"
 	fileMapWatched               = "watched"
 	fileMapWokenAt               = "woken_at"
 	fileProgFileExit             = "file_exit"
@@ -209,6 +210,7 @@ type fileMapSpecs struct {
 	FileSensitive *ebpf.MapSpec `ebpf:"file_sensitive"`
 	FileSettings  *ebpf.MapSpec `ebpf:"file_settings"`
 	Settings      *ebpf.MapSpec `ebpf:"settings"`
+	Submitted     *ebpf.MapSpec `ebpf:"submitted"`
 	Watched       *ebpf.MapSpec `ebpf:"watched"`
 	WokenAt       *ebpf.MapSpec `ebpf:"woken_at"`
 }
@@ -255,6 +257,7 @@ type fileMaps struct {
 	FileSensitive *ebpf.Map `ebpf:"file_sensitive"`
 	FileSettings  *ebpf.Map `ebpf:"file_settings"`
 	Settings      *ebpf.Map `ebpf:"settings"`
+	Submitted     *ebpf.Map `ebpf:"submitted"`
 	Watched       *ebpf.Map `ebpf:"watched"`
 	WokenAt       *ebpf.Map `ebpf:"woken_at"`
 }
@@ -268,6 +271,7 @@ func (m *fileMaps) Close() error {
 		m.FileSensitive,
 		m.FileSettings,
 		m.Settings,
+		m.Submitted,
 		m.Watched,
 		m.WokenAt,
 	)

@@ -182,6 +182,7 @@ const (
 	netMapPorts              = "ports"
 	netMapSends              = "sends"
 	netMapSettings           = "settings"
+	netMapSubmitted          = "submitted"
 	netMapWatched            = "watched"
 	netMapWokenAt            = "woken_at"
 	netProgNetConnect4       = "net_connect4"
@@ -277,6 +278,7 @@ type netMapSpecs struct {
 	Ports        *ebpf.MapSpec `ebpf:"ports"`
 	Sends        *ebpf.MapSpec `ebpf:"sends"`
 	Settings     *ebpf.MapSpec `ebpf:"settings"`
+	Submitted    *ebpf.MapSpec `ebpf:"submitted"`
 	Watched      *ebpf.MapSpec `ebpf:"watched"`
 	WokenAt      *ebpf.MapSpec `ebpf:"woken_at"`
 }
@@ -332,6 +334,7 @@ type netMaps struct {
 	Ports        *ebpf.Map `ebpf:"ports"`
 	Sends        *ebpf.Map `ebpf:"sends"`
 	Settings     *ebpf.Map `ebpf:"settings"`
+	Submitted    *ebpf.Map `ebpf:"submitted"`
 	Watched      *ebpf.Map `ebpf:"watched"`
 	WokenAt      *ebpf.Map `ebpf:"woken_at"`
 }
@@ -354,6 +357,7 @@ func (m *netMaps) Close() error {
 		m.Ports,
 		m.Sends,
 		m.Settings,
+		m.Submitted,
 		m.Watched,
 		m.WokenAt,
 	)

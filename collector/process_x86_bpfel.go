@@ -138,6 +138,7 @@ const (
 	processMapPendingDrops          = "pending_drops"
 	processMapPendingScratch        = "pending_scratch"
 	processMapSettings              = "settings"
+	processMapSubmitted             = "submitted"
 	processMapWatched               = "watched"
 	processMapWokenAt               = "woken_at"
 	processProgEnterExecve          = "enter_execve"
@@ -222,6 +223,7 @@ type processMapSpecs struct {
 	PendingDrops   *ebpf.MapSpec `ebpf:"pending_drops"`
 	PendingScratch *ebpf.MapSpec `ebpf:"pending_scratch"`
 	Settings       *ebpf.MapSpec `ebpf:"settings"`
+	Submitted      *ebpf.MapSpec `ebpf:"submitted"`
 	Watched        *ebpf.MapSpec `ebpf:"watched"`
 	WokenAt        *ebpf.MapSpec `ebpf:"woken_at"`
 }
@@ -268,6 +270,7 @@ type processMaps struct {
 	PendingDrops   *ebpf.Map `ebpf:"pending_drops"`
 	PendingScratch *ebpf.Map `ebpf:"pending_scratch"`
 	Settings       *ebpf.Map `ebpf:"settings"`
+	Submitted      *ebpf.Map `ebpf:"submitted"`
 	Watched        *ebpf.Map `ebpf:"watched"`
 	WokenAt        *ebpf.Map `ebpf:"woken_at"`
 }
@@ -281,6 +284,7 @@ func (m *processMaps) Close() error {
 		m.PendingDrops,
 		m.PendingScratch,
 		m.Settings,
+		m.Submitted,
 		m.Watched,
 		m.WokenAt,
 	)

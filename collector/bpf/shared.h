@@ -100,6 +100,23 @@ struct {
 	__type(value, __u64);
 } woken_at SEC(".maps");
 
+/* Records submitted per CPU, for wakeup: a per-CPU array, private to each
+ * object (a count per object is as good as a shared one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} submitted SEC(".maps");
+
+/* wakeup looks at the ring buffer once every WAKEUP_EVERY records of a CPU:
+ * the query reads the consumer position, which the reader writes after
+ * every record it takes, so each query is a cache miss on another core's
+ * line. Between two looks a CPU adds at most WAKEUP_EVERY records beyond
+ * the threshold, a few KiB against a ring buffer of megabytes, and the
+ * reader polls in any case. */
+#define WAKEUP_EVERY 16
+
 /* wakeup returns the flags for submitting a record: batch the reader's
  * wake-ups until CONFIG_WAKEUP_BYTES are waiting, and then wake it once:
  * until it has consumed something it is awake already, and every wake-up
@@ -110,9 +127,12 @@ static __always_inline __u64 wakeup(void)
 	__u32 *v = bpf_map_lookup_elem(&settings, &key);
 	if (!v || !*v)
 		return 0;
+	__u32 zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&submitted, &zero);
+	if (n && ((*n)++ & (WAKEUP_EVERY - 1)) != 0)
+		return BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < *v)
 		return BPF_RB_NO_WAKEUP;
-	__u32 zero = 0;
 	__u64 *at = bpf_map_lookup_elem(&woken_at, &zero);
 	if (at) {
 		__u64 cons = bpf_ringbuf_query(&events, BPF_RB_CONS_POS) + 1;
