@@ -104,9 +104,9 @@ const (
 	// DefaultMergeWindow is how long identical file operations of one
 	// process are merged into one event (WithMergeWindow).
 	DefaultMergeWindow = time.Second
-	// DefaultWakeupBytes caps the default wake-up threshold, which is a
-	// sixteenth of the ring buffer.
-	DefaultWakeupBytes = 64 << 10
+	// DefaultWakeupBytes caps the default wake-up threshold, which is an
+	// eighth of the ring buffer.
+	DefaultWakeupBytes = 2 << 20
 )
 
 // OOMHandler is called, from the collector's reader goroutine, for every OOM
@@ -236,7 +236,10 @@ func WithDrainTimeout(d time.Duration) Option {
 // when at least bytes are waiting in the ring buffer, and the reader polls
 // every interval for the rest, so an event waits at most about interval.
 // bytes 0 wakes the reader for every record (lowest latency, most CPU). The
-// default is a sixteenth of the ring buffer, at most 64 KiB, and 50 ms.
+// default is an eighth of the ring buffer, at most 2 MiB, and 50 ms: every
+// wake-up of the reader costs context switches (the reader's blocking read,
+// the Go scheduler's hand-off of its P), so under load the reader mostly
+// polls.
 func WithWakeup(bytes int, interval time.Duration) Option {
 	return func(o *options) error {
 		if bytes < 0 {
@@ -344,7 +347,7 @@ func buildOptions(opts []Option) (options, error) {
 		}
 	}
 	if o.wakeupBytes < 0 {
-		o.wakeupBytes = min(o.ringSize/16, DefaultWakeupBytes)
+		o.wakeupBytes = min(o.ringSize/8, DefaultWakeupBytes)
 	}
 	if o.wakeupBytes >= o.ringSize {
 		return o, fmt.Errorf("wake-up bytes %d: must be below the ring buffer size %d", o.wakeupBytes, o.ringSize)

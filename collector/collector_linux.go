@@ -61,6 +61,7 @@ type Collector struct {
 	// Owned by the reader goroutine.
 	counters    []*lossCounter    // the kernel's drop counters (set by load)
 	lostQueue   map[string]uint64 // queue drops not yet reported, by event kind
+	batch       []*event.Event    // events read and not yet sent (emit)
 	seenMisses  map[*ebpf.Program]uint64
 	lostMisses  [numKinds]uint64 // recursion misses not yet reported
 	nextAccount time.Time
@@ -474,6 +475,9 @@ func (c *Collector) run() {
 			c.account(false)
 		}
 		c.file.tick(c, now) // send merged file events whose window ended
+		if len(c.batch) > 0 && c.rd.AvailableBytes() == 0 {
+			c.flushBatch() // the burst is read: hand it over before waiting
+		}
 		c.rd.SetDeadline(now.Add(c.opts.poll))
 		err := c.rd.ReadInto(&rec)
 		switch {
@@ -523,19 +527,39 @@ func (c *Collector) handle(raw []byte) {
 	c.emit(ev)
 }
 
-// emit sends an event without blocking; when the channel is full it counts
-// the drop (a merged file event counts for every operation it stands for).
+// maxBatch bounds the events the reader holds before handing them over.
+const maxBatch = 256
+
+// emit queues an event for the consumer. The reader hands events over a
+// burst at a time (flushBatch: when the ring buffer is empty, or maxBatch
+// are held): a consumer faster than the reader would otherwise park after
+// every event and be woken by the next, a futex wake and a context switch
+// per event.
 func (c *Collector) emit(ev *event.Event) {
-	select {
-	case c.out <- ev:
-	default:
-		n := uint64(1)
-		if ev.File != nil && ev.File.Count > 1 {
-			n = ev.File.Count
-		}
-		c.queueDrops.Add(n)
-		c.lostQueue[ev.Kind] += n
+	c.batch = append(c.batch, ev)
+	if len(c.batch) >= maxBatch {
+		c.flushBatch()
 	}
+}
+
+// flushBatch sends the held events without blocking; when the channel is
+// full it counts the drop (a merged file event counts for every operation it
+// stands for).
+func (c *Collector) flushBatch() {
+	for i, ev := range c.batch {
+		c.batch[i] = nil
+		select {
+		case c.out <- ev:
+		default:
+			n := uint64(1)
+			if ev.File != nil && ev.File.Count > 1 {
+				n = ev.File.Count
+			}
+			c.queueDrops.Add(n)
+			c.lostQueue[ev.Kind] += n
+		}
+	}
+	c.batch = c.batch[:0]
 }
 
 // account reads the kernel drop counters and sends collector.loss events for
@@ -547,6 +571,7 @@ func (c *Collector) account(final bool) {
 	if final {
 		c.file.flush(c, time.Time{}) // the held file merges, before the last losses
 	}
+	c.flushBatch() // the events before the losses counted now
 	// Follow steps of the wall clock (NTP, settimeofday).
 	if off, err := bootOffset(); err == nil {
 		c.dec.bootOffset = off
