@@ -20,7 +20,7 @@
 // per kind in the kernel, an event that does not fit in the Events channel is
 // counted in Go, and the counts become "collector.loss" events with the exact
 // number lost and the kind lost (sources "kernel:ringbuf", "collector:queue",
-// "kernel:recursion", "kernel:pending" and "kernel:table").
+// "kernel:recursion" and "kernel:table").
 //
 // The BPF programs are in bpf/process.c; their structs are defined once in
 // bpf/common.h and generated into Go by bpf2go (see gen.go). Generated types
@@ -58,10 +58,6 @@ const (
 	// LossSourceRecursion counts runs of a BPF program that the kernel
 	// skipped because another BPF program was running on the CPU.
 	LossSourceRecursion = "kernel:recursion"
-	// LossSourcePending counts execs whose filename could not be kept
-	// because too many execs were in flight: if they failed, their
-	// process.exec_failed is lost (an upper bound).
-	LossSourcePending = "kernel:pending"
 	// LossSourceTable counts TCP connections (and listeners) that did not
 	// fit in the network programs' tables: their net.close (or the
 	// net.accept of their connections) is not recorded.
@@ -120,8 +116,8 @@ type Stats struct {
 	// Received is the number of records read from the kernel ring buffer.
 	Received uint64
 	// KernelDrops is the number of records the kernel could not put in the
-	// ring buffer because it was full, plus the execs whose filename could
-	// not be kept for a possible exec_failed (LossSourcePending).
+	// ring buffer because it was full, and the connections that did not fit
+	// in the network programs' tables (LossSourceTable).
 	KernelDrops uint64
 	// QueueDrops is the number of events dropped because the Events channel
 	// was full.

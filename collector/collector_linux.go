@@ -261,10 +261,7 @@ func (c *Collector) load() error {
 		{c.objs.HandleFork, processEventKindKIND_FORK},
 		{c.objs.HandleExit, processEventKindKIND_EXIT},
 		{c.objs.HandleOomVictim, processEventKindKIND_OOM_VICTIM},
-		// A missed enter or exit of execve loses its exec_failed, if it
-		// failed.
-		{c.objs.EnterExecve, processEventKindKIND_EXEC_FAILED},
-		{c.objs.EnterExecveat, processEventKindKIND_EXEC_FAILED},
+		// A missed exit of execve loses its exec_failed, if it failed.
 		{c.objs.ExitExecve, processEventKindKIND_EXEC_FAILED},
 		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
 	}
@@ -278,7 +275,6 @@ func (c *Collector) load() error {
 	for k := 1; k < numKinds; k++ {
 		c.counters = append(c.counters, &lossCounter{m: c.objs.Drops, key: uint32(k), kind: kindName[k], source: LossSourceRingbuf})
 	}
-	c.counters = append(c.counters, &lossCounter{m: c.objs.PendingDrops, kind: KindExecFailed, source: LossSourcePending})
 	for _, p := range c.parts() {
 		if err := p.load(c, shared); err != nil {
 			return err
@@ -309,8 +305,6 @@ func (c *Collector) attach() error {
 		name string
 		prog *ebpf.Program
 	}{
-		{"sys_enter_execve", c.objs.EnterExecve},
-		{"sys_enter_execveat", c.objs.EnterExecveat},
 		{"sys_exit_execve", c.objs.ExitExecve},
 		{"sys_exit_execveat", c.objs.ExitExecveat},
 	} {

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -245,6 +248,11 @@ func TestExecFailed(t *testing.T) {
 			t.Fatalf("exec of %s succeeded, want an error", path)
 		}
 	}
+	// execveat, whose filename is its second argument.
+	missingAt := filepath.Join(dir, "missing-at")
+	if err := helperCmd(t, cg, "execveat", missingAt).Run(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
 	evs := r.stop(t)
 	failed := inSession(evs, sid, KindExecFailed)
 	for _, c := range []struct {
@@ -252,6 +260,7 @@ func TestExecFailed(t *testing.T) {
 	}{
 		{"not executable", nonExec, "EACCES"},
 		{"missing", missing, "ENOENT"},
+		{"execveat missing", missingAt, "ENOENT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var hit *event.Event
@@ -271,8 +280,32 @@ func TestExecFailed(t *testing.T) {
 			}
 		})
 	}
-	if n := len(inSession(evs, sid, KindExec)); n != 0 {
-		t.Errorf("exec events = %d, want 0", n)
+	// The helper's own exec is recorded; none of the failed ones is.
+	execs := inSession(evs, sid, KindExec)
+	for _, p := range []string{nonExec, missing, missingAt} {
+		if got := findExec(execs, p); len(got) != 0 {
+			t.Errorf("exec events of %s = %d, want 0", p, len(got))
+		}
+	}
+}
+
+func init() {
+	// helperExecveat calls execveat(AT_FDCWD, args[0], ...), which must
+	// fail, and exits 0 when it does.
+	helperModes["execveat"] = func(args []string) int {
+		path, err := unix.BytePtrFromString(args[0])
+		if err != nil {
+			return 1
+		}
+		argv := []*byte{path, nil}
+		envv := []*byte{nil}
+		cwd := unix.AT_FDCWD
+		_, _, errno := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(cwd), uintptr(unsafe.Pointer(path)),
+			uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), 0, 0)
+		if errno == 0 {
+			return 1
+		}
+		return 0
 	}
 }
 

@@ -120,13 +120,6 @@ type processOomEvent struct {
 	Pad uint32
 }
 
-type processPendingExec struct {
-	_        structs.HostLayout
-	Len      uint32
-	Flags    uint32
-	Filename [4096]int8
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -134,15 +127,10 @@ const (
 	processMapDrops                 = "drops"
 	processMapEvents                = "events"
 	processMapExecScratch           = "exec_scratch"
-	processMapPending               = "pending"
-	processMapPendingDrops          = "pending_drops"
-	processMapPendingScratch        = "pending_scratch"
 	processMapSettings              = "settings"
 	processMapSubmitted             = "submitted"
 	processMapWatched               = "watched"
 	processMapWokenAt               = "woken_at"
-	processProgEnterExecve          = "enter_execve"
-	processProgEnterExecveat        = "enter_execveat"
 	processProgExitExecve           = "exit_execve"
 	processProgExitExecveat         = "exit_execveat"
 	processProgHandleExec           = "handle_exec"
@@ -202,8 +190,6 @@ type processSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processProgramSpecs struct {
-	EnterExecve     *ebpf.ProgramSpec `ebpf:"enter_execve"`
-	EnterExecveat   *ebpf.ProgramSpec `ebpf:"enter_execveat"`
 	ExitExecve      *ebpf.ProgramSpec `ebpf:"exit_execve"`
 	ExitExecveat    *ebpf.ProgramSpec `ebpf:"exit_execveat"`
 	HandleExec      *ebpf.ProgramSpec `ebpf:"handle_exec"`
@@ -216,16 +202,13 @@ type processProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processMapSpecs struct {
-	Drops          *ebpf.MapSpec `ebpf:"drops"`
-	Events         *ebpf.MapSpec `ebpf:"events"`
-	ExecScratch    *ebpf.MapSpec `ebpf:"exec_scratch"`
-	Pending        *ebpf.MapSpec `ebpf:"pending"`
-	PendingDrops   *ebpf.MapSpec `ebpf:"pending_drops"`
-	PendingScratch *ebpf.MapSpec `ebpf:"pending_scratch"`
-	Settings       *ebpf.MapSpec `ebpf:"settings"`
-	Submitted      *ebpf.MapSpec `ebpf:"submitted"`
-	Watched        *ebpf.MapSpec `ebpf:"watched"`
-	WokenAt        *ebpf.MapSpec `ebpf:"woken_at"`
+	Drops       *ebpf.MapSpec `ebpf:"drops"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	ExecScratch *ebpf.MapSpec `ebpf:"exec_scratch"`
+	Settings    *ebpf.MapSpec `ebpf:"settings"`
+	Submitted   *ebpf.MapSpec `ebpf:"submitted"`
+	Watched     *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt     *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // processVariableSpecs contains global variables before they are loaded into the kernel.
@@ -263,16 +246,13 @@ func (o *processObjects) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processMaps struct {
-	Drops          *ebpf.Map `ebpf:"drops"`
-	Events         *ebpf.Map `ebpf:"events"`
-	ExecScratch    *ebpf.Map `ebpf:"exec_scratch"`
-	Pending        *ebpf.Map `ebpf:"pending"`
-	PendingDrops   *ebpf.Map `ebpf:"pending_drops"`
-	PendingScratch *ebpf.Map `ebpf:"pending_scratch"`
-	Settings       *ebpf.Map `ebpf:"settings"`
-	Submitted      *ebpf.Map `ebpf:"submitted"`
-	Watched        *ebpf.Map `ebpf:"watched"`
-	WokenAt        *ebpf.Map `ebpf:"woken_at"`
+	Drops       *ebpf.Map `ebpf:"drops"`
+	Events      *ebpf.Map `ebpf:"events"`
+	ExecScratch *ebpf.Map `ebpf:"exec_scratch"`
+	Settings    *ebpf.Map `ebpf:"settings"`
+	Submitted   *ebpf.Map `ebpf:"submitted"`
+	Watched     *ebpf.Map `ebpf:"watched"`
+	WokenAt     *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *processMaps) Close() error {
@@ -280,9 +260,6 @@ func (m *processMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.ExecScratch,
-		m.Pending,
-		m.PendingDrops,
-		m.PendingScratch,
 		m.Settings,
 		m.Submitted,
 		m.Watched,
@@ -309,8 +286,6 @@ type processVariables struct {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processPrograms struct {
-	EnterExecve     *ebpf.Program `ebpf:"enter_execve"`
-	EnterExecveat   *ebpf.Program `ebpf:"enter_execveat"`
 	ExitExecve      *ebpf.Program `ebpf:"exit_execve"`
 	ExitExecveat    *ebpf.Program `ebpf:"exit_execveat"`
 	HandleExec      *ebpf.Program `ebpf:"handle_exec"`
@@ -321,8 +296,6 @@ type processPrograms struct {
 
 func (p *processPrograms) Close() error {
 	return _ProcessClose(
-		p.EnterExecve,
-		p.EnterExecveat,
 		p.ExitExecve,
 		p.ExitExecveat,
 		p.HandleExec,

@@ -125,8 +125,7 @@ func TestOptions(t *testing.T) {
 }
 
 // TestExecFromThread checks an exec by a thread that is not the leader: the
-// exec is recorded under the process id, and no pending filename is left
-// behind under the thread's old id.
+// exec is recorded under the process id.
 func TestExecFromThread(t *testing.T) {
 	requireKernel(t)
 	cg := cgrouptest.New(t)
@@ -144,65 +143,10 @@ func TestExecFromThread(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helper: %v: %s", err, out)
 	}
-	var left []uint32
-	var key uint32
-	it := r.c.objs.Pending.Iterate()
-	var val processPendingExec
-	for it.Next(&key, &val) {
-		left = append(left, key)
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("iterating pending: %v", err)
-	}
 	evs := inSession(r.stop(t), "sess-thread", KindExec)
 	got := findExec(evs, "/bin/true")
 	if len(got) != 1 || got[0].Proc.Pid != int32(cmd.Process.Pid) {
 		t.Errorf("exec of /bin/true from a thread = %v, want one with pid %d", kinds(got), cmd.Process.Pid)
-	}
-	for _, tid := range left {
-		t.Errorf("pending filename left behind for thread %d", tid)
-	}
-}
-
-// TestPendingFull fills the table of execs in flight and checks that a
-// failed exec that could not be kept is reported as a loss, not lost
-// silently.
-func TestPendingFull(t *testing.T) {
-	requireKernel(t)
-	cg := cgrouptest.New(t)
-	r := startRecorder(t, false)
-	const sid = "sess-pending"
-	if err := r.c.Watch(cg.ID, sid); err != nil {
-		t.Fatalf("Watch() = %v", err)
-	}
-	var val processPendingExec
-	max := r.c.objs.Pending.MaxEntries()
-	for i := range max {
-		// Thread ids above the kernel's pid limit (4194304) never occur.
-		if err := r.c.objs.Pending.Put(uint32(1<<30+i), &val); err != nil {
-			t.Fatalf("filling pending entry %d of %d: %v", i, max, err)
-		}
-	}
-	missing := "/nonexistent/sandtrail-pending-full"
-	cmd := &exec.Cmd{Path: missing, Args: []string{missing}, SysProcAttr: cg.SysProcAttr(t, -1)}
-	if err := cmd.Run(); err == nil {
-		t.Fatalf("exec of %s succeeded, want an error", missing)
-	}
-	evs := r.stop(t)
-	if n := len(inSession(evs, sid, KindExecFailed)); n != 0 {
-		t.Errorf("exec_failed events = %d, want 0 (the table was full)", n)
-	}
-	var got uint64
-	for _, ev := range evs {
-		if ev.Kind == KindLoss && ev.Loss.Source == LossSourcePending {
-			if ev.Loss.LostKind != KindExecFailed {
-				t.Errorf("pending loss lost_kind = %q, want %q", ev.Loss.LostKind, KindExecFailed)
-			}
-			got += ev.Loss.Count
-		}
-	}
-	if got != 1 {
-		t.Errorf("kernel:pending losses = %d, want 1", got)
 	}
 }
 

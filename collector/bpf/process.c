@@ -30,15 +30,6 @@ const enum exec_flags *unused_exec_flags __attribute__((unused));
 const enum config_key *unused_config_key __attribute__((unused));
 const enum limits *unused_limits __attribute__((unused));
 
-/* execs whose filename could not be kept in `pending` (the table was full):
- * if they fail, their exec_failed is lost. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} pending_drops SEC(".maps");
-
 /* One exec record under construction per CPU. A plain array indexed by CPU
  * because per-CPU array values are limited to 32 KiB. tp_btf programs run
  * with migration disabled and sched_process_exec does not nest. */
@@ -49,28 +40,7 @@ struct {
 	__type(value, struct exec_event);
 } exec_scratch SEC(".maps");
 
-/* The filename of an execve in flight, keyed by thread id, kept from
- * sys_enter_execve to sys_exit_execve so that a failure can name it. */
-struct pending_exec {
-	__u32 len;
-	__u32 flags;
-	char filename[FILENAME_MAX_LEN];
-};
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct pending_exec);
-} pending SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pending_exec);
-} pending_scratch SEC(".maps");
 
 
 /* pipe_ino returns the pipefs inode number of the task's file descriptor fd,
@@ -175,10 +145,6 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 		return 0;
 	if (!selected(task, &e->hdr))
 		return 0;
-	/* A thread other than the leader that execs takes the leader's pid, so
-	 * sys_exit_execve would not find its entry under the old thread id. */
-	__u32 old_tid = old_pid;
-	bpf_map_delete_elem(&pending, &old_tid);
 	fill_header(&e->hdr, KIND_EXEC, task);
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->uid = BPF_CORE_READ(task, cred, uid.val);
@@ -243,8 +209,6 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *task)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
-	/* An execve that never returned leaves its pending entry behind. */
-	bpf_map_delete_elem(&pending, &tid);
 	if (tid != BPF_CORE_READ(task, tgid))
 		return 0;
 	struct event_header h = {};
@@ -264,90 +228,57 @@ int BPF_PROG(handle_exit, struct task_struct *task)
 	return 0;
 }
 
-static __always_inline int enter_exec(const char *filename)
+#define SIGKILL 9
+
+/* exit_exec records a failed execve or execveat, whose filename is argument
+ * arg. A failed exec returns to the image that made it, so the filename is
+ * read from that image's memory at the exit, through the saved registers
+ * (syscall_args): nothing is kept from the syscall's entry. One that failed
+ * after the point of no return has lost its image and is being killed
+ * (SIGKILL is pending): its filename is not read, and is left empty. */
+static __always_inline int exit_exec(long ret, int arg)
 {
+	if (ret >= 0)
+		return 0;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
 	struct event_header h = {};
 	if (!selected(task, &h))
 		return 0;
-	__u32 zero = 0;
-	struct pending_exec *p = bpf_map_lookup_elem(&pending_scratch, &zero);
-	if (!p)
-		return 0;
-	p->flags = 0;
-	long n = bpf_probe_read_user_str(p->filename, sizeof(p->filename), filename);
-	if (n <= 0) {
-		p->len = 0;
-	} else {
-		p->len = n - 1;
-		if (n == sizeof(p->filename))
-			p->flags |= EXEC_FILENAME_TRUNCATED;
-	}
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (bpf_map_update_elem(&pending, &tid, p, BPF_ANY)) {
-		__u64 *n = bpf_map_lookup_elem(&pending_drops, &zero);
-		if (n)
-			*n += 1;
-	}
-	return 0;
-}
-
-static __always_inline int exit_exec(long ret)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending_exec *p = bpf_map_lookup_elem(&pending, &tid);
-	if (!p)
-		return 0;
-	if (ret >= 0) {
-		bpf_map_delete_elem(&pending, &tid);
-		return 0;
-	}
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct event_header h = {};
-	selected(task, &h);
 	struct exec_failed_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(KIND_EXEC_FAILED);
-		bpf_map_delete_elem(&pending, &tid);
 		return 0;
 	}
 	e->hdr = h;
 	fill_header(&e->hdr, KIND_EXEC_FAILED, task);
 	e->uid = BPF_CORE_READ(task, cred, uid.val);
 	e->ret = ret;
-	e->flags = p->flags;
-	__u32 len = p->len;
-	if (len > FILENAME_MAX_LEN)
-		len = FILENAME_MAX_LEN;
-	e->filename_len = len;
-	bpf_probe_read_kernel(e->filename, sizeof(e->filename), p->filename);
+	e->flags = 0;
+	e->filename_len = 0;
+	if (!(task->pending.signal.sig[0] & (1UL << (SIGKILL - 1)))) {
+		__u64 x[5];
+		syscall_args(task, x);
+		long n = bpf_probe_read_user_str(e->filename, sizeof(e->filename), (const char *)x[arg & 1]);
+		if (n > 0) {
+			e->filename_len = n - 1;
+			if (n == sizeof(e->filename))
+				e->flags |= EXEC_FILENAME_TRUNCATED;
+		}
+	}
 	bpf_ringbuf_submit(e, wakeup());
-	bpf_map_delete_elem(&pending, &tid);
 	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_enter_execve")
-int enter_execve(struct syscall_trace_enter *ctx)
-{
-	return enter_exec((const char *)ctx->args[0]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_execveat")
-int enter_execveat(struct syscall_trace_enter *ctx)
-{
-	return enter_exec((const char *)ctx->args[1]);
 }
 
 SEC("tracepoint/syscalls/sys_exit_execve")
 int exit_execve(struct syscall_trace_exit *ctx)
 {
-	return exit_exec(ctx->ret);
+	return exit_exec(ctx->ret, 0);
 }
 
 SEC("tracepoint/syscalls/sys_exit_execveat")
 int exit_execveat(struct syscall_trace_exit *ctx)
 {
-	return exit_exec(ctx->ret);
+	return exit_exec(ctx->ret, 1);
 }
 
 SEC("tp_btf/mark_victim")

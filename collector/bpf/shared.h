@@ -324,4 +324,43 @@ static __always_inline long path_walk_step(struct path_walk *w, char *buf, __u32
 	return 0;
 }
 
+#if defined(__TARGET_ARCH_arm64)
+/* arm64's struct pt_regs (vmlinux.h is x86's); CO-RE relocates the offsets
+ * against the running kernel's. */
+struct pt_regs___st_arm64 {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+	__u64 orig_x0;
+} __attribute__((preserve_access_index));
+#endif
+
+/* syscall_args reads the first five arguments of the task's current syscall
+ * from its saved user registers. At sys_exit they are still the arguments
+ * the syscall ran with (after any change by ptrace or seccomp at its entry):
+ * only the return register has been written, and on arm64 the first
+ * argument is kept in orig_x0 for that reason. So a program at sys_exit
+ * needs nothing kept from sys_enter. */
+static __always_inline void syscall_args(struct task_struct *task, __u64 *x)
+{
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+#if defined(__TARGET_ARCH_x86)
+	x[0] = r->di;
+	x[1] = r->si;
+	x[2] = r->dx;
+	x[3] = r->r10;
+	x[4] = r->r8;
+#elif defined(__TARGET_ARCH_arm64)
+	struct pt_regs___st_arm64 *u = (void *)r;
+	x[0] = u->orig_x0;
+	x[1] = u->regs[1];
+	x[2] = u->regs[2];
+	x[3] = u->regs[3];
+	x[4] = u->regs[4];
+#else
+#error "syscall_args: unsupported architecture"
+#endif
+}
+
 #endif
