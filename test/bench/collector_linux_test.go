@@ -159,14 +159,32 @@ func collectorSum(ds []time.Duration) time.Duration {
 	return t
 }
 
-// collectorRatio returns the median over the slices of x[i]/y[i].
-func collectorRatio(x, y []time.Duration) float64 {
+// collectorRatios returns x[i]/y[i] for every slice (or pair), sorted.
+func collectorRatios(x, y []time.Duration) []float64 {
 	rs := make([]float64, len(x))
 	for i := range x {
 		rs[i] = float64(x[i]) / float64(y[i])
 	}
 	slices.Sort(rs)
+	return rs
+}
+
+// collectorRatio returns the median over the slices of x[i]/y[i].
+func collectorRatio(x, y []time.Duration) float64 {
+	rs := collectorRatios(x, y)
 	return rs[len(rs)/2]
+}
+
+// collectorSpread reports the quartiles of the per-pair wall ratios of
+// coll over base (metrics x-sandtrail-wall-q1 and -q3) and logs them all:
+// on these machines one pair can differ from the next by as much as the
+// effect measured, so the median alone hides how sure it is.
+func collectorSpread(b *testing.B, coll, base []time.Duration) {
+	b.Helper()
+	rs := collectorRatios(coll, base)
+	b.ReportMetric(rs[len(rs)/4], "x-sandtrail-wall-q1")
+	b.ReportMetric(rs[(3*len(rs))/4], "x-sandtrail-wall-q3")
+	b.Logf("per-pair wall ratios, sorted: %.3f", rs)
 }
 
 // collectorSlices is how many interleaved slices the storm is cut into;
@@ -335,6 +353,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 	b.ReportMetric(nsPer(base.wall), "ns/exec-none")
 	b.ReportMetric(nsPer(coll.wall), "ns/exec-sandtrail")
 	b.ReportMetric(collectorRatio(coll.wall, base.wall), "x-sandtrail-wall")
+	collectorSpread(b, coll.wall, base.wall)
 	b.ReportMetric(collectorRatio(coll.cpu, base.cpu), "x-sandtrail-cpu")
 	b.ReportMetric(float64(lost), "events-lost")
 	b.Logf("%d execs per configuration in %d slices of %d; events received %d, lost %d", len(base.wall)*per, len(base.wall), per, received, lost)
