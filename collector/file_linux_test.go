@@ -340,22 +340,29 @@ func TestFileReadRulesLater(t *testing.T) {
 	}
 	want := []string{mk(".aws/credentials"), mk("keys/id"), mk("keys/sub/deep"), mk("gone/new"), mk("token")}
 	unwanted := []string{mk("keys/public/id.pub"), mk("keysX"), mk("work/deep/er/plain.txt"), mk(".aws2/credentials")}
+	checkReads(t, r, cg, want, unwanted)
+}
+
+// checkReads has cat in cg read every file of want and unwanted, stops r,
+// and checks that cat's file.read events name each of want and none of
+// unwanted.
+func checkReads(t *testing.T, r *recorder, cg *cgrouptest.Cgroup, want, unwanted []string) {
+	t.Helper()
 	cmd := exec.Command("/bin/cat", append(slices.Clone(want), unwanted...)...)
 	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cat: %v: %s", err, out)
 	}
 	pid := int32(cmd.Process.Pid)
-	evs := r.stop(t)
 	got := map[string]bool{}
-	for _, ev := range evs {
+	for _, ev := range r.stop(t) {
 		if ev.Kind == KindFileRead && ev.Proc.Pid == pid {
 			got[ev.File.Path] = true
 		}
 	}
 	for _, p := range want {
 		if !got[p] {
-			t.Errorf("no file.read of %s; got %v", p, got)
+			t.Errorf("no file.read of %s (a name of %d bytes); got %v", p, len(filepath.Base(p)), got)
 		}
 	}
 	for _, p := range unwanted {
@@ -400,27 +407,7 @@ func TestFileNameBits(t *testing.T) {
 	if err := r.c.AddSensitive(cg.ID, sensitive, nil); err != nil {
 		t.Fatalf("AddSensitive() = %v", err)
 	}
-	cmd := exec.Command("/bin/cat", append(slices.Clone(want), unwanted...)...)
-	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cat: %v: %s", err, out)
-	}
-	got := map[string]bool{}
-	for _, ev := range inSession(r.stop(t), sid, KindFileRead) {
-		if ev.Proc.Pid == int32(cmd.Process.Pid) {
-			got[ev.File.Path] = true
-		}
-	}
-	for _, p := range want {
-		if !got[p] {
-			t.Errorf("no file.read of %s (a name of %d bytes)", p, len(filepath.Base(p)))
-		}
-	}
-	for _, p := range unwanted {
-		if got[p] {
-			t.Errorf("recorded file.read of %s, want it left out", p)
-		}
-	}
+	checkReads(t, r, cg, want, unwanted)
 }
 
 // TestFileBlockedOpens blocks many opens at once, each in its own thread,

@@ -821,11 +821,6 @@ func BenchmarkCollectorHTTP(b *testing.B) {
 
 			ioProfile(b, cg, "", "request", func() float64 { r, _ := run(); return float64(r.requests) })
 
-			median := func(xs []float64) float64 {
-				s := slices.Clone(xs)
-				slices.Sort(s)
-				return s[len(s)/2]
-			}
 			b.ReportMetric(median(baseRPS), "rps-none")
 			b.ReportMetric(median(collRPS), "rps-sandtrail")
 			b.ReportMetric(collectorRatio(coll.wall, base.wall), "x-sandtrail-wall")

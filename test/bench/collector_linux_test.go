@@ -159,6 +159,13 @@ func collectorSum(ds []time.Duration) time.Duration {
 	return t
 }
 
+// median returns the median of xs (the upper one of an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
 // collectorRatios returns x[i]/y[i] for every slice (or pair), sorted.
 func collectorRatios(x, y []time.Duration) []float64 {
 	rs := make([]float64, len(x))
@@ -171,8 +178,7 @@ func collectorRatios(x, y []time.Duration) []float64 {
 
 // collectorRatio returns the median over the slices of x[i]/y[i].
 func collectorRatio(x, y []time.Duration) float64 {
-	rs := collectorRatios(x, y)
-	return rs[len(rs)/2]
+	return median(collectorRatios(x, y))
 }
 
 // collectorSpread reports the quartiles of the per-pair wall ratios of

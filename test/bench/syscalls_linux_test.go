@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,11 +145,6 @@ func BenchmarkCollectorSyscalls(b *testing.B) {
 		got.add(ic.close())
 	})
 	b.StopTimer()
-	median := func(xs []float64) float64 {
-		s := slices.Clone(xs)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
 	for _, k := range sysKinds {
 		n, c := none[k.name], coll[k.name]
 		diff := make([]float64, len(n))
