@@ -27,6 +27,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/netns"
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
@@ -53,8 +54,13 @@ func helperNetGet(args []string) int {
 
 // helperNetDial reads "tcp|udp ip port" lines from stdin and prints, for
 // each, the errno of a non-blocking connect (tcp) or a sendto (udp) on a
-// fresh socket, or OK.
+// fresh socket, or OK. It runs only in a namespace of netns.New's, since
+// what the policy allows is really sent.
 func helperNetDial(args []string) int {
+	if err := netns.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -128,8 +134,14 @@ func helperNetServe(args []string) int {
 
 // helperNetDNS asks args[0] (the server, "ip:53") for args[1] (a name) over
 // args[2]: "sendto" (unconnected UDP, checking the reply's source), "udp"
-// (connected UDP) or "tcp". It prints the answer's first A record.
+// (connected UDP) or "tcp". It prints the answer's first A record. It runs
+// only in a namespace of netns.New's, so that a query the redirect missed
+// goes nowhere.
 func helperNetDNS(args []string) int {
+	if err := netns.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
 	server, name, how := args[0], args[1], args[2]
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
@@ -449,13 +461,17 @@ func TestNetListenAccept(t *testing.T) {
 // its local port, TestNetConnectCloseBytes).
 func TestNetCloseRefused(t *testing.T) {
 	cg, r := startWatched(t, "sess-net-refused")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	res := dialAll(t, cg, []dialCase{{"tcp", netip.MustParseAddr("127.0.0.1"), port}})
+	ns := netns.New(t)
+	var port uint16
+	ns.Do(func() {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = uint16(ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+	})
+	res := dialAll(t, ns, cg, []dialCase{{"tcp", netip.MustParseAddr("127.0.0.1"), port}})
 	if res[0] == "OK" {
 		t.Fatalf("connect to closed port %d: OK", port)
 	}
@@ -472,8 +488,9 @@ type dialCase struct {
 	port  uint16
 }
 
-// dialAll tries every case from a helper in cg and returns the results.
-func dialAll(t *testing.T, cg *cgrouptest.Cgroup, cases []dialCase) []string {
+// dialAll tries every case from a helper in cg and in the namespace ns,
+// and returns the results.
+func dialAll(t *testing.T, ns *netns.NS, cg *cgrouptest.Cgroup, cases []dialCase) []string {
 	t.Helper()
 	var in strings.Builder
 	for _, c := range cases {
@@ -481,7 +498,7 @@ func dialAll(t *testing.T, cg *cgrouptest.Cgroup, cases []dialCase) []string {
 	}
 	cmd := helperCmd(t, cg, "net-dial")
 	cmd.Stdin = strings.NewReader(in.String())
-	out, err := cmd.Output()
+	out, err := ns.Output(cmd)
 	if err != nil {
 		t.Fatalf("dialer: %v", err)
 	}
@@ -517,14 +534,17 @@ egress:
 `)
 	const sid = "sess-net-egress"
 	cg, r := startWatched(t, sid, WithEgress(eng))
+	ns := netns.New(t)
 	var ports []uint16
 	for _, network := range []string{"tcp4", "tcp6"} {
 		addr := "127.0.0.1:0"
 		if network == "tcp6" {
 			addr = "[::1]:0"
 		}
-		ln := testnet.StartDropServer(t, network, addr)
-		ports = append(ports, uint16(ln.Addr().(*net.TCPAddr).Port))
+		ns.Do(func() {
+			ln := testnet.StartDropServer(t, network, addr)
+			ports = append(ports, uint16(ln.Addr().(*net.TCPAddr).Port))
+		})
 	}
 	v4, v6 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")
 	cases := []struct {
@@ -546,7 +566,7 @@ egress:
 	for _, c := range cases {
 		dc = append(dc, c.dialCase)
 	}
-	res := dialAll(t, cg, dc)
+	res := dialAll(t, ns, cg, dc)
 	for i, c := range cases {
 		if (res[i] == "EPERM") != c.blocked {
 			t.Errorf("%s to %s port %d: %s, blocked %v", c.proto, c.ip, c.port, res[i], c.blocked)
@@ -628,7 +648,7 @@ egress:
 		}
 		cases = append(cases, dialCase{[]string{"tcp", "udp"}[rng.IntN(2)], ip, uint16(1 + rng.IntN(65535))})
 	}
-	res := dialAll(t, cg, cases)
+	res := dialAll(t, netns.New(t), cg, cases)
 	bad := 0
 	for i, c := range cases {
 		d := eng.Egress(learned[c.ip], c.ip, c.port, c.proto)
@@ -681,7 +701,11 @@ func TestNetDNSRedirect(t *testing.T) {
 	for _, how := range []string{"udp", "tcp"} {
 		addName("mapped-" + how + ".example.")
 	}
-	v4, v6 := dnstest.Start(t, "127.0.0.1", zone), dnstest.Start(t, "::1", zone)
+	// The queries' helpers and the proxies' stand-ins share a namespace of
+	// their own: a query that the redirect missed is dropped there.
+	ns := netns.New(t)
+	var v4, v6 *dnstest.Server
+	ns.Do(func() { v4, v6 = dnstest.Start(t, "127.0.0.1", zone), dnstest.Start(t, "::1", zone) })
 	proxies := map[string]netip.AddrPort{"v4": netip.MustParseAddrPort(v4.Addr), "v6": netip.MustParseAddrPort(v6.Addr)}
 	if err := r.c.RedirectDNS(cg.ID, proxies["v4"], proxies["v6"]); err != nil {
 		t.Fatal(err)
@@ -693,7 +717,7 @@ func TestNetDNSRedirect(t *testing.T) {
 		for _, how := range hows {
 			name := qname(server, how)
 			t.Run(server+"/"+how, func(t *testing.T) {
-				out, err := helperCmd(t, cg, "net-dns", server, name, how).Output()
+				out, err := ns.Output(helperCmd(t, cg, "net-dns", server, name, how))
 				if err != nil {
 					t.Fatalf("query %s over %s to %s: %v", name, how, server, err)
 				}
@@ -724,7 +748,7 @@ func TestNetDNSRedirect(t *testing.T) {
 	}
 	for _, how := range []string{"udp", "tcp"} {
 		name := "mapped-" + how + ".example."
-		out, err := helperCmd(t, cg, "net-dns", "[2001:db8::53]:53", name, how).Output()
+		out, err := ns.Output(helperCmd(t, cg, "net-dns", "[2001:db8::53]:53", name, how))
 		if err != nil || strings.TrimSpace(string(out)) != "203.0.113.7" {
 			t.Errorf("query over %s to [2001:db8::53]:53 without an IPv6 proxy: %v %q", how, err, out)
 		}
@@ -754,7 +778,7 @@ func TestNetLearnDomainExpires(t *testing.T) {
 	if err := r.c.LearnDomain(netip.Addr{}, "x", time.Second); err == nil {
 		t.Error("LearnDomain(invalid) = nil, want an error")
 	}
-	if res := dialAll(t, cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
+	if res := dialAll(t, netns.New(t), cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
 		t.Fatalf("send to a blocked domain's address: %s, want EPERM", res[0])
 	}
 	ev := r.wait(t, "net.send", netEvent(KindNetSend, func(n *event.Net) bool { return n.DstIP == ip.String() }))
@@ -763,7 +787,7 @@ func TestNetLearnDomainExpires(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if res := dialAll(t, cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
+		if res := dialAll(t, netns.New(t), cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -942,7 +966,7 @@ func TestNetEgressFlag(t *testing.T) {
 		{"tcp", byName, 443},
 		{"tcp", netip.MustParseAddr("127.0.0.3"), 80},
 	}
-	res := dialAll(t, cg, cases)
+	res := dialAll(t, netns.New(t), cg, cases)
 	for i, c := range cases {
 		if res[i] == "EPERM" {
 			t.Errorf("%s to %s port %d: EPERM, want it through", c.proto, c.ip, c.port)

@@ -34,7 +34,14 @@ echo "agent: looking up the npm registry"
 getent hosts registry.npmjs.org || echo "agent: lookup failed"
 echo "agent: trying /etc/shadow";    cat /etc/shadow >/dev/null 2>&1 || echo "agent: denied, as expected"
 echo "agent: trying the cloud metadata service (the default policy blocks it)"
-bash -c 'exec 3<>/dev/tcp/169.254.169.254/80' 2>&1 | sed 's/^/agent: /' || true
+# From a network namespace of its own, which has no route out, so that the
+# demo sends no packet off this machine even if the block failed. The
+# session's egress hooks belong to its cgroup and apply there too.
+if unshare -rn true 2>/dev/null; then
+	unshare -rn bash -c 'exec 3<>/dev/tcp/169.254.169.254/80' 2>&1 | sed 's/^/agent: /' || true
+else
+	echo "agent: (skipped: no unprivileged network namespace here)"
+fi
 echo "agent: done"
 AGENT
 chmod 0755 "$agent"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/netns"
 )
 
 func init() {
@@ -41,11 +42,17 @@ func waitFileHelper(args []string) int {
 
 // dnsQueryHelper asks SERVER (ip:port) for the A records of NAME, over UDP
 // and then TCP, straight to that address (no resolv.conf), and prints the
-// answers. It fails unless both transports got an answer.
+// answers. It fails unless both transports got an answer. It runs only in
+// a namespace of netns.New's (newNetEnv), so a query the redirect missed
+// goes nowhere.
 func dnsQueryHelper(args []string) int {
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: dnsquery SERVER NAME")
 		return 2
+	}
+	if err := netns.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
 	}
 	code := 0
 	for _, proto := range []string{"udp", "tcp"} {
@@ -75,10 +82,14 @@ func dnsQueryHelper(args []string) int {
 // connectHelper tries one TCP connection to ADDR and prints whether the
 // kernel refused it with EPERM (the egress policy) or not ("other": it
 // connected, timed out or found no route, which the tests do not care
-// about).
+// about). It runs only in a namespace of netns.New's (newNetEnv).
 func connectHelper(args []string) int {
 	if len(args) != 1 {
 		return 2
+	}
+	if err := netns.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
 	}
 	c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
 	switch {
@@ -94,8 +105,8 @@ func connectHelper(args []string) int {
 }
 
 // authZone is what the DNS tests' upstream, a dnstest.Server on 127.0.0.1
-// in the test process (outside every session), answers for the .test
-// names.
+// in the test process (outside every session, in the env's namespace),
+// answers for the .test names.
 var authZone = dnstest.Zone{
 	"allowed.test.": {"allowed.test. 300 IN A 192.0.2.10"},
 	"other.test.":   {"other.test. 60 IN A 192.0.2.11"},
@@ -103,20 +114,24 @@ var authZone = dnstest.Zone{
 	"blocked.test.": {"blocked.test. 300 IN A 192.0.2.66"},
 }
 
-// hasIPv6Loopback reports whether this host can bind [::1], as the DNS
-// proxy does for a session's IPv6 listener.
-func hasIPv6Loopback() bool {
-	pc, err := net.ListenPacket("udp", "[::1]:0")
-	if err != nil {
-		return false
-	}
-	pc.Close()
-	return true
+// hasIPv6Loopback reports whether e's namespace can bind [::1], as the
+// DNS proxy does for a session's IPv6 listener.
+func (e *env) hasIPv6Loopback() (ok bool) {
+	e.do(func() {
+		pc, err := net.ListenPacket("udp", "[::1]:0")
+		if err == nil {
+			pc.Close()
+			ok = true
+		}
+	})
+	return ok
 }
 
-func startAuthServer(t *testing.T) *dnstest.Server {
-	t.Helper()
-	return dnstest.Start(t, "127.0.0.1", authZone)
+// startAuthServer starts the upstream in e's namespace.
+func (e *env) startAuthServer() (up *dnstest.Server) {
+	e.t.Helper()
+	e.do(func() { up = dnstest.Start(e.t, "127.0.0.1", authZone) })
+	return up
 }
 
 // TestRunDNS is issue 5's "done means" for DNS, through the real `sandtrail
@@ -129,10 +144,10 @@ func startAuthServer(t *testing.T) *dnstest.Server {
 // address the proxy answered names the domain.
 func TestRunDNS(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	up := startAuthServer(t)
+	e := newNetEnv(t)
+	up := e.startAuthServer()
 	pol := writePolicy(t, "egress:\n  blocked_domains: [blocked.test]\n")
-	v6 := hasIPv6Loopback()
+	v6 := e.hasIPv6Loopback()
 	lines := []string{
 		`getent hosts allowed.test; echo "allowed=$?"`,
 		`getent hosts blocked.test; echo "blocked=$?"`,
@@ -148,7 +163,7 @@ func TestRunDNS(t *testing.T) {
 		t.Log("no IPv6 loopback: the IPv6 redirect is not tested")
 	}
 	script := strings.Join(lines, "\n")
-	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c", script)
+	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--user", "nobody", "--", "sh", "-c", script)
 	if r.code != 0 || r.summary.Journal.Status != "intact" {
 		t.Fatalf("sandtrail run: exit %d, journal %q, want 0, intact\nstdout:\n%s\nstderr:\n%s", r.code, r.summary.Journal.Status, r.stdout, r.stderr)
 	}
@@ -231,7 +246,7 @@ func TestRunDNS(t *testing.T) {
 // listeners), and the daemon's policy (SANDTRAIL_POLICY) blocks a domain.
 func TestDaemonDNS(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newNetEnv(t)
 	_, _, stop := startDNSDaemon(t, e, "egress:\n  blocked_domains: [blocked.test]\n")
 	defer stop()
 
@@ -240,7 +255,7 @@ func TestDaemonDNS(t *testing.T) {
 	for _, name := range names {
 		script := strings.Join(helperCmd("dnsquery", "192.0.2.53:53", name), " ") +
 			`; q=$?; getent hosts blocked.test; echo "blocked=$?"; exit $q`
-		runs = append(runs, e.startRun("--", "sh", "-c", script))
+		runs = append(runs, e.startRun("--user", "nobody", "--", "sh", "-c", script))
 	}
 	bySession := map[string]string{} // session id → the name it asked for
 	for _, done := range runs {
@@ -295,7 +310,7 @@ func TestDaemonDNS(t *testing.T) {
 // does not end well.
 func startDNSDaemon(t *testing.T, e *env, policy string) (up *dnstest.Server, d *exec.Cmd, stop func()) {
 	t.Helper()
-	up = startAuthServer(t)
+	up = e.startAuthServer()
 	pol := writePolicy(t, policy)
 	d = e.cmd("daemon", "--dns-upstream", up.Addr)
 	d.Env = append(d.Env, "SANDTRAIL_POLICY="+pol)
@@ -305,7 +320,7 @@ func startDNSDaemon(t *testing.T, e *env, policy string) (up *dnstest.Server, d 
 	)
 	d.Stdout = writerFunc(func(b []byte) (int, error) { dmu.Lock(); defer dmu.Unlock(); return dlog.Write(b) })
 	d.Stderr = d.Stdout
-	if err := d.Start(); err != nil {
+	if err := e.start(d); err != nil {
 		t.Fatal(err)
 	}
 	daemonDone := make(chan error, 1)
@@ -377,7 +392,7 @@ func udpListenPorts(t *testing.T, pid int) []uint16 {
 // never in the other's.
 func TestDaemonDNSForeignListener(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newNetEnv(t)
 	up, d, stop := startDNSDaemon(t, e, "egress: {}\n")
 	defer stop()
 
@@ -391,7 +406,7 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := filepath.Join(dir, "release")
-	bDone := e.startRun(append([]string{"--"}, helperCmd("waitfile", release)...)...)
+	bDone := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("waitfile", release)...)...)
 	defer os.WriteFile(release, nil, 0o644)
 	var ports []uint16
 	waitFor(t, "session B's DNS listener", func() bool {
@@ -400,7 +415,7 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	})
 	foreign := fmt.Sprintf("127.0.0.1:%d", ports[0])
 
-	a := e.run("--", "sh", "-c", strings.Join(helperCmd("dnsquery", foreign, "probe.test"), " ")+`; echo "probe=$?"`)
+	a := e.run("--user", "nobody", "--", "sh", "-c", strings.Join(helperCmd("dnsquery", foreign, "probe.test"), " ")+`; echo "probe=$?"`)
 	if a.code != 0 || !strings.Contains(a.stdout, "dnsquery udp probe.test REFUSED") ||
 		!strings.Contains(a.stdout, "dnsquery tcp probe.test REFUSED") || !strings.Contains(a.stdout, "probe=1") {
 		t.Errorf("session A querying B's listener %s: exit %d, want REFUSED over udp and tcp\nstdout:\n%s\nstderr:\n%s",
@@ -463,8 +478,8 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 // while the address of a name that is not allowed stays refused.
 func TestRunDNSEgress(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	up := startAuthServer(t)
+	e := newNetEnv(t)
+	up := e.startAuthServer()
 	pol := writePolicy(t, "egress:\n  default: block\n  allowed_domains: [allowed.test]\n")
 	connect := func(addr string) string { return strings.Join(helperCmd("connect", addr), " ") }
 	script := strings.Join([]string{
@@ -474,7 +489,7 @@ func TestRunDNSEgress(t *testing.T) {
 		connect("192.0.2.10:80") + " | sed 's/^/after: /'",
 		connect("192.0.2.11:80") + " | sed 's/^/after: /'",
 	}, "\n")
-	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c", script)
+	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--user", "nobody", "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("sandtrail run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/netns"
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
@@ -35,8 +36,12 @@ func netGetHelper(args []string) int {
 }
 
 // netDialHelper connects to each ADDR (host:port) and prints "ADDR OK" or
-// "ADDR ERRNO".
+// "ADDR ERRNO". It runs only in a namespace of netns.New's (newNetEnv).
 func netDialHelper(args []string) int {
+	if err := netns.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
 	for _, a := range args {
 		c, err := net.DialTimeout("tcp", a, 10*time.Second)
 		if err == nil {
@@ -140,9 +145,11 @@ func TestRunNetBytes(t *testing.T) {
 // destinations work, over IPv4 and IPv6 (::1).
 func TestRunNetEgress(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	v4 := testnet.StartServer(t, "tcp4", "127.0.0.1:0")
-	v6 := testnet.StartServer(t, "tcp6", "[::1]:0")
+	e := newNetEnv(t)
+	var v4, v6 *testnet.Server
+	e.do(func() {
+		v4, v6 = testnet.StartServer(t, "tcp4", "127.0.0.1:0"), testnet.StartServer(t, "tcp6", "[::1]:0")
+	})
 	pol := writePolicy(t, "egress:\n  blocked_ports: [9/tcp]\n  blocked_cidrs: [127.0.0.2, \"::2\"]\n")
 	p4 := strconv.Itoa(int(v4.Port()))
 	p6 := strconv.Itoa(int(v6.Port()))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/netns"
 )
 
 // helperEnv makes the test binary act as a small workload instead of
@@ -205,6 +206,38 @@ type env struct {
 	t    *testing.T
 	data string
 	sock string
+	// ns, when set (newNetEnv), is the network namespace that every
+	// sandtrail process of the env runs in, with the servers the test
+	// starts for it (e.do).
+	ns *netns.NS
+}
+
+// newNetEnv is newEnv for tests whose sessions dial or send to addresses
+// off this machine: sandtrail, its sessions and the test's servers for
+// them run in a network namespace of the test's own, and nothing they
+// send can leave it.
+func newNetEnv(t *testing.T) *env {
+	e := newEnv(t)
+	e.ns = netns.New(t)
+	return e
+}
+
+// start starts c, a command of e.cmd's, in e's namespace if it has one.
+func (e *env) start(c *exec.Cmd) error {
+	if e.ns != nil {
+		return e.ns.Start(c)
+	}
+	return c.Start()
+}
+
+// do calls f in e's namespace if it has one: the servers f starts listen
+// there.
+func (e *env) do(f func()) {
+	if e.ns != nil {
+		e.ns.Do(f)
+		return
+	}
+	f()
 }
 
 func newEnv(t *testing.T) *env {
@@ -291,7 +324,10 @@ func (e *env) tryRun(args ...string) (result, error) {
 	c := e.cmd(append([]string{"run", "--format", "json"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
+	err := e.start(c)
+	if err == nil {
+		err = c.Wait()
+	}
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
 	switch {
