@@ -172,6 +172,12 @@ func (g *globals) load() (*Config, error) {
 }
 
 // logger builds the root logger at the configured level, on stderr.
+// ControlSocket is the daemon's control socket: control.sock beside the
+// ingest socket (/run/sandtrail/control.sock by default).
+func (c *Config) ControlSocket() string {
+	return filepath.Join(filepath.Dir(c.Socket), "control.sock")
+}
+
 func (c *Config) logger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   "sandtrail",

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/sandtrail/sandtrail/collector/session/control"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -73,12 +74,14 @@ func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := startControl(h, log)
+	ctlPath := cfg.ControlSocket()
+	ln, err := control.Listen(ctlPath)
 	if err != nil {
 		return errors.Join(err, h.Close())
 	}
+	ctl := control.Serve(ln, h, log)
 	log.Info("daemon started", "journal", h.jdir, "entries", h.j.Size(), "socket", cfg.Socket,
-		"control", ctl.path, "sessions", sessionsDir(cfg), "index", filepath.Join(cfg.DataDir, "index.db"))
+		"control", ctlPath, "sessions", sessionsDir(cfg), "index", filepath.Join(cfg.DataDir, "index.db"))
 	var (
 		serveErr error
 		tick     <-chan time.Time

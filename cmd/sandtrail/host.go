@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/collector/session"
+	"github.com/sandtrail/sandtrail/collector/session/control"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -146,6 +147,26 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	return h, nil
 }
 
+// openDataDir lets session users reach their workdirs: it adds search
+// permission for others (x, never r) to the data directory and the
+// sessions directory, where an older install made them 0750. What lies in
+// the data directory stays private by its own modes (journal/ and keys/
+// are 0700, the index is created 0600).
+func openDataDir(cfg *Config) error {
+	for _, d := range []string{cfg.DataDir, sessionsDir(cfg)} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("checking the data directory: %w", err)
+		}
+		if m := fi.Mode().Perm(); m&0o001 == 0 {
+			if err := os.Chmod(d, m|0o001); err != nil {
+				return fmt.Errorf("making %s searchable: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
 // loadPolicy loads and compiles the policy file, or the embedded default
 // policy when file is empty.
 func loadPolicy(file string) (*policy.Engine, error) {
@@ -188,9 +209,12 @@ func (h *host) startIngest() error {
 	return nil
 }
 
-// createSession creates a session, has the collector watch its cgroup and
+// The host is the control socket's and the session launcher's Host.
+var _ control.Host = (*host)(nil)
+
+// CreateSession creates a session, has the collector watch its cgroup and
 // redirects its DNS lookups to the proxy, before anything can run in it.
-func (h *host) createSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+func (h *host) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
 	s, err := h.mgr.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("creating session: %w", err)
@@ -221,9 +245,9 @@ func (h *host) record(s *session.Session) error {
 	return h.redirectDNS(s)
 }
 
-// cleanupSession cleans a terminated session up and then stops watching
+// CleanupSession cleans a terminated session up and then stops watching
 // its cgroup (which ends its DNS redirect) and closes its DNS listeners.
-func (h *host) cleanupSession(ctx context.Context, s *session.Session, fsState string) error {
+func (h *host) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
 	err := s.Cleanup(ctx, fsState)
 	if err != nil {
 		return fmt.Errorf("cleaning up session %s: %w", s.ID(), err)
@@ -244,6 +268,22 @@ func (h *host) flush(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return h.q.Flush(ctx)
+}
+
+// JournalSize is the journal's size.
+func (h *host) JournalSize() uint64 { return h.j.Size() }
+
+// Session returns the manager's session with the id.
+func (h *host) Session(id string) (*session.Session, bool) { return h.mgr.Get(id) }
+
+// Sync makes the events so far durable and signed, for a client that reads
+// its session back and verifies the journal.
+func (h *host) Sync(ctx context.Context) error {
+	if err := h.flush(ctx); err != nil {
+		return err
+	}
+	_, err := h.j.Checkpoint(ctx)
+	return err
 }
 
 // ingestDone returns the ingest server's result channel (nil without ingest).

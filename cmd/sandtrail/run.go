@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sandtrail/sandtrail/collector/session/control"
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -23,7 +25,7 @@ import (
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		req    sessionRequest
+		req    launch.Request
 		format string
 		lim    limitFlags
 	)
@@ -76,7 +78,7 @@ own configuration.`,
 			if format != "text" && format != "json" {
 				return usageErr(fmt.Errorf("--format %q: want text or json", format))
 			}
-			if _, err := checkKeep(req.Keep); err != nil {
+			if _, err := launch.CheckKeep(req.Keep); err != nil {
 				return usageErr(err)
 			}
 			bindDNSFlags(g, cmd)
@@ -113,7 +115,7 @@ own configuration.`,
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.StringVar(&req.ID, "session", "", "session id (default: a new sortable random id)")
-	f.StringVar(&req.User, "user", "", "user to run CMD as (default "+agentUser+")")
+	f.StringVar(&req.User, "user", "", "user to run CMD as (default "+launch.AgentUser+")")
 	f.StringVar(&req.Tenant, "tenant", "", "tenant recorded in session.create")
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
@@ -173,10 +175,10 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 
 // runRun runs req through the daemon when one is running, or in this
 // process, prints the summary and returns an exitError with CMD's status.
-func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionRequest, format string, stderr io.Writer) error {
-	res, err := runViaDaemon(ctx, cfg, req)
+func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request, format string, stderr io.Writer) error {
+	res, err := control.Run(ctx, cfg.ControlSocket(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
 	hosted := "daemon"
-	if errors.Is(err, errNoDaemon) {
+	if errors.Is(err, control.ErrNoDaemon) {
 		hosted = "this process"
 		res, err = runHosted(ctx, cfg, log, req)
 	}
@@ -206,8 +208,8 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionRequ
 
 // runHosted hosts the session in this process: journal, queue, session
 // manager, collector and ingest socket.
-func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionRequest) (*runResult, error) {
-	if _, err := lookupAccount(req.User); err != nil {
+func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request) (*launch.Result, error) {
+	if _, err := launch.LookupAccount(req.User); err != nil {
 		return nil, err
 	}
 	h, err := startHost(cfg, log, hostOptions{ingest: true, ingestOptional: true})
@@ -215,70 +217,11 @@ func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *sessionR
 		return nil, err
 	}
 	stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
-	res, err := h.runInSession(ctx, req, stdio, nil)
+	res, err := launch.Run(ctx, h, req, stdio, nil)
 	// Close delivers the collector's last records and drains the queue;
 	// the journal signs a final checkpoint.
 	cerr := h.Close()
 	return res, errors.Join(err, cerr)
-}
-
-// runViaDaemon asks the daemon to run req, passing this process's stdio.
-// It returns errNoDaemon when no daemon is running. When ctx ends first
-// (SIGINT, SIGTERM) it asks the daemon to stop the session.
-func runViaDaemon(ctx context.Context, cfg *Config, req *sessionRequest) (*runResult, error) {
-	path := controlSocketPath(cfg)
-	conn, err := controlDial(path)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := controlSend(conn, &controlRequest{Op: "run", Spec: req}, []*os.File{os.Stdin, os.Stdout, os.Stderr}); err != nil {
-		return nil, err
-	}
-	type msg struct {
-		r   controlResponse
-		err error
-	}
-	msgs := make(chan msg, 2)
-	go func() {
-		dec := json.NewDecoder(conn)
-		for {
-			var r controlResponse
-			if err := dec.Decode(&r); err != nil {
-				msgs <- msg{err: err}
-				return
-			}
-			msgs <- msg{r: r}
-		}
-	}()
-	id := ""
-	done := ctx.Done()
-	for {
-		select {
-		case <-done:
-			done = nil
-			if id != "" {
-				_, _ = controlCall(path, &controlRequest{Op: "stop", Session: id, Reason: "signal"})
-			}
-		case m := <-msgs:
-			if m.err != nil {
-				return nil, fmt.Errorf("reading the daemon's response: %w", m.err)
-			}
-			if m.r.Result != nil {
-				var err error
-				if !m.r.OK {
-					err = fmt.Errorf("daemon: %s", m.r.Error)
-				}
-				return m.r.Result, err
-			}
-			if !m.r.OK {
-				return nil, fmt.Errorf("daemon: %s", m.r.Error)
-			}
-			if m.r.Session != nil {
-				id = m.r.Session.ID
-			}
-		}
-	}
 }
 
 // runSummary is what run prints when the session has ended.
@@ -313,7 +256,7 @@ type journalSummary struct {
 
 // summarize reads the session's events back from the journal (from the
 // seq the session began at) and verifies the journal.
-func summarize(cfg *Config, res *runResult, hosted string) *runSummary {
+func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 	d := res.Ended.Sub(res.Started)
 	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
 		StartError: res.StartErr, Duration: d.Round(time.Millisecond).String(), DurationMS: d.Milliseconds(),

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandtrail/sandtrail/collector/session/control"
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 )
 
@@ -48,7 +50,7 @@ command attached to the terminal, use sandtrail run.`,
 }
 
 // sessionCall sends req to the daemon of g's config and prints the answer.
-func sessionCall(g *globals, cmd *cobra.Command, format string, req *controlRequest) error {
+func sessionCall(g *globals, cmd *cobra.Command, format string, req *control.Request) error {
 	if format != "text" && format != "json" {
 		return usageErr(fmt.Errorf("--format %q: want text or json", format))
 	}
@@ -56,7 +58,7 @@ func sessionCall(g *globals, cmd *cobra.Command, format string, req *controlRequ
 	if err != nil {
 		return err
 	}
-	resp, err := controlCall(controlSocketPath(cfg), req)
+	resp, err := control.Call(cfg.ControlSocket(), req)
 	if err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func sessionCall(g *globals, cmd *cobra.Command, format string, req *controlRequ
 		enc.SetIndent("", "  ")
 		if req.Op == "list" {
 			if resp.Sessions == nil {
-				resp.Sessions = []sessionInfo{}
+				resp.Sessions = []control.SessionInfo{}
 			}
 			return enc.Encode(resp.Sessions)
 		}
@@ -87,7 +89,7 @@ func sessionCall(g *globals, cmd *cobra.Command, format string, req *controlRequ
 
 func newSessionCreateCmd(g *globals, format *string) *cobra.Command {
 	var (
-		req        sessionRequest
+		req        launch.Request
 		lim        limitFlags
 		policyFile string
 	)
@@ -107,12 +109,12 @@ func newSessionCreateCmd(g *globals, format *string) *cobra.Command {
 			if req.Limits, err = lim.apply(eng.Limits(), cmd.Flags()); err != nil {
 				return usageErr(err)
 			}
-			return sessionCall(g, cmd, *format, &controlRequest{Op: "create", Spec: &req})
+			return sessionCall(g, cmd, *format, &control.Request{Op: "create", Spec: &req})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.ID, "session", "", "session id (default: a new sortable random id)")
-	f.StringVar(&req.User, "user", "", "user recorded in session.create (default "+agentUser+")")
+	f.StringVar(&req.User, "user", "", "user recorded in session.create (default "+launch.AgentUser+")")
 	f.StringVar(&req.Tenant, "tenant", "", "tenant recorded in session.create")
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
@@ -122,7 +124,7 @@ func newSessionCreateCmd(g *globals, format *string) *cobra.Command {
 }
 
 func newSessionStartCmd(g *globals, format *string) *cobra.Command {
-	var req sessionRequest
+	var req launch.Request
 	cmd := &cobra.Command{
 		Use:   "start ID [--user U] -- CMD [ARGS...]",
 		Short: "Run a command in a created session, detached (output to the session's log files)",
@@ -132,7 +134,7 @@ func newSessionStartCmd(g *globals, format *string) *cobra.Command {
 				return usageErr(fmt.Errorf("usage: sandtrail session start ID [--user U] -- CMD [ARGS...]"))
 			}
 			req.Argv, req.Env = args[1:], os.Environ()
-			return sessionCall(g, cmd, *format, &controlRequest{Op: "start", Session: args[0], Spec: &req})
+			return sessionCall(g, cmd, *format, &control.Request{Op: "start", Session: args[0], Spec: &req})
 		},
 	}
 	cmd.Flags().StringVar(&req.User, "user", "", "user to run CMD as (default: the session's user)")
@@ -146,7 +148,7 @@ func newSessionOpCmd(g *globals, format *string, op, short string, reason bool) 
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionCall(g, cmd, *format, &controlRequest{Op: op, Session: args[0], Reason: why})
+			return sessionCall(g, cmd, *format, &control.Request{Op: op, Session: args[0], Reason: why})
 		},
 	}
 	if reason {
@@ -166,10 +168,10 @@ func newSessionCleanupCmd(g *globals, format *string) *cobra.Command {
 		Short: "Remove a terminated session's cgroups; keep, delete or snapshot its workdir",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := checkKeep(keep); err != nil {
+			if _, err := launch.CheckKeep(keep); err != nil {
 				return usageErr(err)
 			}
-			return sessionCall(g, cmd, *format, &controlRequest{Op: "cleanup", Session: args[0], Keep: keep})
+			return sessionCall(g, cmd, *format, &control.Request{Op: "cleanup", Session: args[0], Keep: keep})
 		},
 	}
 	cmd.Flags().StringVar(&keep, "keep", "preserved", "workdir: preserved, deleted or snapshot")
@@ -182,12 +184,12 @@ func newSessionListCmd(g *globals, format *string) *cobra.Command {
 		Short: "List the daemon's sessions and their states",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return sessionCall(g, cmd, *format, &controlRequest{Op: "list"})
+			return sessionCall(g, cmd, *format, &control.Request{Op: "list"})
 		},
 	}
 }
 
-func writeSessionTable(w io.Writer, ss []sessionInfo) {
+func writeSessionTable(w io.Writer, ss []control.SessionInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tSTATE\tUSER\tCREATED\tREASON\tEXIT\tCOMMAND")
 	for _, s := range ss {
@@ -201,7 +203,7 @@ func writeSessionTable(w io.Writer, ss []sessionInfo) {
 	tw.Flush()
 }
 
-func writeSessionInfo(w io.Writer, s *sessionInfo) {
+func writeSessionInfo(w io.Writer, s *control.SessionInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	exit := "-"
 	if s.ExitStatus != nil {

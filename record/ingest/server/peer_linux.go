@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/session/peercred"
 )
 
 // peer is the kernel's account of the process at the other end of a
@@ -36,36 +37,11 @@ var errPeerGone = errors.New("server: peer process has exited")
 // newPeer reads the peer credentials of a unix connection. Without
 // usePidfd (a test hook) it behaves as on kernels without SO_PEERPIDFD.
 func newPeer(c *net.UnixConn, usePidfd bool) (*peer, error) {
-	raw, err := c.SyscallConn()
+	cr, err := peercred.Read(c, usePidfd)
 	if err != nil {
-		return nil, fmt.Errorf("getting raw conn: %w", err)
+		return nil, err
 	}
-	p := &peer{pidfd: -1}
-	var uerr error
-	err = raw.Control(func(fd uintptr) {
-		var cred *unix.Ucred
-		cred, uerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if uerr != nil {
-			return
-		}
-		p.pid, p.uid = cred.Pid, cred.Uid
-		if !usePidfd {
-			return
-		}
-		if pfd, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-			unix.CloseOnExec(pfd)
-			p.pidfd = pfd
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading peer credentials: %w", err)
-	}
-	if uerr != nil {
-		return nil, fmt.Errorf("reading peer credentials: %w", uerr)
-	}
-	if p.pid <= 0 {
-		return nil, fmt.Errorf("reading peer credentials: no pid (peer in another pid namespace?)")
-	}
+	p := &peer{pid: cr.Pid, uid: cr.UID, pidfd: cr.Pidfd}
 	if p.pidfd < 0 {
 		st, err := startTime(p.pid)
 		if err != nil {

@@ -1,4 +1,15 @@
-package main
+// Package launch starts a session's command: it resolves the account the
+// command runs as, builds its environment, resolves the command against
+// that environment's PATH, checks that the account can reach its workdir,
+// and runs it in a session from its first instruction (Run). `sandtrail
+// run`, the daemon's control socket and `sandtrail session start` all
+// launch through it.
+//
+// Trust model: the caller is root; the command runs as an unprivileged
+// account with no supplementary groups, in the session's cgroups, with the
+// invoking user's agents, buses and sudo variables removed from its
+// environment.
+package launch
 
 import (
 	"context"
@@ -18,23 +29,23 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// agentUser is the unprivileged user that session commands run as unless
+// AgentUser is the unprivileged user that session commands run as unless
 // told otherwise; install.sh creates it.
-const agentUser = "sandtrail-agent"
+const AgentUser = "sandtrail-agent"
 
-// errNoAgentUser is returned when the default agent user does not exist.
-var errNoAgentUser = errors.New("the user " + agentUser + " does not exist: run install.sh, which creates it, or pass --user")
+// ErrNoAgentUser is returned when the default agent user does not exist.
+var ErrNoAgentUser = errors.New("the user " + AgentUser + " does not exist: run install.sh, which creates it, or pass --user")
 
-// sessionRequest describes a session to create and, for run and start, the
+// Request describes a session to create and, for run and start, the
 // command to run in it. It is the body of the control protocol's create,
 // start and run requests, and what `sandtrail run` hosts itself.
-type sessionRequest struct {
+type Request struct {
 	ID       string       `json:"id,omitempty"`
 	Tenant   string       `json:"tenant,omitempty"`
 	Template string       `json:"template,omitempty"`
 	Image    string       `json:"image,omitempty"`
 	Limits   event.Limits `json:"limits"`
-	// User is the account the command runs as; empty means agentUser.
+	// User is the account the command runs as; empty means AgentUser.
 	User string `json:"user,omitempty"`
 	// Argv and Env are the command and its environment (HOME, USER,
 	// LOGNAME and PWD are replaced).
@@ -45,8 +56,8 @@ type sessionRequest struct {
 	Keep string `json:"keep,omitempty"`
 }
 
-// runResult is how a session run by runInSession ended.
-type runResult struct {
+// Result is how a session run by Run ended.
+type Result struct {
 	SessionID  string    `json:"session_id"`
 	Reason     string    `json:"reason"`
 	ExitStatus *int32    `json:"exit_status,omitempty"`
@@ -61,18 +72,18 @@ type runResult struct {
 	StartErr string `json:"start_error,omitempty"`
 }
 
-// account is a resolved user to run a command as.
-type account struct {
+// Account is a resolved user to run a command as.
+type Account struct {
 	Name     string
 	UID, GID uint32
 }
 
-// lookupAccount resolves name (a user name or a numeric uid), or the agent
-// user when name is empty.
-func lookupAccount(name string) (account, error) {
+// LookupAccount resolves name (a user name or a numeric uid), or the agent
+// user when name is empty (ErrNoAgentUser when it does not exist).
+func LookupAccount(name string) (Account, error) {
 	def := name == ""
 	if def {
-		name = agentUser
+		name = AgentUser
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -85,20 +96,21 @@ func lookupAccount(name string) (account, error) {
 	}
 	if err != nil {
 		if def {
-			return account{}, errNoAgentUser
+			return Account{}, ErrNoAgentUser
 		}
-		return account{}, fmt.Errorf("looking up user %q: %w", name, err)
+		return Account{}, fmt.Errorf("looking up user %q: %w", name, err)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return account{}, fmt.Errorf("user %q has a non-numeric uid or gid", name)
+		return Account{}, fmt.Errorf("user %q has a non-numeric uid or gid", name)
 	}
-	return account{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
+	return Account{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
-// checkKeep validates a --keep value.
-func checkKeep(keep string) (string, error) {
+// CheckKeep validates a workdir fate (--keep): preserved (also for empty),
+// deleted or snapshot.
+func CheckKeep(keep string) (string, error) {
 	switch keep {
 	case "":
 		return session.FSPreserved, nil
@@ -108,9 +120,10 @@ func checkKeep(keep string) (string, error) {
 	return "", fmt.Errorf("--keep %q: want preserved, deleted or snapshot", keep)
 }
 
-// prepareCommand builds the session's main process: argv as acct, in the
-// workdir with HOME there, with stdio passed through.
-func prepareCommand(s *session.Session, req *sessionRequest, acct account, stdio [3]*os.File) (*exec.Cmd, error) {
+// Command builds the session's main process: argv as acct, in the workdir
+// with HOME there, with stdio passed through. It hands the workdir to acct
+// and fails when acct cannot reach it or the command is not found.
+func Command(s *session.Session, req *Request, acct Account, stdio [3]*os.File) (*exec.Cmd, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, errors.New("no command given")
 	}
@@ -118,11 +131,11 @@ func prepareCommand(s *session.Session, req *sessionRequest, acct account, stdio
 	if err := os.Chown(wd, int(acct.UID), int(acct.GID)); err != nil {
 		return nil, fmt.Errorf("handing the workdir to %s: %w", acct.Name, err)
 	}
-	if err := reachable(wd, acct); err != nil {
+	if err := Reachable(wd, acct); err != nil {
 		return nil, err
 	}
-	env := commandEnv(req.Env, wd, acct, s.ID())
-	path, err := lookPath(req.Argv[0], env)
+	env := Env(req.Env, wd, acct, s.ID())
+	path, err := LookPath(req.Argv[0], env)
 	if err != nil {
 		return nil, err
 	}
@@ -136,10 +149,10 @@ func prepareCommand(s *session.Session, req *sessionRequest, acct account, stdio
 	return cmd, nil
 }
 
-// commandEnv is env with the session's HOME, USER, LOGNAME, PWD and
+// Env is env with the session's HOME, USER, LOGNAME, PWD and
 // SANDTRAIL_SESSION_ID, without the invoking user's SSH agent, runtime
 // directory, session bus and sudo variables.
-func commandEnv(env []string, wd string, acct account, id string) []string {
+func Env(env []string, wd string, acct Account, id string) []string {
 	// Besides what is replaced, drop what would point the agent at the
 	// invoking user's own agents and buses.
 	drop := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PWD": true, "SANDTRAIL_SESSION_ID": true,
@@ -161,8 +174,8 @@ func commandEnv(env []string, wd string, acct account, id string) []string {
 	return append(out, "HOME="+wd, "USER="+acct.Name, "LOGNAME="+acct.Name, "PWD="+wd, "SANDTRAIL_SESSION_ID="+id)
 }
 
-// lookPath resolves name against the PATH in env, as the shell would.
-func lookPath(name string, env []string) (string, error) {
+// LookPath resolves name against the PATH in env, as the shell would.
+func LookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
@@ -184,29 +197,9 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
 }
 
-// openDataDir lets session users reach their workdirs: it adds search
-// permission for others (x, never r) to the data directory and the
-// sessions directory, where an older install made them 0750. What lies in
-// the data directory stays private by its own modes (journal/ and keys/
-// are 0700, the index is created 0600).
-func openDataDir(cfg *Config) error {
-	for _, d := range []string{cfg.DataDir, sessionsDir(cfg)} {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("checking the data directory: %w", err)
-		}
-		if m := fi.Mode().Perm(); m&0o001 == 0 {
-			if err := os.Chmod(d, m|0o001); err != nil {
-				return fmt.Errorf("making %s searchable: %w", d, err)
-			}
-		}
-	}
-	return nil
-}
-
-// reachable checks that acct may search every directory from / down to
+// Reachable checks that acct may search every directory from / down to
 // dir, so that the command can start in its workdir.
-func reachable(dir string, acct account) error {
+func Reachable(dir string, acct Account) error {
 	if acct.UID == 0 {
 		return nil
 	}
@@ -235,30 +228,44 @@ func reachable(dir string, acct account) error {
 	}
 }
 
-// exitStatusOf maps a failure to start a command to a shell-like status:
-// 127 when it was not found, 126 otherwise.
-func exitStatusOf(err error) int32 {
+// ExitStatus maps a failure to start a command to a shell-like status: 127
+// when it was not found, 126 otherwise.
+func ExitStatus(err error) int32 {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return 127
 	}
 	return 126
 }
 
-// runInSession creates a session for req, runs its command with stdio as
-// acct, waits for the session to end (terminating it with reason signal
-// when ctx is done first), cleans it up and returns how it ended. started,
-// when not nil, is called once the session exists.
-func (h *host) runInSession(ctx context.Context, req *sessionRequest, stdio [3]*os.File, started func(id string)) (*runResult, error) {
-	keep, err := checkKeep(req.Keep)
+// Host is what Run needs of the process that hosts sessions.
+type Host interface {
+	// CreateSession creates a session and sets up its recording before
+	// anything can run in it.
+	CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error)
+	// CleanupSession cleans a terminated session up and ends its
+	// recording.
+	CleanupSession(ctx context.Context, s *session.Session, fsState string) error
+	// JournalSize is the journal's size: the seq of the next event.
+	JournalSize() uint64
+}
+
+// Run creates a session for req on h, runs its command with stdio as the
+// request's user, waits for the session to end (terminating it with reason
+// signal when ctx is done first), cleans it up and returns how it ended.
+// started, when not nil, is called once the session exists. A command that
+// cannot start ends the session (its Result says why); Run returns an
+// error, with a nil Result, only when there was no session.
+func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started func(id string)) (*Result, error) {
+	keep, err := CheckKeep(req.Keep)
 	if err != nil {
 		return nil, err
 	}
-	acct, err := lookupAccount(req.User)
+	acct, err := LookupAccount(req.User)
 	if err != nil {
 		return nil, err
 	}
-	res := &runResult{From: h.j.Size(), Keep: keep}
-	s, err := h.createSession(ctx, session.Spec{ID: req.ID, Tenant: req.Tenant, User: acct.Name,
+	res := &Result{From: h.JournalSize(), Keep: keep}
+	s, err := h.CreateSession(ctx, session.Spec{ID: req.ID, Tenant: req.Tenant, User: acct.Name,
 		Template: req.Template, Image: req.Image, Limits: req.Limits})
 	if err != nil {
 		return nil, err
@@ -271,17 +278,13 @@ func (h *host) runInSession(ctx context.Context, req *sessionRequest, stdio [3]*
 	// when ctx is cancelled.
 	bg := context.WithoutCancel(ctx)
 	res.Started = time.Now()
-	cmd, err := prepareCommand(s, req, acct, stdio)
-	if err == nil {
-		err = s.Start(ctx, cmd)
-	}
-	if err != nil {
+	if err := start(ctx, s, req, acct, stdio); err != nil {
 		res.StartErr = err.Error()
 		reason := session.ReasonNormal
 		if ctx.Err() != nil {
 			reason = session.ReasonSignal
 		}
-		_ = s.Terminate(bg, reason, event.I32(exitStatusOf(err)))
+		_ = s.Terminate(bg, reason, event.I32(ExitStatus(err)))
 	}
 	select {
 	case <-s.Done():
@@ -291,8 +294,17 @@ func (h *host) runInSession(ctx context.Context, req *sessionRequest, stdio [3]*
 	}
 	res.Ended = time.Now()
 	res.Reason, res.ExitStatus = s.Result()
-	if err := h.cleanupSession(bg, s, keep); err != nil {
+	if err := h.CleanupSession(bg, s, keep); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// start builds the session's command and starts it.
+func start(ctx context.Context, s *session.Session, req *Request, acct Account, stdio [3]*os.File) error {
+	cmd, err := Command(s, req, acct, stdio)
+	if err != nil {
+		return err
+	}
+	return s.Start(ctx, cmd)
 }

@@ -1,0 +1,86 @@
+// Package control is the daemon's control socket: root drives the daemon's
+// sessions through it (`sandtrail session …`, and `sandtrail run` when a
+// daemon is running, so that one journal has one writer).
+//
+// Protocol: one request per connection. The client writes one JSON
+// Request; the server answers with JSON Response lines: one for every op
+// but run, which gets a first line once the session exists (with its id)
+// and a last one with the result. A run request carries the client's
+// stdin, stdout and stderr as SCM_RIGHTS descriptors with its first byte;
+// the daemon gives them to the command, so its I/O never passes through
+// the daemon. Closing a run connection before the result terminates the
+// session (reason signal).
+//
+// Trust model: the socket is 0600 root and beneath /run/sandtrail; the
+// server also checks the peer's credentials (SO_PEERCRED, package
+// peercred) and refuses any peer whose uid is not 0. The actor recorded
+// for pause and resume is the peer's user name and uid.
+package control
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// The ops of a Request.
+const (
+	OpCreate  = "create"
+	OpStart   = "start"
+	OpPause   = "pause"
+	OpResume  = "resume"
+	OpStop    = "stop"
+	OpCleanup = "cleanup"
+	OpList    = "list"
+	OpShow    = "show"
+	OpRun     = "run"
+)
+
+// ErrNoDaemon is returned when no daemon serves the control socket.
+var ErrNoDaemon = errors.New("no sandtrail daemon is running (its control socket is absent or refuses connections)")
+
+// maxRequest bounds a request's size.
+const maxRequest = 4 << 20
+
+// Request is one request to the control socket.
+type Request struct {
+	// Op is one of the Op constants.
+	Op      string `json:"op"`
+	Session string `json:"session,omitempty"`
+	// Reason is the pause reason (api, timeout, auto) or the stop reason.
+	Reason string `json:"reason,omitempty"`
+	// Keep is the cleanup's fs state.
+	Keep string          `json:"keep,omitempty"`
+	Spec *launch.Request `json:"spec,omitempty"`
+}
+
+// Response is one line of the server's answer.
+type Response struct {
+	OK       bool           `json:"ok"`
+	Error    string         `json:"error,omitempty"`
+	Session  *SessionInfo   `json:"session,omitempty"`
+	Sessions []SessionInfo  `json:"sessions,omitempty"`
+	Result   *launch.Result `json:"result,omitempty"`
+}
+
+// SessionInfo is what list and show say about a session.
+type SessionInfo struct {
+	ID         string       `json:"id"`
+	State      string       `json:"state"`
+	User       string       `json:"user,omitempty"`
+	Tenant     string       `json:"tenant,omitempty"`
+	Template   string       `json:"template,omitempty"`
+	Image      string       `json:"image,omitempty"`
+	Limits     event.Limits `json:"limits"`
+	CgroupID   uint64       `json:"cgroup_id"`
+	CgroupPath string       `json:"cgroup_path,omitempty"`
+	Dir        string       `json:"dir"`
+	Workdir    string       `json:"workdir"`
+	Argv       []string     `json:"argv,omitempty"`
+	Created    time.Time    `json:"created"`
+	Started    time.Time    `json:"started,omitzero"`
+	Reason     string       `json:"reason,omitempty"`
+	ExitStatus *int32       `json:"exit_status,omitempty"`
+}

@@ -1,0 +1,59 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sandtrail/sandtrail/collector/session/launch"
+)
+
+// run runs a session for a `sandtrail run` client with the client's
+// descriptors as its stdio: the first reply names the session, the last
+// one says how it ended. The session ends with reason signal when the
+// client goes away first.
+func (c *Server) run(k *call) {
+	if len(k.files) != 3 {
+		k.fail(fmt.Errorf("run: want stdin, stdout and stderr descriptors, got %d", len(k.files)))
+		return
+	}
+	if k.req.Spec == nil {
+		k.fail(errors.New("run: no spec"))
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	go func() {
+		// The client sends nothing more; EOF means it is gone.
+		_, _ = io.Copy(io.Discard, k.rest)
+		cancel()
+	}()
+	var cs *ctlSession
+	res, err := launch.Run(ctx, c.h, k.req.Spec, [3]*os.File(k.files), func(id string) {
+		s, _ := c.h.Session(id)
+		cs = &ctlSession{s: s, created: time.Now(), started: time.Now(), argv: k.req.Spec.Argv}
+		c.mu.Lock()
+		c.sessions[id] = cs
+		c.mu.Unlock()
+		c.replySession(k, cs)
+	})
+	if cs != nil {
+		c.markCleaned(cs)
+	}
+	if err == nil {
+		// The client reads its session back and verifies the journal.
+		err = c.h.Sync(c.ctx)
+	}
+	if err != nil && res == nil {
+		k.fail(err)
+		return
+	}
+	r := Response{OK: err == nil, Result: res}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	k.reply(r)
+}

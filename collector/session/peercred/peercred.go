@@ -1,0 +1,29 @@
+// Package peercred reads the kernel's account of the process at the other
+// end of a unix socket: its pid, uid and gid as SO_PEERCRED gives them when
+// it connected, and a pidfd for it (SO_PEERPIDFD) where the kernel has one.
+//
+// Trust model: these are the kernel's, not the peer's claims, so the
+// servers that hold sessions' authority use them: the ingest socket
+// attributes a shim's events to its session through the pid's cgroup, and
+// the control socket serves only uid 0. A pid can be recycled after its
+// process exits; the pidfd, when there is one, cannot.
+package peercred
+
+import "errors"
+
+// Cred is a peer's credentials.
+type Cred struct {
+	Pid      int32
+	UID, GID uint32
+	// Pidfd refers to the peer process, or is -1 when it was not asked for
+	// or the kernel has no SO_PEERPIDFD. The caller closes it.
+	Pidfd int
+}
+
+// ErrNotSupported is returned where unix sockets carry no peer
+// credentials.
+var ErrNotSupported = errors.New("peercred: peer credentials need linux")
+
+// ErrNoPid is returned when the peer's pid is not visible here (it is in
+// another pid namespace).
+var ErrNoPid = errors.New("peercred: the peer has no pid here (in another pid namespace?)")
