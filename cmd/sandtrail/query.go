@@ -9,12 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -22,6 +18,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/query"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // filterHelp is the part of the help that query and sessions share.
@@ -199,10 +196,10 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 			var ev event.Event
 			sum := "(undecodable)"
 			if err := decodeHit(h.Raw, &ev); err == nil {
-				sum = summary(&ev)
+				sum = render.Summary(&ev)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.TS.Format("2006-01-02T15:04:05.000Z07:00"),
-				clean(h.SessionID, 40), clean(h.Kind, 32), sum)
+				render.Clean(h.SessionID, 40), render.Clean(h.Kind, 32), sum)
 		case "json":
 			if n > 0 {
 				w.WriteString(",")
@@ -237,150 +234,4 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 // newer schema are ignored rather than hiding the event.
 func decodeHit(raw []byte, ev *event.Event) error {
 	return json.Unmarshal(raw, ev)
-}
-
-// clean makes an untrusted string safe for one line of a terminal: control
-// characters (escape sequences included) and invalid UTF-8 are escaped,
-// and it is cut at max runes.
-func clean(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		if n >= max {
-			b.WriteString("…")
-			break
-		}
-		n++
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i-1])
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// summary is a one-line account of an event's sub-object for the table.
-func summary(ev *event.Event) string {
-	var parts []string
-	add := func(format string, a ...any) { parts = append(parts, fmt.Sprintf(format, a...)) }
-	switch {
-	case ev.File != nil:
-		f := ev.File
-		add("%s %s", f.Op, clean(f.Path, 120))
-		if f.NewPath != "" {
-			add("-> %s", clean(f.NewPath, 120))
-		}
-		if f.Errno != "" {
-			add("(%s)", clean(f.Errno, 16))
-		}
-	case ev.Net != nil:
-		n := ev.Net
-		if n.DNS != nil {
-			add("dns %s %s", clean(n.DNS.QType, 8), clean(n.DNS.Query, 80))
-			if n.DNS.RCode != "" {
-				add("%s", clean(n.DNS.RCode, 16))
-			}
-			for i, a := range n.DNS.Answers {
-				if i == 3 {
-					add("…")
-					break
-				}
-				add("%s", clean(a.Data, 64))
-			}
-		} else {
-			add("%s %s", clean(n.Op, 16), clean(n.Proto, 8))
-			if n.Domain != "" {
-				add("%s", clean(n.Domain, 80))
-			}
-			if n.DstIP != "" {
-				add("%s", clean(hostPort(n.DstIP, n.DstPort), 64))
-			}
-			if n.BytesOut+n.BytesIn > 0 {
-				add("out %d in %d", n.BytesOut, n.BytesIn)
-			}
-		}
-		if n.Verdict != "" {
-			add("[%s]", clean(n.Verdict, 16))
-		}
-	case ev.Pkg != nil:
-		p := ev.Pkg
-		v := p.Resolved
-		if v == "" {
-			v = p.Requested
-		}
-		add("%s %s@%s", clean(p.Ecosystem, 16), clean(p.Name, 80), clean(v, 40))
-		if p.Requested != "" && p.Requested != p.Resolved {
-			add("(asked %s)", clean(p.Requested, 40))
-		}
-		if p.Verified != nil {
-			if *p.Verified {
-				add("verified")
-			} else {
-				add("UNVERIFIED")
-			}
-		}
-		if p.Verdict != "" {
-			add("[%s]", clean(p.Verdict, 16))
-		}
-	case ev.Session != nil:
-		s := ev.Session
-		add("%s", clean(s.Op, 16))
-		if s.Reason != "" {
-			add("reason=%s", clean(s.Reason, 32))
-		}
-		if s.ExitStatus != nil {
-			add("exit=%d", *s.ExitStatus)
-		}
-		if s.Image != "" {
-			add("image=%s", clean(s.Image, 60))
-		}
-	case ev.Alert != nil:
-		a := ev.Alert
-		add("[%s] %s: %s", clean(a.Level, 16), clean(a.RuleID, 40), clean(a.Title, 80))
-	case ev.Limit != nil:
-		l := ev.Limit
-		add("%s %d/%d %s %s", clean(l.Type, 24), l.Measured, l.Configured, clean(l.Unit, 8), clean(l.Action, 16))
-	case ev.Tool != nil:
-		t := ev.Tool
-		add("%s %s %dms", clean(t.Name, 40), clean(t.Status, 16), t.DurationMS)
-		if t.InputSummary != "" {
-			add("%s", clean(t.InputSummary, 80))
-		}
-	case ev.Model != nil:
-		add("tokens=%d %s", ev.Model.Tokens, clean(ev.Model.InputSummary, 80))
-	case ev.Loss != nil:
-		add("lost %d from %s", ev.Loss.Count, clean(ev.Loss.Source, 32))
-	case ev.Journal != nil:
-		add("%s", clean(ev.Journal.Detail, 100))
-	}
-	if p := ev.Proc; p != nil {
-		proc := fmt.Sprintf("pid=%d", p.Pid)
-		if ev.Kind == "process.exec" || ev.File == nil && ev.Net == nil && len(p.Argv) > 0 {
-			proc += " " + clean(strings.Join(p.Argv, " "), 100)
-		} else if p.Exe != "" {
-			proc += " " + clean(p.Exe, 60)
-		}
-		if p.ExitCode != nil {
-			proc += fmt.Sprintf(" exit=%d", *p.ExitCode)
-		}
-		parts = append(parts, proc)
-	}
-	return strings.Join(parts, " ")
-}
-
-func hostPort(ip string, port uint16) string {
-	if port == 0 {
-		return ip
-	}
-	if strings.Contains(ip, ":") {
-		return fmt.Sprintf("[%s]:%d", ip, port)
-	}
-	return fmt.Sprintf("%s:%d", ip, port)
 }

@@ -21,6 +21,7 @@ import (
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -276,7 +277,7 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 		case e.Alert != nil:
 			sum.Alerts = append(sum.Alerts, fmt.Sprintf("%s %s: %s", e.Alert.Level, e.Alert.RuleID, e.Alert.Title))
 		case e.Limit != nil:
-			sum.Limits = append(sum.Limits, limitLine(e))
+			sum.Limits = append(sum.Limits, render.Limit(e))
 		case e.Loss != nil:
 			sum.Lost += e.Loss.Count
 		case e.Session != nil && e.Session.Op == "cleanup":
@@ -304,26 +305,6 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 		sum.Journal.Error = err.Error()
 	}
 	return sum
-}
-
-// limitLine describes one limit.hit.
-func limitLine(e *event.Event) string {
-	l := e.Limit
-	s := fmt.Sprintf("%s: measured %s, configured %s, %s", l.Type, unitValue(l.Measured, l.Unit), unitValue(l.Configured, l.Unit), l.Action)
-	if e.Proc != nil && e.Proc.Pid != 0 {
-		s += fmt.Sprintf(", pid %d", e.Proc.Pid)
-		if e.Proc.Comm != "" {
-			s += " (" + clean(e.Proc.Comm, 32) + ")"
-		}
-	}
-	return s
-}
-
-func unitValue(v int64, unit string) string {
-	if unit == "" {
-		return fmt.Sprint(v)
-	}
-	return fmt.Sprintf("%d %s", v, unit)
 }
 
 func (s *runSummary) writeText(w io.Writer) {

@@ -51,26 +51,6 @@ func TestLimitFlags(t *testing.T) {
 	}
 }
 
-func TestShellJoin(t *testing.T) {
-	tests := []struct {
-		name string
-		argv []string
-		want string
-	}{
-		{name: "plain", argv: []string{"/bin/echo", "a"}, want: "/bin/echo a"},
-		{name: "space and quote", argv: []string{"echo", "b c", "it's"}, want: `echo 'b c' 'it'\''s'`},
-		{name: "empty arg", argv: []string{"x", ""}, want: "x ''"},
-		{name: "control characters", argv: []string{"a\x1b[31m"}, want: `'a\x1b[31m'`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := shellJoin(tt.argv, 160); got != tt.want {
-				t.Errorf("shellJoin(%q) = %q, want %q", tt.argv, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestTimeline builds a tree from a real journal and index: children
 // under parents by ppid, a recycled pid as a new process, lifecycle steps
 // in order.
@@ -144,7 +124,7 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("steps = %q, want %q", kinds, want)
 	}
 	var b strings.Builder
-	tl.writeText(&b)
+	writeTimeline(&b, tl)
 	out := b.String()
 	for _, want := range []string{"  10 sh -c x  cwd=/w  uid=1000  exit 7", "    11 /bin/echo a 'b c'  cwd=/w  uid=1000  exit 0",
 		"pids: measured 64 count, configured 64 count, throttle", "reason=normal exit_status=7"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session/control"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 func newSessionCmd(g *globals) *cobra.Command {
@@ -198,7 +199,7 @@ func writeSessionTable(w io.Writer, ss []control.SessionInfo) {
 			exit = fmt.Sprint(*s.ExitStatus)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, orDash(s.User), s.Created.Format(time.RFC3339),
-			orDash(s.Reason), exit, orDash(clean(strings.Join(s.Argv, " "), 60)))
+			orDash(s.Reason), exit, orDash(render.Clean(strings.Join(s.Argv, " "), 60)))
 	}
 	tw.Flush()
 }
@@ -218,7 +219,7 @@ func writeSessionInfo(w io.Writer, s *control.SessionInfo) {
 		l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes)
 	fmt.Fprintf(tw, "cgroup\t%s (id %d)\n", orDash(s.CgroupPath), s.CgroupID)
 	fmt.Fprintf(tw, "workdir\t%s\n", s.Workdir)
-	fmt.Fprintf(tw, "command\t%s\n", orDash(clean(strings.Join(s.Argv, " "), 200)))
+	fmt.Fprintf(tw, "command\t%s\n", orDash(render.Clean(strings.Join(s.Argv, " "), 200)))
 	fmt.Fprintf(tw, "created\t%s\n", s.Created.Format(time.RFC3339))
 	if !s.Started.IsZero() {
 		fmt.Fprintf(tw, "started\t%s\n", s.Started.Format(time.RFC3339))

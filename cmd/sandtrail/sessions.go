@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/query"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 func newSessionsCmd(g *globals) *cobra.Command {
@@ -91,7 +92,7 @@ func printSessions(ctx context.Context, out io.Writer, ix *index.Index, f query.
 		for _, s := range ss {
 			end, exit := "-", "-"
 			if s.Ended {
-				end = clean(s.EndReason, 24)
+				end = render.Clean(s.EndReason, 24)
 				if end == "" {
 					end = "ended"
 				}
@@ -100,7 +101,7 @@ func printSessions(ctx context.Context, out io.Writer, ix *index.Index, f query.
 				}
 			}
 			const tf = "2006-01-02T15:04:05Z07:00"
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", clean(s.ID, 40), s.First.Format(tf), s.Last.Format(tf),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", render.Clean(s.ID, 40), s.First.Format(tf), s.Last.Format(tf),
 				s.Events, s.Procs, s.Files, s.Nets, s.Pkgs, s.Alerts, end, exit)
 		}
 		if err := tw.Flush(); err != nil {

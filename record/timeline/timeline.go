@@ -1,0 +1,147 @@
+// Package timeline rebuilds one session's process tree from its events,
+// with its lifecycle, limit, loss and alert events in order beside it: the
+// view of `sandtrail timeline`.
+//
+// A process whose fork or exit was not recorded (it started before the
+// session's cgroup was watched, or a loss) is still in the tree, under its
+// parent when the parent is known. A pid seen again after its exit, or with
+// another start time, is a new process.
+package timeline
+
+import (
+	"sort"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
+)
+
+// Timeline is one session's process tree and its other notable events.
+type Timeline struct {
+	SessionID string  `json:"session_id"`
+	Events    int     `json:"events"`
+	Processes []*Proc `json:"processes"`
+	// Steps are the lifecycle, limit, loss and alert events, in order.
+	Steps []Step `json:"steps"`
+}
+
+// Proc is one process of the tree.
+type Proc struct {
+	Pid       int32     `json:"pid"`
+	PPid      int32     `json:"ppid,omitempty"`
+	Start     time.Time `json:"start,omitzero"`
+	End       time.Time `json:"end,omitzero"`
+	Argv      []string  `json:"argv,omitempty"`
+	Truncated bool      `json:"argv_truncated,omitempty"`
+	Exe       string    `json:"exe,omitempty"`
+	Comm      string    `json:"comm,omitempty"`
+	Cwd       string    `json:"cwd,omitempty"`
+	UID       *uint32   `json:"uid,omitempty"`
+	Execs     int       `json:"execs"`
+	Failed    []string  `json:"exec_failed,omitempty"`
+	ExitCode  *int32    `json:"exit_code,omitempty"`
+	Signal    int32     `json:"signal,omitempty"`
+	Exited    bool      `json:"exited"`
+	Children  []*Proc   `json:"children,omitempty"`
+	firstSeen uint64
+}
+
+// Duration is how long the process ran, when both ends are known.
+func (p *Proc) Duration() (time.Duration, bool) {
+	if p.Start.IsZero() || p.End.IsZero() {
+		return 0, false
+	}
+	return p.End.Sub(p.Start), true
+}
+
+// Step is a lifecycle, limit, loss or alert event.
+type Step struct {
+	Seq    uint64    `json:"seq"`
+	TS     time.Time `json:"ts"`
+	Kind   string    `json:"kind"`
+	Detail string    `json:"detail"`
+}
+
+// Builder builds a Timeline from a session's events, added in journal
+// order.
+type Builder struct {
+	tl    *Timeline
+	byPid map[int32]*Proc
+	all   []*Proc
+}
+
+// New starts the timeline of session id.
+func New(id string) *Builder {
+	return &Builder{tl: &Timeline{SessionID: id, Processes: []*Proc{}, Steps: []Step{}}, byPid: map[int32]*Proc{}}
+}
+
+// Add adds the event at seq.
+func (b *Builder) Add(seq uint64, e *event.Event) {
+	b.tl.Events++
+	pr := e.Proc
+	switch {
+	case pr != nil && e.Kind == "process.fork":
+		b.node(pr, seq).PPid = pr.PPid
+	case pr != nil && e.Kind == "process.exec":
+		p := b.node(pr, seq)
+		p.PPid, p.Argv, p.Truncated, p.Exe, p.Comm, p.Cwd, p.UID = pr.PPid, pr.Argv, pr.ArgvTruncated, pr.Exe, pr.Comm, pr.Cwd, pr.UID
+		p.Execs++
+	case pr != nil && e.Kind == "process.exec_failed":
+		p := b.node(pr, seq)
+		name := pr.Exe
+		if name == "" && len(pr.Argv) > 0 {
+			name = pr.Argv[0]
+		}
+		p.Failed = append(p.Failed, render.Clean(name, 80)+" ("+pr.Errno+")")
+	case pr != nil && e.Kind == "process.exit":
+		p := b.node(pr, seq)
+		if p.PPid == 0 {
+			p.PPid = pr.PPid
+		}
+		if p.Comm == "" {
+			p.Comm = pr.Comm
+		}
+		p.ExitCode, p.Signal, p.Exited, p.End = pr.ExitCode, pr.Signal, true, e.TS
+	default:
+		switch e.Category() {
+		case "session", "limit", "collector", "alert":
+			b.tl.Steps = append(b.tl.Steps, Step{Seq: seq, TS: e.TS, Kind: e.Kind, Detail: render.Step(e)})
+		}
+	}
+}
+
+// node returns the process that pr names, a new one when its pid was not
+// seen, exited, or started at another time.
+func (b *Builder) node(pr *event.Proc, seq uint64) *Proc {
+	p, start := b.byPid[pr.Pid], pr.StartTS
+	if p != nil && !p.Exited && (start.IsZero() || p.Start.IsZero() || p.Start.Sub(start).Abs() < time.Millisecond) {
+		if p.Start.IsZero() {
+			p.Start = start
+		}
+		return p
+	}
+	p = &Proc{Pid: pr.Pid, Start: start, firstSeen: seq}
+	b.byPid[pr.Pid] = p
+	b.all = append(b.all, p)
+	return p
+}
+
+// Timeline links each process under the latest process with its parent's
+// pid that was seen before it, and returns the timeline.
+func (b *Builder) Timeline() *Timeline {
+	sort.SliceStable(b.all, func(i, j int) bool { return b.all[i].firstSeen < b.all[j].firstSeen })
+	seen := map[int32]*Proc{}
+	b.tl.Processes = []*Proc{}
+	for _, p := range b.all {
+		p.Children = nil
+	}
+	for _, p := range b.all {
+		if par := seen[p.PPid]; par != nil && p.PPid != 0 && par != p {
+			par.Children = append(par.Children, p)
+		} else {
+			b.tl.Processes = append(b.tl.Processes, p)
+		}
+		seen[p.Pid] = p
+	}
+	return b.tl
+}
