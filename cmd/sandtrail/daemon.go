@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -81,7 +80,7 @@ func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	}
 	ctl := control.Serve(ln, h, log)
 	log.Info("daemon started", "journal", h.jdir, "entries", h.j.Size(), "socket", cfg.Socket,
-		"control", ctlPath, "sessions", sessionsDir(cfg), "index", filepath.Join(cfg.DataDir, "index.db"))
+		"control", ctlPath, "sessions", sessionsDir(cfg), "index", cfg.IndexPath())
 	var (
 		serveErr error
 		tick     <-chan time.Time

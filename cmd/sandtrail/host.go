@@ -86,7 +86,7 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	if err != nil {
 		return nil, err
 	}
-	h = &host{cfg: cfg, log: log, pol: pol, jdir: filepath.Join(cfg.DataDir, "journal"), forwarded: make(chan struct{})}
+	h = &host{cfg: cfg, log: log, pol: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
 	h.j, err = journal.Open(h.jdir, signer,
 		journal.WithLogger(log),
 		journal.WithHost(cfg.Host),
@@ -141,7 +141,7 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 		h.stopIndex, h.indexed = cancel, make(chan struct{})
 		go func() {
 			defer close(h.indexed)
-			followIndex(ctx, filepath.Join(cfg.DataDir, "index.db"), h.jdir, h.j, log)
+			followIndex(ctx, cfg.IndexPath(), h.jdir, h.j, log)
 		}()
 	}
 	return h, nil

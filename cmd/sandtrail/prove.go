@@ -46,18 +46,14 @@ checkpoint; 2 the entry does not match the checkpoint (tampered).`,
 			if err != nil {
 				return usageErr(fmt.Errorf("prove: SEQ %q is not a sequence number", args[0]))
 			}
-			if format != "text" && format != "json" {
-				return usageErr(fmt.Errorf("prove: --format %q must be text or json", format))
+			if err := checkFormat(format, "text", "json"); err != nil {
+				return err
 			}
-			cfg, err := g.load()
+			cfg, verifiers, err := g.loadVerifiers("prove", keys)
 			if err != nil {
-				return usageErr(err)
+				return err
 			}
-			verifiers, err := loadVerifiers(cfg, keys)
-			if err != nil {
-				return usageErr(fmt.Errorf("prove: %w", err))
-			}
-			dir := journalDir(cfg)
+			dir := cfg.JournalDir()
 			if cpFile == "" {
 				cpFile = filepath.Join(dir, "checkpoints", "latest")
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -64,30 +63,15 @@ func filterFlags(cmd *cobra.Command) *query.Args {
 	return a
 }
 
-// outputFormat checks --format.
-func outputFormat(s string) (string, error) {
-	switch s {
-	case "table", "json", "jsonl":
-		return s, nil
-	}
-	return "", fmt.Errorf("--format %q: want table, json or jsonl", s)
-}
-
-// indexJournalDir is where the daemon keeps the journal.
-func indexJournalDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "journal") }
-
-// indexPath is where the index lives.
-func indexPath(cfg *Config) string { return filepath.Join(cfg.DataDir, "index.db") }
-
 // openIndex opens the index and catches it up with the journal. An index of
 // another schema version, or one that no longer matches the journal, is
 // rebuilt.
 func openIndex(ctx context.Context, cfg *Config, log hclog.Logger) (*index.Index, error) {
-	jdir := indexJournalDir(cfg)
+	jdir := cfg.JournalDir()
 	if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("no journal at %s: nothing has been recorded with this data directory (set --data or SANDTRAIL_DATA_DIR)", jdir)
 	}
-	path := indexPath(cfg)
+	path := cfg.IndexPath()
 	ix, err := index.Open(path, index.WithLogger(log))
 	if errors.Is(err, index.ErrSchema) {
 		log.Info("index schema changed, rebuilding", "index", path)
@@ -158,24 +142,19 @@ Output (--format):
 // filter flags, catches the index up with the journal and prints with show.
 func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string,
 	show func(context.Context, io.Writer, *index.Index, query.Filter, string) error) error {
-	fmtName, err := outputFormat(format)
-	if err != nil {
+	if err := checkFormat(format, "table", "json", "jsonl"); err != nil {
 		return err
 	}
 	f, err := query.Parse(*args, time.Now())
 	if err != nil {
 		return err
 	}
-	cfg, err := g.load()
-	if err != nil {
-		return err
-	}
-	ix, err := openIndex(cmd.Context(), cfg, cfg.logger())
+	_, ix, err := g.loadIndex(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
-	return show(cmd.Context(), cmd.OutOrStdout(), ix, f, fmtName)
+	return show(cmd.Context(), cmd.OutOrStdout(), ix, f, format)
 }
 
 // printEvents streams the matching events in the format.

@@ -32,7 +32,7 @@ stderr; otherwise it is silent unless it fails.`,
 				return err
 			}
 			log := cfg.logger()
-			jdir := indexJournalDir(cfg)
+			jdir := cfg.JournalDir()
 			if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("no journal at %s: nothing to index (set --data or SANDTRAIL_DATA_DIR)", jdir)
 			}
@@ -49,7 +49,7 @@ stderr; otherwise it is silent unless it fails.`,
 					fmt.Fprintf(os.Stderr, "\rindexed %d entries (%.0f/s)   ", done, float64(done)/time.Since(start).Seconds())
 				}
 			}
-			path := indexPath(cfg)
+			path := cfg.IndexPath()
 			if err := index.Reindex(cmd.Context(), path, jdir, progress, index.WithLogger(log)); err != nil {
 				if tty {
 					fmt.Fprintln(os.Stderr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,16 +23,8 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
-func newRunCmd(g *globals) *cobra.Command {
-	var (
-		req    launch.Request
-		format string
-		lim    limitFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "run [flags] -- CMD [ARGS...]",
-		Short: "Run a command in a new recorded session and print a summary",
-		Long: `run creates a session, runs CMD in it and waits for it to end.
+// runLong is run's help.
+const runLong = `run creates a session, runs CMD in it and waits for it to end.
 
 CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
 --user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
@@ -70,14 +61,25 @@ the embedded default policy); flags override them. 0 means unlimited. When
 run hosts the session itself, the same policy also decides egress (blocked
 connects fail with EPERM), which file reads are sensitive enough to record,
 and which domains the DNS proxy refuses; a daemon enforces the policy of its
-own configuration.`,
+own configuration.`
+
+func newRunCmd(g *globals) *cobra.Command {
+	var (
+		req    launch.Request
+		format string
+		lim    limitFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Run a command in a new recorded session and print a summary",
+		Long:  runLong,
 		Example: `  sandtrail run -- sh -c 'ls; cat /etc/passwd >/dev/null'
   sandtrail run --memory 512M --cpus 0.5 --pids 256 --timeout 10m -- python3 agent.py
   sandtrail run --user nobody --keep snapshot --format json -- ./agent.sh`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return usageErr(fmt.Errorf("--format %q: want text or json", format))
+			if err := checkFormat(format, "text", "json"); err != nil {
+				return err
 			}
 			if _, err := launch.CheckKeep(req.Keep); err != nil {
 				return usageErr(err)
@@ -191,9 +193,7 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Requ
 		sum.Errors = append(sum.Errors, err.Error())
 	}
 	if format == "json" {
-		enc := json.NewEncoder(stderr)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(sum)
+		_ = writeJSON(stderr, sum)
 	} else {
 		sum.writeText(stderr)
 	}
@@ -262,8 +262,8 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
 		StartError: res.StartErr, Duration: d.Round(time.Millisecond).String(), DurationMS: d.Milliseconds(),
 		ByCategory: map[string]uint64{}, Alerts: []string{}, Limits: []string{}, Workdir: res.Workdir, Keep: res.Keep,
-		Journal: journalSummary{Dir: journalDir(cfg)}}
-	err := journal.Scan(journalDir(cfg), res.From, func(_ uint64, raw []byte) error {
+		Journal: journalSummary{Dir: cfg.JournalDir()}}
+	err := journal.Scan(cfg.JournalDir(), res.From, func(_ uint64, raw []byte) error {
 		e, err := event.Unmarshal(raw)
 		if err != nil {
 			return nil
@@ -293,7 +293,7 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
 		return sum
 	}
-	rep, err := journal.Verify(journalDir(cfg), vs, nil)
+	rep, err := journal.Verify(cfg.JournalDir(), vs, nil)
 	if rep != nil {
 		sum.Journal.Status, sum.Journal.Entries = string(rep.Status), rep.Entries
 		sum.Journal.Covered, sum.Journal.Uncovered = rep.Covered, rep.Uncovered

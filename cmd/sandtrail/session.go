@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -52,8 +51,8 @@ command attached to the terminal, use sandtrail run.`,
 
 // sessionCall sends req to the daemon of g's config and prints the answer.
 func sessionCall(g *globals, cmd *cobra.Command, format string, req *control.Request) error {
-	if format != "text" && format != "json" {
-		return usageErr(fmt.Errorf("--format %q: want text or json", format))
+	if err := checkFormat(format, "text", "json"); err != nil {
+		return err
 	}
 	cfg, err := g.load()
 	if err != nil {
@@ -65,15 +64,13 @@ func sessionCall(g *globals, cmd *cobra.Command, format string, req *control.Req
 	}
 	out := cmd.OutOrStdout()
 	if format == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if req.Op == "list" {
+		if req.Op == control.OpList {
 			if resp.Sessions == nil {
 				resp.Sessions = []control.SessionInfo{}
 			}
-			return enc.Encode(resp.Sessions)
+			return writeJSON(out, resp.Sessions)
 		}
-		return enc.Encode(resp.Session)
+		return writeJSON(out, resp.Session)
 	}
 	switch req.Op {
 	case "list":

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -38,18 +37,14 @@ when the parent is known.`,
   sandtrail timeline 01jd2k3m4n5p6q7r --format json | jq '.processes'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return usageErr(fmt.Errorf("--format %q: want text or json", format))
+			if err := checkFormat(format, "text", "json"); err != nil {
+				return err
 			}
 			id, err := query.ParseSession(args[0])
 			if err != nil {
 				return usageErr(err)
 			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			ix, err := openIndex(cmd.Context(), cfg, cfg.logger())
+			_, ix, err := g.loadIndex(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -62,9 +57,7 @@ when the parent is known.`,
 				return usageErr(fmt.Errorf("no events recorded for session %q", id))
 			}
 			if format == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(tl)
+				return writeJSON(cmd.OutOrStdout(), tl)
 			}
 			writeTimeline(cmd.OutOrStdout(), tl)
 			return nil

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,9 +20,6 @@ const (
 	exitTampered  = 2 // an entry, a segment or a checkpoint is bad
 	exitUncovered = 3 // nothing is bad, but entries follow the newest checkpoint
 )
-
-// journalDir is where the daemon keeps the journal.
-func journalDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "journal") }
 
 // pubKeyPath is the verifier key file beside the signer key file.
 func pubKeyPath(keyFile string) string { return strings.TrimSuffix(keyFile, ".key") + ".pub" }
@@ -49,17 +44,8 @@ func loadVerifiers(cfg *Config, files []string) (note.Verifiers, error) {
 	return note.VerifierList(vs...), nil
 }
 
-func newVerifyCmd(g *globals) *cobra.Command {
-	var (
-		held   []string
-		keys   []string
-		format string
-		decode bool
-	)
-	cmd := &cobra.Command{
-		Use:   "verify [--checkpoint FILE]... [--key PUB]... [--format text|json]",
-		Short: "Verify the journal: recompute its Merkle tree and check every signed checkpoint",
-		Long: `verify recomputes the journal's Merkle tree from its entries (it never trusts
+// verifyLong is verify's help.
+const verifyLong = `verify recomputes the journal's Merkle tree from its entries (it never trusts
 the stored hash file) and checks every stored checkpoint, plus each
 checkpoint given with --checkpoint (for example one shipped off-host), against
 the verifier keys (--key, default the .pub beside key_file,
@@ -77,67 +63,79 @@ Exit codes:
   2  tampered   an entry, a segment or a checkpoint is bad, or the journal is
                 shorter than a checkpoint (the report names the first bad seq)
   3  uncovered  nothing is bad, but entries (or an incomplete last frame)
-                follow the newest verified checkpoint`,
+                follow the newest verified checkpoint`
+
+// verifyOptions are verify's flags.
+type verifyOptions struct {
+	held, keys []string
+	format     string
+	decode     bool
+}
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	var o verifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify [--checkpoint FILE]... [--key PUB]... [--format text|json]",
+		Short: "Verify the journal: recompute its Merkle tree and check every signed checkpoint",
+		Long:  verifyLong,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 0 {
 				return usageErr(fmt.Errorf("verify takes no arguments, got %q", args))
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "text" && format != "json" {
-				return usageErr(fmt.Errorf("verify: --format %q must be text or json", format))
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return usageErr(err)
-			}
-			verifiers, err := loadVerifiers(cfg, keys)
-			if err != nil {
-				return usageErr(fmt.Errorf("verify: %w", err))
-			}
-			var notes [][]byte
-			for _, f := range held {
-				b, err := readSmallFile(f)
-				if err != nil {
-					return usageErr(fmt.Errorf("verify: reading checkpoint: %w", err))
-				}
-				notes = append(notes, b)
-			}
-			var opts []journal.VerifyOption
-			if decode {
-				opts = append(opts, journal.DecodeEvents())
-			}
-			dir := journalDir(cfg)
-			rep, verr := journal.Verify(dir, verifiers, notes, opts...)
-			if verr != nil && !errors.Is(verr, journal.ErrTampered) {
-				return usageErr(verr)
-			}
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				err = writeVerifyJSON(out, dir, rep)
-			} else {
-				err = writeVerifyText(out, dir, rep, held)
-			}
-			if err != nil {
-				return usageErr(err)
-			}
-			switch rep.Status {
-			case journal.StatusTampered:
-				return &exitError{code: exitTampered, err: verr}
-			case journal.StatusUncovered:
-				return &exitError{code: exitUncovered, err: fmt.Errorf("verify: %d entries after the newest checkpoint are not covered by a signature yet", rep.Uncovered)}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(g, cmd.OutOrStdout()) },
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	f := cmd.Flags()
-	f.StringArrayVar(&held, "checkpoint", nil, "a checkpoint note held elsewhere (repeatable)")
-	f.StringArrayVar(&keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
-	f.StringVar(&format, "format", "text", "output format: text or json")
-	f.BoolVar(&decode, "decode", false, "also decode and validate every event (slower)")
+	f.StringArrayVar(&o.held, "checkpoint", nil, "a checkpoint note held elsewhere (repeatable)")
+	f.StringArrayVar(&o.keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
+	f.StringVar(&o.format, "format", "text", "output format: text or json")
+	f.BoolVar(&o.decode, "decode", false, "also decode and validate every event (slower)")
 	return cmd
+}
+
+// run verifies the journal of g's config and writes the report to out.
+func (o *verifyOptions) run(g *globals, out io.Writer) error {
+	if err := checkFormat(o.format, "text", "json"); err != nil {
+		return err
+	}
+	cfg, verifiers, err := g.loadVerifiers("verify", o.keys)
+	if err != nil {
+		return err
+	}
+	var notes [][]byte
+	for _, f := range o.held {
+		b, err := readSmallFile(f)
+		if err != nil {
+			return usageErr(fmt.Errorf("verify: reading checkpoint: %w", err))
+		}
+		notes = append(notes, b)
+	}
+	var opts []journal.VerifyOption
+	if o.decode {
+		opts = append(opts, journal.DecodeEvents())
+	}
+	dir := cfg.JournalDir()
+	rep, verr := journal.Verify(dir, verifiers, notes, opts...)
+	if verr != nil && !errors.Is(verr, journal.ErrTampered) {
+		return usageErr(verr)
+	}
+	if o.format == "json" {
+		err = writeVerifyJSON(out, dir, rep)
+	} else {
+		err = writeVerifyText(out, dir, rep, o.held)
+	}
+	if err != nil {
+		return usageErr(err)
+	}
+	switch rep.Status {
+	case journal.StatusTampered:
+		return &exitError{code: exitTampered, err: verr}
+	case journal.StatusUncovered:
+		return &exitError{code: exitUncovered, err: fmt.Errorf("verify: %d entries after the newest checkpoint are not covered by a signature yet", rep.Uncovered)}
+	}
+	return nil
 }
 
 // readSmallFile reads a checkpoint or key file, refusing a large one.
@@ -162,9 +160,7 @@ func writeVerifyJSON(w io.Writer, dir string, rep *journal.Report) error {
 		Journal string `json:"journal"`
 		*journal.Report
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out{Journal: dir, Report: rep})
+	return writeJSON(w, out{Journal: dir, Report: rep})
 }
 
 func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string) error {
