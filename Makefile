@@ -25,6 +25,7 @@ generate: ## Regenerate the committed bpf2go output (needs clang, llvm, libbpf-d
 lint: ## gofmt, go vet and go mod tidy check
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 
 .PHONY: deps
 deps: ## Install what the tests need (Debian packages; idempotent)
