@@ -22,7 +22,6 @@ func TestShellJoin(t *testing.T) {
 	}
 }
 
-
 func TestClean(t *testing.T) {
 	tests := []struct {
 		name, in string

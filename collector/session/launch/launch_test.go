@@ -120,4 +120,3 @@ func TestRunNoAgentUser(t *testing.T) {
 		t.Errorf("LookupAccount(\"\") = %v, want ErrNoAgentUser naming install.sh and --user", err)
 	}
 }
-
