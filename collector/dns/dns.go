@@ -53,6 +53,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	mdns "github.com/miekg/dns"
 
+	"github.com/sandtrail/sandtrail/collector/session/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -301,7 +302,7 @@ func CheckSocketLookup() error {
 		return fmt.Errorf("checking socket lookup: %w", err)
 	}
 	defer c.Close()
-	if _, err := socketCgroup("udp", addrPort(c.LocalAddr()), addrPort(pc.LocalAddr())); err != nil {
+	if _, err := peercred.SocketCgroup("udp", addrPort(c.LocalAddr()), addrPort(pc.LocalAddr())); err != nil {
 		return fmt.Errorf("checking socket lookup over udp: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -314,7 +315,7 @@ func CheckSocketLookup() error {
 		return fmt.Errorf("checking socket lookup: %w", err)
 	}
 	defer tc.Close()
-	if _, err := socketCgroup("tcp", addrPort(tc.LocalAddr()), addrPort(ln.Addr())); err != nil {
+	if _, err := peercred.SocketCgroup("tcp", addrPort(tc.LocalAddr()), addrPort(ln.Addr())); err != nil {
 		return fmt.Errorf("checking socket lookup over tcp: %w", err)
 	}
 	return nil
@@ -340,7 +341,7 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 		maxSessions: DefaultMaxSessions,
 		resolvConf:  DefaultResolvConf,
 		sessions:    make(map[string]*sessionServers),
-		sockCgroup:  socketCgroup,
+		sockCgroup:  peercred.SocketCgroup,
 	}
 	for _, o := range opts {
 		o(p)

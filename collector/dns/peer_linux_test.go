@@ -1,16 +1,14 @@
 package dns
 
 import (
-	"errors"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	mdns "github.com/miekg/dns"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/session/peercred"
 )
 
 // ownCgroupID is the id of this process's cgroup v2, or skips the test.
@@ -25,85 +23,6 @@ func ownCgroupID(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// TestSocketCgroup finds the sender of a datagram and the client of a TCP
-// connection, over IPv4 and IPv6, connected or not, with sock_diag.
-func TestSocketCgroup(t *testing.T) {
-	want := ownCgroupID(t)
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		server, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Logf("no %s: %v", host, err)
-			continue
-		}
-		defer server.Close()
-		saddr := addrPort(server.LocalAddr())
-
-		// Unconnected UDP (sendto), then connected UDP.
-		unconnected, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unconnected.Close()
-		connected, err := net.Dial("udp", saddr.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer connected.Close()
-		cases := map[string]netip.AddrPort{
-			"udp unconnected": addrPort(unconnected.LocalAddr()),
-			"udp connected":   addrPort(connected.LocalAddr()),
-		}
-		if host == "127.0.0.1" {
-			// A dual-stack IPv6 socket ([::]:port) sending to an IPv4
-			// address: the server sees 127.0.0.1.
-			dual, err := net.ListenPacket("udp", ":0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dual.Close()
-			cases["udp dual-stack"] = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addrPort(dual.LocalAddr()).Port())
-		}
-		for name, c := range cases {
-			got, err := socketCgroup("udp", c, saddr)
-			if err != nil || got != want {
-				t.Errorf("%s %s: socketCgroup = %d, %v, want %d", host, name, got, err, want)
-			}
-		}
-
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		cc, err := net.DialTimeout("tcp", ln.Addr().String(), 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		sc, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
-		// The server sees the client at its RemoteAddr.
-		got, err := socketCgroup("tcp", addrPort(sc.RemoteAddr()), addrPort(sc.LocalAddr()))
-		if err != nil || got != want {
-			t.Errorf("%s tcp: socketCgroup = %d, %v, want %d", host, got, err, want)
-		}
-
-		// No socket at a port nobody uses.
-		gone, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		goneAddr := addrPort(gone.LocalAddr())
-		gone.Close()
-		if _, err := socketCgroup("udp", goneAddr, saddr); !errors.Is(err, errNoSocket) {
-			t.Errorf("%s udp closed socket: socketCgroup error = %v, want %v", host, err, errNoSocket)
-		}
-	}
 }
 
 // TestSessionCgroupCheck: with WithCgroup, a session's listeners answer
@@ -158,7 +77,7 @@ func TestSessionCgroupCheck(t *testing.T) {
 	// A sender that cannot be found (it closed its socket at once) is
 	// refused and recorded under no session.
 	p = newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
-	p.sockCgroup = func(string, netip.AddrPort, netip.AddrPort) (uint64, error) { return 0, errNoSocket }
+	p.sockCgroup = func(string, netip.AddrPort, netip.AddrPort) (uint64, error) { return 0, peercred.ErrNoSocket }
 	if mine, _, err = p.AddSession("mine", WithCgroup(own)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,15 @@
-// Package peercred reads the kernel's account of the process at the other
-// end of a unix socket: its pid, uid and gid as SO_PEERCRED gives them when
-// it connected, and a pidfd for it (SO_PEERPIDFD) where the kernel has one.
+// Package peercred reads the kernel's account of who is at the other end
+// of a socket: for a unix socket, the process's pid, uid and gid as
+// SO_PEERCRED gives them when it connected, and a pidfd for it
+// (SO_PEERPIDFD) where the kernel has one (Read); for a local TCP or UDP
+// client, the cgroup its socket was created in, from sock_diag
+// (SocketCgroup).
 //
 // Trust model: these are the kernel's, not the peer's claims, so the
 // servers that hold sessions' authority use them: the ingest socket
-// attributes a shim's events to its session through the pid's cgroup, and
-// the control socket serves only uid 0. A pid can be recycled after its
+// attributes a shim's events to its session through the pid's cgroup, the
+// control socket serves only uid 0, and the DNS proxy and the mirror
+// attribute a client's requests to the session of its socket's cgroup. A pid can be recycled after its
 // process exits; the pidfd, when there is one, cannot.
 package peercred
 
@@ -27,3 +31,7 @@ var ErrNotSupported = errors.New("peercred: peer credentials need linux")
 // ErrNoPid is returned when the peer's pid is not visible here (it is in
 // another pid namespace).
 var ErrNoPid = errors.New("peercred: the peer has no pid here (in another pid namespace?)")
+
+// ErrNoSocket means sock_diag found no socket for the addresses (its owner
+// closed it already, say).
+var ErrNoSocket = errors.New("peercred: no socket for the addresses")

@@ -1,4 +1,4 @@
-package dns
+package peercred
 
 import (
 	"encoding/binary"
@@ -17,19 +17,17 @@ const (
 	nlmsgHdrLen      = unix.SizeofNlMsghdr
 )
 
-// errNoSocket means sock_diag found no socket for a query's addresses (its
-// sender closed it already, say).
-var errNoSocket = errors.New("dns: no socket for the query's addresses")
-
-// socketCgroup asks the kernel (sock_diag) which socket sent a query that
-// arrived over proto ("udp" or "tcp") from client at server, and returns
-// the id of the cgroup v2 its creator ran in. Both addresses are in this
-// network namespace. It returns errNoSocket when there is no such socket.
-func socketCgroup(proto string, client, server netip.AddrPort) (uint64, error) {
+// SocketCgroup asks the kernel (sock_diag) which socket is the client of
+// a conversation over proto ("udp" or "tcp") between client and server, a
+// socket of this host, and returns the id of the cgroup v2 its creator ran
+// in: for a datagram, its sender; for a TCP connection, its connecting
+// end. Both addresses are in the caller's network namespace. It returns
+// ErrNoSocket when there is no such socket.
+func SocketCgroup(proto string, client, server netip.AddrPort) (uint64, error) {
 	client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	server = netip.AddrPortFrom(server.Addr().Unmap(), server.Port())
 	if client.Addr().Is4() != server.Addr().Is4() {
-		return 0, fmt.Errorf("looking up the query's socket: %v and %v are of different families", client, server)
+		return 0, fmt.Errorf("looking up the client's socket: %v and %v are of different families", client, server)
 	}
 	req := make([]byte, nlmsgHdrLen+inetDiagReqV2Len)
 	ne := binary.NativeEndian
@@ -54,7 +52,7 @@ func socketCgroup(proto string, client, server netip.AddrPort) (uint64, error) {
 		r[1] = unix.IPPROTO_UDP
 		src, dst = server, client
 	default:
-		return 0, fmt.Errorf("looking up the query's socket: protocol %q", proto)
+		return 0, fmt.Errorf("looking up the client's socket: protocol %q", proto)
 	}
 	ne.PutUint32(r[4:], ^uint32(0)) // every state
 	id := r[8:]
@@ -106,7 +104,7 @@ func parseDiag(b []byte) (uint64, error) {
 		}
 		errno := unix.Errno(-int32(ne.Uint32(body)))
 		if errno == unix.ENOENT {
-			return 0, errNoSocket
+			return 0, ErrNoSocket
 		}
 		return 0, fmt.Errorf("sock_diag: %w", errno)
 	case unix.SOCK_DIAG_BY_FAMILY:

@@ -1,0 +1,115 @@
+package peercred
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup"
+)
+
+// ownCgroupID is the id of this process's cgroup v2, or skips the test.
+func ownCgroupID(t *testing.T) uint64 {
+	t.Helper()
+	dir, err := cgroup.OwnDir()
+	if err != nil {
+		t.Skipf("no own cgroup v2: %v", err)
+	}
+	id, err := cgroup.ID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func addrPort(a net.Addr) netip.AddrPort { return netip.MustParseAddrPort(a.String()) }
+
+// TestSocketCgroup finds the sender of a datagram and the client of a TCP
+// connection, over IPv4 and IPv6, connected or not, with sock_diag.
+func TestSocketCgroup(t *testing.T) {
+	want := ownCgroupID(t)
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		server, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Logf("no %s: %v", host, err)
+			continue
+		}
+		defer server.Close()
+		saddr := addrPort(server.LocalAddr())
+
+		// Unconnected UDP (sendto), then connected UDP.
+		unconnected, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unconnected.Close()
+		connected, err := net.Dial("udp", saddr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer connected.Close()
+		cases := map[string]netip.AddrPort{
+			"udp unconnected": addrPort(unconnected.LocalAddr()),
+			"udp connected":   addrPort(connected.LocalAddr()),
+		}
+		if host == "127.0.0.1" {
+			// A dual-stack IPv6 socket ([::]:port) sending to an IPv4
+			// address: the server sees 127.0.0.1.
+			dual, err := net.ListenPacket("udp", ":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dual.Close()
+			cases["udp dual-stack"] = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addrPort(dual.LocalAddr()).Port())
+		}
+		for name, c := range cases {
+			got, err := SocketCgroup("udp", c, saddr)
+			if err != nil || got != want {
+				t.Errorf("%s %s: SocketCgroup = %d, %v, want %d", host, name, got, err, want)
+			}
+		}
+
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		cc, err := net.DialTimeout("tcp", ln.Addr().String(), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		// The server sees the client at its RemoteAddr.
+		got, err := SocketCgroup("tcp", addrPort(sc.RemoteAddr()), addrPort(sc.LocalAddr()))
+		if err != nil || got != want {
+			t.Errorf("%s tcp: SocketCgroup = %d, %v, want %d", host, got, err, want)
+		}
+
+		// No socket at a port nobody uses.
+		gone, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		goneAddr := addrPort(gone.LocalAddr())
+		gone.Close()
+		if _, err := SocketCgroup("udp", goneAddr, saddr); !errors.Is(err, ErrNoSocket) {
+			t.Errorf("%s udp closed socket: SocketCgroup error = %v, want %v", host, err, ErrNoSocket)
+		}
+	}
+}
+
+// FuzzParseDiag: sock_diag answers of any shape give an id or an error,
+// never a panic.
+func FuzzParseDiag(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(make([]byte, 16))
+	f.Add(make([]byte, 200))
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = parseDiag(b) })
+}
