@@ -1,0 +1,190 @@
+// Package fetch is what the mirror's ecosystems share while they serve one
+// request: who the client is (Client, attributed by the mirror), the record
+// of each artifact served or refused (Record, converted to a pkg.fetch
+// event in one place), the typed error an ecosystem handler returns
+// (Error: what the client is told, and what is logged), and the bounded
+// upstream client (Upstream).
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"time"
+)
+
+// Client is who asked, as the mirror saw it: the peer's address and port,
+// and its session when the peer's socket is in a session's cgroup on this
+// host (found by sock_diag, not claimed).
+type Client struct {
+	Addr      netip.AddrPort
+	SessionID string
+}
+
+type clientKey struct{}
+
+// WithClient returns ctx carrying c.
+func WithClient(ctx context.Context, c Client) context.Context {
+	return context.WithValue(ctx, clientKey{}, c)
+}
+
+// ClientOf returns the client ctx carries.
+func ClientOf(ctx context.Context) Client {
+	c, _ := ctx.Value(clientKey{}).(Client)
+	return c
+}
+
+// The outcomes of an artifact request: a pkg.fetch's verdict.
+const (
+	Served           = "served"
+	Blocked          = "blocked"
+	Cooldown         = "cooldown"
+	HashMismatch     = "hash_mismatch"
+	SignatureInvalid = "signature_invalid"
+	UnknownSource    = "unknown_source"
+	UpstreamError    = "upstream_error"
+)
+
+// Error is a failed request: Status and Code (one of the outcomes, or
+// another short word) and Public go to the client; Err is logged.
+type Error struct {
+	Status int
+	Code   string
+	Public string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Public + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Public
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an Error with a formatted public message.
+func Errorf(status int, code string, err error, format string, a ...any) *Error {
+	return &Error{Status: status, Code: code, Public: fmt.Sprintf(format, a...), Err: err}
+}
+
+// Write writes err to w: an *Error as its status, code and public message,
+// anything else as a 500 that tells the client nothing more. It returns
+// the *Error it wrote.
+func Write(w http.ResponseWriter, err error) *Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Public: "internal error", Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	fmt.Fprintf(w, "{\"error\":%q,\"code\":%q}\n", e.Public, e.Code)
+	return e
+}
+
+// Upstream fetches from upstream registries with bounded time and size.
+type Upstream struct {
+	HTTP *http.Client
+	// MaxMeta bounds a metadata document (a 16 MiB packument is real).
+	MaxMeta int64
+	// UserAgent is sent upstream.
+	UserAgent string
+}
+
+// Get fetches url. A response that is not 200 is an *Error (404 passes
+// through as not_found, anything else as upstream_error); the caller
+// closes the body of a 200.
+func (u *Upstream) Get(ctx context.Context, url, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, Errorf(http.StatusBadGateway, UpstreamError, err, "bad upstream URL")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if u.UserAgent != "" {
+		req.Header.Set("User-Agent", u.UserAgent)
+	}
+	resp, err := u.HTTP.Do(req)
+	if err != nil {
+		return nil, Errorf(http.StatusBadGateway, UpstreamError, err, "the upstream registry did not answer")
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, Errorf(http.StatusNotFound, "not_found", nil, "not found upstream")
+	}
+	return nil, Errorf(http.StatusBadGateway, UpstreamError, fmt.Errorf("status %s", resp.Status), "the upstream registry answered %d", resp.StatusCode)
+}
+
+// GetMeta fetches a metadata document whole, refusing one larger than
+// MaxMeta.
+func (u *Upstream) GetMeta(ctx context.Context, url, accept string) ([]byte, string, error) {
+	resp, err := u.Get(ctx, url, accept)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, u.MaxMeta+1))
+	if err != nil {
+		return nil, "", Errorf(http.StatusBadGateway, UpstreamError, err, "reading the upstream's answer")
+	}
+	if int64(len(b)) > u.MaxMeta {
+		return nil, "", Errorf(http.StatusBadGateway, UpstreamError, nil, "the upstream's metadata is larger than %d bytes", u.MaxMeta)
+	}
+	return b, resp.Header.Get("Content-Type"), nil
+}
+
+// Record is what the mirror knows of one artifact it served or refused.
+type Record struct {
+	Ecosystem string
+	Name      string
+	Version   string
+	// URL is the artifact's upstream URL.
+	URL string
+	// Hash is the artifact's digest as its ecosystem writes it.
+	Hash string
+	// Verified: the bytes served matched the publisher's digests, and the
+	// signature chain where the ecosystem has one.
+	Verified bool
+	// Outcome is one of the outcome constants; Reason and Rule say why
+	// for a refusal.
+	Outcome string
+	Reason  string
+	Rule    string
+	Client  Client
+	Bytes   int64
+	// CacheHit: served from the cache, not fetched now.
+	CacheHit bool
+	Latency  time.Duration
+	// Provenance is set where the ecosystem has attestations: whether this
+	// version has them. ProvenanceLost: earlier versions had them.
+	Provenance     *bool
+	ProvenanceLost bool
+	// InstallScripts names what runs package code at install time
+	// (npm's preinstall, install, postinstall; binding.gyp).
+	InstallScripts []string
+}
+
+// Filtered records metadata that the policy changed for a client: the
+// versions it removed, and why.
+type Filtered struct {
+	Ecosystem string
+	Name      string
+	Client    Client
+	Removed   []Removal
+}
+
+// Removal is one version the policy removed.
+type Removal struct {
+	Version string `json:"version"`
+	Outcome string `json:"verdict"`
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}

@@ -1,0 +1,204 @@
+// Package mirror is sandtrail's verifying pull-through registry mirror.
+// One HTTP listener serves every ecosystem under its own path prefix
+// (/npm/, …), registered in one ordered list (ecosystems.go), and the
+// HTTP-proxy form of requests (an absolute URI, as apt sends with
+// Acquire::http::Proxy) for the upstream hosts the configuration names.
+//
+// Trust model: the mirror runs as root outside the agent's reach and is
+// the trusted account of the bytes an install received. It never serves a
+// byte that failed verification: artifacts stream through a verifier into
+// the cache and are served from it only when every digest (and the
+// registry's signature, where the ecosystem has one) matched. It refuses
+// hosts it was not configured for. Each client is attributed to its
+// session by the kernel (sock_diag finds the cgroup of the client's
+// socket), never by anything the client sends, and every artifact served
+// or refused becomes a pkg.fetch event in that session.
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+)
+
+// Sessions names the session of a cgroup; the session manager is one.
+type Sessions interface {
+	Lookup(cgroupID uint64) (id string, ok bool)
+}
+
+// Mirror serves the ecosystems.
+type Mirror struct {
+	env      *fetch.Env
+	log      hclog.Logger
+	sessions Sessions
+	prefixes []route            // by prefix, in the list's order
+	hosts    map[string]handler // HTTP-proxy mode: upstream host → handler
+}
+
+type route struct {
+	prefix string
+	h      handler
+}
+
+// handler is an ecosystem's handler for requests beneath its prefix: path
+// is the request path without the prefix, still escaped.
+type handler interface {
+	Serve(w http.ResponseWriter, r *http.Request, path string) error
+}
+
+// New builds a mirror over env for the upstreams (ecosystem name →
+// upstream URL; an ecosystem missing from it uses its default upstream).
+// sessions may be nil: every client is then without a session.
+func New(env *fetch.Env, upstreams map[string]string, sessions Sessions) (*Mirror, error) {
+	m := &Mirror{env: env, log: env.Log.Named("mirror"), sessions: sessions, hosts: map[string]handler{}}
+	for name := range upstreams {
+		if !slices.ContainsFunc(ecosystems, func(e ecosystem) bool { return e.name == name }) {
+			return nil, fmt.Errorf("mirror: unknown ecosystem %q in the upstreams (known: %s)", name, Names())
+		}
+	}
+	for _, e := range ecosystems {
+		raw := upstreams[e.name]
+		if raw == "" {
+			raw = e.upstream
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("mirror: %s upstream %q is not an http(s) URL", e.name, raw)
+		}
+		h, err := e.new(env, u)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: %s: %w", e.name, err)
+		}
+		m.prefixes = append(m.prefixes, route{e.prefix, h})
+		if e.proxy {
+			m.hosts[strings.ToLower(u.Host)] = h
+		}
+	}
+	return m, nil
+}
+
+// Names lists the ecosystems, in order.
+func Names() string {
+	var n []string
+	for _, e := range ecosystems {
+		n = append(n, e.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// ServeHTTP attributes the client and routes the request.
+func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	c := m.client(r)
+	r = r.WithContext(fetch.WithClient(r.Context(), c))
+	err := m.route(w, r)
+	if err != nil {
+		e := fetch.Write(w, err)
+		m.log.Debug("request refused", "method", r.Method, "url", r.URL.String(), "status", e.Status, "code", e.Code,
+			"session_id", c.SessionID, "client", c.Addr.String(), "error", e.Err)
+		return
+	}
+	m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
+}
+
+func (m *Mirror) route(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return fetch.Errorf(http.StatusMethodNotAllowed, "method", nil, "the mirror serves GET and HEAD only")
+	}
+	if r.URL.IsAbs() {
+		return m.proxy(w, r)
+	}
+	p := r.URL.EscapedPath()
+	for _, rt := range m.prefixes {
+		if rest, ok := strings.CutPrefix(p, rt.prefix); ok {
+			return rt.h.Serve(w, r, rest)
+		}
+	}
+	return fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", clip(p), m.prefixList())
+}
+
+// proxy serves an absolute-URI request for a configured upstream host.
+func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) error {
+	h, ok := m.hosts[strings.ToLower(r.URL.Host)]
+	if !ok || r.URL.Scheme != "http" {
+		c := fetch.ClientOf(r.Context())
+		m.env.Record(&fetch.Record{URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
+			Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
+		return fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
+	}
+	return h.Serve(w, r, r.URL.EscapedPath())
+}
+
+func (m *Mirror) prefixList() string {
+	var p []string
+	for _, rt := range m.prefixes {
+		p = append(p, rt.prefix)
+	}
+	return strings.Join(p, " ")
+}
+
+// client attributes the request: its peer's address, and the session of
+// the peer socket's cgroup when the peer is on this host.
+func (m *Mirror) client(r *http.Request) fetch.Client {
+	c := fetch.Client{}
+	remote, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return c
+	}
+	c.Addr = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || m.sessions == nil {
+		return c
+	}
+	la, err := netip.ParseAddrPort(local.String())
+	if err != nil {
+		return c
+	}
+	cg, err := peercred.SocketCgroup("tcp", remote, la)
+	if err != nil {
+		if !errors.Is(err, peercred.ErrNoSocket) {
+			m.log.Warn("attributing a client", "client", r.RemoteAddr, "error", err)
+		}
+		return c
+	}
+	c.SessionID, _ = m.sessions.Lookup(cg)
+	return c
+}
+
+// Serve serves ln until ctx ends, then shuts down within the grace period.
+func (m *Mirror) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	srv := &http.Server{Handler: m, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: m.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// clip shortens untrusted text for a message.
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}

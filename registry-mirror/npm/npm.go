@@ -1,0 +1,173 @@
+// Package npm is the mirror's npm registry. Beneath its prefix it serves:
+//
+//   - packuments, full or abbreviated (Accept:
+//     application/vnd.npm.install-v1+json), for plain and scoped names,
+//     with every tarball URL rewritten onto the mirror and the versions the
+//     policy refuses (blocklist, cooldown) removed, the dist-tags that
+//     named them repaired;
+//   - tarballs, each checked against dist.integrity (sha512 SRI) and
+//     dist.shasum, and its registry signature (dist.signatures: ECDSA P-256
+//     over "name@version:integrity") against the registry's keys, before
+//     a byte is served;
+//   - /-/npm/v1/keys and /-/npm/v1/attestations/*, which npm asks the
+//     registry it is configured with.
+//
+// The full packument is always what is fetched upstream, since only it has
+// the publish times (time) that the cooldown needs; the abbreviated form is
+// derived from it. Each tarball's record says whether the version has
+// provenance attestations, whether earlier versions had them and this one
+// lost them (the mark of the malicious nx releases of August 2025), and
+// which install scripts it runs.
+package npm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+)
+
+// DefaultUpstream is the public npm registry.
+const DefaultUpstream = "https://registry.npmjs.org/"
+
+// Ecosystem is the purl type of npm packages.
+const Ecosystem = "npm"
+
+// abbreviated is the media type of the abbreviated packument.
+const abbreviated = "application/vnd.npm.install-v1+json"
+
+// Handler serves one upstream npm registry.
+type Handler struct {
+	env      *fetch.Env
+	upstream *url.URL
+	prefix   string // the mirror's path prefix, for rewritten URLs
+
+	packuments cache.Group[*packument]
+	tarballs   cache.Group[cache.Artifact]
+	keys       *keyring
+
+	mu       sync.Mutex
+	parsed   map[string]*packument // by name, bounded by maxParsed
+	filtered map[string]bool       // session+name whose filtering was recorded
+}
+
+// maxParsed bounds the parsed packuments kept in memory.
+const maxParsed = 512
+
+// New returns the handler for upstream, served beneath prefix ("/npm/").
+func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
+	u := *upstream
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	h := &Handler{env: env, upstream: &u, prefix: prefix, parsed: map[string]*packument{}, filtered: map[string]bool{}}
+	h.keys = &keyring{h: h}
+	return h
+}
+
+// Serve serves path, beneath the prefix.
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) error {
+	switch {
+	case path == "-/npm/v1/keys":
+		return h.serveKeys(w, r)
+	case strings.HasPrefix(path, "-/npm/v1/attestations/"):
+		return h.serveAttestations(w, r, strings.TrimPrefix(path, "-/npm/v1/attestations/"))
+	case strings.HasPrefix(path, "-/"):
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", clip(path))
+	}
+	name, file, err := splitPath(path)
+	if err != nil {
+		return err
+	}
+	if file != "" {
+		return h.serveTarball(w, r, name, file)
+	}
+	return h.servePackument(w, r, name)
+}
+
+// splitPath reads "<name>", "@scope/<name>" (or "@scope%2f<name>"), and
+// "<name>/-/<file>.tgz" into the package name and the tarball file.
+func splitPath(p string) (name, file string, err error) {
+	un, err := url.PathUnescape(p)
+	if err != nil {
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "bad path")
+	}
+	name, file, _ = strings.Cut(un, "/-/")
+	if err := checkName(name); err != nil {
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
+	}
+	if file != "" && (strings.ContainsAny(file, "/\\") || !strings.HasSuffix(file, ".tgz") || strings.HasPrefix(file, ".")) {
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad tarball name %q", clip(file))
+	}
+	return name, file, nil
+}
+
+// checkName accepts npm package names as the registry does: at most 214
+// characters, lower case, URL-safe, an optional @scope/ first, and no
+// path tricks.
+func checkName(name string) error {
+	if name == "" || len(name) > 214 {
+		return fmt.Errorf("npm package name %q: empty or longer than 214 characters", clip(name))
+	}
+	rest := name
+	if strings.HasPrefix(name, "@") {
+		scope, pkg, ok := strings.Cut(name[1:], "/")
+		if !ok || !validPart(scope) || !validPart(pkg) {
+			return fmt.Errorf("npm package name %q: bad scoped name", clip(name))
+		}
+		return nil
+	}
+	if !validPart(rest) {
+		return fmt.Errorf("npm package name %q: not a valid name", clip(name))
+	}
+	return nil
+}
+
+// validPart is one segment of a name.
+func validPart(s string) bool {
+	if s == "" || s[0] == '.' || s[0] == '_' {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// upstreamURL is the upstream URL of a registry path.
+func (h *Handler) upstreamURL(path string) string { return h.upstream.String() + path }
+
+// escapeName is a name as a registry path: a scope's slash escaped.
+func escapeName(name string) string {
+	if strings.HasPrefix(name, "@") {
+		return "@" + url.PathEscape(name[1:])
+	}
+	return url.PathEscape(name)
+}
+
+// clip shortens untrusted text for a message.
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}
+
+// isNotFound reports an upstream 404.
+func isNotFound(err error) bool {
+	var e *fetch.Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// ctxClient is fetch.ClientOf.
+func ctxClient(ctx context.Context) fetch.Client { return fetch.ClientOf(ctx) }

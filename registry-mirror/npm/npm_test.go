@@ -1,0 +1,315 @@
+package npm
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
+)
+
+// mirror is a Handler over a fixture registry, served on loopback.
+type mirror struct {
+	*httptest.Server
+	h   *Handler
+	reg *npmtest.Registry
+
+	mu       sync.Mutex
+	records  []*fetch.Record
+	filtered []*fetch.Filtered
+}
+
+func newMirror(t *testing.T, reg *npmtest.Registry, extraPolicy string) *mirror {
+	t.Helper()
+	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mirror{reg: reg}
+	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
+		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 16 << 20},
+		Record: func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
+		Filter: func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
+	u, _ := url.Parse(reg.URL)
+	m.h = New(env, u, "/npm/")
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := m.h.Serve(w, r, strings.TrimPrefix(r.URL.EscapedPath(), "/npm/")); err != nil {
+			fetch.Write(w, err)
+		}
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *mirror) get(t *testing.T, path, accept string) (int, []byte, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", m.URL+path, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func (m *mirror) last() *fetch.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.records) == 0 {
+		return nil
+	}
+	return m.records[len(m.records)-1]
+}
+
+var old = time.Now().Add(-30 * 24 * time.Hour)
+
+func fixture() []npmtest.Package {
+	return []npmtest.Package{
+		{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.2.0", Published: old, Attested: true}, {Version: "1.3.0", Published: old},
+			{Version: "1.4.0", Published: time.Now().Add(-time.Hour)}}},
+		{Name: "@scope/util", Versions: []npmtest.Version{{Version: "0.1.0", Published: old, Scripts: map[string]string{"postinstall": "node x.js"}}}},
+	}
+}
+
+// TestPackument: tarball URLs point at the mirror, the version inside the
+// cooldown is gone with latest repaired, the abbreviated form has only its
+// fields, and the filtering is recorded once per session.
+func TestPackument(t *testing.T) {
+	m := newMirror(t, npmtest.Start(t, fixture()...), "")
+	for _, accept := range []string{"application/json", abbreviated + "; q=1.0, application/json; q=0.8"} {
+		code, b, hdr := m.get(t, "/npm/left-pad", accept)
+		if code != 200 {
+			t.Fatalf("GET packument (%s) = %d %s", accept, code, b)
+		}
+		var p struct {
+			Name     string            `json:"name"`
+			Tags     map[string]string `json:"dist-tags"`
+			Time     map[string]string `json:"time"`
+			Versions map[string]struct {
+				Dist struct {
+					Tarball   string `json:"tarball"`
+					Integrity string `json:"integrity"`
+				} `json:"dist"`
+			} `json:"versions"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.Versions["1.4.0"]; ok || len(p.Versions) != 2 || p.Tags["latest"] != "1.3.0" {
+			t.Errorf("versions %v latest %q, want 1.2.0 and 1.3.0, latest 1.3.0", keys(p.Versions), p.Tags["latest"])
+		}
+		if want := m.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz"; p.Versions["1.3.0"].Dist.Tarball != want {
+			t.Errorf("tarball = %q, want %q", p.Versions["1.3.0"].Dist.Tarball, want)
+		}
+		abbrev := strings.HasPrefix(accept, abbreviated)
+		if abbrev != (hdr.Get("Content-Type") == abbreviated) || abbrev != (p.Time == nil) {
+			t.Errorf("Accept %q: Content-Type %q, time %v", accept, hdr.Get("Content-Type"), p.Time)
+		}
+		if _, ok := p.Time["1.4.0"]; ok {
+			t.Error("time still names the removed version")
+		}
+	}
+	if m.reg.Count("/left-pad") != 1 {
+		t.Errorf("the upstream saw %d packument requests, want 1 (the second is from the cache)", m.reg.Count("/left-pad"))
+	}
+	if len(m.filtered) != 1 || len(m.filtered[0].Removed) != 1 || m.filtered[0].Removed[0].Outcome != fetch.Cooldown ||
+		m.filtered[0].Removed[0].Rule != "cooldown.min_age" {
+		t.Errorf("filtered = %+v, want one record removing 1.4.0 for the cooldown", m.filtered)
+	}
+	// Scoped names, both spellings.
+	for _, p := range []string{"/npm/@scope/util", "/npm/@scope%2futil"} {
+		if code, b, _ := m.get(t, p, ""); code != 200 || !bytes.Contains(b, []byte(`/npm/@scope%2Futil/-/util-0.1.0.tgz`)) {
+			t.Errorf("GET %s = %d %s", p, code, b)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// TestTarball: a verified tarball is served and recorded; the second
+// request is a cache hit; a version refused by the policy is a 403 naming
+// the rule; scripts and provenance are recorded.
+func TestTarball(t *testing.T) {
+	m := newMirror(t, npmtest.Start(t, fixture()...), "blocklist:\n  - purl: pkg:npm/left-pad@1.2.0\n    reason: a test\n")
+	want := npmtest.Tarball("left-pad", npmtest.Version{Version: "1.3.0"})
+	for i, hit := range []bool{false, true} {
+		code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
+		if code != 200 || !bytes.Equal(b, want) {
+			t.Fatalf("GET tarball #%d = %d (%d bytes), want 200 and the tarball", i, code, len(b))
+		}
+		r := m.last()
+		if r.Outcome != fetch.Served || !r.Verified || r.CacheHit != hit || r.Version != "1.3.0" || r.Bytes != int64(len(want)) ||
+			r.Hash != npmtest.Integrity(want) || !strings.HasSuffix(r.URL, "/left-pad/-/left-pad-1.3.0.tgz") {
+			t.Errorf("record #%d = %+v", i, *r)
+		}
+		if r.Provenance == nil || *r.Provenance || !r.ProvenanceLost {
+			t.Errorf("record #%d provenance %v lost %v, want false, lost (1.2.0 had attestations)", i, r.Provenance, r.ProvenanceLost)
+		}
+	}
+	if n := m.reg.Count(npmtest.TarballPath("left-pad", "1.3.0")); n != 1 {
+		t.Errorf("upstream tarball requests = %d, want 1", n)
+	}
+	code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.2.0.tgz", "")
+	if r := m.last(); code != 403 || !strings.Contains(string(b), "blocklist") || r.Outcome != fetch.Blocked || r.Rule == "" {
+		t.Errorf("blocked version = %d %s, record %+v", code, b, *r)
+	}
+	code, b, _ = m.get(t, "/npm/left-pad/-/left-pad-1.4.0.tgz", "")
+	if r := m.last(); code != 403 || r.Outcome != fetch.Cooldown {
+		t.Errorf("version in the cooldown = %d %s, record %+v", code, b, *r)
+	}
+	if code, _, _ := m.get(t, "/npm/@scope/util/-/util-0.1.0.tgz", ""); code != 200 {
+		t.Fatalf("scoped tarball = %d", code)
+	}
+	if r := m.last(); len(r.InstallScripts) != 1 || r.InstallScripts[0] != "postinstall" {
+		t.Errorf("install scripts = %v, want [postinstall]", r.InstallScripts)
+	}
+}
+
+// TestVerifyFails: a tarball that does not match its integrity, or whose
+// signature is bad, is never served.
+func TestVerifyFails(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	reg.Tamper("left-pad", "1.3.0")
+	reg.BadSignature("left-pad", "1.2.0")
+	m := newMirror(t, reg, "")
+	code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
+	if r := m.last(); code != 502 || r.Outcome != fetch.HashMismatch || r.Verified || bytes.Contains(b, []byte("package.json")) {
+		t.Errorf("tampered tarball = %d %q, record %+v", code, b, *r)
+	}
+	// And it is not in the cache afterwards.
+	if st := m.h.env.Cache.Stats(); st.Blobs != 0 {
+		t.Errorf("the cache holds %d blobs after a mismatch", st.Blobs)
+	}
+	code, b, _ = m.get(t, "/npm/left-pad/-/left-pad-1.2.0.tgz", "")
+	if r := m.last(); code != 502 || r.Outcome != fetch.SignatureInvalid {
+		t.Errorf("bad signature = %d %s, record %+v", code, b, *r)
+	}
+	if n := reg.Count(npmtest.TarballPath("left-pad", "1.2.0")); n != 0 {
+		t.Errorf("the tarball with a bad signature was fetched %d times, want 0 (refused before)", n)
+	}
+}
+
+// TestStale: with the upstream gone, the packument and the tarball come
+// from the cache.
+func TestStale(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	m := newMirror(t, reg, "")
+	m.h.env.MetaTTL = 0 // every request goes upstream first
+	if code, _, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", ""); code != 200 {
+		t.Fatalf("warm = %d", code)
+	}
+	reg.Close()
+	code, b, hdr := m.get(t, "/npm/left-pad", "")
+	if code != 200 || !strings.Contains(hdr.Get("Warning"), "stale") {
+		t.Errorf("packument with the upstream down = %d %s (Warning %q)", code, b, hdr.Get("Warning"))
+	}
+	if code, _, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", ""); code != 200 || !m.last().CacheHit {
+		t.Errorf("tarball with the upstream down = %d, record %+v", code, m.last())
+	}
+	if code, _, _ := m.get(t, "/npm/other", ""); code != 502 {
+		t.Errorf("uncached package with the upstream down = %d, want 502", code)
+	}
+}
+
+// TestCoalesce: concurrent requests for one tarball fetch it once.
+func TestCoalesce(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	m := newMirror(t, reg, "")
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", ""); code != 200 {
+				t.Errorf("GET = %d", code)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := reg.Count(npmtest.TarballPath("left-pad", "1.3.0")); n != 1 {
+		t.Errorf("upstream tarball requests = %d, want 1", n)
+	}
+	if n := reg.Count("/left-pad"); n != 1 {
+		t.Errorf("upstream packument requests = %d, want 1", n)
+	}
+}
+
+// TestBadPaths: bad names and traversal are refused before any upstream
+// request.
+func TestBadPaths(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	m := newMirror(t, reg, "")
+	for _, p := range []string{"/npm/..%2f..%2fetc%2fpasswd", "/npm/Left-Pad", "/npm/.hidden", "/npm/left-pad/-/..%2fx.tgz",
+		"/npm/left-pad/-/x.zip", "/npm/@scope", "/npm/" + strings.Repeat("a", 215), "/npm/a%00b", "/npm/-/v1/search"} {
+		code, _, _ := m.get(t, p, "")
+		if code != 400 && code != 404 {
+			t.Errorf("GET %s = %d, want 400 or 404", p, code)
+		}
+	}
+	for p, n := range map[string]int{"/Left-Pad": 0, "/.hidden": 0} {
+		if reg.Count(p) != n {
+			t.Errorf("upstream saw %s", p)
+		}
+	}
+}
+
+// TestKeys: the keys endpoint serves the registry's keys.
+func TestKeys(t *testing.T) {
+	m := newMirror(t, npmtest.Start(t, fixture()...), "")
+	code, b, _ := m.get(t, "/npm/-/npm/v1/keys", "")
+	var ks keyList
+	if code != 200 || json.Unmarshal(b, &ks) != nil || len(ks.Keys) != 1 || ks.Keys[0].KeyID != "SHA256:fixture" {
+		t.Errorf("keys = %d %s", code, b)
+	}
+}
+
+func FuzzParsePackument(f *testing.F) {
+	f.Add([]byte(`{"name":"x","versions":{"1.0.0":{"dist":{"tarball":"http://h/x/-/x-1.0.0.tgz","integrity":"sha512-AA=="}}},"dist-tags":{"latest":"1.0.0"},"time":{"1.0.0":"2020-01-01T00:00:00Z"}}`))
+	f.Add([]byte(`{"name":"x","versions":{"1":{}}}`))
+	f.Add([]byte(`{"name":"x","versions":null,"time":7}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePackument("x", b, time.Now())
+		if err != nil {
+			return
+		}
+		removed := map[string]fetch.Removal{}
+		for v := range p.info {
+			removed[v] = fetch.Removal{}
+			break
+		}
+		p.repairTags(removed)
+		for v := range p.info {
+			p.lostProvenance(v)
+		}
+	})
+}

@@ -1,0 +1,419 @@
+package npm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	semver "github.com/sandtrail/sandtrail/resolver/npm"
+)
+
+// packument is a parsed full packument.
+type packument struct {
+	name    string
+	fetched time.Time
+	stale   bool // served from the cache because the upstream failed
+	top     map[string]json.RawMessage
+	raw     map[string]json.RawMessage // version → manifest
+	info    map[string]*version
+	tags    map[string]string
+	order   []string // the versions that parse, lowest first
+}
+
+// version is what the mirror needs of one version's manifest.
+type version struct {
+	tarball   string
+	integrity string
+	shasum    string
+	sigs      []signature
+	attested  bool
+	scripts   []string
+	published time.Time
+}
+
+type signature struct {
+	KeyID string `json:"keyid"`
+	Sig   string `json:"sig"`
+}
+
+// manifest is the part of a version's manifest the mirror reads.
+type manifest struct {
+	Dist struct {
+		Tarball      string          `json:"tarball"`
+		Integrity    string          `json:"integrity"`
+		Shasum       string          `json:"shasum"`
+		Signatures   []signature     `json:"signatures"`
+		Attestations json.RawMessage `json:"attestations"`
+	} `json:"dist"`
+	Scripts map[string]json.RawMessage `json:"scripts"`
+	GypFile bool                       `json:"gypfile"`
+}
+
+// installScripts are the lifecycle scripts npm runs at install time.
+var installScripts = []string{"preinstall", "install", "postinstall"}
+
+// parsePackument reads a full packument of name.
+func parsePackument(name string, b []byte, fetched time.Time) (*packument, error) {
+	p := &packument{name: name, fetched: fetched, info: map[string]*version{}, tags: map[string]string{}}
+	if err := json.Unmarshal(b, &p.top); err != nil {
+		return nil, fmt.Errorf("npm: packument of %s: %w", name, err)
+	}
+	var got string
+	if err := json.Unmarshal(p.top["name"], &got); err != nil || got != name {
+		return nil, fmt.Errorf("npm: packument of %s names %q", name, clip(got))
+	}
+	if err := json.Unmarshal(p.top["versions"], &p.raw); err != nil {
+		return nil, fmt.Errorf("npm: packument of %s: versions: %w", name, err)
+	}
+	if t := p.top["dist-tags"]; t != nil {
+		if err := json.Unmarshal(t, &p.tags); err != nil {
+			return nil, fmt.Errorf("npm: packument of %s: dist-tags: %w", name, err)
+		}
+	}
+	var times map[string]json.RawMessage
+	if t := p.top["time"]; t != nil {
+		_ = json.Unmarshal(t, &times) // times that do not parse are unknown
+	}
+	for v, raw := range p.raw {
+		var m manifest
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("npm: packument of %s: version %s: %w", name, clip(v), err)
+		}
+		p.info[v] = newVersion(&m, times[v])
+		if _, err := semver.ParseVersion(v, semver.NPM); err == nil {
+			p.order = append(p.order, v)
+		}
+	}
+	sort.Slice(p.order, func(i, j int) bool { return compare(p.order[i], p.order[j]) < 0 })
+	return p, nil
+}
+
+func newVersion(m *manifest, when json.RawMessage) *version {
+	v := &version{tarball: m.Dist.Tarball, integrity: m.Dist.Integrity, shasum: m.Dist.Shasum, sigs: m.Dist.Signatures,
+		attested: len(m.Dist.Attestations) > 0 && !bytes.Equal(m.Dist.Attestations, []byte("null"))}
+	for _, s := range installScripts {
+		if _, ok := m.Scripts[s]; ok {
+			v.scripts = append(v.scripts, s)
+		}
+	}
+	if m.GypFile {
+		v.scripts = append(v.scripts, "binding.gyp")
+	}
+	var s string
+	if json.Unmarshal(when, &s) == nil {
+		v.published, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	return v
+}
+
+// compare orders two parsable versions.
+func compare(a, b string) int {
+	va, _ := semver.ParseVersion(a, semver.NPM)
+	vb, _ := semver.ParseVersion(b, semver.NPM)
+	return va.Compare(vb)
+}
+
+// lostProvenance reports whether a version lower than v had attestations
+// that v lacks.
+func (p *packument) lostProvenance(v string) bool {
+	if p.info[v] == nil || p.info[v].attested {
+		return false
+	}
+	for _, o := range p.order {
+		if o == v {
+			return false
+		}
+		if p.info[o].attested {
+			return true
+		}
+	}
+	return false
+}
+
+// get returns the packument of name: from memory or the cache while it is
+// fresh, else from the upstream (one fetch however many ask at once), else
+// stale from the cache when the upstream fails.
+func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
+	now := h.env.Now()
+	h.mu.Lock()
+	p := h.parsed[name]
+	h.mu.Unlock()
+	if p != nil && !p.stale && now.Sub(p.fetched) < h.env.MetaTTL {
+		return p, nil
+	}
+	key := "npm:packument:" + h.upstream.String() + name
+	if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
+		return h.remember(parsePackument(name, m.Body, m.Fetched))
+	}
+	p, err, _ := h.packuments.Do(name, func() (*packument, error) {
+		b, _, err := h.env.Upstream.GetMeta(context.WithoutCancel(ctx), h.upstreamURL(escapeName(name)), "application/json")
+		if err != nil {
+			return nil, err
+		}
+		p, err := parsePackument(name, b, now)
+		if err != nil {
+			return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the upstream's packument of %s does not parse", name)
+		}
+		if err := h.env.Cache.PutMeta(key, cache.Meta{Body: b, Fetched: now}); err != nil {
+			h.env.Log.Warn("caching a packument", "name", name, "error", err)
+		}
+		return p, nil
+	})
+	if err == nil {
+		return h.remember(p, nil)
+	}
+	if isNotFound(err) {
+		return nil, err
+	}
+	m, cerr := h.env.Cache.GetMeta(key)
+	if cerr != nil {
+		return nil, err
+	}
+	h.env.Log.Warn("upstream failed, serving a stale packument", "name", name, "age", m.Age(now), "error", err)
+	sp, perr := parsePackument(name, m.Body, m.Fetched)
+	if perr != nil {
+		return nil, err
+	}
+	sp.stale = true
+	return h.remember(sp, nil)
+}
+
+// remember keeps p in memory, dropping another entry past maxParsed.
+func (h *Handler) remember(p *packument, err error) (*packument, error) {
+	if err != nil {
+		return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the cached packument does not parse")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.parsed) >= maxParsed {
+		for k := range h.parsed {
+			delete(h.parsed, k)
+			break
+		}
+	}
+	h.parsed[p.name] = p
+	return p, nil
+}
+
+// decide asks the policy about version v of p.
+func (h *Handler) decide(ctx context.Context, p *packument, v string) (outcome string, d policy.Decision) {
+	in := p.info[v]
+	d = h.env.Policy.Package(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
+		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0})
+	return outcomeOf(d), d
+}
+
+// outcomeOf names a decision as a fetch outcome: served unless it blocks.
+func outcomeOf(d policy.Decision) string {
+	if d.Verdict != policy.Block {
+		return fetch.Served
+	}
+	for _, c := range d.Checks {
+		if c.Verdict != policy.Block {
+			continue
+		}
+		switch c.Name {
+		case "cooldown":
+			return fetch.Cooldown
+		case "source":
+			return fetch.UnknownSource
+		}
+		return fetch.Blocked
+	}
+	return fetch.Blocked
+}
+
+// filter returns the versions of p the policy removes.
+func (h *Handler) filter(ctx context.Context, p *packument) map[string]fetch.Removal {
+	removed := map[string]fetch.Removal{}
+	for v := range p.info {
+		if out, d := h.decide(ctx, p, v); out != fetch.Served {
+			removed[v] = fetch.Removal{Version: v, Outcome: out, Rule: d.Rule, Reason: d.Reason}
+		}
+	}
+	return removed
+}
+
+// repairTags points each dist-tag that names a removed version at the
+// highest remaining version below it (a release for a release), and drops
+// a tag with none.
+func (p *packument) repairTags(removed map[string]fetch.Removal) map[string]string {
+	tags := make(map[string]string, len(p.tags))
+	for tag, v := range p.tags {
+		if _, gone := removed[v]; !gone {
+			tags[tag] = v
+			continue
+		}
+		if nv := p.below(v, removed); nv != "" {
+			tags[tag] = nv
+		}
+	}
+	return tags
+}
+
+// below is the highest version lower than v that is not removed, a
+// release when v is one.
+func (p *packument) below(v string, removed map[string]fetch.Removal) string {
+	pv, err := semver.ParseVersion(v, semver.NPM)
+	if err != nil {
+		return ""
+	}
+	for i := len(p.order) - 1; i >= 0; i-- {
+		o := p.order[i]
+		if _, gone := removed[o]; gone || compare(o, v) >= 0 {
+			continue
+		}
+		ov, _ := semver.ParseVersion(o, semver.NPM)
+		if !pv.Prerelease() && ov.Prerelease() {
+			continue
+		}
+		return o
+	}
+	return ""
+}
+
+// tarballPath is the mirror path of a version's tarball.
+func (h *Handler) tarballPath(name, tarball string) string {
+	return h.prefix + escapeName(name) + "/-/" + path.Base(tarball)
+}
+
+// servePackument serves a filtered, rewritten packument.
+func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name string) error {
+	p, err := h.get(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	removed := h.filter(r.Context(), p)
+	h.recordFilter(r.Context(), p, removed)
+	abbrev := strings.Contains(r.Header.Get("Accept"), abbreviated)
+	b, err := h.render(p, removed, abbrev, "http://"+r.Host)
+	if err != nil {
+		return err
+	}
+	ct := "application/json"
+	if abbrev {
+		ct = abbreviated
+	}
+	w.Header().Set("Content-Type", ct)
+	if p.stale {
+		w.Header().Set("Warning", `110 sandtrail "stale: the upstream registry could not be reached"`)
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	return nil
+}
+
+// abbrevFields are the fields of a version in the abbreviated packument.
+var abbrevFields = []string{"name", "version", "deprecated", "dependencies", "optionalDependencies", "devDependencies",
+	"bundleDependencies", "bundledDependencies", "peerDependencies", "peerDependenciesMeta", "acceptDependencies",
+	"bin", "directories", "dist", "engines", "_hasShrinkwrap", "hasInstallScript", "cpu", "os", "libc", "funding", "license"}
+
+// render writes p without the removed versions, its tarball URLs on the
+// mirror at base.
+func (h *Handler) render(p *packument, removed map[string]fetch.Removal, abbrev bool, base string) ([]byte, error) {
+	versions := make(map[string]json.RawMessage, len(p.raw))
+	for v, raw := range p.raw {
+		if _, gone := removed[v]; gone {
+			continue
+		}
+		nv, err := h.rewriteVersion(p, v, raw, abbrev, base)
+		if err != nil {
+			return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.name, v)
+		}
+		versions[v] = nv
+	}
+	out := map[string]any{"versions": versions, "dist-tags": p.repairTags(removed)}
+	if abbrev {
+		out["name"] = p.name
+		if m, ok := p.top["modified"]; ok {
+			out["modified"] = m
+		}
+	} else {
+		for k, v := range p.top {
+			if k != "versions" && k != "dist-tags" && k != "time" {
+				out[k] = v
+			}
+		}
+		out["time"] = p.times(removed)
+	}
+	return json.Marshal(out)
+}
+
+// times is p's time map without the removed versions.
+func (p *packument) times(removed map[string]fetch.Removal) map[string]json.RawMessage {
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal(p.top["time"], &all)
+	for v := range removed {
+		delete(all, v)
+	}
+	return all
+}
+
+// rewriteVersion points a version's tarball at the mirror and, for the
+// abbreviated form, keeps only its fields (with hasInstallScript set when
+// npm would run a script).
+func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, abbrev bool, base string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	var dist map[string]json.RawMessage
+	if err := json.Unmarshal(m["dist"], &dist); err != nil {
+		return nil, errors.New("no dist")
+	}
+	t, _ := json.Marshal(base + h.tarballPath(p.name, p.info[v].tarball))
+	// dist.attestations stays: npm rewrites its URL onto the registry it
+	// is configured with, the mirror, which proxies it.
+	dist["tarball"] = t
+	m["dist"], _ = json.Marshal(dist)
+	if abbrev {
+		keep := make(map[string]json.RawMessage, len(abbrevFields))
+		for _, f := range abbrevFields {
+			if x, ok := m[f]; ok {
+				keep[f] = x
+			}
+		}
+		if len(p.info[v].scripts) > 0 {
+			keep["hasInstallScript"] = json.RawMessage("true")
+		}
+		m = keep
+	}
+	return json.Marshal(m)
+}
+
+// recordFilter records, once per session and package, the versions the
+// policy removed from what the client was served.
+func (h *Handler) recordFilter(ctx context.Context, p *packument, removed map[string]fetch.Removal) {
+	if len(removed) == 0 || h.env.Filter == nil {
+		return
+	}
+	c := ctxClient(ctx)
+	k := c.SessionID + "\x00" + p.name
+	h.mu.Lock()
+	seen := h.filtered[k]
+	if !seen {
+		if len(h.filtered) > 1<<16 {
+			h.filtered = map[string]bool{}
+		}
+		h.filtered[k] = true
+	}
+	h.mu.Unlock()
+	if seen {
+		return
+	}
+	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Client: c}
+	for _, r := range removed {
+		f.Removed = append(f.Removed, r)
+	}
+	sort.Slice(f.Removed, func(i, j int) bool { return f.Removed[i].Version < f.Removed[j].Version })
+	h.env.Filter(f)
+}

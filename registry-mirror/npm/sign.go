@@ -1,0 +1,199 @@
+package npm
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+)
+
+// Key is one of the registry's signing keys, as /-/npm/v1/keys lists it.
+type Key struct {
+	KeyID   string `json:"keyid"`
+	KeyType string `json:"keytype"`
+	Scheme  string `json:"scheme"`
+	// Key is the base64 SPKI DER public key.
+	Key     string `json:"key"`
+	Expires string `json:"expires"`
+}
+
+// keyList is the body of /-/npm/v1/keys.
+type keyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// keyring holds the registry's keys: pinned in the configuration, or
+// fetched from the upstream once and then kept (trust on first use: a key
+// that changes upstream is not followed until the cache entry is removed).
+type keyring struct {
+	h      *Handler
+	mu     sync.Mutex
+	pinned []Key
+	keys   map[string]*ecdsa.PublicKey
+	exp    map[string]time.Time
+	raw    []byte
+}
+
+// ErrNoKeys is returned when the registry's keys are unknown, so no
+// signature can be checked: the tarball is refused.
+var ErrNoKeys = errors.New("npm: the registry's signing keys are unknown")
+
+// Pin makes ks the only keys trusted for h's upstream.
+func (h *Handler) Pin(ks []Key) error {
+	h.keys.mu.Lock()
+	defer h.keys.mu.Unlock()
+	h.keys.pinned = ks
+	return h.keys.set(ks)
+}
+
+// set parses ks into the keyring.
+func (k *keyring) set(ks []Key) error {
+	keys, exp := map[string]*ecdsa.PublicKey{}, map[string]time.Time{}
+	for _, key := range ks {
+		der, err := base64.StdEncoding.DecodeString(key.Key)
+		if err != nil {
+			return fmt.Errorf("npm: key %s: %w", key.KeyID, err)
+		}
+		pub, err := x509.ParsePKIXPublicKey(der)
+		if err != nil {
+			return fmt.Errorf("npm: key %s: %w", key.KeyID, err)
+		}
+		ec, ok := pub.(*ecdsa.PublicKey)
+		if !ok || key.KeyType != "ecdsa-sha2-nistp256" {
+			return fmt.Errorf("npm: key %s is %s, want ecdsa-sha2-nistp256", key.KeyID, key.KeyType)
+		}
+		keys[key.KeyID] = ec
+		if key.Expires != "" {
+			t, err := time.Parse(time.RFC3339Nano, key.Expires)
+			if err != nil {
+				return fmt.Errorf("npm: key %s expires %q: %w", key.KeyID, key.Expires, err)
+			}
+			exp[key.KeyID] = t
+		}
+	}
+	raw, _ := json.Marshal(keyList{Keys: ks})
+	k.keys, k.exp, k.raw = keys, exp, raw
+	return nil
+}
+
+// load returns the keys: pinned, cached, or fetched from the upstream and
+// cached.
+func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[string]time.Time, []byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys != nil {
+		return k.keys, k.exp, k.raw, nil
+	}
+	h := k.h
+	key := "npm:keys:" + h.upstream.String()
+	m, err := h.env.Cache.GetMeta(key)
+	if err != nil {
+		b, _, ferr := h.env.Upstream.GetMeta(ctx, h.upstreamURL("-/npm/v1/keys"), "application/json")
+		if ferr != nil {
+			return nil, nil, nil, fmt.Errorf("%w: fetching them: %w", ErrNoKeys, ferr)
+		}
+		m = cache.Meta{Body: b, Fetched: h.env.Now()}
+	}
+	var ks keyList
+	if err := json.Unmarshal(m.Body, &ks); err != nil || len(ks.Keys) == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: the upstream's key list is empty or does not parse", ErrNoKeys)
+	}
+	if err := k.set(ks.Keys); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := h.env.Cache.PutMeta(key, m); err != nil {
+		h.env.Log.Warn("caching the registry's keys", "error", err)
+	}
+	return k.keys, k.exp, k.raw, nil
+}
+
+// verifySignature checks that a signature of a known, unexpired key covers
+// "name@version:integrity". It returns the key id.
+func (h *Handler) verifySignature(ctx context.Context, name, v string, in *version) (string, error) {
+	keys, exp, _, err := h.keys.load(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(in.sigs) == 0 {
+		return "", errors.New("npm: the version has no registry signature")
+	}
+	digest := sha256.Sum256([]byte(name + "@" + v + ":" + in.integrity))
+	var why []string
+	for _, s := range in.sigs {
+		pub, ok := keys[s.KeyID]
+		if !ok {
+			why = append(why, "unknown key "+clip(s.KeyID))
+			continue
+		}
+		if t, ok := exp[s.KeyID]; ok && !in.published.IsZero() && !in.published.Before(t) {
+			why = append(why, fmt.Sprintf("key %s expired %s, before the version was published", s.KeyID, t.Format(time.RFC3339)))
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(s.Sig)
+		if err == nil && ecdsa.VerifyASN1(pub, digest[:], sig) {
+			return s.KeyID, nil
+		}
+		why = append(why, "bad signature by "+s.KeyID)
+	}
+	return "", fmt.Errorf("npm: no valid registry signature: %v", why)
+}
+
+// serveKeys serves the keys the mirror trusts.
+func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request) error {
+	_, _, raw, err := h.keys.load(r.Context())
+	if err != nil {
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the registry's signing keys are not available")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(raw)
+	return err
+}
+
+// serveAttestations proxies a version's attestations (Sigstore bundles),
+// cached.
+func (h *Handler) serveAttestations(w http.ResponseWriter, r *http.Request, spec string) error {
+	name, v, ok := cutVersion(spec)
+	if !ok || checkName(name) != nil || v == "" {
+		return fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad attestations path %q", clip(spec))
+	}
+	key := "npm:attestations:" + h.upstream.String() + name + "@" + v
+	m, err := h.env.Cache.GetMeta(key)
+	if err != nil {
+		b, _, ferr := h.env.Upstream.GetMeta(r.Context(), h.upstreamURL("-/npm/v1/attestations/"+escapeName(name)+"@"+v), "application/json")
+		if ferr != nil {
+			return ferr
+		}
+		m = cache.Meta{Body: b, Fetched: h.env.Now()}
+		if err := h.env.Cache.PutMeta(key, m); err != nil {
+			h.env.Log.Warn("caching attestations", "name", name, "error", err)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(m.Body)
+	return err
+}
+
+// cutVersion splits "name@version", a scoped name's leading @ kept.
+func cutVersion(s string) (name, v string, ok bool) {
+	i := -1
+	for j := len(s) - 1; j > 0; j-- {
+		if s[j] == '@' {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
