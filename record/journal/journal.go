@@ -95,10 +95,6 @@ const (
 	maxTornBytes  = (flightsQueued + 2) * (maxBatchBytes + MaxPayload + frameHeaderSize)
 )
 
-// KindRecovered is the kind of the event Open appends after cutting a torn
-// tail.
-const KindRecovered = "journal.recovered"
-
 // Option configures Open.
 type Option func(*options)
 
@@ -267,7 +263,7 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 	go j.syncer()
 	if cut != nil {
 		j.log.Warn("cut torn tail", "segment", cut.Segment, "offset", cut.Offset, "cut_bytes", cut.CutBytes)
-		ev := &event.Event{Kind: KindRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
+		ev := &event.Event{Kind: event.KindJournalRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
 		if err := j.Append(context.Background(), ev); err != nil {
 			j.Close()
 			return nil, fmt.Errorf("recording recovery: %w", err)
@@ -532,7 +528,7 @@ func (j *Journal) latestStored() (*Checkpoint, error) {
 // to each event, encodes it canonically (event.Marshal), writes it, and
 // returns only once it is durable (fsync). Concurrent callers share one
 // fsync (group commit). An invalid event (event.Validate) fails the whole
-// call before anything is written. A "session.terminate" event makes a
+// call before anything is written. An event.KindSessionTerminate event makes a
 // checkpoint right after it is durable, before Append returns. If ctx ends
 // while the write is in flight, Append returns ctx's error but the events
 // may still become durable. After a failed write the journal is broken and
