@@ -64,32 +64,6 @@ const (
 	LossSourceTable = "kernel:table"
 )
 
-// Event kinds produced by the collector.
-const (
-	KindExec       = "process.exec"
-	KindFork       = "process.fork"
-	KindExit       = "process.exit"
-	KindExecFailed = "process.exec_failed"
-	KindLoss       = "collector.loss"
-	// KindNetConnect is also the kind lost for net.send records, which
-	// share the connect record.
-	KindNetConnect = "net.connect"
-	KindNetSend    = "net.send"
-	KindNetClose   = "net.close"
-	KindNetListen  = "net.listen"
-	KindNetAccept  = "net.accept"
-	// File kinds: file.<op> for each op of event.File.
-	KindFileRead     = "file.read"
-	KindFileWrite    = "file.write"
-	KindFileCreate   = "file.create"
-	KindFileDelete   = "file.delete"
-	KindFileRename   = "file.rename"
-	KindFileMount    = "file.mount"
-	KindFileUmount   = "file.umount"
-	KindFileTruncate = "file.truncate"
-	KindFileChmod    = "file.chmod"
-)
-
 // Defaults.
 const (
 	DefaultRingBufferSize = 16 << 20

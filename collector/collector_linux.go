@@ -628,7 +628,7 @@ func (c *Collector) sendLoss(kind, source string, n uint64, deadline <-chan time
 		V:      event.SchemaVersion,
 		TS:     time.Now().UTC(),
 		Host:   c.opts.host,
-		Kind:   KindLoss,
+		Kind:   event.KindLoss,
 		Source: event.SourceKernel,
 		Loss:   &event.Loss{Count: n, Source: source, LostKind: kind},
 	}

@@ -24,7 +24,7 @@ const nobody = 65534
 func findExec(evs []*event.Event, exe string) []*event.Event {
 	var out []*event.Event
 	for _, ev := range evs {
-		if ev.Kind == KindExec && ev.Proc.Exe == exe {
+		if ev.Kind == event.KindExec && ev.Proc.Exe == exe {
 			out = append(out, ev)
 		}
 	}
@@ -119,7 +119,7 @@ func TestExecForkExit(t *testing.T) {
 	}
 
 	// The fork of echo by sh.
-	fork := findPid(mine, KindFork, p.Pid)
+	fork := findPid(mine, event.KindFork, p.Pid)
 	if fork == nil || fork.Proc.PPid != shPid {
 		t.Errorf("fork of echo = %+v, want one with ppid %d", fork, shPid)
 	}
@@ -132,7 +132,7 @@ func TestExecForkExit(t *testing.T) {
 		{"echo", p.Pid, 0},
 		{"sh", shPid, 7},
 	} {
-		ex := findPid(mine, KindExit, c.pid)
+		ex := findPid(mine, event.KindExit, c.pid)
 		if ex == nil {
 			t.Errorf("exit of %s (pid %d): none, want one", c.name, c.pid)
 			continue
@@ -200,7 +200,7 @@ func TestArgvTruncated(t *testing.T) {
 		t.Fatalf("running /bin/true with %d bytes of argv: %v", total, err)
 	}
 	evs := r.stop(t)
-	got := findExec(inSession(evs, sid, KindExec), "/bin/true")
+	got := findExec(inSession(evs, sid, event.KindExec), "/bin/true")
 	if len(got) != 1 {
 		t.Fatalf("exec events of /bin/true = %d, want 1", len(got))
 	}
@@ -254,7 +254,7 @@ func TestExecFailed(t *testing.T) {
 		t.Fatalf("helper: %v", err)
 	}
 	evs := r.stop(t)
-	failed := inSession(evs, sid, KindExecFailed)
+	failed := inSession(evs, sid, event.KindExecFailed)
 	for _, c := range []struct {
 		name, path, errno string
 	}{
@@ -281,7 +281,7 @@ func TestExecFailed(t *testing.T) {
 		})
 	}
 	// The helper's own exec is recorded; none of the failed ones is.
-	execs := inSession(evs, sid, KindExec)
+	execs := inSession(evs, sid, event.KindExec)
 	for _, p := range []string{nonExec, missing, missingAt} {
 		if got := findExec(execs, p); len(got) != 0 {
 			t.Errorf("exec events of %s = %d, want 0", p, len(got))
@@ -323,7 +323,7 @@ func TestPipes(t *testing.T) {
 	if err != nil || string(out) != "hi\n" {
 		t.Fatalf("sh = %q, %v, want hi", out, err)
 	}
-	evs := inSession(r.stop(t), sid, KindExec)
+	evs := inSession(r.stop(t), sid, event.KindExec)
 	echo, cat := findExec(evs, "/bin/echo"), findExec(evs, "/bin/cat")
 	if len(echo) != 1 || len(cat) != 1 {
 		t.Fatalf("exec events of echo, cat = %d, %d, want 1, 1", len(echo), len(cat))
@@ -366,7 +366,7 @@ func TestUnwatchedNotCaptured(t *testing.T) {
 			t.Errorf("captured %s of pid %d in the unwatched cgroup", ev.Kind, ev.Proc.Pid)
 		}
 	}
-	if n := len(findExec(inSession(evs, "sess-watched", KindExec), "/bin/true")); n != 1 {
+	if n := len(findExec(inSession(evs, "sess-watched", event.KindExec), "/bin/true")); n != 1 {
 		t.Errorf("exec events in the watched cgroup = %d, want 1", n)
 	}
 }
@@ -384,7 +384,7 @@ func TestNestedCgroup(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	got := findExec(inSession(r.stop(t), "sess-nested", KindExec), "/bin/true")
+	got := findExec(inSession(r.stop(t), "sess-nested", event.KindExec), "/bin/true")
 	if len(got) != 1 {
 		t.Fatalf("exec events in the nested cgroup = %d, want 1", len(got))
 	}

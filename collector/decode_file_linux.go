@@ -97,7 +97,7 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 		f.Result = event.I64(r.Ret)
 	}
 	hdr := processEventHeader(r.Hdr)
-	e := d.envelope("file."+op, &hdr)
+	e := d.envelope(event.FileKind(op), &hdr)
 	e.File = f
 	e.Proc = &event.Proc{
 		Pid:      int32(r.Hdr.Pid),

@@ -46,17 +46,17 @@ type decoder struct {
 
 // kindName maps a BPF event kind to the event kind.
 var kindName = [...]string{
-	processEventKindKIND_EXEC:        KindExec,
-	processEventKindKIND_FORK:        KindFork,
-	processEventKindKIND_EXIT:        KindExit,
-	processEventKindKIND_EXEC_FAILED: KindExecFailed,
+	processEventKindKIND_EXEC:        event.KindExec,
+	processEventKindKIND_FORK:        event.KindFork,
+	processEventKindKIND_EXIT:        event.KindExit,
+	processEventKindKIND_EXEC_FAILED: event.KindExecFailed,
 	processEventKindKIND_OOM_VICTIM:  "oom_victim",
 	// Kernel drops of file records are counted for all file ops together.
 	processEventKindKIND_FILE:        "file",
-	processEventKindKIND_NET_CONNECT: KindNetConnect,
-	processEventKindKIND_NET_CLOSE:   KindNetClose,
-	processEventKindKIND_NET_LISTEN:  KindNetListen,
-	processEventKindKIND_NET_ACCEPT:  KindNetAccept,
+	processEventKindKIND_NET_CONNECT: event.KindNetConnect,
+	processEventKindKIND_NET_CLOSE:   event.KindNetClose,
+	processEventKindKIND_NET_LISTEN:  event.KindNetListen,
+	processEventKindKIND_NET_ACCEPT:  event.KindNetAccept,
 }
 
 const numKinds = int(processEventKindKIND_MAX)
@@ -129,7 +129,7 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		if err := load(&r, raw); err != nil {
 			return nil, nil, err
 		}
-		e := d.envelope(KindFork, &r.Hdr)
+		e := d.envelope(event.KindFork, &r.Hdr)
 		e.Proc = &event.Proc{
 			Pid:      int32(r.ChildPid),
 			PPid:     int32(r.Hdr.Pid),
@@ -144,7 +144,7 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		if err := load(&r, raw); err != nil {
 			return nil, nil, err
 		}
-		e := d.envelope(KindExit, &r.Hdr)
+		e := d.envelope(event.KindExit, &r.Hdr)
 		e.Proc = &event.Proc{
 			Pid:      int32(r.Hdr.Pid),
 			PPid:     int32(r.Ppid),
@@ -171,7 +171,7 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		if r.Ret >= 0 {
 			return nil, nil, fmt.Errorf("%w: exec_failed with return value %d", errDecode, r.Ret)
 		}
-		e := d.envelope(KindExecFailed, &r.Hdr)
+		e := d.envelope(event.KindExecFailed, &r.Hdr)
 		e.Proc = &event.Proc{
 			Pid:      int32(r.Hdr.Pid),
 			UID:      event.U32(r.Uid),
@@ -220,7 +220,7 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 	argv := data[fl+cl : fl+cl+al]
 	flags := processExecFlags(r.Flags)
 
-	e := d.envelope(KindExec, &r.Hdr)
+	e := d.envelope(event.KindExec, &r.Hdr)
 	e.Proc = &event.Proc{
 		Pid:           int32(r.Hdr.Pid),
 		PPid:          int32(r.Ppid),

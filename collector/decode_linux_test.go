@@ -99,7 +99,7 @@ func TestToEvent(t *testing.T) {
 		oom     bool
 		wantErr bool
 	}{
-		{name: "exec", raw: seeds()["exec"], kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+		{name: "exec", raw: seeds()["exec"], kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
 			want := event.Proc{Pid: 100, PPid: 99, UID: event.U32(1000), EUID: event.U32(0), Comm: "echo", Exe: "/bin/echo",
 				Argv: []string{"/bin/echo", "a", "b c"}, Cwd: "/tmp", StartTS: wall(999_000_000), CgroupID: 77, StdoutPipe: 5555}
 			if p.UID == nil || *p.UID != 1000 || p.EUID == nil || *p.EUID != 0 || p.AUID != nil {
@@ -111,42 +111,42 @@ func TestToEvent(t *testing.T) {
 				t.Errorf("toEvent(exec).proc = %+v, want %+v", got, want)
 			}
 		}},
-		{name: "empty argument kept", raw: seeds()["exec-empty-arg"], kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+		{name: "empty argument kept", raw: seeds()["exec-empty-arg"], kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
 			if want := []string{"/bin/true", "", "x"}; !slices.Equal(p.Argv, want) || p.Cwd != "/" {
 				t.Errorf("toEvent(exec).argv, cwd = %q, %q, want %q, /", p.Argv, p.Cwd, want)
 			}
 		}},
-		{name: "truncated argv keeps the cut argument", raw: seeds()["exec-cut"], kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+		{name: "truncated argv keeps the cut argument", raw: seeds()["exec-cut"], kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
 			if want := []string{"/bin/true", "abc"}; !slices.Equal(p.Argv, want) || !p.ArgvTruncated || p.Cwd != "/a/b/c" {
 				t.Errorf("toEvent(exec) = argv %q truncated %v cwd %q, want %q true /a/b/c", p.Argv, p.ArgvTruncated, p.Cwd, want)
 			}
 		}},
-		{name: "cwd walk cut short", raw: execRecord("/x", []string{"b", "a"}, "", processExecFlagsEXEC_CWD_TRUNCATED), kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+		{name: "cwd walk cut short", raw: execRecord("/x", []string{"b", "a"}, "", processExecFlagsEXEC_CWD_TRUNCATED), kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
 			if p.Cwd != "…/a/b" || p.Argv != nil {
 				t.Errorf("toEvent(exec).cwd, argv = %q, %q, want …/a/b, nil", p.Cwd, p.Argv)
 			}
 		}},
-		{name: "argv secrets masked", raw: execRecord("/usr/bin/curl", nil, "curl\x00-u\x00alice:hunter2\x00--password\x00s3cret\x00", 0), kind: KindExec, check: func(t *testing.T, p *event.Proc) {
+		{name: "argv secrets masked", raw: execRecord("/usr/bin/curl", nil, "curl\x00-u\x00alice:hunter2\x00--password\x00s3cret\x00", 0), kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
 			if want := []string{"curl", "-u", "alice:" + event.Mask, "--password", event.Mask}; !slices.Equal(p.Argv, want) {
 				t.Errorf("toEvent(exec).argv = %q, want %q", p.Argv, want)
 			}
 		}},
-		{name: "fork", raw: seeds()["fork"], kind: KindFork, check: func(t *testing.T, p *event.Proc) {
+		{name: "fork", raw: seeds()["fork"], kind: event.KindFork, check: func(t *testing.T, p *event.Proc) {
 			if p.Pid != 100 || p.PPid != 99 || p.Comm != "sh" {
 				t.Errorf("toEvent(fork) = pid %d ppid %d comm %q, want 100 99 sh", p.Pid, p.PPid, p.Comm)
 			}
 		}},
-		{name: "exit status", raw: seeds()["exit-7"], kind: KindExit, check: func(t *testing.T, p *event.Proc) {
+		{name: "exit status", raw: seeds()["exit-7"], kind: event.KindExit, check: func(t *testing.T, p *event.Proc) {
 			if p.ExitCode == nil || *p.ExitCode != 7 || p.Signal != 0 {
 				t.Errorf("toEvent(exit) = code %v signal %d, want 7 0", deref32(p.ExitCode), p.Signal)
 			}
 		}},
-		{name: "killed by a signal", raw: seeds()["exit-signal"], kind: KindExit, check: func(t *testing.T, p *event.Proc) {
+		{name: "killed by a signal", raw: seeds()["exit-signal"], kind: event.KindExit, check: func(t *testing.T, p *event.Proc) {
 			if p.ExitCode != nil || p.Signal != 9 {
 				t.Errorf("toEvent(exit) = code %v signal %d, want nil 9", deref32(p.ExitCode), p.Signal)
 			}
 		}},
-		{name: "exec failed", raw: seeds()["exec-failed"], kind: KindExecFailed, check: func(t *testing.T, p *event.Proc) {
+		{name: "exec failed", raw: seeds()["exec-failed"], kind: event.KindExecFailed, check: func(t *testing.T, p *event.Proc) {
 			if p.Exe != "/missing" || p.Errno != "ENOENT" {
 				t.Errorf("toEvent(exec_failed) = %q %q, want /missing ENOENT", p.Exe, p.Errno)
 			}

@@ -51,9 +51,9 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	case processEventKindKIND_NET_CONNECT:
 		switch netNetOp(r.Op) {
 		case netNetOpNET_OP_CONNECT:
-			name, n.Op = KindNetConnect, "connect"
+			name, n.Op = event.KindNetConnect, "connect"
 		case netNetOpNET_OP_SEND:
-			name, n.Op = KindNetSend, "send"
+			name, n.Op = event.KindNetSend, "send"
 			if r.Count > 1 {
 				n.Count = r.Count
 			}
@@ -61,15 +61,15 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 			return nil, nil, fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
 		}
 	case processEventKindKIND_NET_CLOSE:
-		name, n.Op = KindNetClose, "close"
+		name, n.Op = event.KindNetClose, "close"
 		n.BytesOut, n.BytesIn = r.BytesOut, r.BytesIn
 		if r.Start != 0 && r.Hdr.Ts > r.Start {
 			n.DurationMS = int64((r.Hdr.Ts - r.Start) / 1e6)
 		}
 	case processEventKindKIND_NET_LISTEN:
-		name, n.Op = KindNetListen, "listen"
+		name, n.Op = event.KindNetListen, "listen"
 	case processEventKindKIND_NET_ACCEPT:
-		name, n.Op = KindNetAccept, "accept"
+		name, n.Op = event.KindNetAccept, "accept"
 	}
 	if src.IsValid() {
 		n.SrcIP, n.SrcPort = src.String(), r.Src.Port

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/collector"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // The session manager watches a session's v2 cgroup; every process event of
@@ -29,7 +30,7 @@ func ExampleNew() {
 		return
 	}
 	for ev := range c.Events() {
-		if ev.Kind == collector.KindLoss {
+		if ev.Kind == event.KindLoss {
 			log.Warn("events lost", "count", ev.Loss.Count, "source", ev.Loss.Source, "lost_kind", ev.Loss.LostKind)
 			continue
 		}

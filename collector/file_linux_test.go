@@ -238,17 +238,17 @@ func TestFileOps(t *testing.T) {
 		kind, path, newPath, errno string
 		flags                      uint32
 	}{
-		{kind: KindFileRead, path: "/etc/passwd"},
-		{kind: KindFileWrite, path: filepath.Join(home, ".aws", "credentials")},
-		{kind: KindFileRead, path: "/etc/shadow", errno: "EACCES", flags: unix.O_RDONLY | unix.O_CLOEXEC},
-		{kind: KindFileDelete, path: filepath.Join(work, "del.txt")},
-		{kind: KindFileRename, path: filepath.Join(work, "a.txt"), newPath: filepath.Join(work, "b.txt")},
-		{kind: KindFileDelete, path: filepath.Join(work, "rel-del.txt")},
-		{kind: KindFileCreate, path: filepath.Join(work, "rel-new.txt")},
-		{kind: KindFileCreate, path: filepath.Join(work, "dirfd.txt")},
-		{kind: KindFileRename, path: filepath.Join(work, "dirfd.txt"), newPath: filepath.Join(work, "dirfd2.txt")},
-		{kind: KindFileTruncate, path: filepath.Join(work, "t.txt")},
-		{kind: KindFileChmod, path: filepath.Join(work, "c.txt"), flags: 0o600},
+		{kind: event.KindFileRead, path: "/etc/passwd"},
+		{kind: event.KindFileWrite, path: filepath.Join(home, ".aws", "credentials")},
+		{kind: event.KindFileRead, path: "/etc/shadow", errno: "EACCES", flags: unix.O_RDONLY | unix.O_CLOEXEC},
+		{kind: event.KindFileDelete, path: filepath.Join(work, "del.txt")},
+		{kind: event.KindFileRename, path: filepath.Join(work, "a.txt"), newPath: filepath.Join(work, "b.txt")},
+		{kind: event.KindFileDelete, path: filepath.Join(work, "rel-del.txt")},
+		{kind: event.KindFileCreate, path: filepath.Join(work, "rel-new.txt")},
+		{kind: event.KindFileCreate, path: filepath.Join(work, "dirfd.txt")},
+		{kind: event.KindFileRename, path: filepath.Join(work, "dirfd.txt"), newPath: filepath.Join(work, "dirfd2.txt")},
+		{kind: event.KindFileTruncate, path: filepath.Join(work, "t.txt")},
+		{kind: event.KindFileChmod, path: filepath.Join(work, "c.txt"), flags: 0o600},
 	} {
 		ev := find(c.kind, c.path, c.errno)
 		if ev == nil {
@@ -268,7 +268,7 @@ func TestFileOps(t *testing.T) {
 	// The openat relative to the /etc dirfd failed too: both are there.
 	var shadows []uint32
 	for _, ev := range mine {
-		if ev.Kind == KindFileRead && ev.File.Path == "/etc/shadow" && ev.File.Errno == "EACCES" {
+		if ev.Kind == event.KindFileRead && ev.File.Path == "/etc/shadow" && ev.File.Errno == "EACCES" {
 			shadows = append(shadows, ev.File.Flags)
 		}
 	}
@@ -289,7 +289,7 @@ func TestFileOps(t *testing.T) {
 	var loops []uint64
 	var total uint64
 	for _, ev := range mine {
-		if ev.Kind == KindFileWrite && ev.File.Path == filepath.Join(work, "loop.txt") {
+		if ev.Kind == event.KindFileWrite && ev.File.Path == filepath.Join(work, "loop.txt") {
 			loops = append(loops, ev.File.Count)
 			total += max(ev.File.Count, 1)
 		}
@@ -356,7 +356,7 @@ func checkReads(t *testing.T, r *recorder, cg *cgrouptest.Cgroup, want, unwanted
 	pid := int32(cmd.Process.Pid)
 	got := map[string]bool{}
 	for _, ev := range r.stop(t) {
-		if ev.Kind == KindFileRead && ev.Proc.Pid == pid {
+		if ev.Kind == event.KindFileRead && ev.Proc.Pid == pid {
 			got[ev.File.Path] = true
 		}
 	}
@@ -456,14 +456,14 @@ func TestFileBlockedOpens(t *testing.T) {
 	}
 	evs := r.stop(t)
 	var got uint64
-	for _, ev := range inSession(evs, sid, KindFileRead) {
+	for _, ev := range inSession(evs, sid, event.KindFileRead) {
 		if ev.File.Path == fifo {
 			got += max(ev.File.Count, 1)
 		}
 	}
 	var lost uint64
 	for _, ev := range evs {
-		if ev.Kind == KindLoss {
+		if ev.Kind == event.KindLoss {
 			lost += ev.Loss.Count
 		}
 	}
@@ -506,7 +506,7 @@ func TestFileMount(t *testing.T) {
 	}
 	var got []string
 	evs := r.stop(t)
-	for _, kind := range []string{KindFileMount, KindFileUmount} {
+	for _, kind := range []string{event.KindFileMount, event.KindFileUmount} {
 		for _, ev := range inSession(evs, "sess-mount", kind) {
 			f := ev.File
 			got = append(got, fmt.Sprintf("%s %s %s %s %#x %s", kind, f.Path, f.Source, f.FSType, f.Flags, f.Errno))
@@ -652,7 +652,7 @@ func TestDecodeFile(t *testing.T) {
 	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, file: f}
 	seeds := fileSeeds()
 	ev, _, err := d.toEvent(seeds["read-walked"])
-	if err != nil || ev.Kind != KindFileRead || ev.File.Path != "/etc/passwd" || deref64(ev.File.Result) != 3 || ev.Proc.Pid != 100 || ev.Proc.UID == nil || *ev.Proc.UID != 1000 {
+	if err != nil || ev.Kind != event.KindFileRead || ev.File.Path != "/etc/passwd" || deref64(ev.File.Result) != 3 || ev.Proc.Pid != 100 || ev.Proc.UID == nil || *ev.Proc.UID != 1000 {
 		t.Errorf("toEvent(read) = %+v, %v, want file.read of /etc/passwd, result 3, pid 100, uid 1000", ev, err)
 	}
 	ev, _, err = d.toEvent(seeds["read-failed"])
@@ -711,7 +711,7 @@ func FuzzDecodeFile(f *testing.F) {
 		if _, err := event.Marshal(ev); err != nil {
 			t.Fatalf("Marshal(toEvent()) = %v", err)
 		}
-		if ev.File == nil || ev.Proc == nil || ev.Kind != "file."+ev.File.Op {
+		if ev.File == nil || ev.Proc == nil || ev.Kind != event.FileKind(ev.File.Op) {
 			t.Fatalf("toEvent() = %+v, want a file event", ev)
 		}
 	})

@@ -100,7 +100,7 @@ func inSession(evs []*event.Event, sid, kind string) []*event.Event {
 func losses(evs []*event.Event) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, ev := range evs {
-		if ev.Kind == KindLoss {
+		if ev.Kind == event.KindLoss {
 			out[ev.Loss.LostKind] += ev.Loss.Count
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
 	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // netCollector is the network part (bpf/net.c): the cgroup socket hooks
@@ -559,4 +560,4 @@ func (c *Collector) RedirectDNS(cgroupID uint64, v4, v6 netip.AddrPort) error {
 
 // netDropsKind is the kind reported for failed inserts into the net tables:
 // a connection whose net.close is then not recorded.
-const netDropsKind = KindNetClose
+const netDropsKind = event.KindNetClose

@@ -331,13 +331,13 @@ func TestNetConnectCloseBytes(t *testing.T) {
 				}
 				pid := cmd.Process.Pid
 				conn := r.wait(t, "net.connect", func(ev *event.Event) bool {
-					return ev.Kind == KindNetConnect && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
+					return ev.Kind == event.KindNetConnect && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
 				})
 				if conn.SessionID != sid || conn.Net.DstIP != host.String() || conn.Net.Proto != "tcp" || conn.Net.Verdict != VerdictAllowed || conn.Net.Reason != "" {
 					t.Errorf("net.connect = session %q %+v, want %s to %s:%d allowed", conn.SessionID, *conn.Net, sid, host, port)
 				}
 				cl := r.wait(t, "net.close", func(ev *event.Event) bool {
-					return ev.Kind == KindNetClose && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
+					return ev.Kind == event.KindNetClose && ev.Proc.Pid == int32(pid) && ev.Net.DstPort == port
 				})
 				cc := srv.Conn(cl.Net.SrcPort)
 				if cc == nil {
@@ -418,19 +418,19 @@ func TestNetListenAccept(t *testing.T) {
 				t.Fatalf("server: %v", err)
 			}
 			pid := int32(cmd.Process.Pid)
-			l := r.wait(t, "net.listen", netEvent(KindNetListen, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+			l := r.wait(t, "net.listen", netEvent(event.KindNetListen, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
 			if l.Proc.Pid != pid || l.SessionID != sid || l.Net.SrcIP != tt.listenIP || l.Net.DstIP != "" {
 				t.Errorf("net.listen = pid %d session %q %+v, want pid %d on %s", l.Proc.Pid, l.SessionID, *l.Net, pid, tt.listenIP)
 			}
-			a := r.wait(t, "net.accept", netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
+			a := r.wait(t, "net.accept", netEvent(event.KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) }))
 			if a.Proc.Pid != pid || a.Net.DstPort != clientPort || a.Net.DstIP != "127.0.0.1" || a.Net.SrcIP != "127.0.0.1" || a.SessionID != sid {
 				t.Errorf("net.accept = pid %d %+v, want pid %d from port %d", a.Proc.Pid, *a.Net, pid, clientPort)
 			}
-			cl := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
+			cl := r.wait(t, "net.close", netEvent(event.KindNetClose, func(n *event.Net) bool { return n.SrcPort == uint16(port) && n.DstPort == clientPort }))
 			if !testnet.Within5(cl.Net.BytesOut, sent) || !testnet.Within5(cl.Net.BytesIn, recv) {
 				t.Errorf("net.close of the accepted connection: out/in = %d/%d, want %d/%d", cl.Net.BytesOut, cl.Net.BytesIn, sent, recv)
 			}
-			for _, ev := range r.all(netEvent(KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) })) {
+			for _, ev := range r.all(netEvent(event.KindNetAccept, func(n *event.Net) bool { return n.SrcPort == uint16(port) })) {
 				if ev.Net.SrcIP != "127.0.0.1" || ev.Net.DstPort != clientPort {
 					t.Errorf("net.accept %+v: not the session's connection", *ev.Net)
 				}
@@ -475,7 +475,7 @@ func TestNetCloseRefused(t *testing.T) {
 	if res[0] == "OK" {
 		t.Fatalf("connect to closed port %d: OK", port)
 	}
-	ev := r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
+	ev := r.wait(t, "net.close", netEvent(event.KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
 	if n := ev.Net; n.SrcIP != "" || n.SrcPort != 0 || n.BytesOut != 0 || n.BytesIn != 0 || n.DstIP != "127.0.0.1" {
 		t.Errorf("net.close of a refused connection = %+v, want no source, no bytes, to 127.0.0.1", *n)
 	}
@@ -574,9 +574,9 @@ egress:
 		if !c.blocked && c.proto == "tcp" && c.port != 9 && res[i] != "EINPROGRESS" && res[i] != "OK" {
 			t.Errorf("%s to a listener at %s port %d: %s, want EINPROGRESS", c.proto, c.ip, c.port, res[i])
 		}
-		kind := KindNetConnect
+		kind := event.KindNetConnect
 		if c.proto == "udp" {
-			kind = KindNetSend
+			kind = event.KindNetSend
 		}
 		ip := c.ip.Unmap().String()
 		ev := r.wait(t, kind+" to "+ip, netEvent(kind, func(n *event.Net) bool {
@@ -728,9 +728,9 @@ func TestNetDNSRedirect(t *testing.T) {
 					t.Errorf("the proxy did not see %s", name)
 				}
 				ap := netip.MustParseAddrPort(server)
-				kind := KindNetConnect
+				kind := event.KindNetConnect
 				if how == "sendto" {
-					kind = KindNetSend
+					kind = event.KindNetSend
 				}
 				ev := r.wait(t, kind, netEvent(kind, func(n *event.Net) bool {
 					return n.DstIP == ap.Addr().String() && n.DstPort == 53 && n.Proto == map[bool]string{true: "tcp", false: "udp"}[how == "tcp"]
@@ -781,7 +781,7 @@ func TestNetLearnDomainExpires(t *testing.T) {
 	if res := dialAll(t, netns.New(t), cg, []dialCase{{"udp", ip, 4000}}); res[0] != "EPERM" {
 		t.Fatalf("send to a blocked domain's address: %s, want EPERM", res[0])
 	}
-	ev := r.wait(t, "net.send", netEvent(KindNetSend, func(n *event.Net) bool { return n.DstIP == ip.String() }))
+	ev := r.wait(t, "net.send", netEvent(event.KindNetSend, func(n *event.Net) bool { return n.DstIP == ip.String() }))
 	if ev.Net.Domain != "blocked.example" || ev.Net.Verdict != VerdictBlocked || !strings.Contains(ev.Net.Reason, "domain is blocked") {
 		t.Errorf("net.send = %+v, want domain blocked.example, blocked", *ev.Net)
 	}
@@ -815,10 +815,10 @@ func TestNetSendMerged(t *testing.T) {
 	// 1+1+2+4+8+16 = 32 sends.
 	for _, pid := range pids {
 		r.wait(t, "the 32nd net.send", func(ev *event.Event) bool {
-			return ev.Kind == KindNetSend && ev.Proc.Pid == pid && ev.Net.Count == 16
+			return ev.Kind == event.KindNetSend && ev.Proc.Pid == pid && ev.Net.Count == 16
 		})
 		var counts []uint64
-		for _, ev := range r.all(func(ev *event.Event) bool { return ev.Kind == KindNetSend && ev.Proc.Pid == pid }) {
+		for _, ev := range r.all(func(ev *event.Event) bool { return ev.Kind == event.KindNetSend && ev.Proc.Pid == pid }) {
 			c := ev.Net.Count
 			if c == 0 {
 				c = 1
@@ -938,7 +938,7 @@ func TestNetDecode(t *testing.T) {
 			}
 			n := ev.Net
 			got := fmt.Sprintf("%s {%s %s %s %d %s %d %s %s}", ev.Kind, n.Op, n.Proto, n.SrcIP, n.SrcPort, n.DstIP, n.DstPort, n.Verdict, n.Reason)
-			if ev.Kind == KindNetClose {
+			if ev.Kind == event.KindNetClose {
 				got += fmt.Sprintf(" in %d out %d %d ms", n.BytesIn, n.BytesOut, n.DurationMS)
 			}
 			if got != tt.want || ev.Proc.Pid != 42 {
@@ -971,9 +971,9 @@ func TestNetEgressFlag(t *testing.T) {
 		if res[i] == "EPERM" {
 			t.Errorf("%s to %s port %d: EPERM, want it through", c.proto, c.ip, c.port)
 		}
-		kind := KindNetConnect
+		kind := event.KindNetConnect
 		if c.proto == "udp" {
-			kind = KindNetSend
+			kind = event.KindNetSend
 		}
 		ev := r.wait(t, kind, netEvent(kind, func(n *event.Net) bool { return n.DstIP == c.ip.String() && n.DstPort == c.port }))
 		want, reason := VerdictFlagged, "DNS-over-HTTPS"
@@ -1002,11 +1002,11 @@ func TestNetHostWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	ev := r.wait(t, "net.connect", netEvent(KindNetConnect, func(n *event.Net) bool { return n.DstPort == port }))
+	ev := r.wait(t, "net.connect", netEvent(event.KindNetConnect, func(n *event.Net) bool { return n.DstPort == port }))
 	if ev.Proc.Pid != int32(os.Getpid()) || ev.SessionID != "" || ev.Net.Verdict != VerdictAllowed {
 		t.Errorf("net.connect = pid %d session %q %+v, want pid %d, no session, allowed", ev.Proc.Pid, ev.SessionID, *ev.Net, os.Getpid())
 	}
-	r.wait(t, "net.close", netEvent(KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
+	r.wait(t, "net.close", netEvent(event.KindNetClose, func(n *event.Net) bool { return n.DstPort == port }))
 }
 
 // TestNetTableLoss: connections that do not fit in the connection table
@@ -1024,18 +1024,18 @@ func TestNetTableLoss(t *testing.T) {
 		t.Fatalf("helper: %v", err)
 	}
 	ev := r.wait(t, "collector.loss", func(ev *event.Event) bool {
-		return ev.Kind == KindLoss && ev.Loss.Source == LossSourceTable
+		return ev.Kind == event.KindLoss && ev.Loss.Source == LossSourceTable
 	})
-	if ev.Loss.LostKind != KindNetClose || ev.Loss.Count == 0 {
+	if ev.Loss.LostKind != event.KindNetClose || ev.Loss.Count == 0 {
 		t.Errorf("loss = %+v, want lost net.close from kernel:table", *ev.Loss)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var lost uint64
-		for _, l := range r.all(func(ev *event.Event) bool { return ev.Kind == KindLoss && ev.Loss.Source == LossSourceTable }) {
+		for _, l := range r.all(func(ev *event.Event) bool { return ev.Kind == event.KindLoss && ev.Loss.Source == LossSourceTable }) {
 			lost += l.Loss.Count
 		}
-		closes := len(r.all(netEvent(KindNetClose, func(n *event.Net) bool { return n.DstIP == "127.0.0.1" })))
+		closes := len(r.all(netEvent(event.KindNetClose, func(n *event.Net) bool { return n.DstIP == "127.0.0.1" })))
 		if lost+uint64(closes) == 6 {
 			if closes != 2 {
 				t.Errorf("%d net.close for a table of 2", closes)

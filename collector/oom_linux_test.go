@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // memoryCgroup makes a memory-limited cgroup for an OOM test and returns the
@@ -92,7 +93,7 @@ func TestOOMVictim(t *testing.T) {
 	if len(victims) != 1 || victims[0] != (victim{cg.ID, pid, "tail"}) {
 		t.Errorf("OOM victims = %+v, want [{%d %d tail}]", victims, cg.ID, pid)
 	}
-	exit := findPid(inSession(evs, sid, KindExit), KindExit, pid)
+	exit := findPid(inSession(evs, sid, event.KindExit), event.KindExit, pid)
 	if exit == nil || exit.Proc.Signal != int32(syscall.SIGKILL) || exit.Proc.ExitCode != nil {
 		t.Errorf("exit of tail = %+v, want signal 9", exit)
 	}

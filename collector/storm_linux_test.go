@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // stormExecs is the size of the exec storm.
@@ -70,7 +71,7 @@ func TestExecStorm(t *testing.T) {
 			}
 			evs := r.stop(t)
 			lost := losses(evs)
-			for _, kind := range []string{KindExec, KindFork, KindExit} {
+			for _, kind := range []string{event.KindExec, event.KindFork, event.KindExit} {
 				got := uint64(len(inSession(evs, sid, kind)))
 				if got+lost[kind] != stormExecs {
 					t.Errorf("%s: received %d + lost %d = %d, want %d", kind, got, lost[kind], got+lost[kind], stormExecs)

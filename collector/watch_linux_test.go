@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 func runIn(t *testing.T, cg *cgrouptest.Cgroup, args ...string) {
@@ -143,7 +144,7 @@ func TestExecFromThread(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helper: %v: %s", err, out)
 	}
-	evs := inSession(r.stop(t), "sess-thread", KindExec)
+	evs := inSession(r.stop(t), "sess-thread", event.KindExec)
 	got := findExec(evs, "/bin/true")
 	if len(got) != 1 || got[0].Proc.Pid != int32(cmd.Process.Pid) {
 		t.Errorf("exec of /bin/true from a thread = %v, want one with pid %d", kinds(got), cmd.Process.Pid)

@@ -221,7 +221,7 @@ func TestProxy(t *testing.T) {
 				}
 				got := rec.next(t)
 				want := &event.Event{
-					V: event.SchemaVersion, TS: t0, SessionID: "s-1", Host: "h1", Kind: "net.dns",
+					V: event.SchemaVersion, TS: t0, SessionID: "s-1", Host: "h1", Kind: event.KindNetDNS,
 					Source: event.SourceKernel,
 					Net: &event.Net{
 						Op: "dns", Proto: proto,

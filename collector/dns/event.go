@@ -40,7 +40,7 @@ func (p *Proxy) toEvent(ts time.Time, sessionID, proto string, src, dst netip.Ad
 		TS:        ts,
 		SessionID: sessionID,
 		Host:      p.host,
-		Kind:      "net.dns",
+		Kind:      event.KindNetDNS,
 		Source:    event.SourceKernel,
 		Net:       n,
 	}

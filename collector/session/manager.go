@@ -611,10 +611,10 @@ func (s *Session) toEvent(c change) *event.Event {
 		Host: s.m.host, Source: event.SourceSession, Proc: c.proc,
 	}
 	if c.limit != nil {
-		e.Kind, e.Limit = "limit.hit", c.limit
+		e.Kind, e.Limit = event.KindLimitHit, c.limit
 		return e
 	}
-	e.Kind = "session." + c.op
+	e.Kind = event.SessionKind(c.op)
 	es := &event.Session{Op: c.op}
 	switch c.op {
 	case "create":

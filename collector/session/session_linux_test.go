@@ -134,7 +134,7 @@ func dump(es []*event.Event) string {
 }
 
 func isLimit(typ string) func(*event.Event) bool {
-	return func(e *event.Event) bool { return e.Kind == "limit.hit" && e.Limit.Type == typ }
+	return func(e *event.Event) bool { return e.Kind == event.KindLimitHit && e.Limit.Type == typ }
 }
 
 func isOp(op string) func(*event.Event) bool {
@@ -335,7 +335,7 @@ func TestMemoryOOM(t *testing.T) {
 		order = append(order, e.Kind)
 	}
 	t.Logf("events:\n%s", dump(r.all()))
-	if i, j := index(order, "limit.hit"), index(order, "session.terminate"); i < 0 || j < 0 || i > j {
+	if i, j := index(order, event.KindLimitHit), index(order, event.KindSessionTerminate); i < 0 || j < 0 || i > j {
 		t.Errorf("event order = %v, want limit.hit before session.terminate", order)
 	}
 }

@@ -5,6 +5,7 @@
 // converts its own data to an Event in exactly one function. An Event has a
 // small common envelope and one sub-object chosen by the category of its kind:
 // "process.exec" carries Proc, "pkg.install" carries Pkg, and so on.
+// The kinds that producers write are the Kind constants, listed in Kinds.
 //
 // The JSON encoding produced by encoding/json is the canonical encoding: the
 // journal stores exactly those bytes as Merkle leaves. Field names are

@@ -1,22 +1,11 @@
 package event_test
 
 import (
+	"strings"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
-
-// kindsInUse are the kinds that producers write today. Each has a golden
-// example in testdata/<kind>.json and is described in docs/schema.md.
-var kindsInUse = []string{
-	"process.exec", "process.exec_failed", "process.fork", "process.exit",
-	"file.read", "file.write", "file.create", "file.delete", "file.rename", "file.mount", "file.truncate", "file.chmod",
-	"net.connect", "net.send", "net.close", "net.listen", "net.accept", "net.dns",
-	"pkg.install", "pkg.fetch",
-	"tool.call", "model.call",
-	"session.create", "session.start", "session.pause", "session.resume", "session.terminate", "session.cleanup",
-	"limit.hit", "alert", "collector.loss", "journal.recovered",
-}
 
 // exampleTS has nanoseconds, so that examples show and tests check that they
 // survive encoding.
@@ -49,64 +38,67 @@ func examples() map[string]*event.Event {
 	m := map[string]*event.Event{}
 	add := func(e *event.Event) { m[e.Kind] = e }
 
-	e := base("process.exec", event.SourceKernel, 120)
+	e := base(event.KindExec, event.SourceKernel, 120)
 	e.Proc = agentProc(4242, "npm", "/usr/bin/node", "npm", "install", "lodash@^4.17.0")
 	e.Proc.StartTS = exampleTS.Add(119 * time.Millisecond)
 	e.Proc.StdoutPipe = 88412
 	add(e)
 
-	e = base("process.exec_failed", event.SourceKernel, 121)
+	e = base(event.KindExecFailed, event.SourceKernel, 121)
 	e.Proc = agentProc(4243, "bash", "/usr/bin/bash")
 	e.Proc.Exe = "/tmp/x/payload"
 	e.Proc.Argv = []string{"/tmp/x/payload", "--fast"}
 	e.Proc.Errno = "EACCES"
 	add(e)
 
-	e = base("process.fork", event.SourceKernel, 122)
+	e = base(event.KindFork, event.SourceKernel, 122)
 	e.Proc = &event.Proc{Pid: 4244, PPid: 4242, UID: event.U32(1000), Comm: "npm", CgroupID: 7214,
 		StartTS: exampleTS.Add(121 * time.Millisecond)}
 	add(e)
 
-	e = base("process.exit", event.SourceKernel, 123)
+	e = base(event.KindExit, event.SourceKernel, 123)
 	e.Proc = &event.Proc{Pid: 4242, PPid: 4101, Comm: "npm", ExitCode: event.I32(0), CgroupID: 7214,
 		StartTS: exampleTS.Add(119 * time.Millisecond)}
 	add(e)
 
-	fileOp := func(op string, seq uint64, f *event.File) {
-		e := base("file."+op, event.SourceKernel, seq)
+	fileOp := func(kind string, seq uint64, f *event.File) {
+		_, op, _ := strings.Cut(kind, ".")
+		e := base(kind, event.SourceKernel, seq)
 		f.Op = op
 		e.File = f
 		e.Proc = &event.Proc{Pid: 4244, Comm: "node", CgroupID: 7214}
 		add(e)
 	}
-	fileOp("read", 130, &event.File{Path: "/home/agent/.npmrc", Flags: 0o100000, Result: event.I64(3)})
-	fileOp("write", 131, &event.File{Path: "/home/agent/app/node_modules/lodash/package.json", Flags: 0o101101, Result: event.I64(5)})
-	fileOp("create", 132, &event.File{Path: "/home/agent/app/node_modules/lodash/index.js", Flags: 0o100301, Result: event.I64(6)})
-	fileOp("delete", 133, &event.File{Path: "/home/agent/app/node_modules/.staging/lodash-1a2b", Result: event.I64(0)})
-	fileOp("rename", 134, &event.File{Path: "/home/agent/app/node_modules/.staging/lodash-1a2b", NewPath: "/home/agent/app/node_modules/lodash", Result: event.I64(0)})
-	fileOp("mount", 135, &event.File{Path: "/mnt/host", Flags: 0x1000, Errno: "EPERM"})
-	fileOp("truncate", 136, &event.File{Path: "/home/agent/.bash_history", Result: event.I64(0)})
-	fileOp("chmod", 137, &event.File{Path: "/tmp/x/payload", Flags: 0o755, Result: event.I64(0)})
+	fileOp(event.KindFileRead, 130, &event.File{Path: "/home/agent/.npmrc", Flags: 0o100000, Result: event.I64(3)})
+	fileOp(event.KindFileWrite, 131, &event.File{Path: "/home/agent/app/node_modules/lodash/package.json", Flags: 0o101101, Result: event.I64(5)})
+	fileOp(event.KindFileCreate, 132, &event.File{Path: "/home/agent/app/node_modules/lodash/index.js", Flags: 0o100301, Result: event.I64(6)})
+	fileOp(event.KindFileDelete, 133, &event.File{Path: "/home/agent/app/node_modules/.staging/lodash-1a2b", Result: event.I64(0)})
+	fileOp(event.KindFileRename, 134, &event.File{Path: "/home/agent/app/node_modules/.staging/lodash-1a2b", NewPath: "/home/agent/app/node_modules/lodash", Result: event.I64(0)})
+	fileOp(event.KindFileMount, 135, &event.File{Path: "/mnt/host", Flags: 0x1000, Errno: "EPERM"})
+	fileOp(event.KindFileUmount, 138, &event.File{Path: "/mnt/host", Flags: 0x2, Errno: "EPERM"})
+	fileOp(event.KindFileTruncate, 136, &event.File{Path: "/home/agent/.bash_history", Result: event.I64(0)})
+	fileOp(event.KindFileChmod, 137, &event.File{Path: "/tmp/x/payload", Flags: 0o755, Result: event.I64(0)})
 
-	netOp := func(op string, seq uint64, n *event.Net) {
-		e := base("net."+op, event.SourceKernel, seq)
+	netOp := func(kind string, seq uint64, n *event.Net) {
+		_, op, _ := strings.Cut(kind, ".")
+		e := base(kind, event.SourceKernel, seq)
 		n.Op = op
 		e.Net = n
 		e.Proc = &event.Proc{Pid: 4244, Comm: "node", CgroupID: 7214}
 		add(e)
 	}
-	netOp("connect", 140, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, Domain: "mirror.sandtrail.internal", Verdict: "allowed"})
-	netOp("send", 141, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, BytesOut: 812})
-	netOp("close", 142, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, BytesOut: 812, BytesIn: 318455})
-	netOp("listen", 143, &event.Net{Proto: "tcp", SrcIP: "0.0.0.0", SrcPort: 8080})
-	netOp("accept", 144, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 8080, DstIP: "10.88.0.9", DstPort: 50522})
-	netOp("dns", 145, &event.Net{Proto: "udp", DstIP: "10.88.0.1", DstPort: 53, Verdict: "allowed",
+	netOp(event.KindNetConnect, 140, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, Domain: "mirror.sandtrail.internal", Verdict: "allowed"})
+	netOp(event.KindNetSend, 141, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, BytesOut: 812})
+	netOp(event.KindNetClose, 142, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, BytesOut: 812, BytesIn: 318455})
+	netOp(event.KindNetListen, 143, &event.Net{Proto: "tcp", SrcIP: "0.0.0.0", SrcPort: 8080})
+	netOp(event.KindNetAccept, 144, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 8080, DstIP: "10.88.0.9", DstPort: 50522})
+	netOp(event.KindNetDNS, 145, &event.Net{Proto: "udp", DstIP: "10.88.0.1", DstPort: 53, Verdict: "allowed",
 		DNS: &event.DNS{Query: "registry.npmjs.org.", QType: "A", RCode: "NOERROR", Answers: []event.DNSAnswer{
 			{Type: "CNAME", Data: "registry.npmjs.org.cdn.cloudflare.net.", TTL: 300},
 			{Type: "A", Data: "104.16.2.35", TTL: 300},
 		}}})
 
-	e = base("pkg.install", event.SourceShim, 150)
+	e = base(event.KindPkgInstall, event.SourceShim, 150)
 	e.EventID = "shim-4242-0001"
 	e.Proc = &event.Proc{Pid: 4242, Comm: "npm", Argv: []string{"npm", "install", "lodash@^4.17.0"}}
 	e.Pkg = &event.Pkg{Manager: "npm", Ecosystem: "npm", Name: "lodash", Requested: "^4.17.0", Resolved: "4.17.21",
@@ -114,53 +106,54 @@ func examples() map[string]*event.Event {
 		Direct: event.Bool(true), Purl: "pkg:npm/lodash@4.17.21"}
 	add(e)
 
-	e = base("pkg.fetch", event.SourceMirror, 151)
+	e = base(event.KindPkgFetch, event.SourceMirror, 151)
 	e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "lodash", Resolved: "4.17.21",
 		SourceURL: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz", Registry: "https://registry.npmjs.org/",
 		Hash:     "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
 		Verified: event.Bool(true), Verdict: "allow", Purl: "pkg:npm/lodash@4.17.21", Client: "10.88.0.7:41234", Cache: "miss"}
 	add(e)
 
-	e = base("tool.call", event.SourceAPI, 160)
+	e = base(event.KindToolCall, event.SourceAPI, 160)
 	e.Tool = &event.Tool{Name: "bash", InputSummary: "npm install lodash@^4.17.0", OutputSummary: "added 1 package in 2s",
 		Status: "ok", DurationMS: 2140, SealedRef: "sealed/s-01JQ7ZK3V9TQ4M2X8C5N6B7D0E/160.age"}
 	add(e)
 
-	e = base("model.call", event.SourceAPI, 161)
+	e = base(event.KindModelCall, event.SourceAPI, 161)
 	e.Model = &event.Model{InputSummary: "user: add lodash and use debounce in search.ts", OutputSummary: "tool_use bash: npm install lodash@^4.17.0", Tokens: 1834}
 	add(e)
 
-	lifecycle := func(op string, seq uint64, s *event.Session) {
-		e := base("session."+op, event.SourceSession, seq)
+	lifecycle := func(kind string, seq uint64, s *event.Session) {
+		_, op, _ := strings.Cut(kind, ".")
+		e := base(kind, event.SourceSession, seq)
 		s.Op = op
 		e.Session = s
 		add(e)
 	}
-	lifecycle("create", 1, &event.Session{Tenant: "acme", User: "dana@acme.example", Template: "node-20",
+	lifecycle(event.KindSessionCreate, 1, &event.Session{Tenant: "acme", User: "dana@acme.example", Template: "node-20",
 		Image: "ghcr.io/acme/sandbox-node:20", ImageDigest: "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		Host: "worker-3", Actor: "orchestrator",
 		Limits: &event.Limits{MemoryBytes: 2 << 30, CPUs: 1.5, Pids: 512, TimeoutMS: 3_600_000, DiskBytes: 10 << 30}})
-	lifecycle("start", 2, &event.Session{Host: "worker-3"})
-	lifecycle("pause", 300, &event.Session{Reason: "api", Actor: "dana@acme.example"})
-	lifecycle("resume", 301, &event.Session{Actor: "dana@acme.example"})
-	lifecycle("terminate", 302, &event.Session{Reason: "normal", ExitStatus: event.I32(0)})
-	lifecycle("cleanup", 303, &event.Session{FSState: "snapshot", SnapshotSHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"})
+	lifecycle(event.KindSessionStart, 2, &event.Session{Host: "worker-3"})
+	lifecycle(event.KindSessionPause, 300, &event.Session{Reason: "api", Actor: "dana@acme.example"})
+	lifecycle(event.KindSessionResume, 301, &event.Session{Actor: "dana@acme.example"})
+	lifecycle(event.KindSessionTerminate, 302, &event.Session{Reason: "normal", ExitStatus: event.I32(0)})
+	lifecycle(event.KindSessionCleanup, 303, &event.Session{FSState: "snapshot", SnapshotSHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"})
 
-	e = base("limit.hit", event.SourceKernel, 200)
+	e = base(event.KindLimitHit, event.SourceKernel, 200)
 	e.Limit = &event.Limit{Type: "memory_oom", Measured: 2 << 30, Configured: 2 << 30, Unit: "bytes", Action: "kill"}
 	e.Proc = &event.Proc{Pid: 4300, Comm: "node", CgroupID: 7214}
 	add(e)
 
-	e = base("alert", event.SourceRules, 201)
+	e = base(event.KindAlert, event.SourceRules, 201)
 	e.Alert = &event.Alert{RuleID: "c3f1b0a2-6f4e-4c1d-9d2a-1f0e7a5b3c21", Title: "Downloaded file made executable and run",
 		Level: "high", Refs: []uint64{137, 121}, Summary: "chmod 755 /tmp/x/payload then exec"}
 	add(e)
 
-	e = base("collector.loss", event.SourceKernel, 202)
-	e.Loss = &event.Loss{Count: 17, Source: "ringbuf:file", LostKind: "file.write"}
+	e = base(event.KindLoss, event.SourceKernel, 202)
+	e.Loss = &event.Loss{Count: 17, Source: "ringbuf:file", LostKind: event.KindFileWrite}
 	add(e)
 
-	e = base("journal.recovered", event.SourceJournal, 0)
+	e = base(event.KindJournalRecovered, event.SourceJournal, 0)
 	e.SessionID = ""
 	e.Journal = &event.Journal{Segment: "00000000000000000042.seg", Offset: 1048211, CutBytes: 87, Detail: "torn tail cut back to the last complete entry"}
 	add(e)

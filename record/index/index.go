@@ -574,7 +574,7 @@ func (a *sessionAgg) add(ev *event.Event, ts int64) {
 	case "alert":
 		a.alerts++
 	}
-	if ev.Session != nil && (ev.Kind == "session.terminate" || ev.Session.Op == "terminate") {
+	if ev.Session != nil && (ev.Kind == event.KindSessionTerminate || ev.Session.Op == "terminate") {
 		if !a.ended || ts >= a.endTS {
 			a.ended, a.endTS, a.endReason, a.exitStatus = true, ts, ev.Session.Reason, ev.Session.ExitStatus
 		}

@@ -80,29 +80,29 @@ func handcrafted() []*event.Event {
 			e.Session = &event.Session{Op: "terminate", Reason: reason, ExitStatus: &exit}
 		}
 	}
-	add("A", "file.read", file("/etc/ssh/sshd_config"))
-	add("B", "file.read", file("/etc/sshd"))
-	add("C", "file.read", file("/etc/ssh"))
-	add("D", "file.read", file("/etc/ssh_config"))
-	add("E", "file.rename", func(e *event.Event) {
+	add("A", event.KindFileRead, file("/etc/ssh/sshd_config"))
+	add("B", event.KindFileRead, file("/etc/sshd"))
+	add("C", event.KindFileRead, file("/etc/ssh"))
+	add("D", event.KindFileRead, file("/etc/ssh_config"))
+	add("E", event.KindFileRename, func(e *event.Event) {
 		e.File = &event.File{Op: "rename", Path: "/tmp/x", NewPath: "/home/agent/.ssh/id_rsa"}
 	})
-	add("A", "net.connect", conn("www.example.com"))
-	add("B", "net.connect", conn("badexample.com"))
-	add("C", "net.dns", dns("EXAMPLE.com"))
-	add("D", "net.dns", dns("a.b.example.com"))
-	add("E", "net.connect", conn("example.com.evil.net"))
-	add("A", "pkg.install", pkg("npm", "lodash", "4.17.20"))
-	add("B", "pkg.install", pkg("npm", "lodash", "4.17.21"))
-	add("C", "pkg.install", pkg("npm", "lodash", "5.0.0"))
-	add("D", "pkg.install", pkg("npm", "lodash", "4.16.9"))
-	add("E", "pkg.install", pkg("pypi", "Typing_Extensions", "4.12.2"))
-	add("F", "pkg.install", pkg("npm", "lodash-es", "4.17.20"))
-	add("A", "session.terminate", end("normal", 0))
-	add("B", "session.terminate", end("oom", 137))
-	add("C", "session.terminate", end("oomx", 1))
-	add("D", "session.terminate", end("timeout", 124))
-	add("E", "session.terminate", end("oom", 137))
+	add("A", event.KindNetConnect, conn("www.example.com"))
+	add("B", event.KindNetConnect, conn("badexample.com"))
+	add("C", event.KindNetDNS, dns("EXAMPLE.com"))
+	add("D", event.KindNetDNS, dns("a.b.example.com"))
+	add("E", event.KindNetConnect, conn("example.com.evil.net"))
+	add("A", event.KindPkgInstall, pkg("npm", "lodash", "4.17.20"))
+	add("B", event.KindPkgInstall, pkg("npm", "lodash", "4.17.21"))
+	add("C", event.KindPkgInstall, pkg("npm", "lodash", "5.0.0"))
+	add("D", event.KindPkgInstall, pkg("npm", "lodash", "4.16.9"))
+	add("E", event.KindPkgInstall, pkg("pypi", "Typing_Extensions", "4.12.2"))
+	add("F", event.KindPkgInstall, pkg("npm", "lodash-es", "4.17.20"))
+	add("A", event.KindSessionTerminate, end("normal", 0))
+	add("B", event.KindSessionTerminate, end("oom", 137))
+	add("C", event.KindSessionTerminate, end("oomx", 1))
+	add("D", event.KindSessionTerminate, end("timeout", 124))
+	add("E", event.KindSessionTerminate, end("oom", 137))
 	return evs
 }
 
@@ -315,7 +315,7 @@ func newOracle(evs []*event.Event) *oracle {
 		if f, ok := o.first[ev.SessionID]; !ok || ev.TS.Before(f) {
 			o.first[ev.SessionID] = ev.TS
 		}
-		if ev.Kind == "session.terminate" && !ev.TS.Before(end[ev.SessionID]) {
+		if ev.Kind == event.KindSessionTerminate && !ev.TS.Before(end[ev.SessionID]) {
 			end[ev.SessionID], o.reason[ev.SessionID] = ev.TS, ev.Session.Reason
 		}
 	}

@@ -189,91 +189,133 @@ func (ix *Index) sid(ctx context.Context, id string) (int64, bool, error) {
 	return sid, true, nil
 }
 
+// conds is a conjunction of SQL conditions and their arguments.
+type conds struct {
+	where []string
+	args  []any
+}
+
+func (c *conds) add(w string, a ...any) { c.where, c.args = append(c.where, w), append(c.args, a...) }
+
+// and appends the conditions of d.
+func (c *conds) and(d conds) {
+	c.where, c.args = append(c.where, d.where...), append(c.args, d.args...)
+}
+
+func (c *conds) sql() string { return strings.Join(c.where, " AND ") }
+
+// window adds the filter's time window on the ts column of alias.
+func (c *conds) window(alias string, f *query.Filter) {
+	if !f.Since.IsZero() {
+		c.add(alias+".ts >= ?", f.Since.UnixNano())
+	}
+	if !f.Until.IsZero() {
+		c.add(alias+".ts < ?", f.Until.UnixNano())
+	}
+}
+
+// eventConds are the conditions that only the events table (e) can check:
+// the kinds and the pid.
+func eventConds(f *query.Filter) conds {
+	var c conds
+	if len(f.Kinds) > 0 {
+		w, a := kindSQL(f.Kinds)
+		c.add(w, a...)
+	}
+	if f.Pid != 0 {
+		c.add("e.pid = ?", int64(f.Pid))
+	}
+	return c
+}
+
+// limit appends the filter's limit, if it has one, to query q.
+func limit(q string, args []any, f *query.Filter) (string, []any) {
+	if f.Limit > 0 {
+		return q + " LIMIT ?", append(args, f.Limit)
+	}
+	return q, args
+}
+
+// filterSID resolves the filter's session; ok is false when the filter
+// names a session the index does not have.
+func (ix *Index) filterSID(ctx context.Context, f *query.Filter) (sid int64, ok bool, err error) {
+	if f.Session == "" {
+		return 0, true, nil
+	}
+	return ix.sid(ctx, f.Session)
+}
+
 // eventPlan compiles f into a query for events, ordered by time.
 func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) {
 	sd, none, err := ix.sideOf(ctx, f)
 	if err != nil || none {
 		return &plan{none: none}, err
 	}
-	var sid int64
-	if f.Session != "" {
-		var ok bool
-		sid, ok, err = ix.sid(ctx, f.Session)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return &plan{none: true}, nil
-		}
+	sid, ok, err := ix.filterSID(ctx, f)
+	if err != nil {
+		return nil, err
 	}
-	// Conditions on the event's envelope, under alias a: e (events), or x
-	// (a side table, which repeats sid and ts).
-	var where []string
-	var args []any
-	add := func(w string, a ...any) { where = append(where, w); args = append(args, a...) }
+	if !ok {
+		return &plan{none: true}, nil
+	}
+	env := envelopeConds(f, sd, sid)
+	if sd == nil {
+		return eventsPlan(f, env), nil
+	}
+	return sideEventsPlan(f, sd, env), nil
+}
+
+// envelopeConds are the conditions on the event's envelope, under alias
+// e (events), or x (the side table sd, which repeats sid and ts) with sd's
+// own condition first.
+func envelopeConds(f *query.Filter, sd *side, sid int64) conds {
+	var c conds
 	alias := "e"
 	if sd != nil {
 		alias = "x"
-		add(sd.where(), sd.args...)
+		c.add(sd.where(), sd.args...)
 	}
 	if f.Session != "" {
-		add(alias+".sid = ?", sid)
+		c.add(alias+".sid = ?", sid)
 	}
-	if !f.Since.IsZero() {
-		add(alias+".ts >= ?", f.Since.UnixNano())
-	}
-	if !f.Until.IsZero() {
-		add(alias+".ts < ?", f.Until.UnixNano())
-	}
+	c.window(alias, f)
 	if f.Reason != "" {
-		add(alias+".sid IN (SELECT sid FROM sessions WHERE end_reason = ?)", f.Reason)
+		c.add(alias+".sid IN (SELECT sid FROM sessions WHERE end_reason = ?)", f.Reason)
 	}
-	// Conditions only the events table can check.
-	var ew []string
-	var ea []any
-	if len(f.Kinds) > 0 {
-		w, a := kindSQL(f.Kinds)
-		ew, ea = append(ew, w), append(ea, a...)
+	return c
+}
+
+const eventCols = "SELECT e.seq, e.ts, s.session_id, e.kind, e.source, e.raw FROM "
+
+// eventsPlan reads the events table alone, in time order.
+func eventsPlan(f *query.Filter, env conds) *plan {
+	env.and(eventConds(f))
+	p := &plan{q: eventCols + "events e JOIN sessions s ON s.sid = e.sid"}
+	if len(env.where) > 0 {
+		p.q += " WHERE " + env.sql()
 	}
-	if f.Pid != 0 {
-		ew, ea = append(ew, "e.pid = ?"), append(ea, int64(f.Pid))
-	}
-	const cols = "SELECT e.seq, e.ts, s.session_id, e.kind, e.source, e.raw FROM "
-	p := &plan{}
-	if sd == nil {
-		where, args = append(where, ew...), append(args, ea...)
-		p.q = cols + "events e JOIN sessions s ON s.sid = e.sid"
-		if len(where) > 0 {
-			p.q += " WHERE " + strings.Join(where, " AND ")
-		}
-		p.q += " ORDER BY e.ts, e.seq"
-		if f.Limit > 0 {
-			p.q += " LIMIT ?"
-			args = append(args, f.Limit)
-		}
-		p.args = args
-		return p, nil
-	}
-	// With a side table, the matching (ts, seq) pairs come from its
-	// covering index (and, for a kind or a pid, the event's row, whose
-	// JSON is stored last and not read) and are put in order and cut to
-	// the limit first, small as they are; the events' JSON is read only
-	// for those that are kept. DISTINCT folds a rename's two matching paths
-	// into one event.
+	p.q, p.args = limit(p.q+" ORDER BY e.ts, e.seq", env.args, f)
+	return p
+}
+
+// sideEventsPlan reads the events through the side table sd: the matching
+// (ts, seq) pairs come from its covering index (and, for a kind or a pid,
+// the event's row, whose JSON is stored last and not read) and are put in
+// order and cut to the limit first, small as they are; the events' JSON is
+// read only for those that are kept. DISTINCT folds a rename's two matching
+// paths into one event.
+func sideEventsPlan(f *query.Filter, sd *side, env conds) *plan {
 	from := sd.table
-	if len(ew) > 0 {
+	if ev := eventConds(f); len(ev.where) > 0 {
 		from += " CROSS JOIN events e ON e.seq = x.seq"
-		where, args = append(where, ew...), append(args, ea...)
+		env.and(ev)
 	}
-	inner := "SELECT DISTINCT x.seq AS seq, x.ts AS ts FROM " + from + " WHERE " + strings.Join(where, " AND ") +
-		" ORDER BY x.ts, x.seq"
-	if f.Limit > 0 {
-		inner += " LIMIT ?"
-		args = append(args, f.Limit)
+	inner, args := limit("SELECT DISTINCT x.seq AS seq, x.ts AS ts FROM "+from+" WHERE "+env.sql()+
+		" ORDER BY x.ts, x.seq", env.args, f)
+	return &plan{
+		q:    eventCols + "(" + inner + ") k CROSS JOIN events e ON e.seq = k.seq JOIN sessions s ON s.sid = e.sid ORDER BY k.ts, k.seq",
+		args: args,
 	}
-	p.q = cols + "(" + inner + ") k CROSS JOIN events e ON e.seq = k.seq JOIN sessions s ON s.sid = e.sid ORDER BY k.ts, k.seq"
-	p.args = args
-	return p, nil
 }
 
 // Each calls fn for every event that matches f, in time order (then seq),
@@ -335,87 +377,70 @@ const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.f
 // sessionPlan compiles f into a query for the sessions that have at least
 // one event matching f.
 func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error) {
-	var where []string
-	var args []any
-	add := func(w string, a ...any) { where = append(where, w); args = append(args, a...) }
-	p := &plan{}
-	var sid int64
-	if f.Session != "" {
-		var ok bool
-		var err error
-		sid, ok, err = ix.sid(ctx, f.Session)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return &plan{none: true}, nil
-		}
+	sid, ok, err := ix.filterSID(ctx, f)
+	if err != nil {
+		return nil, err
 	}
-	// The event conditions, on e (events) or x (a side table).
-	var ew []string
-	var ea []any
-	eadd := func(w string, a ...any) { ew = append(ew, w); ea = append(ea, a...) }
+	if !ok {
+		return &plan{none: true}, nil
+	}
 	sd, none, err := ix.sideOf(ctx, f)
 	if err != nil || none {
 		return &plan{none: none}, err
 	}
+	var c conds
+	if w, a := sessionMatch(f, sd, sid); w != "" {
+		c.add(w, a...)
+	}
+	if f.Session != "" {
+		c.add("s.sid = ?", sid)
+	}
+	if f.Reason != "" {
+		c.add("s.end_reason = ?", f.Reason)
+	}
+	p := &plan{q: "SELECT " + sessionCols + " FROM sessions s"}
+	if len(c.where) > 0 {
+		p.q += " WHERE " + c.sql()
+	}
+	p.q, p.args = limit(p.q+" ORDER BY s.first_ts, s.sid", c.args, f)
+	return p, nil
+}
+
+// sessionMatch is the condition on s, the sessions table, that it has an
+// event matching f's event conditions (on e, events, or x, the side table
+// sd), or "" when f has none.
+func sessionMatch(f *query.Filter, sd *side, sid int64) (string, []any) {
+	var ev conds
 	alias := "e"
 	if sd != nil {
 		alias = "x"
 	}
 	if f.Session != "" && sd != nil {
-		eadd("x.sid = ?", sid)
+		ev.add("x.sid = ?", sid)
 	}
-	if !f.Since.IsZero() {
-		eadd(alias+".ts >= ?", f.Since.UnixNano())
-	}
-	if !f.Until.IsZero() {
-		eadd(alias+".ts < ?", f.Until.UnixNano())
-	}
+	ev.window(alias, f)
 	needEvents := len(f.Kinds) > 0 || f.Pid != 0
-	if len(f.Kinds) > 0 {
-		w, a := kindSQL(f.Kinds)
-		eadd(w, a...)
-	}
-	if f.Pid != 0 {
-		eadd("e.pid = ?", int64(f.Pid))
-	}
+	ev.and(eventConds(f))
 	switch {
-	case sd != nil && len(ew) == 0 && !needEvents:
+	case sd != nil && len(ev.where) == 0 && !needEvents:
 		// Only which sessions have the key: the rollup answers that.
-		add("s.sid IN (SELECT r.sid FROM "+sd.rollup+" r WHERE r."+sd.key+" IN "+sd.keys+")", sd.args...)
+		return "s.sid IN (SELECT r.sid FROM " + sd.rollup + " r WHERE r." + sd.key + " IN " + sd.keys + ")", sd.args
 	case sd != nil:
 		from := sd.table
 		if needEvents {
 			from += " JOIN events e ON e.seq = x.seq"
 		}
-		cond := append([]string{sd.where()}, ew...)
-		cargs := append(append([]any(nil), sd.args...), ea...)
-		add("s.sid IN (SELECT x.sid FROM "+from+" WHERE "+strings.Join(cond, " AND ")+")", cargs...)
+		cond := append([]string{sd.where()}, ev.where...)
+		cargs := append(append([]any(nil), sd.args...), ev.args...)
+		return "s.sid IN (SELECT x.sid FROM " + from + " WHERE " + strings.Join(cond, " AND ") + ")", cargs
 	case len(f.Kinds) > 0:
 		// The kind index holds the session: find the sessions through it.
-		add("s.sid IN (SELECT e.sid FROM events e INDEXED BY events_kind WHERE "+strings.Join(ew, " AND ")+")", ea...)
-	case len(ew) > 0:
+		return "s.sid IN (SELECT e.sid FROM events e INDEXED BY events_kind WHERE " + ev.sql() + ")", ev.args
+	case len(ev.where) > 0:
 		// A time window (and a pid): probe each session's events by time.
-		add("EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND "+strings.Join(ew, " AND ")+")", ea...)
+		return "EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND " + ev.sql() + ")", ev.args
 	}
-	if f.Session != "" {
-		add("s.sid = ?", sid)
-	}
-	if f.Reason != "" {
-		add("s.end_reason = ?", f.Reason)
-	}
-	p.q = "SELECT " + sessionCols + " FROM sessions s"
-	if len(where) > 0 {
-		p.q += " WHERE " + strings.Join(where, " AND ")
-	}
-	p.q += " ORDER BY s.first_ts, s.sid"
-	if f.Limit > 0 {
-		p.q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
-	p.args = args
-	return p, nil
+	return "", nil
 }
 
 // Sessions returns the sessions that have at least one event matching f

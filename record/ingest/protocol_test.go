@@ -154,10 +154,10 @@ func TestChunkRespectsLimits(t *testing.T) {
 	big := strings.Repeat("x", 200<<10)
 	var evs []*event.Event
 	for range 12 {
-		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: "tool.call", Tool: &event.Tool{Name: "t", InputSummary: big}})
+		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolCall, Tool: &event.Tool{Name: "t", InputSummary: big}})
 	}
 	for range MaxBatch + 10 {
-		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: "tool.call", Tool: &event.Tool{Name: "t"}})
+		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolCall, Tool: &event.Tool{Name: "t"}})
 	}
 	payloads, _, err := chunk(evs)
 	if err != nil {

@@ -48,29 +48,29 @@ func genEvents(n int, seed uint64) []*event.Event {
 		pid := int32(1000 + r.IntN(30000))
 		switch k := r.IntN(10); {
 		case i%500 == 499:
-			ev.Kind, ev.Source = "session.terminate", event.SourceSession
+			ev.Kind, ev.Source = event.KindSessionTerminate, event.SourceSession
 			ev.Session = &event.Session{Op: "terminate", Reason: "normal", ExitStatus: event.I32(0), FSState: "deleted"}
 		case k < 3:
-			ev.Kind, ev.Source = "process.exec", event.SourceKernel
+			ev.Kind, ev.Source = event.KindExec, event.SourceKernel
 			ev.Proc = &event.Proc{Pid: pid, PPid: pid - 1, UID: event.U32(1000), Comm: "python3",
 				Exe: "/usr/bin/python3.11", Argv: []string{"python3", "-m", "pip", "install", fmt.Sprintf("requests==2.%d.0", r.IntN(32))},
 				Cwd: "/home/agent/work", CgroupID: 4242}
 		case k < 5:
-			ev.Kind, ev.Source = "pkg.install", event.SourceShim
+			ev.Kind, ev.Source = event.KindPkgInstall, event.SourceShim
 			name := []string{"lodash", "left-pad", "express", "react", "chalk"}[r.IntN(5)]
 			ev.Pkg = &event.Pkg{Manager: "npm", Ecosystem: "npm", Name: name, Requested: "^4.17.0",
 				Resolved: fmt.Sprintf("4.17.%d", r.IntN(22)), SourceURL: "https://registry.npmjs.org/" + name + "/-/" + name + "-4.17.21.tgz",
 				Hash: "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==", Verified: event.Bool(true), Verdict: "allow", Direct: event.Bool(r.IntN(2) == 0)}
 		case k < 7:
-			ev.Kind, ev.Source = "net.connect", event.SourceKernel
+			ev.Kind, ev.Source = event.KindNetConnect, event.SourceKernel
 			ev.Proc = &event.Proc{Pid: pid, Comm: "node"}
 			ev.Net = &event.Net{Op: "connect", Proto: "tcp", SrcIP: "10.0.3.2", SrcPort: uint16(30000 + r.IntN(30000)), DstIP: "104.16.3.35", DstPort: 443, Verdict: "allowed"}
 		case k < 9:
-			ev.Kind, ev.Source = "file.write", event.SourceKernel
+			ev.Kind, ev.Source = event.KindFileWrite, event.SourceKernel
 			ev.Proc = &event.Proc{Pid: pid, Comm: "node"}
 			ev.File = &event.File{Op: "write", Path: fmt.Sprintf("/home/agent/work/node_modules/.pkg-%d/index.js", r.IntN(1000)), Result: event.I64(int64(r.IntN(65536)))}
 		default:
-			ev.Kind, ev.Source = "tool.call", event.SourceAPI
+			ev.Kind, ev.Source = event.KindToolCall, event.SourceAPI
 			ev.Tool = &event.Tool{Name: "bash", InputSummary: "npm install lodash", OutputSummary: "added 1 package in 2s", Status: "ok", DurationMS: int64(r.IntN(5000))}
 		}
 		out[i] = ev

@@ -95,10 +95,6 @@ const (
 	maxTornBytes  = (flightsQueued + 2) * (maxBatchBytes + MaxPayload + frameHeaderSize)
 )
 
-// KindRecovered is the kind of the event Open appends after cutting a torn
-// tail.
-const KindRecovered = "journal.recovered"
-
 // Option configures Open.
 type Option func(*options)
 
@@ -267,7 +263,7 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 	go j.syncer()
 	if cut != nil {
 		j.log.Warn("cut torn tail", "segment", cut.Segment, "offset", cut.Offset, "cut_bytes", cut.CutBytes)
-		ev := &event.Event{Kind: KindRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
+		ev := &event.Event{Kind: event.KindJournalRecovered, Source: event.SourceJournal, Host: j.host, Journal: cut}
 		if err := j.Append(context.Background(), ev); err != nil {
 			j.Close()
 			return nil, fmt.Errorf("recording recovery: %w", err)
@@ -279,43 +275,91 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 // recover brings the directory to a consistent state and loads the writer
 // state. It returns what it cut, if anything.
 func (j *Journal) recover() (*event.Journal, error) {
-	segs, err := listSegments(j.dir)
+	segs, err := j.segments()
 	if err != nil {
 		return nil, err
 	}
-	if len(segs) == 0 {
-		p := filepath.Join(j.dir, segmentName(0))
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("creating segment: %w", err)
-		}
-		f.Close()
-		if err := syncDir(j.dir); err != nil {
-			return nil, fmt.Errorf("creating segment: %w", err)
-		}
-		segs = []segment{{first: 0, path: p}}
+	if err := checkSealed(segs); err != nil {
+		return nil, err
 	}
 	last := segs[len(segs)-1]
+	size, segSize, cut, err := scanTail(last)
+	if err != nil {
+		return nil, err
+	}
+	// The latest checkpoint we signed bounds what may be cut.
+	cp, err := j.latestCovered(size)
+	if err != nil {
+		return nil, err
+	}
+	if cut != nil {
+		if err := cutTail(last.path, cut.Offset); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.loadHashes(size, cp); err != nil {
+		return nil, err
+	}
+	seg, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening segment: %w", err)
+	}
+	j.seg, j.segFirst, j.segSize = seg, last.first, segSize
+	j.last = cp
+	j.wsize = size
+	j.durable = tlog.Tree{N: int64(size), Hash: j.edge.root(j.x)}
+	j.size.Store(size)
+	return cut, nil
+}
 
-	// Check the framing of every entry (CRC, seq, no gaps between
-	// segments), count the entries, and cut a torn tail of the last segment.
+// segments lists the segments, creating the first one in an empty
+// directory.
+func (j *Journal) segments() ([]segment, error) {
+	segs, err := listSegments(j.dir)
+	if err != nil || len(segs) > 0 {
+		return segs, err
+	}
+	p := filepath.Join(j.dir, segmentName(0))
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating segment: %w", err)
+	}
+	f.Close()
+	if err := syncDir(j.dir); err != nil {
+		return nil, fmt.Errorf("creating segment: %w", err)
+	}
+	return []segment{{first: 0, path: p}}, nil
+}
+
+// checkSealed checks the framing of every entry (CRC, seq) of the segments
+// before the last, and that they leave no gaps: the first starts at seq 0
+// and each next one where the previous ends.
+func checkSealed(segs []segment) error {
 	if segs[0].first != 0 {
-		return nil, fmt.Errorf("%w: first segment %s does not start at seq 0", ErrCorrupt, filepath.Base(segs[0].path))
+		return fmt.Errorf("%w: first segment %s does not start at seq 0", ErrCorrupt, filepath.Base(segs[0].path))
 	}
 	for i, s := range segs[:len(segs)-1] {
 		n, err := checkSegment(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if next := segs[i+1]; next.first != n {
-			return nil, fmt.Errorf("%w: segment %s starts at seq %d, want %d (run sandtrail verify)", ErrCorrupt, filepath.Base(next.path), next.first, n)
+			return fmt.Errorf("%w: segment %s starts at seq %d, want %d (run sandtrail verify)", ErrCorrupt, filepath.Base(next.path), next.first, n)
 		}
 	}
-	var cut *event.Journal
+	return nil
+}
+
+// scanTail checks the framing of every entry of the last segment. It
+// returns the number of entries of the journal and the segment's size up to
+// the last complete entry, and describes the torn tail that follows it, if
+// any. Anything else that is wrong with the framing is ErrCorrupt.
+func scanTail(last segment) (size uint64, segSize int64, cut *event.Journal, err error) {
 	r, err := openSegmentReader(last.path, last.first)
 	if err != nil {
-		return nil, err
+		return 0, 0, nil, err
 	}
+	defer r.Close()
 	for {
 		_, err := r.next()
 		if err == nil {
@@ -323,67 +367,83 @@ func (j *Journal) recover() (*event.Journal, error) {
 		}
 		var fe *frameError
 		if errors.As(err, &fe) {
-			torn, terr := r.torn(fe)
-			if terr != nil {
-				r.Close()
-				return nil, terr
+			cut, err = tornTail(r, fe, last)
+			if err != nil {
+				return 0, 0, nil, err
 			}
-			cutBytes := r.size - fe.offset
-			if !torn || cutBytes > maxTornBytes {
-				r.Close()
-				return nil, fmt.Errorf("%w: segment %s: %v: not a torn tail; the journal was modified or damaged (run sandtrail verify)", ErrCorrupt, filepath.Base(last.path), fe)
-			}
-			cut = &event.Journal{Segment: filepath.Base(last.path), Offset: fe.offset, CutBytes: cutBytes, Detail: fe.kind.String()}
 			break
 		}
 		if err == io.EOF {
 			break
 		}
-		r.Close()
+		return 0, 0, nil, err
+	}
+	return r.seq, r.off, cut, nil
+}
+
+// tornTail describes the cut of the frame error fe of the last segment, if
+// it is a torn tail that may be cut.
+func tornTail(r *segmentReader, fe *frameError, last segment) (*event.Journal, error) {
+	torn, err := r.torn(fe)
+	if err != nil {
 		return nil, err
 	}
-	size := r.seq
-	segSize := r.off
-	r.Close()
+	cutBytes := r.size - fe.offset
+	if !torn || cutBytes > maxTornBytes {
+		return nil, fmt.Errorf("%w: segment %s: %v: not a torn tail; the journal was modified or damaged (run sandtrail verify)", ErrCorrupt, filepath.Base(last.path), fe)
+	}
+	return &event.Journal{Segment: filepath.Base(last.path), Offset: fe.offset, CutBytes: cutBytes, Detail: fe.kind.String()}, nil
+}
 
-	// The latest checkpoint we signed bounds what may be cut.
+// latestCovered returns the latest stored checkpoint, nil for none, and
+// checks that it is of this journal's origin and that the size entries
+// cover it.
+func (j *Journal) latestCovered(size uint64) (*Checkpoint, error) {
 	cp, err := j.latestStored()
 	if err != nil {
 		return nil, err
 	}
-	if cp != nil {
-		if cp.Origin != j.origin {
-			return nil, fmt.Errorf("%w: checkpoints have origin %q, the journal is opened with %q", ErrInconsistent, cp.Origin, j.origin)
-		}
-		if size < cp.Size {
-			return nil, fmt.Errorf("%w: %d entries, fewer than the %d that signed checkpoint covers (run sandtrail verify)", ErrCorrupt, size, cp.Size)
-		}
+	if cp == nil {
+		return nil, nil
 	}
-	if cut != nil {
-		f, err := os.OpenFile(last.path, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("cutting torn tail: %w", err)
-		}
-		err = f.Truncate(cut.Offset)
-		if err == nil {
-			err = f.Sync()
-		}
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("cutting torn tail: %w", err)
-		}
+	if cp.Origin != j.origin {
+		return nil, fmt.Errorf("%w: checkpoints have origin %q, the journal is opened with %q", ErrInconsistent, cp.Origin, j.origin)
 	}
+	if size < cp.Size {
+		return nil, fmt.Errorf("%w: %d entries, fewer than the %d that signed checkpoint covers (run sandtrail verify)", ErrCorrupt, size, cp.Size)
+	}
+	return cp, nil
+}
 
-	// The stored hashes are trusted up to the latest checkpoint (they are
-	// synced before it is signed); the rest is rebuilt from the entries.
+// cutTail truncates the segment at path to offset, durably.
+func cutTail(path string, offset int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("cutting torn tail: %w", err)
+	}
+	err = f.Truncate(offset)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("cutting torn tail: %w", err)
+	}
+	return nil
+}
+
+// loadHashes opens the hash file and brings it up to size entries. The
+// stored hashes are trusted up to the latest checkpoint cp (they are synced
+// before it is signed); the rest is rebuilt from the entries.
+func (j *Journal) loadHashes(size uint64, cp *Checkpoint) error {
 	hf, err := os.OpenFile(filepath.Join(j.dir, hashFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening hash file: %w", err)
+		return fmt.Errorf("opening hash file: %w", err)
 	}
 	j.hashes = hf
 	st, err := hf.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("opening hash file: %w", err)
+		return fmt.Errorf("opening hash file: %w", err)
 	}
 	var from uint64
 	if cp != nil {
@@ -395,22 +455,9 @@ func (j *Journal) recover() (*event.Journal, error) {
 		err = j.rebuildHashes(0, size, cp)
 	}
 	if errors.Is(err, errRootMismatch) {
-		return nil, fmt.Errorf("%w: the entries do not match signed checkpoint %d (run sandtrail verify)", ErrCorrupt, cp.Size)
+		return fmt.Errorf("%w: the entries do not match signed checkpoint %d (run sandtrail verify)", ErrCorrupt, cp.Size)
 	}
-	if err != nil {
-		return nil, err
-	}
-
-	seg, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return nil, fmt.Errorf("opening segment: %w", err)
-	}
-	j.seg, j.segFirst, j.segSize = seg, last.first, segSize
-	j.last = cp
-	j.wsize = size
-	j.durable = tlog.Tree{N: int64(size), Hash: j.edge.root(j.x)}
-	j.size.Store(size)
-	return cut, nil
+	return err
 }
 
 // checkSegment reads every frame of a segment that is not the last one and
@@ -532,7 +579,7 @@ func (j *Journal) latestStored() (*Checkpoint, error) {
 // to each event, encodes it canonically (event.Marshal), writes it, and
 // returns only once it is durable (fsync). Concurrent callers share one
 // fsync (group commit). An invalid event (event.Validate) fails the whole
-// call before anything is written. A "session.terminate" event makes a
+// call before anything is written. An event.KindSessionTerminate event makes a
 // checkpoint right after it is durable, before Append returns. If ctx ends
 // while the write is in flight, Append returns ctx's error but the events
 // may still become durable. After a failed write the journal is broken and

@@ -84,8 +84,8 @@ func TestAppendRejectsInvalid(t *testing.T) {
 	}{
 		{"nil", nil},
 		{"no kind", &event.Event{Source: event.SourceKernel}},
-		{"missing payload", &event.Event{Kind: "pkg.install", Source: event.SourceShim, SessionID: "s"}},
-		{"bad source", &event.Event{Kind: "tool.call", Source: "agent", SessionID: "s", Tool: &event.Tool{Name: "x"}}},
+		{"missing payload", &event.Event{Kind: event.KindPkgInstall, Source: event.SourceShim, SessionID: "s"}},
+		{"bad source", &event.Event{Kind: event.KindToolCall, Source: "agent", SessionID: "s", Tool: &event.Tool{Name: "x"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	evs := genEvents(120, 4)
 	for _, ev := range evs {
-		ev.Kind, ev.Source, ev.Session = "process.exec", event.SourceKernel, nil
+		ev.Kind, ev.Source, ev.Session = event.KindExec, event.SourceKernel, nil
 		if ev.Proc == nil {
 			ev.Proc = &event.Proc{Pid: 1}
 		}
@@ -233,7 +233,7 @@ func TestCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	term := &event.Event{Kind: "session.terminate", Source: event.SourceSession, SessionID: "s1", Session: &event.Session{Op: "terminate", Reason: "normal"}}
+	term := &event.Event{Kind: event.KindSessionTerminate, Source: event.SourceSession, SessionID: "s1", Session: &event.Session{Op: "terminate", Reason: "normal"}}
 	if err := j.Append(ctx, term); err != nil {
 		t.Fatal(err)
 	}

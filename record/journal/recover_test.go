@@ -43,7 +43,7 @@ func writeUncovered(t *testing.T, dir string, s note.Signer, n int) {
 		t.Fatal(err)
 	}
 	for _, ev := range genEvents(n, 21) {
-		ev.Kind, ev.Source, ev.Session = "tool.call", event.SourceAPI, nil
+		ev.Kind, ev.Source, ev.Session = event.KindToolCall, event.SourceAPI, nil
 		ev.Tool = &event.Tool{Name: "bash", InputSummary: "ls"}
 		if err := j.Append(context.Background(), ev); err != nil {
 			t.Fatal(err)
@@ -109,7 +109,7 @@ func TestRecoverTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := event.Journal{Segment: filepath.Base(last.path), Offset: wantOffset, CutBytes: wantCut, Detail: tt.detail}
-			if ev.Kind != KindRecovered || ev.Source != event.SourceJournal || ev.Journal == nil || *ev.Journal != want {
+			if ev.Kind != event.KindJournalRecovered || ev.Source != event.SourceJournal || ev.Journal == nil || *ev.Journal != want {
 				t.Fatalf("entry %d = %s, want journal.recovered %+v", wantSeq, raw, want)
 			}
 			rep, err = Verify(dir, v, nil)

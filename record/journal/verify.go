@@ -251,118 +251,156 @@ func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOption
 		return err
 	}
 	rep.Segments = len(segs)
-	x := newHasher()
-	e := &edge{}
-	next := 0 // the next checkpoint to compare
-	var good uint64
-	goodCount, heldCount := 0, 0
-	// compare checks the checkpoints of the current size; it returns false
-	// on a mismatch.
-	compare := func() bool {
-		if next >= len(cps) || cps[next].cp.Size != e.n {
-			return true
-		}
-		root := e.root(x)
-		ok := true
-		for ; next < len(cps) && cps[next].cp.Size == e.n; next++ {
-			c := cps[next]
-			if c.cp.Root != root {
-				rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("root hash of the %d entries does not match the signed checkpoint", e.n)})
-				ok = false
-				continue
-			}
-			goodCount++
-			if c.held {
-				heldCount++
-			}
-		}
-		if ok {
-			good = e.n
-			return true
-		}
-		seq, exact := locate(dir, good, e.n, cps[next-1].cp.Root)
-		rep.bad(seq, exact)
-		return false
-	}
-
-	stopped := !compare() // a bad entry or checkpoint ended the reading
-	var ioErr error
-	if !stopped {
+	v := &verifier{dir: dir, segs: segs, cps: cps, rep: rep, x: newHasher()}
+	v.stopped = !v.compare()
+	if !v.stopped {
 		quit := make(chan struct{})
 		chunks := readChunks(segs, o.decode, quit)
-	consume:
-		for c := range chunks {
-			<-c.ready
-			if c.full && c.decodeAt < 0 && (next >= len(cps) || cps[next].cp.Size >= c.first+chunkEntries) {
-				// A complete subtree with no checkpoint inside: add its root.
-				e.appendNode(x, chunkLevel, c.root)
-				if !compare() {
-					stopped = true
-					break consume
-				}
-				c.leaves = c.leaves[:0]
-			}
-			for i, leaf := range c.leaves {
-				if i == c.decodeAt {
-					seq := c.first + uint64(i)
-					off := c.offsets[i]
-					rep.problem(Problem{Seq: &seq, File: filepath.Base(segs[c.seg].path), Offset: &off, Msg: c.decodeErr.Error()})
-					rep.bad(seq, true)
-					stopped = true
-					break consume
-				}
-				e.appendLeaf(x, leaf)
-				if !compare() {
-					stopped = true
-					break consume
-				}
-			}
-			if st := c.stop; st != nil {
-				switch {
-				case st.err != nil:
-					ioErr = st.err
-				case st.tail > 0:
-					rep.TailBytes = st.tail
-				default:
-					seq := st.seq
-					p := Problem{File: st.file, Msg: st.msg}
-					if st.offset >= 0 {
-						off := st.offset
-						p.Seq, p.Offset = &seq, &off
-					}
-					rep.problem(p)
-					rep.bad(seq, true)
-					pinpoint(dir, cps, next, good, rep)
-					stopped = true
-				}
-			}
-			c.release()
-		}
+		v.consume(chunks)
 		close(quit)
 		for c := range chunks { // let the reader and the workers finish
 			<-c.ready
 		}
 	}
-	if ioErr != nil {
-		return ioErr
+	if v.ioErr != nil {
+		return v.ioErr
 	}
-	rep.Entries = e.n
-	rep.Root = e.root(x)
-	if !stopped {
-		// Checkpoints beyond the entries: the journal was truncated.
-		for ; next < len(cps); next++ {
-			c := cps[next]
-			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("the checkpoint covers %d entries but the journal has %d (truncated)", c.cp.Size, e.n)})
-			rep.bad(e.n, true)
+	v.finish()
+	return nil
+}
+
+// verifier folds the entries of a journal into the tree in order and
+// compares the tree with each checkpoint as it reaches the checkpoint's
+// size, recording what it finds in rep.
+type verifier struct {
+	dir  string
+	segs []segment
+	cps  []heldCheckpoint // sorted by size
+	rep  *Report
+	x    *hasher
+	e    edge
+	next int    // the next checkpoint to compare
+	good uint64 // the size of the newest checkpoint that matched
+	// goodCount and heldCount count the checkpoints that matched, and the
+	// held ones among them.
+	goodCount, heldCount int
+	stopped              bool  // a bad entry or checkpoint ended the reading
+	ioErr                error // reading failed
+}
+
+// compare checks the checkpoints of the current size; it returns false on a
+// mismatch, after locating the first bad entry.
+func (v *verifier) compare() bool {
+	if v.next >= len(v.cps) || v.cps[v.next].cp.Size != v.e.n {
+		return true
+	}
+	root := v.e.root(v.x)
+	ok := true
+	for ; v.next < len(v.cps) && v.cps[v.next].cp.Size == v.e.n; v.next++ {
+		c := v.cps[v.next]
+		if c.cp.Root != root {
+			v.rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("root hash of the %d entries does not match the signed checkpoint", v.e.n)})
+			ok = false
+			continue
+		}
+		v.goodCount++
+		if c.held {
+			v.heldCount++
 		}
 	}
-	rep.Checkpoints = goodCount
-	rep.Held = heldCount
-	rep.Covered = good
-	if len(rep.Problems) == 0 {
-		rep.Uncovered = e.n - good
+	if ok {
+		v.good = v.e.n
+		return true
 	}
-	return nil
+	seq, exact := locate(v.dir, v.good, v.e.n, v.cps[v.next-1].cp.Root)
+	v.rep.bad(seq, exact)
+	return false
+}
+
+// consume folds the chunks into the tree until one is bad or reading ends.
+func (v *verifier) consume(chunks <-chan *chunk) {
+	for c := range chunks {
+		<-c.ready
+		if !v.add(c) {
+			v.stopped = true
+			return
+		}
+		if c.stop != nil {
+			v.end(c.stop)
+		}
+		c.release()
+	}
+}
+
+// add folds the entries of chunk c into the tree. It returns false when an
+// entry does not decode or a checkpoint does not match.
+func (v *verifier) add(c *chunk) bool {
+	if c.full && c.decodeAt < 0 && (v.next >= len(v.cps) || v.cps[v.next].cp.Size >= c.first+chunkEntries) {
+		// A complete subtree with no checkpoint inside: add its root.
+		v.e.appendNode(v.x, chunkLevel, c.root)
+		if !v.compare() {
+			return false
+		}
+		c.leaves = c.leaves[:0]
+	}
+	for i, leaf := range c.leaves {
+		if i == c.decodeAt {
+			seq := c.first + uint64(i)
+			off := c.offsets[i]
+			v.rep.problem(Problem{Seq: &seq, File: filepath.Base(v.segs[c.seg].path), Offset: &off, Msg: c.decodeErr.Error()})
+			v.rep.bad(seq, true)
+			return false
+		}
+		v.e.appendLeaf(v.x, leaf)
+		if !v.compare() {
+			return false
+		}
+	}
+	return true
+}
+
+// end records why reading ended: a read error, a torn tail or a bad frame
+// or segment.
+func (v *verifier) end(st *chunkStop) {
+	switch {
+	case st.err != nil:
+		v.ioErr = st.err
+	case st.tail > 0:
+		v.rep.TailBytes = st.tail
+	default:
+		seq := st.seq
+		p := Problem{File: st.file, Msg: st.msg}
+		if st.offset >= 0 {
+			off := st.offset
+			p.Seq, p.Offset = &seq, &off
+		}
+		v.rep.problem(p)
+		v.rep.bad(seq, true)
+		pinpoint(v.dir, v.cps, v.next, v.good, v.rep)
+		v.stopped = true
+	}
+}
+
+// finish fills in the report once all entries are read: the tree, the
+// checkpoints beyond the entries, and the counts.
+func (v *verifier) finish() {
+	rep := v.rep
+	rep.Entries = v.e.n
+	rep.Root = v.e.root(v.x)
+	if !v.stopped {
+		// Checkpoints beyond the entries: the journal was truncated.
+		for ; v.next < len(v.cps); v.next++ {
+			c := v.cps[v.next]
+			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("the checkpoint covers %d entries but the journal has %d (truncated)", c.cp.Size, v.e.n)})
+			rep.bad(v.e.n, true)
+		}
+	}
+	rep.Checkpoints = v.goodCount
+	rep.Held = v.heldCount
+	rep.Covered = v.good
+	if len(rep.Problems) == 0 {
+		rep.Uncovered = v.e.n - v.good
+	}
 }
 
 // Chunks of verified entries end at multiples of chunkEntries (and at the
@@ -465,78 +503,121 @@ func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk
 			}
 		}()
 	}
-	go func() {
-		defer close(out)
-		defer close(work)
-		c := pool.Get().(*chunk)
-		emit := func(next uint64, seg int) bool {
-			c.ready = make(chan struct{})
-			c.decode = decode
-			select {
-			case out <- c:
-			case <-quit:
-				return false
-			}
-			work <- c
-			c = pool.Get().(*chunk)
-			c.first, c.seg = next, seg
-			return true
-		}
-		want := uint64(0)
-		for i, s := range segs {
-			name := filepath.Base(s.path)
-			if s.first != want {
-				c.stop = &chunkStop{seq: want, file: name, offset: -1,
-					msg: fmt.Sprintf("segment starts at seq %d, want %d (a segment is missing or was inserted)", s.first, want)}
-				emit(want, i)
-				return
-			}
-			if len(c.ends) > 0 && !emit(want, i) {
-				return
-			}
-			c.first, c.seg = want, i
-			r, err := openSegmentReader(s.path, s.first)
-			if err != nil {
-				c.stop = &chunkStop{err: err}
-				emit(want, i)
-				return
-			}
-			for {
-				off := r.off
-				p, err := r.next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					var fe *frameError
-					if !errors.As(err, &fe) {
-						c.stop = &chunkStop{err: err}
-					} else if torn, terr := r.torn(fe); terr != nil {
-						c.stop = &chunkStop{err: terr}
-					} else if torn && i == len(segs)-1 {
-						c.stop = &chunkStop{tail: r.size - fe.offset}
-					} else {
-						c.stop = &chunkStop{seq: fe.seq, file: name, offset: fe.offset, msg: fe.kind.String() + detail(fe.detail)}
-					}
-					r.Close()
-					emit(r.seq, i)
-					return
-				}
-				c.data = append(c.data, 0) // the leaf prefix, see hash
-				c.data = append(c.data, p...)
-				c.ends = append(c.ends, len(c.data))
-				c.offsets = append(c.offsets, off)
-				if r.seq%chunkEntries == 0 && !emit(r.seq, i) {
-					r.Close()
-					return
-				}
-			}
-			want = r.seq
-			r.Close()
-		}
-		emit(want, len(segs))
-	}()
+	r := &chunkReader{segs: segs, decode: decode, quit: quit, out: out, work: work, pool: pool}
+	go r.run()
 	return out
+}
+
+// chunkReader is readChunks' reader goroutine: it fills chunk c with the
+// entries it reads and sends each chunk, in order, both to out and to the
+// workers.
+type chunkReader struct {
+	segs   []segment
+	decode bool
+	quit   <-chan struct{}
+	out    chan<- *chunk
+	work   chan<- *chunk
+	pool   *sync.Pool
+	c      *chunk
+}
+
+func (r *chunkReader) run() {
+	defer close(r.out)
+	defer close(r.work)
+	r.c = r.pool.Get().(*chunk)
+	want := uint64(0)
+	for i, s := range r.segs {
+		next, ok := r.segment(i, s, want)
+		if !ok {
+			return
+		}
+		want = next
+	}
+	r.emit(want, len(r.segs))
+}
+
+// emit sends the current chunk and starts the next one at seq next in
+// segment seg. It returns false when quit closed first.
+func (r *chunkReader) emit(next uint64, seg int) bool {
+	r.c.ready = make(chan struct{})
+	r.c.decode = r.decode
+	select {
+	case r.out <- r.c:
+	case <-r.quit:
+		return false
+	}
+	r.work <- r.c
+	r.c = r.pool.Get().(*chunk)
+	r.c.first, r.c.seg = next, seg
+	return true
+}
+
+// segment reads segment i, s, which must start at seq want, into chunks. It
+// returns the seq that follows the segment, or false when reading ended.
+func (r *chunkReader) segment(i int, s segment, want uint64) (uint64, bool) {
+	name := filepath.Base(s.path)
+	if s.first != want {
+		r.c.stop = &chunkStop{seq: want, file: name, offset: -1,
+			msg: fmt.Sprintf("segment starts at seq %d, want %d (a segment is missing or was inserted)", s.first, want)}
+		r.emit(want, i)
+		return 0, false
+	}
+	if len(r.c.ends) > 0 && !r.emit(want, i) {
+		return 0, false
+	}
+	r.c.first, r.c.seg = want, i
+	sr, err := openSegmentReader(s.path, s.first)
+	if err != nil {
+		r.c.stop = &chunkStop{err: err}
+		r.emit(want, i)
+		return 0, false
+	}
+	for {
+		off := sr.off
+		p, err := sr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.c.stop = frameStop(sr, err, name, i == len(r.segs)-1)
+			sr.Close()
+			r.emit(sr.seq, i)
+			return 0, false
+		}
+		r.c.add(p, off)
+		if sr.seq%chunkEntries == 0 && !r.emit(sr.seq, i) {
+			sr.Close()
+			return 0, false
+		}
+	}
+	sr.Close()
+	return sr.seq, true
+}
+
+// frameStop says why reading ended at err, an error reading a frame of the
+// segment name: a torn tail if it is one in the last segment, else a bad
+// frame or a read error.
+func frameStop(sr *segmentReader, err error, name string, last bool) *chunkStop {
+	var fe *frameError
+	if !errors.As(err, &fe) {
+		return &chunkStop{err: err}
+	}
+	torn, terr := sr.torn(fe)
+	switch {
+	case terr != nil:
+		return &chunkStop{err: terr}
+	case torn && last:
+		return &chunkStop{tail: sr.size - fe.offset}
+	}
+	return &chunkStop{seq: fe.seq, file: name, offset: fe.offset, msg: fe.kind.String() + detail(fe.detail)}
+}
+
+// add appends the payload p of the frame at offset off.
+func (c *chunk) add(p []byte, off int64) {
+	c.data = append(c.data, 0) // the leaf prefix, see hash
+	c.data = append(c.data, p...)
+	c.ends = append(c.ends, len(c.data))
+	c.offsets = append(c.offsets, off)
 }
 
 // pinpoint looks, after an entry was found bad in order, for an earlier

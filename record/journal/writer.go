@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // failure returns the sticky write error, if any.
@@ -98,7 +100,7 @@ func (j *Journal) write(batch []*request) {
 			payload := j.buf[at+frameHeaderSize:]
 			putFrameHeader(j.buf[at:at+frameHeaderSize], payload)
 			j.hbuf = j.edge.append(j.x, j.x.leaf(payload), j.hbuf)
-			if r.evs[i].Kind == "session.terminate" {
+			if r.evs[i].Kind == event.KindSessionTerminate {
 				terminate = true
 			}
 			r.evs[i].Seq = seq

@@ -32,9 +32,6 @@ import (
 // appends for the events it dropped.
 const LossSource = "record:queue"
 
-// KindLoss is the kind of the loss events.
-const KindLoss = "collector.loss"
-
 // Defaults.
 const (
 	DefaultSize      = 1 << 16
@@ -318,7 +315,7 @@ func (q *Queue) lossEventsNow() []*event.Event {
 // valid event it falls back to source journal with no session.
 func toLossEvent(k dropKey, count uint64, host string, now time.Time) *event.Event {
 	e := &event.Event{
-		V: event.SchemaVersion, TS: now, SessionID: k.session, Host: host, Kind: KindLoss,
+		V: event.SchemaVersion, TS: now, SessionID: k.session, Host: host, Kind: event.KindLoss,
 		Source: k.source, Loss: &event.Loss{Count: count, Source: LossSource, LostKind: k.kind},
 	}
 	if len(k.kind) > 64 {

@@ -49,7 +49,7 @@ func scanCounts(t *testing.T, dir string) (got, lost map[key]uint64) {
 		if err != nil {
 			return err
 		}
-		if e.Kind == queue.KindLoss {
+		if e.Kind == event.KindLoss {
 			if e.Loss.Source != queue.LossSource {
 				return fmt.Errorf("loss source %q, want %q", e.Loss.Source, queue.LossSource)
 			}
@@ -94,7 +94,7 @@ func TestSlowAppenderDropsExactly(t *testing.T) {
 					defer wg.Done()
 					local := map[key]uint64{}
 					for i := range tt.each {
-						kind := []string{"process.exec", "process.exit"}[i%2]
+						kind := []string{event.KindExec, event.KindExit}[i%2]
 						s := fmt.Sprintf("s%d", p%2)
 						q.Emit(ev(s, kind, i))
 						local[key{s, kind}]++
@@ -153,7 +153,7 @@ func TestCloseDrains(t *testing.T) {
 	g := newGated(j)
 	q := queue.New(g, queue.WithSize(1000), queue.WithBatchSize(7))
 	for i := range 900 {
-		q.Emit(ev("s", "process.exec", i))
+		q.Emit(ev("s", event.KindExec, i))
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- q.Close() }()
@@ -163,14 +163,14 @@ func TestCloseDrains(t *testing.T) {
 		t.Fatalf("Close() = %v", err)
 	}
 	got, lost := scanCounts(t, dir)
-	if got[key{"s", "process.exec"}] != 900 || len(lost) != 0 {
+	if got[key{"s", event.KindExec}] != 900 || len(lost) != 0 {
 		t.Errorf("journal has %v, lost %v, want 900 events and no loss", got, lost)
 	}
 	if st := q.Stats(); st.Appended != 900 || st.Dropped != 0 {
 		t.Errorf("Stats() = %+v, want 900 appended, none dropped", st)
 	}
 	// After Close, Emit still does not block; it counts.
-	q.Emit(ev("s", "process.exec", 1))
+	q.Emit(ev("s", event.KindExec, 1))
 	if st := q.Stats(); st.Dropped != 1 {
 		t.Errorf("Stats().Dropped after Close = %d, want 1", st.Dropped)
 	}
@@ -189,7 +189,7 @@ func TestFlush(t *testing.T) {
 	defer q.Close()
 	for round := 1; round <= 3; round++ {
 		for i := range 100 {
-			q.Emit(ev("s", "process.fork", i))
+			q.Emit(ev("s", event.KindFork, i))
 		}
 		if err := q.Flush(context.Background()); err != nil {
 			t.Fatalf("Flush() = %v", err)
@@ -199,7 +199,7 @@ func TestFlush(t *testing.T) {
 		}
 	}
 	got, _ := scanCounts(t, dir)
-	if got[key{"s", "process.fork"}] != 300 {
+	if got[key{"s", event.KindFork}] != 300 {
 		t.Errorf("journal holds %v, want 300 forks", got)
 	}
 }
@@ -211,18 +211,18 @@ func TestInvalidEventCostsOnlyItself(t *testing.T) {
 	g := newGated(j)
 	q := queue.New(g, queue.WithBatchSize(100))
 	for i := range 10 {
-		q.Emit(ev("s", "process.exec", i))
+		q.Emit(ev("s", event.KindExec, i))
 	}
-	q.Emit(&event.Event{Kind: "process.exec", Source: event.SourceShim}) // no session, no proc
+	q.Emit(&event.Event{Kind: event.KindExec, Source: event.SourceShim}) // no session, no proc
 	for i := range 10 {
-		q.Emit(ev("s", "process.exec", i))
+		q.Emit(ev("s", event.KindExec, i))
 	}
 	close(g.gate)
 	if err := q.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
 	got, _ := scanCounts(t, dir)
-	if got[key{"s", "process.exec"}] != 20 {
+	if got[key{"s", event.KindExec}] != 20 {
 		t.Errorf("journal holds %v, want the 20 valid events", got)
 	}
 	if st := q.Stats(); st.Invalid != 1 || st.Appended != 20 {
@@ -240,7 +240,7 @@ func TestAppendFailureIsReported(t *testing.T) {
 	boom := errors.New("disk on fire")
 	q := queue.New(failing{boom})
 	for i := range 5 {
-		q.Emit(ev("s", "process.exec", i))
+		q.Emit(ev("s", event.KindExec, i))
 	}
 	err := q.Close()
 	if !errors.Is(err, boom) {
@@ -258,7 +258,7 @@ func TestLossEventForSessionSource(t *testing.T) {
 	g := newGated(j)
 	q := queue.New(g, queue.WithSize(1), queue.WithBatchSize(1))
 	for range 50 {
-		q.Emit(&event.Event{V: 1, TS: time.Now(), SessionID: "abc", Kind: "limit.hit", Source: event.SourceSession,
+		q.Emit(&event.Event{V: 1, TS: time.Now(), SessionID: "abc", Kind: event.KindLimitHit, Source: event.SourceSession,
 			Limit: &event.Limit{Type: "pids", Action: "warn"}})
 	}
 	close(g.gate)
@@ -271,9 +271,9 @@ func TestLossEventForSessionSource(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if e.Kind == queue.KindLoss {
+		if e.Kind == event.KindLoss {
 			sawLoss = true
-			if e.Source != event.SourceSession || e.SessionID != "abc" || e.Loss.LostKind != "limit.hit" {
+			if e.Source != event.SourceSession || e.SessionID != "abc" || e.Loss.LostKind != event.KindLimitHit {
 				t.Errorf("loss event = source %q session %q lost_kind %q, want session, abc, limit.hit", e.Source, e.SessionID, e.Loss.LostKind)
 			}
 		}

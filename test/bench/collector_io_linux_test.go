@@ -27,6 +27,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // The file-heavy and loopback HTTP benchmarks run a real workload in a test
@@ -149,7 +150,7 @@ func ioStartCollector(b *testing.B, cgid uint64, home string) *ioCollector {
 	go func() {
 		n := ioCount{kinds: map[string]uint64{}}
 		for ev := range c.Events() {
-			if ev.Kind == collector.KindLoss {
+			if ev.Kind == event.KindLoss {
 				n.lost += ev.Loss.Count
 				continue
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // collectorStormExecs is the size of one exec storm; SANDTRAIL_BENCH_EXECS
@@ -265,7 +266,7 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 		go func() {
 			var got, l uint64
 			for ev := range c.Events() {
-				if ev.Kind == collector.KindLoss {
+				if ev.Kind == event.KindLoss {
 					l += ev.Loss.Count
 				} else {
 					got++

@@ -33,7 +33,7 @@ func ingestEvents(w ingestWorkload, client, round int) [][]*event.Event {
 		evs := make([]*event.Event, w.batch)
 		for i := range evs {
 			evs[i] = &event.Event{V: event.SchemaVersion, TS: ts, SessionID: "bench-session",
-				Kind: "tool.call", Source: event.SourceAPI,
+				Kind: event.KindToolCall, Source: event.SourceAPI,
 				EventID: fmt.Sprintf("r%d-c%d-b%d-e%d", round, client, b, i),
 				Tool: &event.Tool{Name: "bash", Status: "ok", DurationMS: 12,
 					InputSummary:  "ls -la /workspace/project/src && cat README.md | head -n 40",

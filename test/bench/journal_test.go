@@ -27,19 +27,19 @@ func journalBenchEvents(n int) []*event.Event {
 			EventID: fmt.Sprintf("bench-%d", i)}
 		switch i % 4 {
 		case 0:
-			ev.Kind, ev.Source = "process.exec", event.SourceKernel
+			ev.Kind, ev.Source = event.KindExec, event.SourceKernel
 			ev.Proc = &event.Proc{Pid: int32(1000 + i%30000), PPid: 999, UID: event.U32(1000), Comm: "npm",
 				Exe: "/usr/bin/node", Argv: []string{"npm", "install", "lodash@^4.17.0"}, Cwd: "/home/agent/work"}
 		case 1:
-			ev.Kind, ev.Source = "pkg.install", event.SourceShim
+			ev.Kind, ev.Source = event.KindPkgInstall, event.SourceShim
 			ev.Pkg = &event.Pkg{Manager: "npm", Ecosystem: "npm", Name: "lodash", Requested: "^4.17.0", Resolved: "4.17.21",
 				SourceURL: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
 				Hash:      "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg=="}
 		case 2:
-			ev.Kind, ev.Source = "net.connect", event.SourceKernel
+			ev.Kind, ev.Source = event.KindNetConnect, event.SourceKernel
 			ev.Net = &event.Net{Op: "connect", Proto: "tcp", SrcIP: "10.0.3.2", SrcPort: uint16(30000 + i%30000), DstIP: "104.16.3.35", DstPort: 443}
 		default:
-			ev.Kind, ev.Source = "file.write", event.SourceKernel
+			ev.Kind, ev.Source = event.KindFileWrite, event.SourceKernel
 			ev.File = &event.File{Op: "write", Path: "/home/agent/work/node_modules/lodash/package.json", Result: event.I64(4096)}
 		}
 		out[i] = ev

@@ -53,7 +53,7 @@ func policyMeasure(b *testing.B, op func()) (wall, cpu float64) {
 // the mirror writes for the same fetch anyway (event.Marshal).
 func policyMarshalBaseline(b *testing.B) (wall, cpu float64) {
 	r := policyRequest()
-	ev := &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s-1", Kind: "pkg.install", Source: event.SourceMirror,
+	ev := &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s-1", Kind: event.KindPkgInstall, Source: event.SourceMirror,
 		Pkg: &event.Pkg{Manager: "npm", Ecosystem: r.Ecosystem, Name: r.Name, Requested: r.Requested, Resolved: r.Version,
 			SourceURL: r.Source, Hash: "sha512-" + strings.Repeat("A", 86), Verdict: "allow", Reason: "no check blocks or flags it"}}
 	return policyMeasure(b, func() {

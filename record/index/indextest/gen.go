@@ -133,10 +133,10 @@ func Generate(c Config, fn func(ev *event.Event) error) error {
 		ev := &event.Event{V: event.SchemaVersion, Seq: seq, TS: now, SessionID: SessionID(s.id), Host: "bench", Source: event.SourceKernel}
 		switch {
 		case s.left == c.PerSession:
-			ev.Kind, ev.Source = "session.start", event.SourceSession
+			ev.Kind, ev.Source = event.KindSessionStart, event.SourceSession
 			ev.Session = &event.Session{Op: "start", Tenant: "t1", User: "agent", Image: "python:3.12"}
 		case s.left == 1:
-			ev.Kind, ev.Source = "session.terminate", event.SourceSession
+			ev.Kind, ev.Source = event.KindSessionTerminate, event.SourceSession
 			exit := int32(0)
 			reason := Reasons[r.IntN(len(Reasons))]
 			if reason != "normal" {
@@ -163,9 +163,9 @@ func fill(r *rand.Rand, ev *event.Event, pid int32, suspect bool, pkgs [3]int) {
 	proc := &event.Proc{Pid: pid + int32(r.IntN(50)), PPid: pid, Comm: "python3", Exe: "/usr/bin/python3"}
 	switch n := r.IntN(100); {
 	case n < 40:
-		ev.Kind = "process.exec"
+		ev.Kind = event.KindExec
 		if n%4 == 0 {
-			ev.Kind = "process.exit"
+			ev.Kind = event.KindExit
 			proc.ExitCode = event.I32(0)
 		} else {
 			proc.Argv = []string{"python3", "-c", "import sys"}
@@ -175,32 +175,32 @@ func fill(r *rand.Rand, ev *event.Event, pid int32, suspect bool, pkgs [3]int) {
 	case n < 75:
 		p := Paths[pick(r, len(Paths), suspect)]
 		op := []string{"read", "read", "read", "write", "create"}[r.IntN(5)]
-		ev.Kind, ev.Proc = "file."+op, proc
+		ev.Kind, ev.Proc = event.FileKind(op), proc
 		ev.File = &event.File{Op: op, Path: p, Result: event.I64(3)}
 		if r.IntN(200) == 0 {
-			ev.Kind, ev.File.Op, ev.File.NewPath = "file.rename", "rename", p+".bak"
+			ev.Kind, ev.File.Op, ev.File.NewPath = event.KindFileRename, "rename", p+".bak"
 		}
 	case n < 95:
 		d := Domains[pick(r, len(Domains), suspect)]
 		ev.Proc = proc
 		if n%2 == 0 {
-			ev.Kind = "net.dns"
+			ev.Kind = event.KindNetDNS
 			ev.Net = &event.Net{Op: "dns", Proto: "udp", DstIP: "10.0.0.2", DstPort: 53,
 				DNS: &event.DNS{Query: d + ".", QType: "A", RCode: "NOERROR",
 					Answers: []event.DNSAnswer{{Type: "A", Data: "93.184.216.34", TTL: 300}}}}
 		} else {
-			ev.Kind = "net.connect"
+			ev.Kind = event.KindNetConnect
 			ev.Net = &event.Net{Op: "connect", Proto: "tcp", SrcIP: "10.0.0.5", SrcPort: uint16(30000 + r.IntN(30000)),
 				DstIP: "93.184.216.34", DstPort: 443, Domain: d, Verdict: "allowed"}
 		}
 	case n < 99:
 		p := Pkgs[pkgs[r.IntN(len(pkgs))]]
 		mgr := map[string]string{"npm": "npm", "pypi": "pip", "deb": "apt", "cargo": "cargo"}[p.Ecosystem]
-		ev.Kind, ev.Source = "pkg.install", event.SourceShim
+		ev.Kind, ev.Source = event.KindPkgInstall, event.SourceShim
 		ev.Pkg = &event.Pkg{Manager: mgr, Ecosystem: p.Ecosystem, Name: p.Name, Requested: p.Version, Resolved: p.Version,
 			Hash: "sha256:" + fmt.Sprintf("%064x", r.Uint64()), Direct: event.Bool(true)}
 	default:
-		ev.Kind, ev.Source = "alert", event.SourceRules
+		ev.Kind, ev.Source = event.KindAlert, event.SourceRules
 		ev.Alert = &event.Alert{RuleID: "sensitive-read", Title: "sensitive file read", Level: "high", Refs: []uint64{ev.Seq}}
 	}
 }

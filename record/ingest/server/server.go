@@ -506,6 +506,28 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 		s.malformed.Add(1)
 		return &ingest.Reply{Code: ingest.CodeMalformed, Error: err.Error()}
 	}
+	a, refusal := s.admit(p)
+	if refusal != nil {
+		return refusal
+	}
+	b := &pending{results: make([]ingest.Result, batch.Len())}
+	s.triage(b, batch, a)
+	s.store(b)
+	s.settleRepeats(b)
+	// Results are positional; the id is repeated only where it helps
+	// the client report a problem, to keep replies small.
+	for i := range b.results {
+		if b.results[i].Status.Acked() {
+			b.results[i].EventID = ""
+		}
+	}
+	return &ingest.Reply{Results: b.results}
+}
+
+// admit attributes a batch to its peer. It returns the reply that refuses
+// the whole batch when the peer cannot be attributed, or is neither in a
+// session nor root.
+func (s *Server) admit(p *peer) (attribution, *ingest.Reply) {
 	a, err := s.attribute(p)
 	if err != nil {
 		s.unavailable.Add(1)
@@ -513,7 +535,7 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 			p.warned = true
 			s.log.Warn("cannot attribute batch", "pid", p.pid, "uid", p.uid, "error", err)
 		}
-		return &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot attribute peer: " + err.Error()}
+		return a, &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot attribute peer: " + err.Error()}
 	}
 	if a.session == "" && a.uid != 0 {
 		s.refused.Add(1)
@@ -521,17 +543,25 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 			p.warned = true
 			s.log.Warn("refused batch from peer outside every session", "pid", a.pid, "uid", a.uid, "cgroup_id", a.cgroupID)
 		}
-		return &ingest.Reply{Code: ingest.CodeRefused, Error: "peer is not in a session and not root"}
+		return a, &ingest.Reply{Code: ingest.CodeRefused, Error: "peer is not in a session and not root"}
 	}
+	return a, nil
+}
 
-	results := make([]ingest.Result, batch.Len())
-	var (
-		evs    []*event.Event
-		idx    []int       // results index of each entry of evs
-		ids    []string    // event ids claimed by this batch
-		sameAs map[int]int // results index → earlier index with the same id
-		first  map[string]int
-	)
+// pending is a batch on its way to the journal: the result of each of its
+// events, and the events to store.
+type pending struct {
+	results []ingest.Result
+	evs     []*event.Event
+	idx     []int       // results index of each entry of evs
+	ids     []string    // event ids claimed by this batch
+	sameAs  map[int]int // results index → earlier index with the same id
+	first   map[string]int
+}
+
+// triage rewrites the batch's events for peer a, rejecting those that are
+// invalid or that the peer may not send, and claims the others (see claim).
+func (s *Server) triage(b *pending, batch *ingest.Batch, a attribution) {
 	now := time.Now().UTC()
 	for i, e := range batch.Events {
 		err := batch.Errs[i]
@@ -539,71 +569,82 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 			err = s.rewrite(e, batch.Sizes[i], a, now)
 		}
 		if err != nil {
-			results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
+			b.results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
 			s.rejected.Add(1)
 			continue
 		}
-		results[i].EventID = e.EventID
-		if j, ok := first[e.EventID]; ok {
-			if sameAs == nil {
-				sameAs = make(map[int]int)
-			}
-			sameAs[i] = j
-			continue
-		}
-		switch s.dedup.claim(e.EventID) {
-		case claimSeen:
-			results[i].Status = ingest.StatusDuplicate
-			s.duplicates.Add(1)
-			continue
-		case claimPending:
-			results[i].Status = ingest.StatusFailed
-			results[i].Error = "an event with this id is being stored by another batch; retry"
-			s.failed.Add(1)
-			continue
-		}
-		if first == nil {
-			first = make(map[string]int)
-		}
-		first[e.EventID] = i
-		ids = append(ids, e.EventID)
-		evs = append(evs, e)
-		idx = append(idx, i)
+		b.results[i].EventID = e.EventID
+		s.claim(b, i, e)
 	}
-	if len(evs) > 0 {
-		err := s.app.Append(s.appendCx, evs...)
-		s.dedup.settle(ids, err == nil)
-		for _, i := range idx {
-			if err != nil {
-				results[i].Status = ingest.StatusFailed
-				results[i].Error = "storing failed"
-			} else {
-				results[i].Status = ingest.StatusOK
-			}
+}
+
+// claim adds e, the batch's event i, to the events to store, unless an
+// earlier event of the batch has its id (its result then follows that one),
+// the id is already journaled (a duplicate), or another batch is storing it
+// (failed, to retry).
+func (s *Server) claim(b *pending, i int, e *event.Event) {
+	if j, ok := b.first[e.EventID]; ok {
+		if b.sameAs == nil {
+			b.sameAs = make(map[int]int)
 		}
+		b.sameAs[i] = j
+		return
+	}
+	switch s.dedup.claim(e.EventID) {
+	case claimSeen:
+		b.results[i].Status = ingest.StatusDuplicate
+		s.duplicates.Add(1)
+		return
+	case claimPending:
+		b.results[i].Status = ingest.StatusFailed
+		b.results[i].Error = "an event with this id is being stored by another batch; retry"
+		s.failed.Add(1)
+		return
+	}
+	if b.first == nil {
+		b.first = make(map[string]int)
+	}
+	b.first[e.EventID] = i
+	b.ids = append(b.ids, e.EventID)
+	b.evs = append(b.evs, e)
+	b.idx = append(b.idx, i)
+}
+
+// store appends the claimed events to the journal in one call and settles
+// their claims and results.
+func (s *Server) store(b *pending) {
+	if len(b.evs) == 0 {
+		return
+	}
+	err := s.app.Append(s.appendCx, b.evs...)
+	s.dedup.settle(b.ids, err == nil)
+	for _, i := range b.idx {
 		if err != nil {
-			s.failed.Add(uint64(len(evs)))
-			s.log.Error("appending to journal", "events", len(evs), "error", err)
+			b.results[i].Status = ingest.StatusFailed
+			b.results[i].Error = "storing failed"
 		} else {
-			s.events.Add(uint64(len(evs)))
+			b.results[i].Status = ingest.StatusOK
 		}
 	}
-	for i, j := range sameAs {
-		results[i].Status = results[j].Status
-		if results[j].Status == ingest.StatusOK {
-			results[i].Status = ingest.StatusDuplicate
+	if err != nil {
+		s.failed.Add(uint64(len(b.evs)))
+		s.log.Error("appending to journal", "events", len(b.evs), "error", err)
+	} else {
+		s.events.Add(uint64(len(b.evs)))
+	}
+}
+
+// settleRepeats gives each repeat of an id within the batch the result of
+// its first event: a duplicate where that one was stored.
+func (s *Server) settleRepeats(b *pending) {
+	for i, j := range b.sameAs {
+		b.results[i].Status = b.results[j].Status
+		if b.results[j].Status == ingest.StatusOK {
+			b.results[i].Status = ingest.StatusDuplicate
 			s.duplicates.Add(1)
 		}
-		results[i].Error = results[j].Error
+		b.results[i].Error = b.results[j].Error
 	}
-	// Results are positional; the id is repeated only where it helps
-	// the client report a problem, to keep replies small.
-	for i := range results {
-		if results[i].Status.Acked() {
-			results[i].EventID = ""
-		}
-	}
-	return &ingest.Reply{Results: results}
 }
 
 func idOf(e *event.Event) string {

@@ -269,7 +269,7 @@ func TestSpoolReplay(t *testing.T) {
 	for b := range 3 {
 		var evs []*event.Event
 		for i := range 5 {
-			evs = append(evs, &event.Event{SessionID: "spool-s", Kind: "tool.call",
+			evs = append(evs, &event.Event{SessionID: "spool-s", Kind: event.KindToolCall,
 				Tool: &event.Tool{Name: fmt.Sprintf("t-%d-%d", b, i)}})
 		}
 		err := c.Send(ctx, evs...)
@@ -308,7 +308,7 @@ func TestSpoolReplay(t *testing.T) {
 	}
 	// Put a copy of an already delivered batch back, as if a crash had
 	// come between the ack and the delete, and replay twice.
-	payload, err := ingest.EncodeRequest([]*event.Event{{V: 1, TS: time.Now(), SessionID: "spool-s", Kind: "tool.call",
+	payload, err := ingest.EncodeRequest([]*event.Event{{V: 1, TS: time.Now(), SessionID: "spool-s", Kind: event.KindToolCall,
 		Source: event.SourceAPI, EventID: sent[0], Tool: &event.Tool{Name: "t-0-0"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +400,7 @@ func TestCrashKeepsAcked(t *testing.T) {
 				}
 				var evs []*event.Event
 				for i := range 50 {
-					evs = append(evs, &event.Event{SessionID: "crash", Kind: "tool.call",
+					evs = append(evs, &event.Event{SessionID: "crash", Kind: event.KindToolCall,
 						Tool: &event.Tool{Name: fmt.Sprintf("w%d-b%d-e%d", w, b, i)}})
 				}
 				err := c.Send(context.Background(), evs...)
@@ -592,10 +592,10 @@ func TestClientRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ok := &event.Event{SessionID: "s", Kind: "tool.call", Tool: &event.Tool{Name: "ok"}}
+	ok := &event.Event{SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "ok"}}
 	var evs []*event.Event
 	for range 7 { // root outside a session may not send pkg events
-		evs = append(evs, &event.Event{SessionID: "s", Kind: "pkg.install", Pkg: &event.Pkg{Ecosystem: "npm", Name: "x"}})
+		evs = append(evs, &event.Event{SessionID: "s", Kind: event.KindPkgInstall, Pkg: &event.Pkg{Ecosystem: "npm", Name: "x"}})
 	}
 	err = c.Send(context.Background(), append(evs, ok)...)
 	if !errors.Is(err, ingest.ErrRejected) || errors.Is(err, ingest.ErrSpooled) || !strings.Contains(err.Error(), "7 events") {

@@ -34,7 +34,7 @@ func TestOpen(t *testing.T) {
 	j, dir := Open(t, journal.WithSegmentSize(64<<10))
 	const n = 3
 	for i := range n {
-		e := &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s", Kind: "process.exec",
+		e := &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s", Kind: event.KindExec,
 			Source: event.SourceKernel, Proc: &event.Proc{Pid: int32(i + 1)}}
 		if err := j.Append(context.Background(), e); err != nil {
 			t.Fatalf("Append() = %v", err)
