@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/egress"
 )
 
 // Sentinel errors.
@@ -150,7 +150,7 @@ type options struct {
 	// it to fill the ring buffer).
 	gate <-chan struct{}
 	// egress is enforced by the socket hooks; nil allows everything.
-	egress       *policy.Engine
+	egress       EgressPolicy
 	domainLookup func(netip.Addr) string
 	// sensitive and readExceptions are the host-wide read rules
 	// (WithSensitiveReads).
@@ -258,15 +258,30 @@ func WithHost(name string) Option {
 	}
 }
 
-// WithEgress enforces the egress policy of e in the kernel: a connect or UDP
-// send from a watched cgroup that e.Egress blocks fails with EPERM and is
+// EgressPolicy is the egress policy that WithEgress enforces in the kernel.
+// *policy.Engine (package policies) implements it.
+type EgressPolicy interface {
+	// EgressTable returns the rules on addresses and ports, which New
+	// compiles into the kernel's maps.
+	EgressTable() egress.Table
+	// EgressDomain classifies a domain given to LearnDomain, for the rules
+	// of the table that look at the domain.
+	EgressDomain(domain string) egress.DomainClass
+	// EgressReason returns the reason for the verdict on a connection to
+	// domain (empty if unknown), ip, port and proto (tcp or udp), which
+	// net events blocked or flagged in the kernel carry.
+	EgressReason(domain string, ip netip.Addr, port uint16, proto string) string
+}
+
+// WithEgress enforces the egress policy p in the kernel: a connect or UDP
+// send from a watched cgroup that p blocks fails with EPERM and is
 // recorded with verdict blocked; a flagged one (a DoH endpoint with
 // doh_action flag) goes through with verdict flagged. Domains are known to
-// the kernel through LearnDomain. Without it, everything is allowed and
-// recorded.
-func WithEgress(e *policy.Engine) Option {
+// the kernel through LearnDomain. Without it, or with a nil p, everything
+// is allowed and recorded.
+func WithEgress(p EgressPolicy) Option {
 	return func(o *options) error {
-		o.egress = e
+		o.egress = p
 		return nil
 	}
 }

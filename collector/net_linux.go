@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/egress"
 )
 
 // netCollector is the network part (bpf/net.c): the cgroup socket hooks
@@ -24,7 +24,7 @@ import (
 type netCollector struct {
 	objs   netObjects
 	loaded bool
-	egress *policy.Engine
+	egress EgressPolicy
 	lookup func(netip.Addr) string
 
 	mu sync.Mutex
@@ -185,11 +185,11 @@ func (n *netCollector) counters() []*lossCounter {
 }
 
 // verdictCode maps a policy verdict to enum net_verdict.
-func verdictCode(v policy.Verdict) uint8 {
+func verdictCode(v egress.Verdict) uint8 {
 	switch v {
-	case policy.Block:
+	case egress.Block:
 		return uint8(netNetVerdictNET_BLOCK)
-	case policy.Flag:
+	case egress.Flag:
 		return uint8(netNetVerdictNET_FLAG)
 	}
 	return uint8(netNetVerdictNET_ALLOW)
@@ -320,8 +320,8 @@ func wordsAddr(r *netNetAddr) netip.Addr {
 	return netip.Addr{}
 }
 
-// domainClass maps a policy.DomainClass to enum domain_class.
-func domainClass(dc policy.DomainClass) uint8 {
+// domainClass maps an egress.DomainClass to enum domain_class.
+func domainClass(dc egress.DomainClass) uint8 {
 	var f uint8
 	if dc.Blocked {
 		f |= uint8(netDomainClassDOMAIN_BLOCKED)
@@ -421,7 +421,7 @@ func (n *netCollector) reason(domain string, ip netip.Addr, port uint16, proto s
 	if n.egress == nil {
 		return ""
 	}
-	return n.egress.Egress(domain, ip, port, proto).Reason
+	return n.egress.EgressReason(domain, ip, port, proto)
 }
 
 // sweep removes expired learned domains every netSweepInterval.

@@ -31,6 +31,9 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
+// The policy engine is what the daemon gives WithEgress.
+var _ EgressPolicy = (*policy.Engine)(nil)
+
 func init() {
 	helperModes["net-get"] = helperNetGet
 	helperModes["net-dial"] = helperNetDial

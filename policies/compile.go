@@ -10,22 +10,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
-// Verdict is the outcome of a policy decision.
-type Verdict string
+// Verdict is the outcome of a policy decision. Its home is package egress,
+// which the kernel collector takes its egress table from.
+type Verdict = egress.Verdict
 
 // The verdicts, from least to most severe. They are the values of
 // event.Pkg.Verdict.
 const (
-	Allow Verdict = "allow"
-	Flag  Verdict = "flag"
-	Block Verdict = "block"
+	Allow = egress.Allow
+	Flag  = egress.Flag
+	Block = egress.Block
 )
 
-func (v Verdict) severity() int {
+// severity orders the verdicts, from Allow (0) to Block (2).
+func severity(v Verdict) int {
 	switch v {
 	case Allow:
 		return 0
@@ -33,18 +36,6 @@ func (v Verdict) severity() int {
 		return 1
 	}
 	return 2 // Block, and anything unexpected: fail closed.
-}
-
-// Past returns the verdict as event.Net.Verdict spells it: allowed, flagged
-// or blocked.
-func (v Verdict) Past() string {
-	switch v {
-	case Allow:
-		return "allowed"
-	case Flag:
-		return "flagged"
-	}
-	return "blocked"
 }
 
 // ToolIO verbosities.
@@ -562,7 +553,7 @@ func parsePort(raw string) (portRule, error) {
 }
 
 func (r portRule) match(port uint16, proto string) bool {
-	return port >= r.lo && port <= r.hi && (r.proto == "" || r.proto == strings.ToLower(proto))
+	return egress.PortRange{Lo: r.lo, Hi: r.hi, Proto: r.proto}.Match(port, proto)
 }
 
 func paths(c *errs, field string, raws []string) []pathRule {
