@@ -1,14 +1,24 @@
-// Package collector is the eBPF process collector of sandtrail. It records
-// exec (with exact argv, cwd and the pipes on fd 0 and 1), fork, exit and
-// failed exec of the processes in watched session cgroups, and reports the
-// victims of the kernel's OOM killer. Its file programs (bpf/file.c) record
-// their opens, deletes, renames, truncates, chmods and mounts with absolute
-// paths; reads only beneath sensitive paths (WithSensitiveReads,
-// AddSensitive), and repeats merged into one event (file.count). Its network
-// programs (bpf/net.c) record connects and UDP sends with the verdict of the
-// egress policy, which they enforce (WithEgress: a blocked connect fails with
-// EPERM), listens, accepts and closes with the bytes of each TCP connection,
-// and send each session's DNS traffic to its proxy (RedirectDNS).
+// Package collector is sandtrail's eBPF kernel collector. It loads three
+// program families into the kernel and turns their records into events of
+// the processes in watched session cgroups (Watch), or of the whole host
+// (WithHostWide):
+//
+//   - processes (bpf/process.c): exec (with exact argv, cwd and the pipes on
+//     fd 0 and 1), fork, exit and failed exec, and the victims of the
+//     kernel's OOM killer (WithOOMHandler);
+//   - files (bpf/file.c): opens, deletes, renames, truncates, chmods and
+//     mounts with absolute paths; reads only beneath sensitive paths
+//     (WithSensitiveReads, AddSensitive), and repeats merged into one event
+//     (file.count, WithMergeWindow);
+//   - network (bpf/net.c): connects and UDP sends with the verdict of the
+//     egress policy, which the cgroup socket hooks enforce (WithEgress, fed
+//     by LearnDomain: a blocked connect fails with EPERM), listens, accepts
+//     and closes with the bytes of each TCP connection, and each session's
+//     port-53 traffic sent to its DNS proxy (RedirectDNS).
+//
+// The egress policy comes in through the EgressPolicy interface and the
+// standard-library-only types of policies/egress, so that the collector
+// does not depend on the policy engine.
 //
 // Trust model: the collector runs as root, outside the agent's reach. The
 // kernel attributes every event to a cgroup, and the collector maps the cgroup
@@ -20,11 +30,18 @@
 // per kind in the kernel, an event that does not fit in the Events channel is
 // counted in Go, and the counts become "collector.loss" events with the exact
 // number lost and the kind lost (sources "kernel:ringbuf", "collector:queue",
-// "kernel:recursion" and "kernel:table").
+// "kernel:recursion" and "kernel:table"); Stats returns the counters.
 //
-// The BPF programs are in bpf/process.c; their structs are defined once in
-// bpf/common.h and generated into Go by bpf2go (see gen.go). Generated types
-// never leave this package.
+// The BPF programs are in bpf/process.c, bpf/file.c and bpf/net.c; their
+// structs are defined once in the headers beside them (bpf/common.h,
+// bpf/file.h, bpf/net.h) and generated into Go by bpf2go (see gen.go).
+// Generated types never leave this package. The subpackages hold the rest
+// of the kernel side: cgroup (finding cgroups), session (session cgroups,
+// lifecycle and limits) and dns (the DNS proxy).
+//
+// New returns ErrNotSupported on any OS but Linux (collector_other.go) and
+// on a Linux without the kernel features it needs, and ErrPermission
+// without the privileges to load BPF programs.
 package collector
 
 import (
@@ -35,7 +52,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/egress"
 )
 
 // Sentinel errors.
@@ -124,7 +141,7 @@ type options struct {
 	// it to fill the ring buffer).
 	gate <-chan struct{}
 	// egress is enforced by the socket hooks; nil allows everything.
-	egress       *policy.Engine
+	egress       EgressPolicy
 	domainLookup func(netip.Addr) string
 	// sensitive and readExceptions are the host-wide read rules
 	// (WithSensitiveReads).
@@ -232,15 +249,30 @@ func WithHost(name string) Option {
 	}
 }
 
-// WithEgress enforces the egress policy of e in the kernel: a connect or UDP
-// send from a watched cgroup that e.Egress blocks fails with EPERM and is
+// EgressPolicy is the egress policy that WithEgress enforces in the kernel.
+// *policy.Engine (package policies) implements it.
+type EgressPolicy interface {
+	// EgressTable returns the rules on addresses and ports, which New
+	// compiles into the kernel's maps.
+	EgressTable() egress.Table
+	// EgressDomain classifies a domain given to LearnDomain, for the rules
+	// of the table that look at the domain.
+	EgressDomain(domain string) egress.DomainClass
+	// EgressReason returns the reason for the verdict on a connection to
+	// domain (empty if unknown), ip, port and proto (tcp or udp), which
+	// net events blocked or flagged in the kernel carry.
+	EgressReason(domain string, ip netip.Addr, port uint16, proto string) string
+}
+
+// WithEgress enforces the egress policy p in the kernel: a connect or UDP
+// send from a watched cgroup that p blocks fails with EPERM and is
 // recorded with verdict blocked; a flagged one (a DoH endpoint with
 // doh_action flag) goes through with verdict flagged. Domains are known to
-// the kernel through LearnDomain. Without it, everything is allowed and
-// recorded.
-func WithEgress(e *policy.Engine) Option {
+// the kernel through LearnDomain. Without it, or with a nil p, everything
+// is allowed and recorded.
+func WithEgress(p EgressPolicy) Option {
 	return func(o *options) error {
-		o.egress = e
+		o.egress = p
 		return nil
 	}
 }

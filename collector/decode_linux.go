@@ -125,79 +125,102 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 	case processEventKindKIND_EXEC:
 		return d.exec1(raw)
 	case processEventKindKIND_FORK:
-		var r processForkEvent
-		if err := load(&r, raw); err != nil {
-			return nil, nil, err
-		}
-		e := d.envelope(event.KindFork, &r.Hdr)
-		e.Proc = &event.Proc{
-			Pid:      int32(r.ChildPid),
-			PPid:     int32(r.Hdr.Pid),
-			UID:      event.U32(r.Uid),
-			Comm:     cString(r.Hdr.Comm[:]),
-			StartTS:  d.wall(r.ChildStartTime),
-			CgroupID: r.Hdr.CgroupId,
-		}
-		return e, nil, nil
+		return d.fork1(raw)
 	case processEventKindKIND_EXIT:
-		var r processExitEvent
-		if err := load(&r, raw); err != nil {
-			return nil, nil, err
-		}
-		e := d.envelope(event.KindExit, &r.Hdr)
-		e.Proc = &event.Proc{
-			Pid:      int32(r.Hdr.Pid),
-			PPid:     int32(r.Ppid),
-			Comm:     cString(r.Hdr.Comm[:]),
-			StartTS:  d.wall(r.StartTime),
-			CgroupID: r.Hdr.CgroupId,
-		}
-		// The wait status: a signal number in the low 7 bits, or the exit
-		// status in bits 8-15.
-		if sig := int32(r.ExitCode & 0x7f); sig != 0 {
-			e.Proc.Signal = sig
-		} else {
-			e.Proc.ExitCode = event.I32(int32(r.ExitCode>>8) & 0xff)
-		}
-		return e, nil, nil
+		return d.exit1(raw)
 	case processEventKindKIND_EXEC_FAILED:
-		var r processExecFailedEvent
-		if err := load(&r, raw); err != nil {
-			return nil, nil, err
-		}
-		if r.FilenameLen > uint32(len(r.Filename)) {
-			return nil, nil, fmt.Errorf("%w: filename length %d", errDecode, r.FilenameLen)
-		}
-		if r.Ret >= 0 {
-			return nil, nil, fmt.Errorf("%w: exec_failed with return value %d", errDecode, r.Ret)
-		}
-		e := d.envelope(event.KindExecFailed, &r.Hdr)
-		e.Proc = &event.Proc{
-			Pid:      int32(r.Hdr.Pid),
-			UID:      event.U32(r.Uid),
-			Comm:     cString(r.Hdr.Comm[:]),
-			Exe:      string(asBytes(&r.Filename)[:r.FilenameLen]),
-			CgroupID: r.Hdr.CgroupId,
-			Errno:    errnoName(-r.Ret),
-		}
-		return e, nil, nil
+		return d.execFailed1(raw)
 	case processEventKindKIND_NET_CONNECT, processEventKindKIND_NET_CLOSE, processEventKindKIND_NET_LISTEN, processEventKindKIND_NET_ACCEPT:
 		return d.net1(kind, raw)
 	case processEventKindKIND_FILE:
 		return d.file1(raw)
 	case processEventKindKIND_OOM_VICTIM:
-		var r processOomEvent
-		if err := load(&r, raw); err != nil {
-			return nil, nil, err
-		}
-		return nil, &oomVictim{
-			watched: r.Hdr.Watched,
-			cgroup:  r.Hdr.CgroupId,
-			pid:     int32(r.Hdr.Pid),
-			comm:    cString(r.Hdr.Comm[:]),
-		}, nil
+		return oom1(raw)
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kind %d", errDecode, kind)
+}
+
+// fork1 converts a fork record (struct fork_event) to a process.fork event
+// of the child.
+func (d *decoder) fork1(raw []byte) (*event.Event, *oomVictim, error) {
+	var r processForkEvent
+	if err := load(&r, raw); err != nil {
+		return nil, nil, err
+	}
+	e := d.envelope(event.KindFork, &r.Hdr)
+	e.Proc = &event.Proc{
+		Pid:      int32(r.ChildPid),
+		PPid:     int32(r.Hdr.Pid),
+		UID:      event.U32(r.Uid),
+		Comm:     cString(r.Hdr.Comm[:]),
+		StartTS:  d.wall(r.ChildStartTime),
+		CgroupID: r.Hdr.CgroupId,
+	}
+	return e, nil, nil
+}
+
+// exit1 converts an exit record (struct exit_event) to a process.exit
+// event.
+func (d *decoder) exit1(raw []byte) (*event.Event, *oomVictim, error) {
+	var r processExitEvent
+	if err := load(&r, raw); err != nil {
+		return nil, nil, err
+	}
+	e := d.envelope(event.KindExit, &r.Hdr)
+	e.Proc = &event.Proc{
+		Pid:      int32(r.Hdr.Pid),
+		PPid:     int32(r.Ppid),
+		Comm:     cString(r.Hdr.Comm[:]),
+		StartTS:  d.wall(r.StartTime),
+		CgroupID: r.Hdr.CgroupId,
+	}
+	// The wait status: a signal number in the low 7 bits, or the exit
+	// status in bits 8-15.
+	if sig := int32(r.ExitCode & 0x7f); sig != 0 {
+		e.Proc.Signal = sig
+	} else {
+		e.Proc.ExitCode = event.I32(int32(r.ExitCode>>8) & 0xff)
+	}
+	return e, nil, nil
+}
+
+// execFailed1 converts a failed-exec record (struct exec_failed_event) to
+// a process.exec_failed event.
+func (d *decoder) execFailed1(raw []byte) (*event.Event, *oomVictim, error) {
+	var r processExecFailedEvent
+	if err := load(&r, raw); err != nil {
+		return nil, nil, err
+	}
+	if r.FilenameLen > uint32(len(r.Filename)) {
+		return nil, nil, fmt.Errorf("%w: filename length %d", errDecode, r.FilenameLen)
+	}
+	if r.Ret >= 0 {
+		return nil, nil, fmt.Errorf("%w: exec_failed with return value %d", errDecode, r.Ret)
+	}
+	e := d.envelope(event.KindExecFailed, &r.Hdr)
+	e.Proc = &event.Proc{
+		Pid:      int32(r.Hdr.Pid),
+		UID:      event.U32(r.Uid),
+		Comm:     cString(r.Hdr.Comm[:]),
+		Exe:      string(asBytes(&r.Filename)[:r.FilenameLen]),
+		CgroupID: r.Hdr.CgroupId,
+		Errno:    errnoName(-r.Ret),
+	}
+	return e, nil, nil
+}
+
+// oom1 converts an OOM victim record (struct oom_event) to the victim.
+func oom1(raw []byte) (*event.Event, *oomVictim, error) {
+	var r processOomEvent
+	if err := load(&r, raw); err != nil {
+		return nil, nil, err
+	}
+	return nil, &oomVictim{
+		watched: r.Hdr.Watched,
+		cgroup:  r.Hdr.CgroupId,
+		pid:     int32(r.Hdr.Pid),
+		comm:    cString(r.Hdr.Comm[:]),
+	}, nil
 }
 
 // execDataOffset is where exec_event.data starts.

@@ -28,14 +28,9 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	if err := load(&h, raw); err != nil {
 		return nil, nil, err
 	}
-	var proto string
-	switch r.Proto {
-	case unix.IPPROTO_TCP:
-		proto = "tcp"
-	case unix.IPPROTO_UDP:
-		proto = "udp"
-	default:
-		return nil, nil, fmt.Errorf("%w: net record with protocol %d", errDecode, r.Proto)
+	proto, err := netProto(r.Proto)
+	if err != nil {
+		return nil, nil, err
 	}
 	dst, err := netAddr(&r.Dst)
 	if err != nil {
@@ -45,31 +40,10 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	if err != nil {
 		return nil, nil, err
 	}
-	var name string
 	n := &event.Net{Proto: proto}
-	switch kind {
-	case processEventKindKIND_NET_CONNECT:
-		switch netNetOp(r.Op) {
-		case netNetOpNET_OP_CONNECT:
-			name, n.Op = event.KindNetConnect, "connect"
-		case netNetOpNET_OP_SEND:
-			name, n.Op = event.KindNetSend, "send"
-			if r.Count > 1 {
-				n.Count = r.Count
-			}
-		default:
-			return nil, nil, fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
-		}
-	case processEventKindKIND_NET_CLOSE:
-		name, n.Op = event.KindNetClose, "close"
-		n.BytesOut, n.BytesIn = r.BytesOut, r.BytesIn
-		if r.Start != 0 && r.Hdr.Ts > r.Start {
-			n.DurationMS = int64((r.Hdr.Ts - r.Start) / 1e6)
-		}
-	case processEventKindKIND_NET_LISTEN:
-		name, n.Op = event.KindNetListen, "listen"
-	case processEventKindKIND_NET_ACCEPT:
-		name, n.Op = event.KindNetAccept, "accept"
+	name, err := netOp(kind, &r, n)
+	if err != nil {
+		return nil, nil, err
 	}
 	if src.IsValid() {
 		n.SrcIP, n.SrcPort = src.String(), r.Src.Port
@@ -84,21 +58,8 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 		}
 	}
 	if kind == processEventKindKIND_NET_CONNECT {
-		switch netNetVerdict(r.Verdict) {
-		case netNetVerdictNET_ALLOW:
-			n.Verdict = VerdictAllowed
-		case netNetVerdictNET_BLOCK:
-			n.Verdict = VerdictBlocked
-		case netNetVerdictNET_FLAG:
-			n.Verdict = VerdictFlagged
-		default:
-			return nil, nil, fmt.Errorf("%w: net record with verdict %d", errDecode, r.Verdict)
-		}
-		switch {
-		case netNetFlags(r.Flags)&netNetFlagsNET_REDIRECTED != 0:
-			n.Reason = "port 53: redirected to the session's DNS proxy"
-		case n.Verdict != VerdictAllowed && d.net != nil:
-			n.Reason = d.net.reason(n.Domain, dst, n.DstPort, proto)
+		if err := d.netVerdict(&r, n, dst); err != nil {
+			return nil, nil, err
 		}
 	}
 	e := d.envelope(name, &h)
@@ -110,6 +71,70 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	}
 	e.Net = n
 	return e, nil, nil
+}
+
+// netProto names the IP protocol of a net record: tcp or udp.
+func netProto(p uint8) (string, error) {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp", nil
+	case unix.IPPROTO_UDP:
+		return "udp", nil
+	}
+	return "", fmt.Errorf("%w: net record with protocol %d", errDecode, p)
+}
+
+// netOp sets n.Op, and the fields that only some operations have, from the
+// record r of kind; it returns the event kind.
+func netOp(kind processEventKind, r *netNetEvent, n *event.Net) (string, error) {
+	var name string
+	switch kind {
+	case processEventKindKIND_NET_CONNECT:
+		switch netNetOp(r.Op) {
+		case netNetOpNET_OP_CONNECT:
+			name, n.Op = event.KindNetConnect, "connect"
+		case netNetOpNET_OP_SEND:
+			name, n.Op = event.KindNetSend, "send"
+			if r.Count > 1 {
+				n.Count = r.Count
+			}
+		default:
+			return "", fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
+		}
+	case processEventKindKIND_NET_CLOSE:
+		name, n.Op = event.KindNetClose, "close"
+		n.BytesOut, n.BytesIn = r.BytesOut, r.BytesIn
+		if r.Start != 0 && r.Hdr.Ts > r.Start {
+			n.DurationMS = int64((r.Hdr.Ts - r.Start) / 1e6)
+		}
+	case processEventKindKIND_NET_LISTEN:
+		name, n.Op = event.KindNetListen, "listen"
+	case processEventKindKIND_NET_ACCEPT:
+		name, n.Op = event.KindNetAccept, "accept"
+	}
+	return name, nil
+}
+
+// netVerdict sets the verdict of a connect or send record r, and the
+// reason for one that was redirected, blocked or flagged.
+func (d *decoder) netVerdict(r *netNetEvent, n *event.Net, dst netip.Addr) error {
+	switch netNetVerdict(r.Verdict) {
+	case netNetVerdictNET_ALLOW:
+		n.Verdict = VerdictAllowed
+	case netNetVerdictNET_BLOCK:
+		n.Verdict = VerdictBlocked
+	case netNetVerdictNET_FLAG:
+		n.Verdict = VerdictFlagged
+	default:
+		return fmt.Errorf("%w: net record with verdict %d", errDecode, r.Verdict)
+	}
+	switch {
+	case netNetFlags(r.Flags)&netNetFlagsNET_REDIRECTED != 0:
+		n.Reason = "port 53: redirected to the session's DNS proxy"
+	case n.Verdict != VerdictAllowed && d.net != nil:
+		n.Reason = d.net.reason(n.Domain, dst, n.DstPort, n.Proto)
+	}
+	return nil
 }
 
 // netAddr returns the address of a struct net_addr; invalid for an unset

@@ -197,6 +197,35 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 	} else {
 		f.rules[owner] = r
 	}
+	want, m, err := compileRules(f.rules)
+	if err != nil {
+		return err
+	}
+	// The bits of the keys (their directories' inodes, and the keys
+	// themselves) go in before the keys and out after them: a read is
+	// looked up in file_sensitive only where both are set.
+	anchors := keyAnchors(want)
+	if err := f.addAnchors(anchors); err != nil {
+		return err
+	}
+	if err := f.syncKeys(want); err != nil {
+		return err
+	}
+	if err := f.trimAnchors(anchors); err != nil {
+		return err
+	}
+	if err := f.writeReadsMode(m); err != nil {
+		return err
+	}
+	m.sort()
+	f.match.Store(m)
+	return nil
+}
+
+// compileRules turns the read rules of every owner into the kernel keys
+// they need, with their verdicts (FILE_MAYBE where two rules disagree on a
+// key), and the Go matcher.
+func compileRules(rules map[uint64]readRules) (map[fileFileKey]uint32, *readMatcher, error) {
 	want := map[fileFileKey]uint32{}
 	m := &readMatcher{}
 	put := func(k fileFileKey, v uint32) {
@@ -205,7 +234,7 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 		}
 		want[k] = v
 	}
-	for _, rr := range f.rules {
+	for _, rr := range rules {
 		for _, l := range []struct {
 			paths     []string
 			sensitive bool
@@ -221,7 +250,7 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 				}
 				real, k, v, err := sensitiveKey(p, l.sensitive)
 				if err != nil {
-					return err
+					return nil, nil, err
 				}
 				if real != p {
 					m.add(real, l.sensitive)
@@ -230,15 +259,24 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			}
 		}
 	}
-	// The bits of the keys (their directories' inodes, and the keys
-	// themselves) go in before the keys and out after them: a read is
-	// looked up in file_sensitive only where both are set.
+	return want, m, nil
+}
+
+// keyAnchors returns the words of file_anchor that the keys need: the bits
+// of their directories' inodes and of the keys themselves.
+func keyAnchors(keys map[fileFileKey]uint32) map[uint32]uint64 {
 	anchors := map[uint32]uint64{}
-	for k := range want {
+	for k := range keys {
 		for _, b := range []uint32{anchorBit(k.Ino), nameBit(k)} {
 			anchors[b/64] |= 1 << (b % 64)
 		}
 	}
+	return anchors
+}
+
+// addAnchors sets the bits of anchors in file_anchor, keeping those
+// already set.
+func (f *fileCollector) addAnchors(anchors map[uint32]uint64) error {
 	for w, bits := range anchors {
 		if old := f.anchors[w]; old|bits != old {
 			if err := f.objs.FileAnchor.Put(w, old|bits); err != nil {
@@ -247,6 +285,11 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			f.anchors[w] = old | bits
 		}
 	}
+	return nil
+}
+
+// syncKeys makes file_sensitive hold exactly want.
+func (f *fileCollector) syncKeys(want map[fileFileKey]uint32) error {
 	for k, v := range want {
 		if f.keys[k] == v {
 			continue
@@ -264,6 +307,11 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			delete(f.keys, k)
 		}
 	}
+	return nil
+}
+
+// trimAnchors clears the bits of file_anchor that are not in anchors.
+func (f *fileCollector) trimAnchors(anchors map[uint32]uint64) error {
 	for w, bits := range f.anchors {
 		if anchors[w] != bits {
 			if err := f.objs.FileAnchor.Put(w, anchors[w]); err != nil {
@@ -275,6 +323,12 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 			delete(f.anchors, w)
 		}
 	}
+	return nil
+}
+
+// writeReadsMode tells the kernel which reads m needs: none, all, or those
+// that file_sensitive decides.
+func (f *fileCollector) writeReadsMode(m *readMatcher) error {
 	mode := fileFileReadsFILE_READS_NONE
 	switch {
 	case m.all:
@@ -285,8 +339,6 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 	if err := f.objs.FileSettings.Put(uint32(fileFileConfigFILE_CONFIG_READS), uint32(mode)); err != nil {
 		return fmt.Errorf("writing the file reads setting: %w", err)
 	}
-	m.sort()
-	f.match.Store(m)
 	return nil
 }
 

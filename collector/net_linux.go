@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -25,7 +25,7 @@ import (
 type netCollector struct {
 	objs   netObjects
 	loaded bool
-	egress *policy.Engine
+	egress EgressPolicy
 	lookup func(netip.Addr) string
 
 	mu sync.Mutex
@@ -186,30 +186,47 @@ func (n *netCollector) counters() []*lossCounter {
 }
 
 // verdictCode maps a policy verdict to enum net_verdict.
-func verdictCode(v policy.Verdict) uint8 {
+func verdictCode(v egress.Verdict) uint8 {
 	switch v {
-	case policy.Block:
+	case egress.Block:
 		return uint8(netNetVerdictNET_BLOCK)
-	case policy.Flag:
+	case egress.Flag:
 		return uint8(netNetVerdictNET_FLAG)
 	}
 	return uint8(netNetVerdictNET_ALLOW)
 }
 
-// writeEgress compiles the egress policy into the BPF maps: the CIDR tries
-// (each prefix carrying the flags of every prefix that contains it, so the
-// longest match answers for all), the port table and the settings.
+// writeEgress compiles the egress policy into the BPF maps: the CIDR tries,
+// the port table and the settings.
 func (n *netCollector) writeEgress() error {
 	zero := uint32(0)
 	if n.egress == nil {
 		return n.objs.EgressConf.Put(zero, netEgressConfig{})
 	}
 	t := n.egress.EgressTable()
-	type entry struct {
-		p     netip.Prefix
-		flags uint8
+	if err := n.writeCIDRs(cidrFlags(t)); err != nil {
+		return err
 	}
-	var entries []entry
+	if err := n.writePorts(portFlags(t)); err != nil {
+		return err
+	}
+	if err := n.objs.EgressConf.Put(zero, egressConfig(t)); err != nil {
+		return fmt.Errorf("writing egress settings: %w", err)
+	}
+	return nil
+}
+
+// cidrEntry is a prefix of the CIDR tries with its enum cidr_flags.
+type cidrEntry struct {
+	p     netip.Prefix
+	flags uint8
+}
+
+// cidrFlags returns the prefixes of t with their flags, each prefix
+// carrying as well the blocked and allowed flags of every prefix that
+// contains it, so that the longest match answers for all.
+func cidrFlags(t egress.Table) []cidrEntry {
+	var entries []cidrEntry
 	add := func(p netip.Prefix, f uint8) {
 		for i := range entries {
 			if entries[i].p == p {
@@ -217,7 +234,7 @@ func (n *netCollector) writeEgress() error {
 				return
 			}
 		}
-		entries = append(entries, entry{p, f})
+		entries = append(entries, cidrEntry{p, f})
 	}
 	for _, p := range t.BlockedCIDRs {
 		add(p, uint8(netCidrFlagsCIDR_BLOCKED))
@@ -229,26 +246,39 @@ func (n *netCollector) writeEgress() error {
 		add(netip.PrefixFrom(a, a.BitLen()), uint8(netCidrFlagsCIDR_DOH))
 	}
 	const inherited = uint8(netCidrFlagsCIDR_BLOCKED | netCidrFlagsCIDR_ALLOWED)
-	for _, e := range entries {
-		f := e.flags
+	out := make([]cidrEntry, len(entries))
+	for i, e := range entries {
 		for _, o := range entries {
 			if o.p.Bits() < e.p.Bits() && o.p.Contains(e.p.Addr()) {
-				f |= o.flags & inherited
+				e.flags |= o.flags & inherited
 			}
 		}
+		out[i] = e
+	}
+	return out
+}
+
+// writeCIDRs puts entries in the IPv4 and IPv6 tries.
+func (n *netCollector) writeCIDRs(entries []cidrEntry) error {
+	for _, e := range entries {
 		var err error
 		if e.p.Addr().Is4() {
-			err = n.objs.Cidr4.Put(netCidr4Key{Prefixlen: uint32(e.p.Bits()), Addr: be32(e.p.Addr().As4())}, f)
+			err = n.objs.Cidr4.Put(netCidr4Key{Prefixlen: uint32(e.p.Bits()), Addr: be32(e.p.Addr().As4())}, e.flags)
 		} else {
-			err = n.objs.Cidr6.Put(netCidr6Key{Prefixlen: uint32(e.p.Bits()), Addr: addrWords(e.p.Addr())}, f)
+			err = n.objs.Cidr6.Put(netCidr6Key{Prefixlen: uint32(e.p.Bits()), Addr: addrWords(e.p.Addr())}, e.flags)
 		}
 		if err != nil {
 			return fmt.Errorf("writing egress prefix %s: %w", e.p, err)
 		}
 	}
-	// The port table: one value per port, written in one batch.
-	keys := make([]uint32, 65536)
-	vals := make([]uint8, 65536)
+	return nil
+}
+
+// portFlags returns the port table of t: every port, and its enum
+// port_flags.
+func portFlags(t egress.Table) (keys []uint32, vals []uint8) {
+	keys = make([]uint32, 65536)
+	vals = make([]uint8, 65536)
 	for port := range 65536 {
 		keys[port] = uint32(port)
 		var f uint8
@@ -270,16 +300,28 @@ func (n *netCollector) writeEgress() error {
 		}
 		vals[port] = f
 	}
-	if _, err := n.objs.Ports.BatchUpdate(keys, vals, nil); err != nil {
-		for i := range keys {
-			if vals[i] == 0 {
-				continue
-			}
-			if err := n.objs.Ports.Put(keys[i], vals[i]); err != nil {
-				return fmt.Errorf("writing egress port %d: %w", keys[i], err)
-			}
+	return keys, vals
+}
+
+// writePorts writes the port table in one batch, or else port by port
+// (skipping the zero values the table starts with).
+func (n *netCollector) writePorts(keys []uint32, vals []uint8) error {
+	if _, err := n.objs.Ports.BatchUpdate(keys, vals, nil); err == nil {
+		return nil
+	}
+	for i := range keys {
+		if vals[i] == 0 {
+			continue
+		}
+		if err := n.objs.Ports.Put(keys[i], vals[i]); err != nil {
+			return fmt.Errorf("writing egress port %d: %w", keys[i], err)
 		}
 	}
+	return nil
+}
+
+// egressConfig returns the settings of t.
+func egressConfig(t egress.Table) netEgressConfig {
 	cf := netEgressConfig{
 		Enabled:   1,
 		Def:       verdictCode(t.Default),
@@ -291,10 +333,7 @@ func (n *netCollector) writeEgress() error {
 	if len(t.AllowedPorts) > 0 {
 		cf.AllowedPorts = 1
 	}
-	if err := n.objs.EgressConf.Put(zero, cf); err != nil {
-		return fmt.Errorf("writing egress settings: %w", err)
-	}
-	return nil
+	return cf
 }
 
 // be32 returns the network-order bytes of a as the uint32 the kernel stores.
@@ -321,8 +360,8 @@ func wordsAddr(r *netNetAddr) netip.Addr {
 	return netip.Addr{}
 }
 
-// domainClass maps a policy.DomainClass to enum domain_class.
-func domainClass(dc policy.DomainClass) uint8 {
+// domainClass maps an egress.DomainClass to enum domain_class.
+func domainClass(dc egress.DomainClass) uint8 {
 	var f uint8
 	if dc.Blocked {
 		f |= uint8(netDomainClassDOMAIN_BLOCKED)
@@ -422,7 +461,7 @@ func (n *netCollector) reason(domain string, ip netip.Addr, port uint16, proto s
 	if n.egress == nil {
 		return ""
 	}
-	return n.egress.Egress(domain, ip, port, proto).Reason
+	return n.egress.EgressReason(domain, ip, port, proto)
 }
 
 // sweep removes expired learned domains every netSweepInterval.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -26,10 +27,14 @@ import (
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/netns"
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
+
+// The policy engine is what the daemon gives WithEgress.
+var _ EgressPolicy = (*policy.Engine)(nil)
 
 func init() {
 	helperModes["net-get"] = helperNetGet
@@ -1066,4 +1071,62 @@ func helperNetHold(args []string) int {
 		c.Close()
 	}
 	return 0
+}
+
+func TestCIDRFlags(t *testing.T) {
+	const (
+		blocked = uint8(netCidrFlagsCIDR_BLOCKED)
+		allowed = uint8(netCidrFlagsCIDR_ALLOWED)
+		doh     = uint8(netCidrFlagsCIDR_DOH)
+	)
+	pfx := netip.MustParsePrefix
+	tab := egress.Table{
+		BlockedCIDRs: []netip.Prefix{pfx("10.0.0.0/8"), pfx("10.1.2.3/32")},
+		AllowedCIDRs: []netip.Prefix{pfx("10.1.0.0/16"), pfx("10.1.2.3/32"), pfx("2001:db8::/32")},
+		DoHAddrs:     []netip.Addr{netip.MustParseAddr("10.1.9.9"), netip.MustParseAddr("1.1.1.1")},
+	}
+	want := map[netip.Prefix]uint8{
+		pfx("10.0.0.0/8"):  blocked,
+		pfx("10.1.2.3/32"): blocked | allowed,
+		pfx("10.1.0.0/16"): allowed | blocked,
+		// A DoH address inherits the CIDR rules that contain it, not the
+		// other way round.
+		pfx("10.1.9.9/32"):   doh | blocked | allowed,
+		pfx("1.1.1.1/32"):    doh,
+		pfx("2001:db8::/32"): allowed,
+	}
+	got := map[netip.Prefix]uint8{}
+	for _, e := range cidrFlags(tab) {
+		if _, dup := got[e.p]; dup {
+			t.Errorf("cidrFlags() lists %s twice", e.p)
+		}
+		got[e.p] = e.flags
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("cidrFlags() = %v, want %v", got, want)
+	}
+}
+
+func TestPortFlags(t *testing.T) {
+	tab := egress.Table{
+		BlockedPorts: []egress.PortRange{{Lo: 25, Hi: 25}, {Lo: 1, Hi: 100, Proto: "udp"}},
+		AllowedPorts: []egress.PortRange{{Lo: 443, Hi: 443, Proto: "tcp"}, {Lo: 53, Hi: 53, Proto: "udp"}},
+	}
+	keys, vals := portFlags(tab)
+	if len(keys) != 65536 || len(vals) != 65536 {
+		t.Fatalf("portFlags() has %d keys and %d values, want 65536 of each", len(keys), len(vals))
+	}
+	want := map[uint16]uint8{
+		25:  uint8(netPortFlagsPORT_BLOCKED_TCP | netPortFlagsPORT_BLOCKED_UDP),
+		53:  uint8(netPortFlagsPORT_BLOCKED_UDP | netPortFlagsPORT_ALLOWED_UDP),
+		100: uint8(netPortFlagsPORT_BLOCKED_UDP),
+		101: 0,
+		443: uint8(netPortFlagsPORT_ALLOWED_TCP),
+		0:   0,
+	}
+	for port, f := range want {
+		if keys[port] != uint32(port) || vals[port] != f {
+			t.Errorf("portFlags()[%d] = %d: %#x, want %d: %#x", port, keys[port], vals[port], port, f)
+		}
+	}
 }

@@ -10,22 +10,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
-// Verdict is the outcome of a policy decision.
-type Verdict string
+// Verdict is the outcome of a policy decision. Its home is package egress,
+// which the kernel collector takes its egress table from.
+type Verdict = egress.Verdict
 
 // The verdicts, from least to most severe. They are the values of
 // event.Pkg.Verdict.
 const (
-	Allow Verdict = "allow"
-	Flag  Verdict = "flag"
-	Block Verdict = "block"
+	Allow = egress.Allow
+	Flag  = egress.Flag
+	Block = egress.Block
 )
 
-func (v Verdict) severity() int {
+// severity orders the verdicts, from Allow (0) to Block (2).
+func severity(v Verdict) int {
 	switch v {
 	case Allow:
 		return 0
@@ -33,18 +36,6 @@ func (v Verdict) severity() int {
 		return 1
 	}
 	return 2 // Block, and anything unexpected: fail closed.
-}
-
-// Past returns the verdict as event.Net.Verdict spells it: allowed, flagged
-// or blocked.
-func (v Verdict) Past() string {
-	switch v {
-	case Allow:
-		return "allowed"
-	case Flag:
-		return "flagged"
-	}
-	return "blocked"
 }
 
 // ToolIO verbosities.
@@ -171,12 +162,23 @@ func verdictField(c *errs, field, value string, def Verdict, allowed ...Verdict)
 func compile(p *Policy) (*compiled, *errs) {
 	c := &errs{}
 	out := &compiled{registries: map[string][]urlPrefix{}, blockByName: map[string][]int{}}
-
 	if p.Version != 0 && p.Version != 1 {
 		c.add("version", "unsupported policy version %d (want 1)", p.Version)
 	}
+	compileSources(c, out, p)
+	compileBlocklist(c, out, p.Blocklist)
+	compileCooldown(c, out, &p.Cooldown)
+	out.scripts = verdictField(c, "install_scripts", p.InstallScripts, Allow, Allow, Flag, Block)
+	compileEgress(c, out, &p.Egress)
+	compileFiles(c, out, &p.Files)
+	out.toolIO = toolIO(c, &p.ToolIO)
+	out.limits = limits(c, &p.Limits)
+	out.uid0 = agentUID0(c, p.AgentUID0)
+	return out, c
+}
 
-	// sources
+// compileSources compiles sources and on_unknown_source.
+func compileSources(c *errs, out *compiled, p *Policy) {
 	ecos := make([]string, 0, len(p.Sources.Registries))
 	for eco := range p.Sources.Registries {
 		ecos = append(ecos, eco)
@@ -199,71 +201,75 @@ func compile(p *Policy) (*compiled, *errs) {
 			out.registries[eco] = append(out.registries[eco], u)
 		}
 	}
-	for i, raw := range p.Sources.GitHosts {
-		f := fmt.Sprintf("sources.git_hosts[%d]", i)
-		d, err := parseDomain(raw)
-		if err != nil {
-			c.add(f, "%v", err)
-			continue
-		}
-		d.field = f
-		out.gitHosts = append(out.gitHosts, d)
-	}
+	out.gitHosts = domains(c, "sources.git_hosts", p.Sources.GitHosts)
 	out.allowDirect = p.Sources.AllowDirectURLs
 	out.onUnknown = verdictField(c, "on_unknown_source", p.OnUnknownSource, Block, Block, Flag)
+}
 
-	// blocklist
-	var err error
-	for i, b := range p.Blocklist {
-		f := fmt.Sprintf("blocklist[%d]", i)
-		if b.Purl == "" {
-			c.add(f+".purl", "required")
-			continue
-		}
-		pu, err := ParsePurl(b.Purl)
-		if err != nil {
-			c.add(f+".purl", "%v", err)
-			continue
-		}
-		rng, rf := pu.Version, f+".purl"
-		if b.Range != "" {
-			if rng != "" {
-				c.add(f+".range", "the purl already has a version (@%s); give one or the other", rng)
-				continue
-			}
-			rng, rf = b.Range, f+".range"
-		}
-		var spec resolver.Spec
-		if rng != "" {
-			spec, err = parseRange(pu.Type, rng)
-			if err != nil {
-				c.add(rf, "%v", err)
-				continue
-			}
-		}
-		if strings.TrimSpace(b.Reason) == "" {
-			c.add(f+".reason", "required: say why %s is blocked", b.Purl)
+// compileBlocklist compiles the blocklist entries and indexes them by
+// name (out.blockByName) or as globs (out.blockGlobs).
+func compileBlocklist(c *errs, out *compiled, list []BlockEntry) {
+	for i, b := range list {
+		r, ok := blockEntry(c, fmt.Sprintf("blocklist[%d]", i), b)
+		if !ok {
 			continue
 		}
 		i := len(out.block)
-		out.block = append(out.block, blockRule{purl: pu, glob: pu.IsGlob(), rng: rng, spec: spec, reason: b.Reason, field: f})
-		if pu.IsGlob() {
+		out.block = append(out.block, r)
+		if r.glob {
 			out.blockGlobs = append(out.blockGlobs, i)
 		} else {
-			k := pu.Type + "\x00" + pu.Name
+			k := r.purl.Type + "\x00" + r.purl.Name
 			out.blockByName[k] = append(out.blockByName[k], i)
 		}
 	}
+}
 
-	// cooldown
-	d, err := ParseDuration(p.Cooldown.MinAge)
+// blockEntry compiles the blocklist entry b at field f; false means that
+// it is invalid and its errors are in c.
+func blockEntry(c *errs, f string, b BlockEntry) (blockRule, bool) {
+	if b.Purl == "" {
+		c.add(f+".purl", "required")
+		return blockRule{}, false
+	}
+	pu, err := ParsePurl(b.Purl)
+	if err != nil {
+		c.add(f+".purl", "%v", err)
+		return blockRule{}, false
+	}
+	rng, rf := pu.Version, f+".purl"
+	if b.Range != "" {
+		if rng != "" {
+			c.add(f+".range", "the purl already has a version (@%s); give one or the other", rng)
+			return blockRule{}, false
+		}
+		rng, rf = b.Range, f+".range"
+	}
+	var spec resolver.Spec
+	if rng != "" {
+		spec, err = parseRange(pu.Type, rng)
+		if err != nil {
+			c.add(rf, "%v", err)
+			return blockRule{}, false
+		}
+	}
+	if strings.TrimSpace(b.Reason) == "" {
+		c.add(f+".reason", "required: say why %s is blocked", b.Purl)
+		return blockRule{}, false
+	}
+	return blockRule{purl: pu, glob: pu.IsGlob(), rng: rng, spec: spec, reason: b.Reason, field: f}, true
+}
+
+// compileCooldown compiles the cooldown section.
+func compileCooldown(c *errs, out *compiled, cd *Cooldown) {
+	d, err := ParseDuration(cd.MinAge)
 	if err != nil {
 		c.add("cooldown.min_age", "%v", err)
 	}
 	out.minAge = d
-	out.cooldownAction = verdictField(c, "cooldown.action", p.Cooldown.Action, Flag, Flag, Block)
-	out.unknownAge = verdictField(c, "cooldown.on_unknown_age", p.Cooldown.OnUnknownAge, Flag, Allow, Flag, Block)
-	for i, raw := range p.Cooldown.Exclude {
+	out.cooldownAction = verdictField(c, "cooldown.action", cd.Action, Flag, Flag, Block)
+	out.unknownAge = verdictField(c, "cooldown.on_unknown_age", cd.OnUnknownAge, Flag, Allow, Flag, Block)
+	for i, raw := range cd.Exclude {
 		f := fmt.Sprintf("cooldown.exclude[%d]", i)
 		pu, err := ParsePurl(raw)
 		if err != nil {
@@ -276,11 +282,10 @@ func compile(p *Policy) (*compiled, *errs) {
 		}
 		out.exclude = append(out.exclude, purlRule{purl: pu, field: f})
 	}
+}
 
-	out.scripts = verdictField(c, "install_scripts", p.InstallScripts, Allow, Allow, Flag, Block)
-
-	// egress
-	e := &p.Egress
+// compileEgress compiles the egress section.
+func compileEgress(c *errs, out *compiled, e *Egress) {
 	out.egressDefault = verdictField(c, "egress.default", e.Default, Allow, Allow, Block)
 	out.dohAction = verdictField(c, "egress.doh_action", e.DoHAction, Flag, Allow, Flag, Block)
 	out.allowedDomains = domains(c, "egress.allowed_domains", e.AllowedDomains)
@@ -289,10 +294,16 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.blockedCIDRs = cidrs(c, "egress.blocked_cidrs", e.BlockedCIDRs)
 	out.allowedPorts = ports(c, "egress.allowed_ports", e.AllowedPorts)
 	out.blockedPorts = ports(c, "egress.blocked_ports", e.BlockedPorts)
-	for i, raw := range e.DoHEndpoints {
-		f := fmt.Sprintf("egress.doh_endpoints[%d]", i)
+	out.doh = dohEndpoints(c, "egress.doh_endpoints", e.DoHEndpoints)
+}
+
+// dohEndpoints compiles DoH endpoints, each an address or a host name.
+func dohEndpoints(c *errs, field string, raws []string) []dohRule {
+	var out []dohRule
+	for i, raw := range raws {
+		f := fmt.Sprintf("%s[%d]", field, i)
 		if a, err := netip.ParseAddr(raw); err == nil {
-			out.doh = append(out.doh, dohRule{addr: a.Unmap(), field: f})
+			out = append(out, dohRule{addr: a.Unmap(), field: f})
 			continue
 		}
 		d, err := parseDomain(raw)
@@ -301,64 +312,75 @@ func compile(p *Policy) (*compiled, *errs) {
 			continue
 		}
 		d.field = f
-		out.doh = append(out.doh, dohRule{domain: &d, field: f})
+		out = append(out, dohRule{domain: &d, field: f})
 	}
+	return out
+}
 
-	// files
-	out.sensitive = paths(c, "files.sensitive_read", p.Files.SensitiveRead)
-	out.readExceptions = paths(c, "files.read_exceptions", p.Files.ReadExceptions)
-	out.protected = paths(c, "files.protected_write", p.Files.ProtectedWrite)
-	out.readAction = verdictField(c, "files.sensitive_read_action", p.Files.SensitiveReadAction, Flag, Flag, Block)
-	out.writeAction = verdictField(c, "files.protected_write_action", p.Files.ProtectedWriteAction, Block, Flag, Block)
+// compileFiles compiles the files section.
+func compileFiles(c *errs, out *compiled, f *Files) {
+	out.sensitive = paths(c, "files.sensitive_read", f.SensitiveRead)
+	out.readExceptions = paths(c, "files.read_exceptions", f.ReadExceptions)
+	out.protected = paths(c, "files.protected_write", f.ProtectedWrite)
+	out.readAction = verdictField(c, "files.sensitive_read_action", f.SensitiveReadAction, Flag, Flag, Block)
+	out.writeAction = verdictField(c, "files.protected_write_action", f.ProtectedWriteAction, Block, Flag, Block)
+}
 
-	// tool_io
-	out.toolIO = ToolIO{Verbosity: p.ToolIO.Verbosity, Recipients: slices.Clone(p.ToolIO.Recipients)}
-	switch p.ToolIO.Verbosity {
+// toolIO compiles the tool_io section.
+func toolIO(c *errs, t *ToolIO) ToolIO {
+	out := ToolIO{Verbosity: t.Verbosity, Recipients: slices.Clone(t.Recipients)}
+	switch t.Verbosity {
 	case "":
-		out.toolIO.Verbosity = VerbosityNames
+		out.Verbosity = VerbosityNames
 	case VerbosityNames, VerbositySummaries, VerbosityFull:
 	default:
-		c.add("tool_io.verbosity", "invalid value %q (want names, summaries, full)", p.ToolIO.Verbosity)
+		c.add("tool_io.verbosity", "invalid value %q (want names, summaries, full)", t.Verbosity)
 	}
-	for i, r := range p.ToolIO.Recipients {
+	for i, r := range t.Recipients {
 		if err := checkAgeRecipient(r); err != nil {
 			c.add(fmt.Sprintf("tool_io.recipients[%d]", i), "%v", err)
 		}
 	}
-	if p.ToolIO.Verbosity == VerbosityFull && len(p.ToolIO.Recipients) == 0 {
+	if t.Verbosity == VerbosityFull && len(t.Recipients) == 0 {
 		c.add("tool_io.verbosity", "full needs at least one age recipient in tool_io.recipients to seal the I/O to")
 	}
+	return out
+}
 
-	// limits
+// limits compiles the limits section.
+func limits(c *errs, p *Limits) event.Limits {
 	var l event.Limits
-	if l.MemoryBytes, err = ParseSize(p.Limits.Memory); err != nil {
+	var err error
+	if l.MemoryBytes, err = ParseSize(p.Memory); err != nil {
 		c.add("limits.memory", "%v", err)
 	}
-	if l.CPUs, err = ParseCPUs(p.Limits.CPUs); err != nil {
+	if l.CPUs, err = ParseCPUs(p.CPUs); err != nil {
 		c.add("limits.cpus", "%v", err)
 	}
-	if l.Pids, err = ParseCount(p.Limits.Pids); err != nil {
+	if l.Pids, err = ParseCount(p.Pids); err != nil {
 		c.add("limits.pids", "%v", err)
 	}
-	to, err := ParseDuration(p.Limits.Timeout)
+	to, err := ParseDuration(p.Timeout)
 	if err != nil {
 		c.add("limits.timeout", "%v", err)
 	}
 	l.TimeoutMS = to.Milliseconds()
-	if l.DiskBytes, err = ParseSize(p.Limits.Disk); err != nil {
+	if l.DiskBytes, err = ParseSize(p.Disk); err != nil {
 		c.add("limits.disk", "%v", err)
 	}
-	out.limits = l
+	return l
+}
 
-	switch p.AgentUID0 {
+// agentUID0 compiles agent_uid0: alert (the default) or allow.
+func agentUID0(c *errs, v string) string {
+	switch v {
 	case "", "alert":
-		out.uid0 = "alert"
+		return "alert"
 	case "allow":
-		out.uid0 = "allow"
-	default:
-		c.add("agent_uid0", "invalid value %q (want alert, allow)", p.AgentUID0)
+		return "allow"
 	}
-	return out, c
+	c.add("agent_uid0", "invalid value %q (want alert, allow)", v)
+	return ""
 }
 
 // parseRange parses rng as a version range of ecosystem eco. For an
@@ -531,7 +553,7 @@ func parsePort(raw string) (portRule, error) {
 }
 
 func (r portRule) match(port uint16, proto string) bool {
-	return port >= r.lo && port <= r.hi && (r.proto == "" || r.proto == strings.ToLower(proto))
+	return egress.PortRange{Lo: r.lo, Hi: r.hi, Proto: r.proto}.Match(port, proto)
 }
 
 func paths(c *errs, field string, raws []string) []pathRule {

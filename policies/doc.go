@@ -16,6 +16,9 @@
 //     scripts); the verdict is the most severe one, and the rule reported is
 //     the first check that produced it.
 //   - [Engine.Egress]: may the sandbox connect to this domain, address and port?
+//     [Engine.EgressTable], [Engine.EgressDomain] and [Engine.EgressReason]
+//     give the same rules to the kernel collector, in the types of the
+//     standard-library-only package policies/egress.
 //   - [Engine.FileRead] and [Engine.FileWrite]: is this path sensitive to read
 //     or protected against writes?
 //   - [Engine.Limits], [Engine.ToolIO] and [Engine.AgentUID0]: the session's

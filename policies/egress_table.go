@@ -4,66 +4,21 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/policies/egress"
 )
 
 // EgressTable is the egress policy in the flat form that a kernel enforcer
-// (the collector's BPF connect hooks) compiles into maps. Given the class of
-// a connection's domain (EgressDomain), its address, port and protocol, the
-// verdict the rules below yield is the verdict of Engine.Egress, in the same
-// order:
-//
-//  1. the domain is blocked (DomainClass.Blocked) → block;
-//  2. the address is in a BlockedCIDRs prefix → block;
-//  3. the port matches a BlockedPorts range → block;
-//  4. on ports 443, 853 (and 0), the domain is a DoH endpoint
-//     (DomainClass.DoH) or the address is in DoHAddrs → DoHAction;
-//  5. when AllowedDests or AllowedPorts is set: the destination is allowed
-//     (no AllowedDests, or DomainClass.Allowed, or the address is in an
-//     AllowedCIDRs prefix) and the port matches an AllowedPorts range (or
-//     there are none) → allow;
-//  6. Default.
-//
-// Addresses are compared unmapped: a v4-mapped IPv6 address is its IPv4
-// address. Prefixes are kept as written (masked), so an IPv4-mapped prefix
-// in the policy matches nothing, as in Engine.Egress.
-type EgressTable struct {
-	Default   Verdict
-	DoHAction Verdict
-	// BlockedCIDRs and AllowedCIDRs are masked prefixes.
-	BlockedCIDRs []netip.Prefix
-	AllowedCIDRs []netip.Prefix
-	// DoHAddrs are the DoH endpoints given as addresses, unmapped.
-	DoHAddrs []netip.Addr
-	// BlockedPorts and AllowedPorts are inclusive port ranges.
-	BlockedPorts []PortRange
-	AllowedPorts []PortRange
-	// AllowedDests is true when the policy lists allowed domains or
-	// allowed CIDRs, so that a destination must match one of them.
-	AllowedDests bool
-}
+// (the collector's BPF connect hooks) compiles into maps: see egress.Table
+// for the rules it encodes, which yield the verdict of Engine.Egress.
+type EgressTable = egress.Table
 
 // PortRange is an inclusive range of ports for a protocol.
-type PortRange struct {
-	Lo, Hi uint16
-	// Proto is "tcp", "udp", or "" for both.
-	Proto string
-}
+type PortRange = egress.PortRange
 
-// Match reports whether port and proto fall in r.
-func (r PortRange) Match(port uint16, proto string) bool {
-	return portRule{lo: r.Lo, hi: r.Hi, proto: r.Proto}.match(port, proto)
-}
-
-// DomainClass is what the egress rules say about a domain name, for the
-// rules of EgressTable that look at the domain.
-type DomainClass struct {
-	// Blocked: the domain matches egress.blocked_domains.
-	Blocked bool
-	// DoH: the domain matches a DoH endpoint given by name.
-	DoH bool
-	// Allowed: the domain matches egress.allowed_domains.
-	Allowed bool
-}
+// DomainClass is what the egress rules say about a domain name
+// (EgressDomain), for the rules of EgressTable that look at the domain.
+type DomainClass = egress.DomainClass
 
 // EgressTable returns the compiled egress rules. The slices are copies.
 func (e *Engine) EgressTable() EgressTable {
@@ -91,6 +46,13 @@ func (e *Engine) EgressTable() EgressTable {
 		t.AllowedPorts = append(t.AllowedPorts, PortRange{Lo: r.lo, Hi: r.hi, Proto: r.proto})
 	}
 	return t
+}
+
+// EgressReason is the reason of Egress's decision on the same connection:
+// what a kernel enforcer, which decides with EgressTable and EgressDomain,
+// records with a verdict.
+func (e *Engine) EgressReason(domain string, ip netip.Addr, port uint16, proto string) string {
+	return e.Egress(domain, ip, port, proto).Reason
 }
 
 // EgressDomain classifies domain (case and a trailing dot do not matter)

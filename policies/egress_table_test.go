@@ -115,3 +115,26 @@ func TestEgressDomain(t *testing.T) {
 		t.Errorf("EgressTable() = %s", got)
 	}
 }
+
+func TestEgressReason(t *testing.T) {
+	e := newTestEngine(t, egressPolicy)
+	for _, tt := range []struct {
+		name, domain, ip string
+		port             uint16
+		proto            string
+	}{
+		{"blocked domain", "evil.github.com", "10.1.2.3", 443, "tcp"},
+		{"blocked address", "", "169.254.169.254", 80, "tcp"},
+		{"DoH endpoint", "", "1.1.1.1", 443, "tcp"},
+		{"allowed", "registry.npmjs.org", "10.1.2.3", 443, "tcp"},
+		{"default", "example.com", "8.8.8.8", 25, "udp"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ip := netip.MustParseAddr(tt.ip)
+			want := e.Egress(tt.domain, ip, tt.port, tt.proto).Reason
+			if got := e.EgressReason(tt.domain, ip, tt.port, tt.proto); got != want || got == "" {
+				t.Errorf("EgressReason(%q, %v, %d, %s) = %q, want Egress's reason %q", tt.domain, ip, tt.port, tt.proto, got, want)
+			}
+		})
+	}
+}

@@ -132,7 +132,7 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 func combine(checks []Check) Decision {
 	worst := 0
 	for _, c := range checks {
-		worst = max(worst, c.Verdict.severity())
+		worst = max(worst, severity(c.Verdict))
 	}
 	d := Decision{Checks: checks}
 	if worst == 0 {
@@ -145,7 +145,7 @@ func combine(checks []Check) Decision {
 		return d
 	}
 	for _, c := range checks {
-		if c.Verdict.severity() == worst {
+		if severity(c.Verdict) == worst {
 			d.Verdict, d.Reason, d.Rule = c.Verdict, c.Reason, c.Rule
 			return d
 		}

@@ -190,72 +190,97 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, field string) {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			w.fail(n, orDocument(field), "expected a mapping, got %s", kindName(n))
-			return
-		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				w.fail(k, orDocument(field), "a key must be a plain string")
-				continue
-			}
-			key := strings.ToLower(k.Value)
-			if key == "" {
-				w.fail(k, orDocument(field), "empty key")
-				continue
-			}
-			f := join(field, key)
-			if first, dup := seen[key]; dup {
-				w.fail(k, f, "repeated key (first at line %d)", first)
-				continue
-			}
-			seen[key] = k.Line
-			sf, ok := fieldByTag(t, key)
-			if !ok {
-				if key == "<<" {
-					w.fail(k, orDocument(field), "merge keys (<<) are not supported")
-					continue
-				}
-				w.fail(k, f, "unknown field (known: %s)", strings.Join(tagNames(t), ", "))
-				continue
-			}
-			w.lines[f] = k.Line
-			w.walk(val, sf.Type, f)
-		}
+		w.walkStruct(n, t, field)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			w.fail(n, field, "expected a mapping, got %s", kindName(n))
-			return
-		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode || k.Value == "" || strings.ContainsAny(k.Value, ".[]") {
-				w.fail(k, field, "a key must be a plain name without dots or brackets")
-				continue
-			}
-			key := strings.ToLower(k.Value)
-			f := join(field, key)
-			if first, dup := seen[key]; dup {
-				w.fail(k, f, "repeated key (first at line %d)", first)
-				continue
-			}
-			seen[key] = k.Line
-			w.lines[f] = k.Line
-			w.walk(val, t.Elem(), f)
-		}
+		w.walkMap(n, t, field)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			w.fail(n, field, "expected a list, got %s", kindName(n))
-			return
+		w.walkSlice(n, t, field)
+	case reflect.String, reflect.Bool, reflect.Int:
+		w.checkScalar(n, t, field)
+	default:
+		w.fail(n, field, "unsupported field type %s", t)
+	}
+}
+
+// walkStruct checks a mapping against the fields of struct type t.
+func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, field string) {
+	if n.Kind != yaml.MappingNode {
+		w.fail(n, orDocument(field), "expected a mapping, got %s", kindName(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.fail(k, orDocument(field), "a key must be a plain string")
+			continue
 		}
-		for i, item := range n.Content {
-			f := fmt.Sprintf("%s[%d]", field, i)
-			w.lines[f] = item.Line
-			w.walk(item, t.Elem(), f)
+		key := strings.ToLower(k.Value)
+		if key == "" {
+			w.fail(k, orDocument(field), "empty key")
+			continue
 		}
+		f := join(field, key)
+		if first, dup := seen[key]; dup {
+			w.fail(k, f, "repeated key (first at line %d)", first)
+			continue
+		}
+		seen[key] = k.Line
+		sf, ok := fieldByTag(t, key)
+		if !ok {
+			if key == "<<" {
+				w.fail(k, orDocument(field), "merge keys (<<) are not supported")
+				continue
+			}
+			w.fail(k, f, "unknown field (known: %s)", strings.Join(tagNames(t), ", "))
+			continue
+		}
+		w.lines[f] = k.Line
+		w.walk(val, sf.Type, f)
+	}
+}
+
+// walkMap checks a mapping with plain-name keys against map type t.
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, field string) {
+	if n.Kind != yaml.MappingNode {
+		w.fail(n, field, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Value == "" || strings.ContainsAny(k.Value, ".[]") {
+			w.fail(k, field, "a key must be a plain name without dots or brackets")
+			continue
+		}
+		key := strings.ToLower(k.Value)
+		f := join(field, key)
+		if first, dup := seen[key]; dup {
+			w.fail(k, f, "repeated key (first at line %d)", first)
+			continue
+		}
+		seen[key] = k.Line
+		w.lines[f] = k.Line
+		w.walk(val, t.Elem(), f)
+	}
+}
+
+// walkSlice checks a list against slice type t.
+func (w *walker) walkSlice(n *yaml.Node, t reflect.Type, field string) {
+	if n.Kind != yaml.SequenceNode {
+		w.fail(n, field, "expected a list, got %s", kindName(n))
+		return
+	}
+	for i, item := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		w.lines[f] = item.Line
+		w.walk(item, t.Elem(), f)
+	}
+}
+
+// checkScalar checks a scalar against string, bool or int type t.
+func (w *walker) checkScalar(n *yaml.Node, t reflect.Type, field string) {
+	switch t.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float") {
 			w.fail(n, field, "expected a string, got %s", kindName(n))
@@ -272,8 +297,6 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, field string) {
 		if _, err := strconv.ParseInt(n.Value, 0, 32); err != nil {
 			w.fail(n, field, "integer %q out of range", n.Value)
 		}
-	default:
-		w.fail(n, field, "unsupported field type %s", t)
 	}
 }
 

@@ -48,8 +48,8 @@ func newMirror(t *testing.T, reg *npmtest.Registry, extraPolicy string) *mirror 
 	m := &mirror{reg: reg}
 	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
 		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 16 << 20},
-		Record: func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
-		Filter: func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
+		Record:   func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
+		Filter:   func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
 	u, _ := url.Parse(reg.URL)
 	m.h = New(env, u, "/npm/")
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
