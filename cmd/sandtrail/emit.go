@@ -73,7 +73,7 @@ func newEmitToolCmd(g *globals) *cobra.Command {
 			if duration < 0 {
 				return fmt.Errorf("emit tool: --duration-ms %d must not be negative", duration)
 			}
-			e := o.event("tool.call")
+			e := o.event(event.KindToolCall)
 			e.Tool = &event.Tool{Name: name, Status: status, DurationMS: duration,
 				InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}
 			return emit(cmd, g, e)
@@ -102,7 +102,7 @@ func newEmitModelCmd(g *globals) *cobra.Command {
 			if tokens < 0 {
 				return fmt.Errorf("emit model: --tokens %d must not be negative", tokens)
 			}
-			e := o.event("model.call")
+			e := o.event(event.KindModelCall)
 			e.Model = &event.Model{Tokens: tokens,
 				InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}
 			return emit(cmd, g, e)

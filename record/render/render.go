@@ -177,7 +177,7 @@ func other(ev *event.Event) []string {
 // executable.
 func proc(ev *event.Event, p *event.Proc) string {
 	s := fmt.Sprintf("pid=%d", p.Pid)
-	if ev.Kind == "process.exec" || ev.File == nil && ev.Net == nil && len(p.Argv) > 0 {
+	if ev.Kind == event.KindExec || ev.File == nil && ev.Net == nil && len(p.Argv) > 0 {
 		s += " " + Clean(strings.Join(p.Argv, " "), 100)
 	} else if p.Exe != "" {
 		s += " " + Clean(p.Exe, 60)

@@ -80,20 +80,20 @@ func (b *Builder) Add(seq uint64, e *event.Event) {
 	b.tl.Events++
 	pr := e.Proc
 	switch {
-	case pr != nil && e.Kind == "process.fork":
+	case pr != nil && e.Kind == event.KindFork:
 		b.node(pr, seq).PPid = pr.PPid
-	case pr != nil && e.Kind == "process.exec":
+	case pr != nil && e.Kind == event.KindExec:
 		p := b.node(pr, seq)
 		p.PPid, p.Argv, p.Truncated, p.Exe, p.Comm, p.Cwd, p.UID = pr.PPid, pr.Argv, pr.ArgvTruncated, pr.Exe, pr.Comm, pr.Cwd, pr.UID
 		p.Execs++
-	case pr != nil && e.Kind == "process.exec_failed":
+	case pr != nil && e.Kind == event.KindExecFailed:
 		p := b.node(pr, seq)
 		name := pr.Exe
 		if name == "" && len(pr.Argv) > 0 {
 			name = pr.Argv[0]
 		}
 		p.Failed = append(p.Failed, render.Clean(name, 80)+" ("+pr.Errno+")")
-	case pr != nil && e.Kind == "process.exit":
+	case pr != nil && e.Kind == event.KindExit:
 		p := b.node(pr, seq)
 		if p.PPid == 0 {
 			p.PPid = pr.PPid
