@@ -30,6 +30,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -58,36 +60,104 @@ type handler interface {
 	Serve(w http.ResponseWriter, r *http.Request, path string) error
 }
 
-// New builds a mirror over env for the upstreams (ecosystem name →
-// upstream URL; an ecosystem missing from it uses its default upstream).
-// sessions may be nil: every client is then without a session.
-func New(env *fetch.Env, upstreams map[string]string, sessions Sessions) (*Mirror, error) {
-	m := &Mirror{env: env, log: env.Log.Named("mirror"), sessions: sessions, hosts: map[string]handler{}}
-	for name := range upstreams {
+// Config configures a mirror.
+type Config struct {
+	// CacheDir holds the cache; CacheMax bounds its blobs (<= 0: no bound).
+	CacheDir string
+	CacheMax int64
+	// Upstreams maps an ecosystem's name to its upstream URL; one not named
+	// uses its default upstream.
+	Upstreams map[string]string
+	// MetaTTL is how long metadata is served from the cache (default 5m).
+	MetaTTL time.Duration
+	// MaxArtifact bounds an artifact whose size its metadata does not give
+	// (default 1 GiB); MaxMeta a metadata document (default 64 MiB).
+	MaxArtifact, MaxMeta int64
+	// Policy decides on every version served.
+	Policy fetch.Policy
+	// Emit takes the mirror's events; it must not block (a record.Queue).
+	Emit func(*event.Event)
+	// Sessions attributes clients to sessions; nil: none.
+	Sessions Sessions
+	// Host is recorded in the events.
+	Host string
+	Log  hclog.Logger
+	// HTTP is the upstream client (default: one with timeouts).
+	HTTP *http.Client
+}
+
+// New builds a mirror from cfg.
+func New(cfg Config) (*Mirror, error) {
+	if cfg.Policy == nil || cfg.Emit == nil || cfg.Log == nil {
+		return nil, errors.New("mirror: a policy, an emit function and a logger are required")
+	}
+	c, err := cache.Open(cfg.CacheDir, cfg.CacheMax)
+	if err != nil {
+		return nil, err
+	}
+	env := &fetch.Env{Cache: c, Policy: cfg.Policy, Log: cfg.Log.Named("mirror"), Now: time.Now,
+		MetaTTL: or(cfg.MetaTTL, 5*time.Minute), MaxArtifact: or(cfg.MaxArtifact, 1<<30),
+		Upstream: &fetch.Upstream{HTTP: cfg.HTTP, MaxMeta: or(cfg.MaxMeta, 64<<20), UserAgent: "sandtrail-mirror"},
+		Record:   func(r *fetch.Record) { cfg.Emit(fetchEvent(r, cfg.Host, time.Now())) },
+		Filter:   func(f *fetch.Filtered) { cfg.Emit(filterEvent(f, cfg.Host, time.Now())) }}
+	if env.Upstream.HTTP == nil {
+		env.Upstream.HTTP = upstreamClient()
+	}
+	m := &Mirror{env: env, log: env.Log, sessions: cfg.Sessions, hosts: map[string]handler{}}
+	for name := range cfg.Upstreams {
 		if !slices.ContainsFunc(ecosystems, func(e ecosystem) bool { return e.name == name }) {
 			return nil, fmt.Errorf("mirror: unknown ecosystem %q in the upstreams (known: %s)", name, Names())
 		}
 	}
 	for _, e := range ecosystems {
-		raw := upstreams[e.name]
-		if raw == "" {
-			raw = e.upstream
-		}
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("mirror: %s upstream %q is not an http(s) URL", e.name, raw)
-		}
-		h, err := e.new(env, u)
-		if err != nil {
-			return nil, fmt.Errorf("mirror: %s: %w", e.name, err)
-		}
-		m.prefixes = append(m.prefixes, route{e.prefix, h})
-		if e.proxy {
-			m.hosts[strings.ToLower(u.Host)] = h
+		if err := m.add(e, cfg.Upstreams[e.name]); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
 }
+
+// add sets up ecosystem e with its upstream (raw, or its default).
+func (m *Mirror) add(e ecosystem, raw string) error {
+	if raw == "" {
+		raw = e.upstream
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("mirror: %s upstream %q is not an http(s) URL", e.name, raw)
+	}
+	h, err := e.new(m.env, u)
+	if err != nil {
+		return fmt.Errorf("mirror: %s: %w", e.name, err)
+	}
+	m.prefixes = append(m.prefixes, route{e.prefix, h})
+	if e.proxy {
+		m.hosts[strings.ToLower(u.Host)] = h
+	}
+	return nil
+}
+
+// upstreamClient is the default upstream client: bounded dial, TLS and
+// header times, no overall timeout (a large artifact takes what it takes;
+// the verifier bounds its size).
+func upstreamClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSHandshakeTimeout = 15 * time.Second
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Cache returns the mirror's cache.
+func (m *Mirror) Cache() *cache.Cache { return m.env.Cache }
 
 // Names lists the ecosystems, in order.
 func Names() string {
@@ -134,8 +204,8 @@ func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) error {
 	h, ok := m.hosts[strings.ToLower(r.URL.Host)]
 	if !ok || r.URL.Scheme != "http" {
 		c := fetch.ClientOf(r.Context())
-		m.env.Record(&fetch.Record{URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
-			Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
+		m.env.Record(&fetch.Record{Ecosystem: "deb", Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
+			Verdict: "block", Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
 		return fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
 	}
 	return h.Serve(w, r, r.URL.EscapedPath())

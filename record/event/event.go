@@ -220,6 +220,43 @@ type Pkg struct {
 	Client string `json:"client,omitempty"`
 	// Cache is hit or miss.
 	Cache string `json:"cache,omitempty"`
+
+	// The mirror's account of a pkg.fetch (and a pkg.filter's removals).
+
+	// Outcome is what the mirror did: served, blocked, cooldown,
+	// hash_mismatch, signature_invalid, unknown_source, upstream_error or
+	// not_found.
+	Outcome string `json:"outcome,omitempty"`
+	// Rule is the policy rule behind a refusal.
+	Rule string `json:"rule,omitempty"`
+	// Bytes is the size of the artifact served.
+	Bytes int64 `json:"bytes,omitempty"`
+	// LatencyMS is how long the mirror took to answer.
+	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// MetadataStale: the metadata behind the answer was served from the
+	// cache because the upstream could not be reached.
+	MetadataStale bool `json:"metadata_stale,omitempty"`
+	// Provenance says whether the version has provenance attestations,
+	// where the ecosystem has them; ProvenanceLost that earlier versions
+	// had them and this one does not.
+	Provenance     *bool `json:"provenance,omitempty"`
+	ProvenanceLost bool  `json:"provenance_lost,omitempty"`
+	// InstallScripts names what runs package code when it is installed
+	// (npm's preinstall, install and postinstall; binding.gyp).
+	InstallScripts []string `json:"install_scripts,omitempty"`
+	// Removed are the versions the policy removed from the metadata a
+	// client was served (pkg.filter).
+	Removed []PkgRemoval `json:"removed,omitempty"`
+}
+
+// PkgRemoval is one version the policy removed from the metadata the
+// mirror served.
+type PkgRemoval struct {
+	Version string `json:"version"`
+	// Outcome is blocked, cooldown or unknown_source.
+	Outcome string `json:"outcome"`
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Tool describes one tool invocation by the agent.
@@ -406,7 +443,7 @@ func (e *Event) Validate() error {
 	if e.TS.IsZero() {
 		return fmt.Errorf("%w: ts: missing", ErrInvalid)
 	}
-	if e.SessionID == "" && e.Source != SourceJournal && e.Source != SourceKernel {
+	if e.SessionID == "" && e.Source != SourceJournal && e.Source != SourceKernel && e.Source != SourceMirror {
 		return fmt.Errorf("%w: session_id: missing", ErrInvalid)
 	}
 	if len(e.SessionID) > 128 {

@@ -110,7 +110,14 @@ func examples() map[string]*event.Event {
 	e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "lodash", Resolved: "4.17.21",
 		SourceURL: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz", Registry: "https://registry.npmjs.org/",
 		Hash:     "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
-		Verified: event.Bool(true), Verdict: "allow", Purl: "pkg:npm/lodash@4.17.21", Client: "10.88.0.7:41234", Cache: "miss"}
+		Verified: event.Bool(true), Verdict: "allow", Purl: "pkg:npm/lodash@4.17.21", Client: "10.88.0.7:41234", Cache: "miss",
+		Outcome: "served", Bytes: 318961, LatencyMS: 84, Provenance: event.Bool(false), InstallScripts: []string{"postinstall"}}
+	add(e)
+
+	e = base(event.KindPkgFilter, event.SourceMirror, 152)
+	e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "axios", Registry: "https://registry.npmjs.org/", Client: "10.88.0.7:41236",
+		Removed: []event.PkgRemoval{{Version: "1.14.1", Outcome: "cooldown", Rule: "cooldown.min_age",
+			Reason: "axios@1.14.1 was published 2026-03-14T06:02:11Z (3h24m ago), inside the 48h cooldown"}}}
 	add(e)
 
 	e = base(event.KindToolCall, event.SourceAPI, 160)

@@ -44,6 +44,7 @@ const (
 
 	KindPkgInstall = "pkg.install"
 	KindPkgFetch   = "pkg.fetch"
+	KindPkgFilter  = "pkg.filter"
 
 	KindToolCall  = "tool.call"
 	KindModelCall = "model.call"
@@ -71,7 +72,7 @@ var Kinds = []string{
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS,
-	KindPkgInstall, KindPkgFetch,
+	KindPkgInstall, KindPkgFetch, KindPkgFilter,
 	KindToolCall, KindModelCall,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,
 	KindLimitHit, KindAlert, KindLoss, KindJournalRecovered,

@@ -146,16 +146,19 @@ type Record struct {
 	Ecosystem string
 	Name      string
 	Version   string
-	// URL is the artifact's upstream URL.
-	URL string
+	// URL is the artifact's upstream URL; Registry the upstream registry.
+	URL      string
+	Registry string
 	// Hash is the artifact's digest as its ecosystem writes it.
 	Hash string
 	// Verified: the bytes served matched the publisher's digests, and the
 	// signature chain where the ecosystem has one.
 	Verified bool
-	// Outcome is one of the outcome constants; Reason and Rule say why
-	// for a refusal.
+	// Outcome is one of the outcome constants; Verdict is the policy's
+	// (allow, flag, block); Reason and Rule say why for a flag or a
+	// refusal.
 	Outcome string
+	Verdict string
 	Reason  string
 	Rule    string
 	Client  Client
@@ -163,6 +166,8 @@ type Record struct {
 	// CacheHit: served from the cache, not fetched now.
 	CacheHit bool
 	Latency  time.Duration
+	// MetadataStale: the metadata came from the cache, the upstream down.
+	MetadataStale bool
 	// Provenance is set where the ecosystem has attestations: whether this
 	// version has them. ProvenanceLost: earlier versions had them.
 	Provenance     *bool
@@ -177,6 +182,7 @@ type Record struct {
 type Filtered struct {
 	Ecosystem string
 	Name      string
+	Registry  string
 	Client    Client
 	Removed   []Removal
 }

@@ -410,7 +410,7 @@ func (h *Handler) recordFilter(ctx context.Context, p *packument, removed map[st
 	if seen {
 		return
 	}
-	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Client: c}
+	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Registry: h.upstream.String(), Client: c}
 	for _, r := range removed {
 		f.Removed = append(f.Removed, r)
 	}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"time"
 
+	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
@@ -45,11 +46,16 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if in == nil {
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, clip(file))
 	}
-	rec.Version, rec.URL, rec.Hash = v, event.RedactURL(in.tarball), in.integrity
-	rec.InstallScripts = in.scripts
+	rec.Version, rec.URL, rec.Registry, rec.Hash = v, event.RedactURL(in.tarball), h.upstream.String(), in.integrity
+	rec.InstallScripts, rec.MetadataStale = in.scripts, p.stale
 	rec.Provenance, rec.ProvenanceLost = &in.attested, p.lostProvenance(v)
-	if out, d := h.decide(ctx, p, v); out != fetch.Served {
-		rec.Outcome, rec.Reason, rec.Rule = out, d.Reason, d.Rule
+	out, d := h.decide(ctx, p, v)
+	rec.Verdict = string(d.Verdict)
+	if d.Verdict != policy.Allow {
+		rec.Reason, rec.Rule = d.Reason, d.Rule
+	}
+	if out != fetch.Served {
+		rec.Outcome = out
 		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", name, v, d.Rule, d.Reason)
 	}
 	if _, err := h.verifySignature(ctx, name, v, in); err != nil {

@@ -1,0 +1,138 @@
+package mirror
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup"
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
+)
+
+// sessionsOf maps one cgroup id to a session.
+type sessionsOf map[uint64]string
+
+func (s sessionsOf) Lookup(id uint64) (string, bool) { v, ok := s[id]; return v, ok }
+
+type recorder struct {
+	mu  sync.Mutex
+	evs []*event.Event
+}
+
+func (r *recorder) emit(e *event.Event) { r.mu.Lock(); r.evs = append(r.evs, e); r.mu.Unlock() }
+
+func (r *recorder) all() []*event.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*event.Event(nil), r.evs...)
+}
+
+func start(t *testing.T, reg *npmtest.Registry, sessions Sessions) (*httptest.Server, *recorder) {
+	t.Helper()
+	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	m, err := New(Config{CacheDir: t.TempDir(), Upstreams: map[string]string{"npm": reg.URL}, Policy: eng, Emit: rec.emit,
+		Sessions: sessions, Host: "h1", Log: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	return srv, rec
+}
+
+// TestMirror: npm is served beneath /npm/, anything else is a 404 naming
+// the prefixes, a proxy request for a host that is not an upstream is
+// refused and recorded, and each fetch is a pkg.fetch event with the
+// client's address.
+func TestMirror(t *testing.T) {
+	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
+	srv, rec := start(t, reg, nil)
+	resp, err := http.Get(srv.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("tarball = %d", resp.StatusCode)
+	}
+	evs := rec.all()
+	if len(evs) != 1 || evs[0].Kind != event.KindPkgFetch || evs[0].Source != event.SourceMirror {
+		t.Fatalf("events = %+v, want one pkg.fetch", evs)
+	}
+	e := evs[0]
+	if err := e.Validate(); err != nil {
+		t.Errorf("the pkg.fetch does not validate: %v", err)
+	}
+	if p := e.Pkg; p.Outcome != "served" || !*p.Verified || p.Purl != "pkg:npm/left-pad@1.3.0" || !strings.HasPrefix(p.Client, "127.0.0.1:") ||
+		p.Cache != "miss" || e.Host != "h1" || e.SessionID != "" {
+		t.Errorf("pkg.fetch = %+v %+v", *e, *p)
+	}
+	if resp, _ := http.Get(srv.URL + "/pypi/simple/x/"); resp.StatusCode != 404 {
+		t.Errorf("unknown prefix = %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := http.Post(srv.URL+"/npm/left-pad", "application/json", nil); resp.StatusCode != 405 {
+		t.Errorf("POST = %d, want 405", resp.StatusCode)
+	}
+	// HTTP-proxy form for a host that is not an upstream.
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://deb.example.invalid/debian/dists/bookworm/InRelease HTTP/1.1\r\nHost: deb.example.invalid\r\n\r\n")
+	pr, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.StatusCode != 403 {
+		t.Errorf("proxy request for an unknown host = %d, want 403", pr.StatusCode)
+	}
+	evs = rec.all()
+	if last := evs[len(evs)-1]; last.Pkg.Outcome != "unknown_source" || last.Pkg.Name != "deb.example.invalid" {
+		t.Errorf("proxy refusal = %+v", last.Pkg)
+	}
+}
+
+// TestAttribution: a client whose socket is in a session's cgroup is
+// attributed to the session, found by the kernel (sock_diag).
+func TestAttribution(t *testing.T) {
+	dir, err := cgroup.OwnDir()
+	if err != nil {
+		t.Skipf("no own cgroup v2: %v", err)
+	}
+	id, err := cgroup.ID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
+	srv, rec := start(t, reg, sessionsOf{id: "sess-attr"})
+	resp, err := http.Get(srv.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	evs := rec.all()
+	if len(evs) != 1 || evs[0].SessionID != "sess-attr" {
+		t.Errorf("events = %v, want one in session sess-attr", evs)
+	}
+}
