@@ -37,6 +37,26 @@ type Config struct {
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
 	Ingest     IngestConfig     `mapstructure:"ingest"`
 	DNS        DNSConfig        `mapstructure:"dns"`
+	Mirror     MirrorConfig     `mapstructure:"mirror"`
+}
+
+// MirrorConfig configures the verifying registry mirror.
+type MirrorConfig struct {
+	// Enabled makes the daemon host the mirror; a mirror: section in the
+	// config file sets it. `sandtrail run` hosts one for its sessions
+	// whenever it hosts them itself, on 127.0.0.1 and a free port.
+	Enabled bool `mapstructure:"enabled"`
+	// Listen is the daemon's (and `sandtrail mirror`'s) address.
+	Listen string `mapstructure:"listen"`
+	// Upstreams maps an ecosystem to its upstream registry; the public
+	// registries by default.
+	Upstreams map[string]string `mapstructure:"upstreams"`
+	// CacheDir holds the cache; empty means <data_dir>/mirror.
+	CacheDir string `mapstructure:"cache_dir"`
+	// CacheMax bounds the cache's artifacts, e.g. 20G; empty: unbounded.
+	CacheMax string `mapstructure:"cache_max"`
+	// MetaTTL is how long metadata is served from the cache.
+	MetaTTL time.Duration `mapstructure:"meta_ttl"`
 }
 
 // DNSConfig configures the DNS proxy that answers the sessions' lookups.
@@ -106,6 +126,12 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("dns.upstream", []string{})
 	v.SetDefault("dns.timeout", dns.DefaultTimeout)
 	v.SetDefault("dns.max_sessions", dns.DefaultMaxSessions)
+	v.SetDefault("mirror.enabled", false)
+	v.SetDefault("mirror.listen", "127.0.0.1:8484")
+	v.SetDefault("mirror.upstreams", map[string]string{})
+	v.SetDefault("mirror.cache_dir", "")
+	v.SetDefault("mirror.cache_max", "")
+	v.SetDefault("mirror.meta_ttl", 5*time.Minute)
 }
 
 // globals holds the persistent flags and builds the Config on demand.
@@ -165,19 +191,25 @@ func (g *globals) load() (*Config, error) {
 	if err := checkDNSConfig(&cfg.DNS); err != nil {
 		return nil, err
 	}
+	if v.InConfig("mirror") && !v.InConfig("mirror.enabled") {
+		cfg.Mirror.Enabled = true
+	}
+	if cfg.Mirror.CacheDir == "" {
+		cfg.Mirror.CacheDir = filepath.Join(cfg.DataDir, "mirror")
+	}
 	if cfg.Origin == "" {
 		cfg.Origin = "sandtrail/" + cfg.Host
 	}
 	return &cfg, nil
 }
 
-// logger builds the root logger at the configured level, on stderr.
 // ControlSocket is the daemon's control socket: control.sock beside the
 // ingest socket (/run/sandtrail/control.sock by default).
 func (c *Config) ControlSocket() string {
 	return filepath.Join(filepath.Dir(c.Socket), "control.sock")
 }
 
+// logger builds the root logger at the configured level, on stderr.
 func (c *Config) logger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   "sandtrail",

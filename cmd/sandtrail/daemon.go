@@ -69,7 +69,11 @@ Examples:
 // (reason signal), cleans them up (keeping their directories) and closes
 // the host, whose journal signs a final checkpoint.
 func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	h, err := startHost(cfg, log, hostOptions{ingest: true, index: true})
+	o := hostOptions{ingest: true, index: true}
+	if cfg.Mirror.Enabled {
+		o.mirror = cfg.Mirror.Listen
+	}
+	h, err := startHost(cfg, log, o)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ type host struct {
 	col  *collector.Collector
 	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv  *server.Server
+	mir  *hostedMirror // nil without a mirror
 
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
@@ -64,6 +65,8 @@ type hostOptions struct {
 	ingest, ingestOptional bool
 	// index follows the journal with the index in the background.
 	index bool
+	// mirror, when set, is the address the host serves the mirror on.
+	mirror string
 }
 
 // sessionsDir is where session directories live: <data_dir>/sessions.
@@ -75,29 +78,13 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 	if os.Geteuid() != 0 {
 		return nil, errors.New("recording sessions needs root: the collector loads BPF programs and sessions need their own cgroups")
 	}
-	signer, err := journal.LoadSigner(cfg.KeyFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("loading signing key: %s does not exist; create it with `sandtrail keys generate` (or run install.sh)", cfg.KeyFile)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading signing key: %w", err)
-	}
 	pol, err := loadPolicy(cfg.Policy)
 	if err != nil {
 		return nil, err
 	}
 	h = &host{cfg: cfg, log: log, pol: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
-	h.j, err = journal.Open(h.jdir, signer,
-		journal.WithLogger(log),
-		journal.WithHost(cfg.Host),
-		journal.WithOrigin(cfg.Origin),
-		journal.WithCheckpointEvery(cfg.Checkpoint.Every),
-		journal.WithCheckpointInterval(cfg.Checkpoint.Interval))
-	if errors.Is(err, journal.ErrLocked) {
-		return nil, fmt.Errorf("opening journal: %w: another sandtrail process (a daemon without a control socket, or another run) is writing %s; run `sandtrail daemon` to host several sessions at once", err, h.jdir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening journal: %w", err)
+	if h.j, err = openJournal(cfg, log); err != nil {
+		return nil, err
 	}
 	h.q = queue.New(h.j, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
@@ -128,6 +115,11 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 			h.q.Emit(e)
 		}
 	}()
+	if o.mirror != "" {
+		if h.mir, err = startMirror(cfg, o.mirror, pol, h.q.Emit, h.mgr, log); err != nil {
+			return h, err
+		}
+	}
 	if o.ingest {
 		if err := h.startIngest(); err != nil {
 			if !o.ingestOptional {
@@ -165,6 +157,30 @@ func openDataDir(cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// openJournal opens the journal of cfg with its signing key.
+func openJournal(cfg *Config, log hclog.Logger) (*journal.Journal, error) {
+	signer, err := journal.LoadSigner(cfg.KeyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("loading signing key: %s does not exist; create it with `sandtrail keys generate` (or run install.sh)", cfg.KeyFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading signing key: %w", err)
+	}
+	j, err := journal.Open(cfg.JournalDir(), signer,
+		journal.WithLogger(log),
+		journal.WithHost(cfg.Host),
+		journal.WithOrigin(cfg.Origin),
+		journal.WithCheckpointEvery(cfg.Checkpoint.Every),
+		journal.WithCheckpointInterval(cfg.Checkpoint.Interval))
+	if errors.Is(err, journal.ErrLocked) {
+		return nil, fmt.Errorf("opening journal: %w: another sandtrail process (a daemon without a control socket, or another run) is writing %s; run `sandtrail daemon` to host several sessions at once", err, cfg.JournalDir())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening journal: %w", err)
+	}
+	return j, nil
 }
 
 // loadPolicy loads and compiles the policy file, or the embedded default
@@ -270,6 +286,14 @@ func (h *host) flush(ctx context.Context) error {
 	return h.q.Flush(ctx)
 }
 
+// SessionEnv points a session's package managers at the host's mirror.
+func (h *host) SessionEnv() []string {
+	if h.mir == nil {
+		return nil
+	}
+	return h.mir.sessionEnv()
+}
+
 // JournalSize is the journal's size.
 func (h *host) JournalSize() uint64 { return h.j.Size() }
 
@@ -308,6 +332,9 @@ func (h *host) closeParts() {
 			h.log.Warn("removing socket", "error", err)
 		}
 		logStats(h.log, "ingest stopped", h.srv.Stats())
+	}
+	if h.mir != nil {
+		errs = append(errs, h.mir.Close())
 	}
 	if h.dns != nil {
 		if err := h.dns.Close(); err != nil {

@@ -19,6 +19,7 @@ import (
 var commands = []func(*globals) *cobra.Command{
 	newRunCmd,
 	newDaemonCmd,
+	newMirrorCmd,
 	newSessionCmd,
 	newQueryCmd,
 	newSessionsCmd,

@@ -213,7 +213,7 @@ func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.R
 	if _, err := launch.LookupAccount(req.User); err != nil {
 		return nil, err
 	}
-	h, err := startHost(cfg, log, hostOptions{ingest: true, ingestOptional: true})
+	h, err := startHost(cfg, log, hostOptions{ingest: true, ingestOptional: true, mirror: "127.0.0.1:0"})
 	if err != nil {
 		return nil, err
 	}

@@ -229,6 +229,9 @@ type Pkg struct {
 	Outcome string `json:"outcome,omitempty"`
 	// Rule is the policy rule behind a refusal.
 	Rule string `json:"rule,omitempty"`
+	// Signature is verified when a registry signature over the artifact
+	// was checked, unavailable when the upstream publishes no signing keys.
+	Signature string `json:"signature,omitempty"`
 	// Bytes is the size of the artifact served.
 	Bytes int64 `json:"bytes,omitempty"`
 	// LatencyMS is how long the mirror took to answer.

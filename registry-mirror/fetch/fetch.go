@@ -48,8 +48,17 @@ const (
 	UpstreamError    = "upstream_error"
 )
 
+// The states of a registry signature check, where the ecosystem has
+// signatures.
+const (
+	SignatureVerified    = "verified"
+	SignatureUnavailable = "unavailable"
+)
+
 // Error is a failed request: Status and Code (one of the outcomes, or
-// another short word) and Public go to the client; Err is logged.
+// another short word) and Public go to the client; Err is logged. A
+// refusal (policy or verification) is a 403, which clients do not retry;
+// an upstream failure a 502, which they may.
 type Error struct {
 	Status int
 	Code   string
@@ -152,8 +161,11 @@ type Record struct {
 	// Hash is the artifact's digest as its ecosystem writes it.
 	Hash string
 	// Verified: the bytes served matched the publisher's digests, and the
-	// signature chain where the ecosystem has one.
+	// signature chain where the ecosystem has one and it was available.
 	Verified bool
+	// Signature is SignatureVerified or SignatureUnavailable where the
+	// ecosystem has registry signatures.
+	Signature string
 	// Outcome is one of the outcome constants; Verdict is the policy's
 	// (allow, flag, block); Reason and Rule say why for a flag or a
 	// refusal.

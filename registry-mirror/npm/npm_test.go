@@ -203,7 +203,7 @@ func TestVerifyFails(t *testing.T) {
 	reg.BadSignature("left-pad", "1.2.0")
 	m := newMirror(t, reg, "")
 	code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
-	if r := m.last(); code != 502 || r.Outcome != fetch.HashMismatch || r.Verified || bytes.Contains(b, []byte("package.json")) {
+	if r := m.last(); code != 403 || r.Outcome != fetch.HashMismatch || r.Verified || bytes.Contains(b, []byte("package.json")) {
 		t.Errorf("tampered tarball = %d %q, record %+v", code, b, *r)
 	}
 	// And it is not in the cache afterwards.
@@ -211,11 +211,38 @@ func TestVerifyFails(t *testing.T) {
 		t.Errorf("the cache holds %d blobs after a mismatch", st.Blobs)
 	}
 	code, b, _ = m.get(t, "/npm/left-pad/-/left-pad-1.2.0.tgz", "")
-	if r := m.last(); code != 502 || r.Outcome != fetch.SignatureInvalid {
+	if r := m.last(); code != 403 || r.Outcome != fetch.SignatureInvalid {
 		t.Errorf("bad signature = %d %s, record %+v", code, b, *r)
 	}
 	if n := reg.Count(npmtest.TarballPath("left-pad", "1.2.0")); n != 0 {
 		t.Errorf("the tarball with a bad signature was fetched %d times, want 0 (refused before)", n)
+	}
+}
+
+// TestSignatures: once the registry's keys are known, an unsigned version
+// is refused; an upstream that publishes no keys at all is served on its
+// digests, and the record says the signature was unavailable.
+func TestSignatures(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	reg.Unsigned("left-pad", "1.3.0")
+	m := newMirror(t, reg, "")
+	code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
+	if r := m.last(); code != 403 || r.Outcome != fetch.SignatureInvalid || !strings.Contains(r.Reason, "no registry signature") {
+		t.Errorf("unsigned version from a registry with keys = %d %s, record %+v", code, b, *r)
+	}
+	if code, _, _ := m.get(t, "/npm/left-pad/-/left-pad-1.2.0.tgz", ""); code != 200 || m.last().Signature != fetch.SignatureVerified {
+		t.Errorf("signed version = %d, record %+v", code, m.last())
+	}
+	none := npmtest.Start(t, fixture()...)
+	none.NoKeys()
+	m = newMirror(t, none, "")
+	code, _, _ = m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
+	if r := m.last(); code != 200 || !r.Verified || r.Signature != fetch.SignatureUnavailable {
+		t.Errorf("upstream without keys = %d, record %+v, want served on its digests with the signature unavailable", code, *r)
+	}
+	m.get(t, "/npm/left-pad/-/left-pad-1.2.0.tgz", "")
+	if n := none.Count("/-/npm/v1/keys"); n != 1 {
+		t.Errorf("the keys were asked for %d times, want once per TTL", n)
 	}
 }
 

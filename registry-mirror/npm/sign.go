@@ -34,7 +34,9 @@ type keyList struct {
 
 // keyring holds the registry's keys: pinned in the configuration, or
 // fetched from the upstream once and then kept (trust on first use: a key
-// that changes upstream is not followed until the cache entry is removed).
+// that changes upstream is not followed until the cache entry is removed,
+// and an upstream that once published keys cannot strip signatures
+// later). Once keys are known, every version needs a valid signature.
 type keyring struct {
 	h      *Handler
 	mu     sync.Mutex
@@ -42,11 +44,18 @@ type keyring struct {
 	keys   map[string]*ecdsa.PublicKey
 	exp    map[string]time.Time
 	raw    []byte
+	// none is when the upstream last answered that it has no keys.
+	none time.Time
 }
 
-// ErrNoKeys is returned when the registry's keys are unknown, so no
-// signature can be checked: the tarball is refused.
+// ErrNoKeys is returned when the registry's keys could not be fetched (the
+// upstream failed): no signature can be checked and the tarball is refused.
 var ErrNoKeys = errors.New("npm: the registry's signing keys are unknown")
+
+// ErrUnsigned is returned when the upstream publishes no signing keys at
+// all (some private registries and mirrors): the tarball's digests are
+// still checked, and its record says the signature was unavailable.
+var ErrUnsigned = errors.New("npm: the upstream registry publishes no signing keys (none pinned in mirror.npm_keys), so registry signatures cannot be checked")
 
 // Pin makes ks the only keys trusted for h's upstream.
 func (h *Handler) Pin(ks []Key) error {
@@ -95,14 +104,22 @@ func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[st
 		return k.keys, k.exp, k.raw, nil
 	}
 	h := k.h
+	now := h.env.Now()
+	if !k.none.IsZero() && now.Sub(k.none) < h.env.MetaTTL {
+		return nil, nil, nil, ErrUnsigned
+	}
 	key := "npm:keys:" + h.upstream.String()
 	m, err := h.env.Cache.GetMeta(key)
 	if err != nil {
 		b, _, ferr := h.env.Upstream.GetMeta(ctx, h.upstreamURL("-/npm/v1/keys"), "application/json")
+		if isNotFound(ferr) {
+			k.none = now
+			return nil, nil, nil, ErrUnsigned
+		}
 		if ferr != nil {
 			return nil, nil, nil, fmt.Errorf("%w: fetching them: %w", ErrNoKeys, ferr)
 		}
-		m = cache.Meta{Body: b, Fetched: h.env.Now()}
+		m = cache.Meta{Body: b, Fetched: now}
 	}
 	var ks keyList
 	if err := json.Unmarshal(m.Body, &ks); err != nil || len(ks.Keys) == 0 {

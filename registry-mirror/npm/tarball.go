@@ -58,15 +58,20 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		rec.Outcome = out
 		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", name, v, d.Rule, d.Reason)
 	}
-	if _, err := h.verifySignature(ctx, name, v, in); err != nil {
+	switch _, err := h.verifySignature(ctx, name, v, in); {
+	case errors.Is(err, ErrUnsigned):
+		rec.Signature = fetch.SignatureUnavailable
+	case err != nil:
 		rec.Outcome, rec.Reason = fetch.SignatureInvalid, err.Error()
-		return fetch.Errorf(http.StatusBadGateway, fetch.SignatureInvalid, err, "%s@%s: %v", name, v, err)
+		return fetch.Errorf(http.StatusForbidden, fetch.SignatureInvalid, err, "%s@%s: %v", name, v, err)
+	default:
+		rec.Signature = fetch.SignatureVerified
 	}
 	a, f, hit, err := h.artifact(ctx, in)
 	if err != nil {
 		if errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrTooLarge) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return fetch.Errorf(http.StatusBadGateway, fetch.HashMismatch, err, "%s@%s does not match its published digests", name, v)
+			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match its published digests", name, v)
 		}
 		return err
 	}

@@ -193,7 +193,9 @@ func (c *Server) start(k *call, cs *ctlSession) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := launch.Command(cs.s, spec, acct, files)
+	withEnv := *spec
+	withEnv.Env = launch.MergeEnv(spec.Env, c.h.SessionEnv())
+	cmd, err := launch.Command(cs.s, &withEnv, acct, files)
 	if err == nil {
 		err = cs.s.Start(c.ctx, cmd)
 	}

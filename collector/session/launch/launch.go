@@ -247,6 +247,10 @@ type Host interface {
 	CleanupSession(ctx context.Context, s *session.Session, fsState string) error
 	// JournalSize is the journal's size: the seq of the next event.
 	JournalSize() uint64
+	// SessionEnv is what the host adds to every session's environment
+	// (the mirror's address, say); it replaces the request's values of
+	// the same names.
+	SessionEnv() []string
 }
 
 // Run creates a session for req on h, runs its command with stdio as the
@@ -278,7 +282,9 @@ func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started f
 	// when ctx is cancelled.
 	bg := context.WithoutCancel(ctx)
 	res.Started = time.Now()
-	if err := start(ctx, s, req, acct, stdio); err != nil {
+	withEnv := *req
+	withEnv.Env = MergeEnv(req.Env, h.SessionEnv())
+	if err := start(ctx, s, &withEnv, acct, stdio); err != nil {
 		res.StartErr = err.Error()
 		reason := session.ReasonNormal
 		if ctx.Err() != nil {
@@ -298,6 +304,26 @@ func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started f
 		return res, err
 	}
 	return res, nil
+}
+
+// MergeEnv is env with the variables of add replacing those of the same
+// names.
+func MergeEnv(env, add []string) []string {
+	if len(add) == 0 {
+		return env
+	}
+	names := map[string]bool{}
+	for _, kv := range add {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	out := make([]string, 0, len(env)+len(add))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, add...)
 }
 
 // start builds the session's command and starts it.

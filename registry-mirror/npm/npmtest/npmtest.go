@@ -67,6 +67,8 @@ type Registry struct {
 	counts   map[string]int
 	tamper   map[string]bool // tarball path → serve other bytes
 	badSig   map[string]bool // name@version → sign something else
+	unsigned map[string]bool // name@version → no dist.signatures
+	noKeys   bool            // /-/npm/v1/keys is a 404
 }
 
 // Start starts a registry with pkgs on loopback, closed when the test
@@ -78,7 +80,7 @@ func Start(t testing.TB, pkgs ...Package) *Registry {
 		t.Fatal(err)
 	}
 	r := &Registry{key: key, keyID: "SHA256:fixture", pkgs: map[string]*Package{}, tarballs: map[string][]byte{},
-		counts: map[string]int{}, tamper: map[string]bool{}, badSig: map[string]bool{}}
+		counts: map[string]int{}, tamper: map[string]bool{}, badSig: map[string]bool{}, unsigned: map[string]bool{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.Close)
 	for _, p := range pkgs {
@@ -111,6 +113,21 @@ func (r *Registry) Tamper(name, version string) {
 func (r *Registry) BadSignature(name, version string) {
 	r.mu.Lock()
 	r.badSig[name+"@"+version] = true
+	r.mu.Unlock()
+}
+
+// Unsigned makes name@version carry no registry signature.
+func (r *Registry) Unsigned(name, version string) {
+	r.mu.Lock()
+	r.unsigned[name+"@"+version] = true
+	r.mu.Unlock()
+}
+
+// NoKeys makes the registry publish no signing keys (and no signatures),
+// as some private registries and mirrors do.
+func (r *Registry) NoKeys() {
+	r.mu.Lock()
+	r.noKeys = true
 	r.mu.Unlock()
 }
 
@@ -174,6 +191,13 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 	switch {
 	case p == "/-/npm/v1/keys":
+		r.mu.Lock()
+		none := r.noKeys
+		r.mu.Unlock()
+		if none {
+			http.NotFound(w, req)
+			return
+		}
 		r.serveKeys(w)
 	case strings.Contains(p, "/-/"):
 		r.serveTarball(w, p)
@@ -232,8 +256,12 @@ func (r *Registry) packument(p *Package) map[string]any {
 		r.mu.Unlock()
 		h := sha256.Sum256([]byte(signed))
 		sig, _ := ecdsa.SignASN1(rand.Reader, r.key, h[:])
-		dist := map[string]any{"tarball": r.URL + tarballPath(p.Name, v.Version), "integrity": integrity, "shasum": hex.EncodeToString(s1[:]),
-			"signatures": []map[string]string{{"keyid": r.keyID, "sig": base64.StdEncoding.EncodeToString(sig)}}}
+		dist := map[string]any{"tarball": r.URL + tarballPath(p.Name, v.Version), "integrity": integrity, "shasum": hex.EncodeToString(s1[:])}
+		r.mu.Lock()
+		if !r.noKeys && !r.unsigned[p.Name+"@"+v.Version] {
+			dist["signatures"] = []map[string]string{{"keyid": r.keyID, "sig": base64.StdEncoding.EncodeToString(sig)}}
+		}
+		r.mu.Unlock()
 		if v.Attested {
 			dist["attestations"] = map[string]any{"url": r.URL + "/-/npm/v1/attestations/" + p.Name + "@" + v.Version,
 				"provenance": map[string]string{"predicateType": "https://slsa.dev/provenance/v1"}}

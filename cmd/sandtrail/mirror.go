@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/queue"
+	mirror "github.com/sandtrail/sandtrail/registry-mirror"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+)
+
+const mirrorLong = `mirror runs the verifying registry mirror alone, recording into the journal
+of --data (create its key with sandtrail keys generate).
+
+Every artifact is checked before a byte is served: npm tarballs against
+dist.integrity, dist.shasum and the registry's signature (dist.signatures,
+against the keys of /-/npm/v1/keys). Artifacts are cached by their sha256
+beneath <data_dir>/mirror (mirror.cache_dir), and served from the cache when
+the upstream is down. The policy (--policy, config key policy) removes
+blocklisted versions and versions inside the cooldown from the metadata and
+refuses their direct download with 403, naming the rule. Every artifact
+served or refused is a pkg.fetch event; every metadata answer the policy
+changed is a pkg.filter event, once per package and session.
+
+Clients on this host are attributed to their sessions by the kernel when a
+daemon hosts the mirror (the mirror: config section); alone, the mirror
+records each client's address and port.
+
+Point npm at it with --registry http://ADDR/npm/ (or npm_config_registry).
+Ecosystems: ` + "%s" + `.`
+
+func newMirrorCmd(g *globals) *cobra.Command {
+	var upstreams []string
+	cmd := &cobra.Command{
+		Use:   "mirror [--listen ADDR] [--upstream ECOSYSTEM=URL]...",
+		Short: "Run the verifying registry mirror alone",
+		Long:  fmt.Sprintf(mirrorLong, mirror.Names()),
+		Example: `  sandtrail mirror --listen 127.0.0.1:8484
+  sandtrail mirror --upstream npm=https://registry.npmjs.org/ --data /srv/sandtrail
+  npm install --registry http://127.0.0.1:8484/npm/ express`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			if err := parseUpstreams(cfg, upstreams); err != nil {
+				return usageErr(err)
+			}
+			return runMirror(cmd.Context(), cfg, cfg.logger())
+		},
+	}
+	f := cmd.Flags()
+	f.String("listen", "127.0.0.1:8484", "address to serve on (config mirror.listen)")
+	g.bindFlag("mirror.listen", f.Lookup("listen"))
+	f.StringArrayVar(&upstreams, "upstream", nil, "ECOSYSTEM=URL, repeatable: an upstream registry other than the public one (config mirror.upstreams)")
+	f.String("policy", "", "policy file (config key policy; default: the embedded policy)")
+	g.bindFlag("policy", f.Lookup("policy"))
+	cmd.AddCommand(newMirrorVerifyCacheCmd(g))
+	return cmd
+}
+
+// parseUpstreams adds --upstream ECOSYSTEM=URL values to cfg.
+func parseUpstreams(cfg *Config, flags []string) error {
+	if cfg.Mirror.Upstreams == nil {
+		cfg.Mirror.Upstreams = map[string]string{}
+	}
+	for _, u := range flags {
+		eco, raw, ok := strings.Cut(u, "=")
+		if !ok || eco == "" || raw == "" {
+			return fmt.Errorf("--upstream %q: want ECOSYSTEM=URL (ecosystems: %s)", u, mirror.Names())
+		}
+		cfg.Mirror.Upstreams[eco] = raw
+	}
+	return nil
+}
+
+// runMirror serves the mirror alone until ctx ends, into the journal of
+// cfg.
+func runMirror(ctx context.Context, cfg *Config, log hclog.Logger) error {
+	pol, err := loadPolicy(cfg.Policy)
+	if err != nil {
+		return err
+	}
+	j, err := openJournal(cfg, log)
+	if err != nil {
+		return err
+	}
+	q := queue.New(j, queue.WithLogger(log), queue.WithHost(cfg.Host))
+	m, err := startMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, nil, log)
+	if err == nil {
+		log.Info("mirror started", "url", m.url, "journal", cfg.JournalDir(), "cache", cfg.Mirror.CacheDir)
+		select {
+		case <-ctx.Done():
+		case err = <-m.done:
+		}
+		err = errors.Join(err, m.Close())
+	}
+	return errors.Join(err, q.Close(), j.Close())
+}
+
+// hostedMirror is a mirror serving on a listener of its own.
+type hostedMirror struct {
+	url  string
+	stop context.CancelFunc
+	done chan error
+}
+
+// startMirror serves a mirror of cfg on listen, recording into emit and
+// attributing clients with sessions (nil: none).
+func startMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions, log hclog.Logger) (*hostedMirror, error) {
+	max := int64(0)
+	if cfg.Mirror.CacheMax != "" {
+		var err error
+		if max, err = policy.ParseSize(cfg.Mirror.CacheMax); err != nil {
+			return nil, fmt.Errorf("config: mirror.cache_max: %w", err)
+		}
+	}
+	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
+		Policy: pol, Emit: emit, Sessions: sessions, Host: cfg.Host, Log: log}
+	m, err := mirror.New(mc)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hm := &hostedMirror{url: "http://" + ln.Addr().String(), stop: cancel, done: make(chan error, 1)}
+	go func() { hm.done <- m.Serve(ctx, ln, 10*time.Second) }()
+	return hm, nil
+}
+
+// sessionEnv points a session's package managers at the mirror.
+func (m *hostedMirror) sessionEnv() []string {
+	return []string{"SANDTRAIL_MIRROR=" + m.url, "npm_config_registry=" + m.url + "/npm/"}
+}
+
+// Close stops the mirror, letting requests in flight finish.
+func (m *hostedMirror) Close() error {
+	m.stop()
+	err := <-m.done
+	m.done <- err // a second Close returns the same
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func newMirrorVerifyCacheCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify-cache",
+		Short: "Re-hash every artifact in the mirror's cache and drop those that changed",
+		Long: `verify-cache re-hashes every artifact in the mirror's cache (mirror.cache_dir,
+default <data_dir>/mirror) and removes each whose bytes no longer hash to the
+name it was stored under, so that it is fetched and verified again. It shows
+its progress on a terminal and prints a summary. It exits 2 when it found a
+changed artifact.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			c, err := cache.Open(cfg.Mirror.CacheDir, 0)
+			if err != nil {
+				return err
+			}
+			var progress func(done, total int)
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				progress = func(done, total int) { fmt.Fprintf(os.Stderr, "\rverifying %d/%d", done, total) }
+			}
+			start := time.Now()
+			st := c.Stats()
+			bad, err := c.Verify(progress)
+			if progress != nil {
+				fmt.Fprintln(os.Stderr)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d artifacts (%d bytes) verified in %s; %d changed and removed\n", st.Blobs, st.Bytes, time.Since(start).Round(time.Millisecond), len(bad))
+			for _, b := range bad {
+				fmt.Fprintf(cmd.OutOrStdout(), "  removed sha256:%s\n", b)
+			}
+			if len(bad) > 0 {
+				return &exitError{code: exitTampered, err: fmt.Errorf("mirror verify-cache: %d artifacts had changed", len(bad))}
+			}
+			return nil
+		},
+	}
+}
