@@ -290,7 +290,7 @@ type PackageMatch struct {
 	// Range is a version range in the ecosystem's own syntax.
 	Range string
 
-	eco  resolver.Ecosystem
+	eco  *resolver.Ecosystem
 	spec resolver.Spec
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // parseRange parses spec as a version range of eco with the resolver.
-func parseRange(eco, spec string) (resolver.Ecosystem, resolver.Spec, error) {
+func parseRange(eco, spec string) (*resolver.Ecosystem, resolver.Spec, error) {
 	e, err := resolver.Lookup(eco)
 	if errors.Is(err, resolver.ErrUnknownEcosystem) {
 		return nil, nil, fmt.Errorf("the resolver has no %s ranges in this build", eco)
