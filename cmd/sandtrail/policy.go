@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -295,8 +294,8 @@ func policyParsePackageArg(s string) (eco, name, spec string, err error) {
 		return "", "", "", fmt.Errorf("%q: want ECOSYSTEM:NAME@SPEC, such as npm:lodash@^4.17.0", s)
 	}
 	eco = strings.ToLower(eco)
-	if !slices.Contains(policy.Ecosystems, eco) {
-		return "", "", "", fmt.Errorf("%q: unknown ecosystem %q (want one of %s)", s, eco, strings.Join(policy.Ecosystems, ", "))
+	if !resolver.Known(eco) {
+		return "", "", "", fmt.Errorf("%q: unknown ecosystem %q (want one of %s)", s, eco, strings.Join(resolver.Names(), ", "))
 	}
 	name, spec = rest, ""
 	if i := strings.LastIndexByte(rest, '@'); i > 0 {
