@@ -3,6 +3,7 @@ package resolver
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -150,7 +151,7 @@ func TestCheckName(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := Lookup(tt.eco)
 			err := e.CheckName(tt.in)
-			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !contains(err.Error(), tt.err)) {
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 				t.Errorf("%s CheckName(%q) = %v, want %q", tt.eco, tt.in, err, tt.err)
 			}
 		})

@@ -6,8 +6,6 @@ import (
 	"testing"
 )
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 func TestParseRef(t *testing.T) {
 	tests := []struct {
 		name, in        string
@@ -40,7 +38,7 @@ func TestParseRef(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := ParseRef(tt.in)
 			if tt.err != "" {
-				if err == nil || !contains(err.Error(), tt.err) {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("ParseRef(%q) = %+v, %v, want an error containing %q", tt.in, r, err, tt.err)
 				}
 				if !errors.Is(err, ErrBadRef) || errors.Is(err, ErrNotRef) != tt.notRef || errors.Is(err, ErrUnknownEcosystem) != tt.unknown {
