@@ -15,6 +15,9 @@
 //     The checks run in a fixed order (blocklist, source, cooldown, install
 //     scripts); the verdict is the most severe one, and the rule reported is
 //     the first check that produced it.
+//   - [Engine.Explain]: which version would this spec install, and what does
+//     Package decide about it, check by check? (`sandtrail policy explain`;
+//     the versions come from package policies/release or the caller.)
 //   - [Engine.Egress]: may the sandbox connect to this domain, address and port?
 //     [Engine.EgressTable], [Engine.EgressDomain] and [Engine.EgressReason]
 //     give the same rules to the kernel collector, in the types of the

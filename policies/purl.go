@@ -10,30 +10,29 @@ import (
 	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
-// Ecosystems are the purl types a policy knows, in a stable order. npm,
-// pypi, cargo and deb have version ranges (through package resolver); oci
-// versions are tags, matched exactly.
-var Ecosystems = []string{"npm", "pypi", "cargo", "deb", "oci"}
+// Ecosystems are the purl types a policy knows, in the resolver registry's
+// order (resolver.Names); it is derived from the registry, not a second
+// list. Callers must not modify it.
+var Ecosystems = resolver.Names()
 
-func knownEcosystem(e string) bool {
-	for _, k := range Ecosystems {
-		if e == k {
-			return true
-		}
-	}
-	return false
-}
+// knownEcosystem reports whether e is a purl type a policy knows: one of
+// Ecosystems.
+func knownEcosystem(e string) bool { return resolver.Known(e) }
 
 // hasRanges reports whether versions of ecosystem e are compared through
-// package resolver.
-func hasRanges(e string) bool { return e != "oci" }
+// package resolver (npm, pypi, cargo, deb); oci versions are tags, matched
+// exactly.
+func hasRanges(e string) bool {
+	eco, err := resolver.Lookup(e)
+	return err == nil && eco.HasRanges()
+}
 
 // Purl is a parsed purl-style package pattern:
 // pkg:TYPE/[NAMESPACE/]NAME[@VERSION]. The name (including any namespace)
 // may be a glob in path.Match syntax, and the version is kept as written:
 // a policy uses it as a range in the ecosystem's own syntax.
 type Purl struct {
-	// Type is the ecosystem: npm, pypi, cargo, deb or oci.
+	// Type is the ecosystem: one of resolver.Names().
 	Type string
 	// Name is the full package name as the ecosystem writes it, with the
 	// namespace: "@scope/name" for npm, "library/alpine" for oci. It is
@@ -87,7 +86,7 @@ func (p Purl) MatchName(ecosystem, name string) bool {
 //	pkg:TYPE/NAME[@VERSION]
 //	pkg:TYPE/NAMESPACE/NAME[@VERSION]
 //
-// with TYPE one of Ecosystems. The purl is split by purl.Parse, so name,
+// with TYPE one of resolver.Names(). The purl is split by purl.Parse, so name,
 // namespace and version are percent-decoded (pkg:npm/%40scope/name; an
 // unencoded @scope is accepted too). Qualifiers (?…) and subpaths (#…) are
 // rejected, because a policy could not honour them. Errors say which part
@@ -103,8 +102,9 @@ func ParsePurl(s string) (Purl, error) {
 	if strings.ContainsAny(s, "?#") {
 		return bad("qualifiers (?) and subpaths (#) are not supported")
 	}
-	if !knownEcosystem(u.Type) {
-		return bad("unknown type %q (want one of %s)", u.Type, strings.Join(Ecosystems, ", "))
+	eco, err := resolver.Lookup(u.Type)
+	if err != nil {
+		return bad("unknown type %q (want one of %s)", u.Type, strings.Join(resolver.Names(), ", "))
 	}
 	if strings.ContainsAny(u.Name, " \t\r\n") {
 		return bad("name %q contains a slash or space", u.Name)
@@ -116,17 +116,21 @@ func ParsePurl(s string) (Purl, error) {
 	if u.Namespace != "" {
 		full = u.Namespace + "/" + u.Name
 	}
-	switch u.Type {
-	case "npm":
+	switch eco.Namespace() {
+	case resolver.Scope:
 		if u.Namespace != "" && !strings.HasPrefix(u.Namespace, "@") || u.Namespace == "@" {
 			return bad("an npm namespace is a scope such as %%40scope")
 		}
-	case "pypi", "cargo", "deb":
+	case resolver.Path:
+		// The namespace is part of the name: library/alpine.
+	default:
+		// A deb vendor (pkg:deb/debian/curl) is not part of the name,
+		// and a pattern of names cannot honour it.
 		if u.Namespace != "" {
 			return bad("%s packages have no namespace", u.Type)
 		}
 	}
-	p := Purl{Type: u.Type, Name: resolver.NormalizeName(u.Type, full), Version: u.Version}
+	p := Purl{Type: u.Type, Name: eco.NormalizeName(full), Version: u.Version}
 	if p.IsGlob() {
 		if _, err := path.Match(p.Name, ""); err != nil {
 			return bad("bad name pattern: %w", err)

@@ -1,160 +1,157 @@
 package resolver
 
 import (
-	"github.com/sandtrail/sandtrail/resolver/cargo"
-	"github.com/sandtrail/sandtrail/resolver/deb"
-	"github.com/sandtrail/sandtrail/resolver/npm"
-	"github.com/sandtrail/sandtrail/resolver/pep440"
+	"fmt"
+	"slices"
+	"strings"
 )
 
-// Ecosystems returns every supported ecosystem, in a fixed order. This list is the one place
-// where ecosystems are registered.
-func Ecosystems() []Ecosystem {
-	return []Ecosystem{
-		npmEcosystem{},
-		cargoEcosystem{},
-		pypiEcosystem{},
-		debEcosystem{},
-	}
-}
-
-// debEcosystem adapts package deb: Debian versions and apt/dpkg relations.
-type debEcosystem struct{}
-
-type debVersion struct{ v deb.Version }
-
-type debSpec struct{ r deb.Relation }
-
-var _ Ecosystem = debEcosystem{}
-
-func (debEcosystem) Name() string { return "deb" }
-
-func (debEcosystem) ParseVersion(s string) (Version, error) {
-	v, err := deb.Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	return debVersion{v}, nil
-}
-
-func (debEcosystem) ParseSpec(s string) (Spec, error) {
-	r, err := deb.ParseRelation(s)
-	if err != nil {
-		return nil, err
-	}
-	return debSpec{r}, nil
-}
-
-func (v debVersion) String() string        { return v.v.String() }
-func (v debVersion) Compare(o Version) int { return v.v.Compare(o.(debVersion).v) }
-func (s debSpec) String() string           { return s.r.String() }
-func (s debSpec) Match(v Version) bool     { return s.r.Match(v.(debVersion).v) }
-
-// npmEcosystem adapts package npm in npm's own mode (node-semver with loose: true).
-type npmEcosystem struct{}
-
-type npmVersion struct{ v *npm.Version }
-
-type npmSpec struct{ r *npm.Range }
-
-var _ Ecosystem = npmEcosystem{}
-
-func (npmEcosystem) Name() string { return "npm" }
-
-func (npmEcosystem) ParseVersion(s string) (Version, error) {
-	v, err := npm.ParseVersion(s, npm.NPM)
-	if err != nil {
-		return nil, err
-	}
-	return npmVersion{v}, nil
-}
-
-func (npmEcosystem) ParseSpec(s string) (Spec, error) {
-	r, err := npm.ParseRange(s, npm.NPM)
-	if err != nil {
-		return nil, err
-	}
-	return npmSpec{r}, nil
-}
-
-func (v npmVersion) String() string        { return v.v.String() }
-func (v npmVersion) Compare(o Version) int { return v.v.Compare(o.(npmVersion).v) }
-func (s npmSpec) String() string           { return s.r.String() }
-func (s npmSpec) Match(v Version) bool     { return s.r.Test(v.(npmVersion).v) }
-
-// cargoEcosystem adapts package cargo: the semver crate's versions and requirements.
-type cargoEcosystem struct{}
-
-type cargoVersion struct{ v *cargo.Version }
-
-type cargoSpec struct{ r *cargo.Req }
-
-var _ Ecosystem = cargoEcosystem{}
-
-func (cargoEcosystem) Name() string { return "cargo" }
-
-func (cargoEcosystem) ParseVersion(s string) (Version, error) {
-	v, err := cargo.ParseVersion(s)
-	if err != nil {
-		return nil, err
-	}
-	return cargoVersion{v}, nil
-}
-
-func (cargoEcosystem) ParseSpec(s string) (Spec, error) {
-	r, err := cargo.ParseReq(s)
-	if err != nil {
-		return nil, err
-	}
-	return cargoSpec{r}, nil
-}
-
-func (v cargoVersion) String() string        { return v.v.String() }
-func (v cargoVersion) Compare(o Version) int { return v.v.Compare(o.(cargoVersion).v) }
-func (s cargoSpec) String() string           { return s.r.String() }
-func (s cargoSpec) Match(v Version) bool     { return s.r.Match(v.(cargoVersion).v) }
-
-// pypiEcosystem adapts package pep440: PEP 440 versions and specifier sets, with pip's choice
-// among candidates as the Selector.
-type pypiEcosystem struct{}
-
-type pypiVersion struct{ v *pep440.Version }
-
-type pypiSpec struct{ s *pep440.Specifiers }
-
-var (
-	_ Ecosystem = pypiEcosystem{}
-	_ Selector  = pypiSpec{}
+// The names of the ecosystems, which are also their purl types.
+const (
+	NPM   = "npm"
+	PyPI  = "pypi"
+	Cargo = "cargo"
+	Deb   = "deb"
+	OCI   = "oci"
 )
 
-func (pypiEcosystem) Name() string { return "pypi" }
-
-func (pypiEcosystem) ParseVersion(s string) (Version, error) {
-	v, err := pep440.Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	return pypiVersion{v}, nil
+// ecosystems is the one place where ecosystems and their facts are registered, in the order in
+// which [Ecosystems] returns them and messages list them.
+var ecosystems = []*Ecosystem{
+	{name: NPM, manager: "npm", namespace: Scope, listing: Packument, grammar: npmGrammar{},
+		normalize: keepName, exact: exactSemver, rangeChars: rangeChars},
+	{name: PyPI, manager: "pip", namespace: NoNamespace, listing: SimpleAPI, grammar: pypiGrammar{},
+		normalize: normalizePEP503, exact: exactPEP440, rangeChars: rangeChars},
+	{name: Cargo, manager: "cargo", namespace: NoNamespace, listing: SparseIndex, grammar: cargoGrammar{},
+		normalize: normalizeCrate, exact: exactSemver, rangeChars: rangeChars},
+	{name: Deb, manager: "apt", namespace: Vendor, listing: NoListing, grammar: debGrammar{},
+		normalize: strings.ToLower, exact: exactPlain, rangeChars: debRangeChars},
+	{name: OCI, namespace: Path, listing: NoListing,
+		normalize: strings.ToLower, exact: exactPlain, rangeChars: rangeChars},
 }
 
-func (pypiEcosystem) ParseSpec(s string) (Spec, error) {
-	sp, err := pep440.ParseSpecifiers(s)
-	if err != nil {
-		return nil, err
-	}
-	return pypiSpec{sp}, nil
+// An Ecosystem is everything sandtrail knows about one package ecosystem: its name (also its
+// purl type), its package manager, what a purl namespace means, how its registry lists versions,
+// how it compares names, and the syntax of its versions and ranges. The values are fixed; get
+// them from [Ecosystems] or [Lookup].
+type Ecosystem struct {
+	name       string
+	manager    string
+	namespace  Namespace
+	listing    Listing
+	grammar    grammar // nil: versions are tags, matched exactly and never ordered
+	normalize  func(string) string
+	exact      func(string) (string, bool)
+	rangeChars string
 }
 
-func (v pypiVersion) String() string        { return v.v.String() }
-func (v pypiVersion) Compare(o Version) int { return v.v.Compare(o.(pypiVersion).v) }
-func (s pypiSpec) String() string           { return s.s.String() }
-func (s pypiSpec) Match(v Version) bool     { return s.s.Contains(v.(pypiVersion).v) }
+// A Namespace says what the namespace of an ecosystem's purl (pkg:TYPE/NAMESPACE/NAME) is.
+type Namespace int
 
-// Select picks as pip does: the highest of SpecifierSet.filter(candidates).
-func (s pypiSpec) Select(candidates []Version) int {
-	vs := make([]*pep440.Version, len(candidates))
-	for i, c := range candidates {
-		vs[i] = c.(pypiVersion).v
+const (
+	// NoNamespace: names have none (PyPI, Cargo).
+	NoNamespace Namespace = iota
+	// Scope: the namespace is an @scope, and part of the name: "@babel/core" (npm).
+	Scope
+	// Vendor: the namespace names the distribution (pkg:deb/debian/curl) and is not part of the
+	// name (Debian).
+	Vendor
+	// Path: the name is a repository path, and the namespace is its leading segments:
+	// "library/alpine" (OCI).
+	Path
+)
+
+// A Listing is the protocol in which an ecosystem's registry lists a package's versions and
+// their publish times (package policies/release reads them).
+type Listing int
+
+const (
+	// NoListing: sandtrail reads no version listing for the ecosystem (Debian, OCI).
+	NoListing Listing = iota
+	// Packument: the npm registry's package document.
+	Packument
+	// SimpleAPI: PyPI's JSON simple API (PEP 691, with PEP 700's upload-time).
+	SimpleAPI
+	// SparseIndex: the crates.io sparse index.
+	SparseIndex
+)
+
+// Ecosystems returns every ecosystem sandtrail knows, in a fixed order: npm, pypi, cargo, deb,
+// oci.
+func Ecosystems() []*Ecosystem { return slices.Clone(ecosystems) }
+
+// Names returns the names of [Ecosystems], in order.
+func Names() []string {
+	names := make([]string, len(ecosystems))
+	for i, e := range ecosystems {
+		names[i] = e.name
 	}
-	return s.s.Best(vs)
+	return names
 }
+
+// Known reports whether name is the name of a registered ecosystem.
+func Known(name string) bool {
+	_, err := Lookup(name)
+	return err == nil
+}
+
+// Lookup returns the ecosystem with the given name, or an error wrapping ErrUnknownEcosystem.
+func Lookup(name string) (*Ecosystem, error) {
+	for _, e := range ecosystems {
+		if e.name == name {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("looking up %q: %w", name, ErrUnknownEcosystem)
+}
+
+// Name returns the ecosystem's name, which is also its purl type: "npm", "pypi", "cargo",
+// "deb" or "oci".
+func (e *Ecosystem) Name() string { return e.name }
+
+// Manager returns the package manager whose installs pkg events record: "npm", "pip",
+// "cargo" or "apt"; "" for OCI, which has none.
+func (e *Ecosystem) Manager() string { return e.manager }
+
+// Namespace says what a purl namespace is in the ecosystem.
+func (e *Ecosystem) Namespace() Namespace { return e.namespace }
+
+// Listing says how the ecosystem's registry lists a package's versions.
+func (e *Ecosystem) Listing() Listing { return e.listing }
+
+// HasRanges reports whether the ecosystem's versions are ordered and have ranges (npm, PyPI,
+// Cargo, Debian). OCI versions are tags: ParseVersion and ParseSpec fail for them with an error
+// wrapping ErrNoOrder, and a tag matches only itself.
+func (e *Ecosystem) HasRanges() bool { return e.grammar != nil }
+
+// ParseVersion parses one version string.
+func (e *Ecosystem) ParseVersion(s string) (Version, error) {
+	if e.grammar == nil {
+		return nil, fmt.Errorf("%s: %w", e.name, ErrNoOrder)
+	}
+	return e.grammar.ParseVersion(s)
+}
+
+// ParseSpec parses a version spec (a range, requirement, specifier set or relation).
+func (e *Ecosystem) ParseSpec(s string) (Spec, error) {
+	if e.grammar == nil {
+		return nil, fmt.Errorf("%s: %w", e.name, ErrNoOrder)
+	}
+	return e.grammar.ParseSpec(s)
+}
+
+// ExactVersion reports whether spec names one exact version in the ecosystem's own syntax,
+// and which: a full semver version for npm and Cargo ("1.2.3", or "v1.2.3" read as "1.2.3"; a
+// partial "1.2" is a range), a PEP 440 version alone or after == or === for PyPI
+// ("==4.12.2" is "4.12.2"; "==4.*" is a range), and a plain version or tag for Debian and OCI.
+func (e *Ecosystem) ExactVersion(spec string) (string, bool) { return e.exact(spec) }
+
+// MayBeRange reports whether v holds a character that only a range, never a version, has
+// (a space, a comparison operator, ^ ~ * , or |). Debian versions may hold ~, so for them only
+// the characters of apt relations count.
+func (e *Ecosystem) MayBeRange(v string) bool { return strings.ContainsAny(v, e.rangeChars) }
+
+const (
+	rangeChars    = " \t<>=^~*,|"
+	debRangeChars = " \t<>=,|"
+)

@@ -1,10 +1,15 @@
-// Package resolver parses versions and version specs of the package ecosystems that sandtrail
-// records (npm, cargo, PyPI and Debian), orders versions the way each ecosystem's own tools do,
-// and picks the best candidate for a spec.
+// Package resolver is the registry of the package ecosystems that sandtrail records (npm,
+// PyPI, Cargo, Debian and OCI) and the one home of their facts: each is an [Ecosystem] in the
+// ordered list of [Ecosystems], with its name and purl type, its package manager, how it
+// normalizes names, what a purl namespace means, how its registry lists versions, and the
+// syntax of its exact versions and ranges. [ParseRef] reads the ECOSYSTEM:NAME[@SPEC] form
+// that the command line uses.
 //
-// One API serves every ecosystem: [Match], [Best] and [Compare] take the ecosystem's name
-// ("npm", "cargo", "pypi", "deb"). Underneath, each ecosystem is a small [Ecosystem] value listed
-// in [Ecosystems]; the rules themselves live in the subpackages npm, cargo, pep440 and deb.
+// It also parses versions and version specs, orders versions the way each ecosystem's own tools
+// do, and picks the best candidate for a spec. One API serves every ecosystem: [Match], [Best],
+// [Pick] and [Compare] take the ecosystem's name ("npm", "pypi", "cargo", "deb"); the rules
+// themselves live in the subpackages npm, cargo, pep440 and deb. OCI versions are tags, with
+// no order and no ranges.
 //
 // Inputs are untrusted (they come from argv, lockfiles and registries), so every parser returns
 // an error for bad input rather than guessing, and every parser has a fuzz target.
@@ -21,15 +26,9 @@ var ErrNoMatch = errors.New("resolver: no version matches")
 // ErrUnknownEcosystem is returned for an ecosystem name that is not in [Ecosystems].
 var ErrUnknownEcosystem = errors.New("resolver: unknown ecosystem")
 
-// An Ecosystem parses the versions and specs of one package ecosystem.
-type Ecosystem interface {
-	// Name is the ecosystem's name: "npm", "cargo", "pypi" or "deb".
-	Name() string
-	// ParseVersion parses one version string.
-	ParseVersion(string) (Version, error)
-	// ParseSpec parses a version spec (a range, requirement, specifier set or relation).
-	ParseSpec(string) (Spec, error)
-}
+// ErrNoOrder is returned when versions of an ecosystem without ranges (OCI tags) are parsed
+// or compared.
+var ErrNoOrder = errors.New("resolver: versions are tags, with no order")
 
 // A Version is one parsed version. Compare orders it against another Version of the same
 // ecosystem (-1, 0, +1); comparing versions of different ecosystems panics.
@@ -49,16 +48,6 @@ type Spec interface {
 // no final release matches). Select returns the index of the chosen candidate, or -1.
 type Selector interface {
 	Select(candidates []Version) int
-}
-
-// Lookup returns the ecosystem with the given name, or an error wrapping ErrUnknownEcosystem.
-func Lookup(name string) (Ecosystem, error) {
-	for _, e := range Ecosystems() {
-		if e.Name() == name {
-			return e, nil
-		}
-	}
-	return nil, fmt.Errorf("looking up %q: %w", name, ErrUnknownEcosystem)
 }
 
 // Match reports whether version satisfies spec in the given ecosystem. It returns an error if

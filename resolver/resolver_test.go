@@ -154,7 +154,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestEcosystemsListed(t *testing.T) {
-	want := []string{"npm", "cargo", "pypi", "deb"}
+	want := []string{"npm", "pypi", "cargo", "deb", "oci"}
 	got := Ecosystems()
 	if len(got) != len(want) {
 		t.Fatalf("Ecosystems() has %d entries, want %d", len(got), len(want))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,30 +100,15 @@ for.`,
 	return cmd
 }
 
-// policyExplainResult is the JSON output of policy explain.
-type policyExplainResult struct {
-	Ecosystem      string         `json:"ecosystem"`
-	Name           string         `json:"name"`
-	Requested      string         `json:"requested"`
-	Resolved       string         `json:"resolved"`
-	Candidates     int            `json:"candidates"`
-	Unlisted       bool           `json:"unlisted,omitempty"`
-	Registry       string         `json:"registry,omitempty"`
-	Source         string         `json:"source,omitempty"`
-	Published      *time.Time     `json:"published,omitempty"`
-	InstallScripts bool           `json:"install_scripts"`
-	Verdict        policy.Verdict `json:"verdict"`
-	Reason         string         `json:"reason"`
-	Rule           string         `json:"rule,omitempty"`
-	Checks         []policy.Check `json:"checks"`
+// policyExplainFlags are the flags of policy explain.
+type policyExplainFlags struct {
+	file, source, registry, published, format string
+	versions                                  []string
+	scripts                                   bool
 }
 
 func newPolicyExplainCmd(g *globals) *cobra.Command {
-	var (
-		file, source, registry, published, format string
-		versions                                  []string
-		scripts                                   bool
-	)
+	var f policyExplainFlags
 	cmd := &cobra.Command{
 		Use:   "explain ECOSYSTEM:NAME@SPEC",
 		Short: "Resolve a package spec and show the policy's verdict and why",
@@ -145,111 +129,80 @@ whether the package has install scripts.`,
   sandtrail policy explain pypi:requests@2.32.3 --versions 2.32.3 --published 2026-11-28T00:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := policyCheckFormat(format); err != nil {
-				return err
-			}
-			eco, name, spec, err := policyParsePackageArg(args[0])
-			if err != nil {
-				return err
-			}
-			p, err := policy.Load(file)
-			if err != nil {
-				return err
-			}
-			eng, err := policy.New(p)
-			if err != nil {
-				return err
-			}
-			if registry == "" {
-				if regs := p.Sources.Registries[eco]; len(regs) > 0 {
-					registry = regs[0]
-				}
-			}
-			var info *release.Info
-			if cmd.Flags().Changed("versions") {
-				info = &release.Info{Name: name}
-				for _, v := range versions {
-					if v = strings.TrimSpace(v); v != "" {
-						info.Versions = append(info.Versions, release.Version{Version: v})
-					}
-				}
-			} else {
-				if registry == "" {
-					return fmt.Errorf("explaining %s: the policy lists no %s registry to read versions from; pass --registry or --versions", args[0], eco)
-				}
-				cfg, err := g.load()
-				if err != nil {
-					return err
-				}
-				f := release.New(release.WithLogger(cfg.logger()))
-				info, err = f.Fetch(cmd.Context(), eco, registry, name)
-				if errors.Is(err, release.ErrUnsupported) {
-					return fmt.Errorf("explaining %s: sandtrail cannot list %s versions from a registry; pass --versions", args[0], eco)
-				}
-				if err != nil {
-					return fmt.Errorf("explaining %s: %w", args[0], err)
-				}
-			}
-			v, err := info.Resolve(eco, spec)
-			unlisted := false
-			if errors.Is(err, resolver.ErrNoMatch) && spec != "" {
-				// An exact version the registry no longer lists (npm
-				// unpublished, PyPI deleted) may still be in a lockfile
-				// or a cache: explain it as asked.
-				if _, cerr := resolver.Compare(eco, spec, spec); cerr == nil {
-					v, err, unlisted = release.Version{Version: spec}, nil, true
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("explaining %s: %w", args[0], err)
-			}
-			req := policy.PackageRequest{
-				Ecosystem: eco, Name: name, Version: v.Version, Requested: spec,
-				Source: v.Artifact, Registry: registry,
-				Published: v.Published, InstallScripts: v.InstallScripts,
-			}
-			if source != "" {
-				req.Source = source
-			}
-			if published != "" {
-				t, err := policyParseTime(published)
-				if err != nil {
-					return fmt.Errorf("--published: %w", err)
-				}
-				req.Published = t
-			}
-			if cmd.Flags().Changed("install-scripts") {
-				req.InstallScripts = scripts
-			}
-			d := eng.Package(cmd.Context(), req)
-			res := policyExplainResult{
-				Ecosystem: eco, Name: name, Requested: spec, Resolved: v.Version,
-				Candidates: len(info.Versions), Unlisted: unlisted, Registry: registry, Source: req.Source,
-				InstallScripts: req.InstallScripts,
-				Verdict:        d.Verdict, Reason: d.Reason, Rule: d.Rule, Checks: d.Checks,
-			}
-			if !req.Published.IsZero() {
-				t := req.Published.UTC()
-				res.Published = &t
-			}
-			if format == "json" {
-				return policyWriteJSON(cmd.OutOrStdout(), res)
-			}
-			return policyWriteExplain(cmd.OutOrStdout(), res)
+			return runPolicyExplain(cmd, g, &f, args[0])
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&file, "policy", "", "policy file (default: the built-in policy)")
-	fl.StringVar(&source, "source", "", "source URL to check (default: the artifact URL the registry names)")
-	fl.StringVar(&registry, "registry", "", "registry to read versions from (default: the policy's first registry for the ecosystem)")
-	fl.StringVar(&published, "published", "", "publish time, RFC 3339 (default: what the registry says)")
-	fl.StringSliceVar(&versions, "versions", nil, "candidate versions, comma-separated, instead of asking the registry")
-	fl.BoolVar(&scripts, "install-scripts", false, "whether the package runs install scripts (default: what the registry says)")
-	fl.StringVar(&format, "format", "text", "output format: text or json")
+	fl.StringVar(&f.file, "policy", "", "policy file (default: the built-in policy)")
+	fl.StringVar(&f.source, "source", "", "source URL to check (default: the artifact URL the registry names)")
+	fl.StringVar(&f.registry, "registry", "", "registry to read versions from (default: the policy's first registry for the ecosystem)")
+	fl.StringVar(&f.published, "published", "", "publish time, RFC 3339 (default: what the registry says)")
+	fl.StringSliceVar(&f.versions, "versions", nil, "candidate versions, comma-separated, instead of asking the registry")
+	fl.BoolVar(&f.scripts, "install-scripts", false, "whether the package runs install scripts (default: what the registry says)")
+	fl.StringVar(&f.format, "format", "text", "output format: text or json")
 	return cmd
 }
 
-func policyWriteExplain(w io.Writer, r policyExplainResult) error {
+// runPolicyExplain turns the flags into a policy.ExplainRequest, asks the
+// engine, and prints the explanation.
+func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg string) error {
+	if err := policyCheckFormat(f.format); err != nil {
+		return err
+	}
+	req, err := policyExplainRequest(cmd, f, arg)
+	if err != nil {
+		return err
+	}
+	p, err := policy.Load(f.file)
+	if err != nil {
+		return err
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		return err
+	}
+	var lister policy.Lister
+	if req.Versions == nil {
+		cfg, err := g.load()
+		if err != nil {
+			return err
+		}
+		lister = release.New(release.WithLogger(cfg.logger()))
+	}
+	res, err := eng.Explain(cmd.Context(), req, lister)
+	if err != nil {
+		return fmt.Errorf("explaining %s: %w", arg, err)
+	}
+	if f.format == "json" {
+		return policyWriteJSON(cmd.OutOrStdout(), res)
+	}
+	return policyWriteExplain(cmd.OutOrStdout(), res)
+}
+
+// policyExplainRequest reads the package argument and the flags.
+func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string) (policy.ExplainRequest, error) {
+	eco, name, spec, err := policyParsePackageArg(arg)
+	if err != nil {
+		return policy.ExplainRequest{}, err
+	}
+	req := policy.ExplainRequest{Ecosystem: eco, Name: name, Spec: spec, Registry: f.registry, Source: f.source}
+	if cmd.Flags().Changed("versions") {
+		req.Versions = append([]string{}, f.versions...)
+	}
+	if f.published != "" {
+		t, err := policyParseTime(f.published)
+		if err != nil {
+			return policy.ExplainRequest{}, fmt.Errorf("--published: %w", err)
+		}
+		req.Published = t
+	}
+	if cmd.Flags().Changed("install-scripts") {
+		req.InstallScripts = &f.scripts
+	}
+	return req, nil
+}
+
+func policyWriteExplain(w io.Writer, r *policy.Explanation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "package\t%s:%s@%s\n", r.Ecosystem, r.Name, r.Requested)
 	if r.Unlisted {
@@ -278,7 +231,8 @@ func policyWriteExplain(w io.Writer, r policyExplainResult) error {
 	return tw.Flush()
 }
 
-// policyParsePackageArg parses ECOSYSTEM:NAME@SPEC or a purl.
+// policyParsePackageArg parses ECOSYSTEM:NAME[@SPEC] (resolver.ParseRef;
+// no @ means any version) or a purl.
 func policyParsePackageArg(s string) (eco, name, spec string, err error) {
 	if strings.HasPrefix(s, "pkg:") {
 		p, err := policy.ParsePurl(s)
@@ -290,22 +244,14 @@ func policyParsePackageArg(s string) (eco, name, spec string, err error) {
 		}
 		return p.Type, p.Name, p.Version, nil
 	}
-	eco, rest, ok := strings.Cut(s, ":")
-	if !ok || eco == "" || rest == "" {
+	r, err := resolver.ParseRef(s)
+	if errors.Is(err, resolver.ErrNotRef) {
 		return "", "", "", fmt.Errorf("%q: want ECOSYSTEM:NAME@SPEC, such as npm:lodash@^4.17.0", s)
 	}
-	eco = strings.ToLower(eco)
-	if !slices.Contains(policy.Ecosystems, eco) {
-		return "", "", "", fmt.Errorf("%q: unknown ecosystem %q (want one of %s)", s, eco, strings.Join(policy.Ecosystems, ", "))
+	if err != nil {
+		return "", "", "", fmt.Errorf("%q: %w", s, err)
 	}
-	name, spec = rest, ""
-	if i := strings.LastIndexByte(rest, '@'); i > 0 {
-		name, spec = rest[:i], rest[i+1:]
-	}
-	if name == "" || strings.ContainsAny(name, " \t\r\n") {
-		return "", "", "", fmt.Errorf("%q: bad package name %q", s, name)
-	}
-	return eco, name, spec, nil
+	return r.Ecosystem.Name(), r.Name, r.Spec, nil
 }
 
 func policyParseTime(s string) (time.Time, error) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
 )
 
 // policyCLI runs sandtrail with args and returns stdout and the error.
@@ -121,7 +123,7 @@ func TestPolicyExplain(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sandtrail %s = %v", strings.Join(args, " "), err)
 			}
-			var res policyExplainResult
+			var res policy.Explanation
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
 				t.Fatalf("output is not JSON: %v\n%s", err, out)
 			}
@@ -143,7 +145,7 @@ func TestPolicyExplainUnapprovedRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res policyExplainResult
+	var res policy.Explanation
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ func TestPolicyExplainVersionsFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res policyExplainResult
+	var res policy.Explanation
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +197,8 @@ func TestPolicyExplainErrors(t *testing.T) {
 		{name: "bad published", args: []string{"npm:demo@1.0.0", "--registry", srv.URL, "--published", "yesterday"}, want: "--published"},
 		{name: "deb needs versions", args: []string{"deb:curl@>= 7"}, want: "pass --versions"},
 		{name: "bad policy", args: []string{"npm:demo@1.0.0", "--policy", "../../policies/testdata/bad-values.yaml"}, want: "bad-values.yaml:17: blocklist[2].range"},
+		{name: "empty spec after @", args: []string{"npm:demo@", "--versions", "1.0.0"}, want: "empty version after @"},
+		{name: "glob purl", args: []string{"pkg:npm/demo*@1"}, want: "not a pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,5 +270,35 @@ func TestPolicyShow(t *testing.T) {
 	}
 	if out, err := policyCLI(t, "policy", "check", p); err != nil {
 		t.Errorf("check of policy show output = %q, %v, want valid", out, err)
+	}
+}
+
+func TestPolicyParsePackageArg(t *testing.T) {
+	tests := []struct {
+		name, in, eco, pkg, spec, err string
+	}{
+		{name: "exact", in: "npm:lodash@4.17.21", eco: "npm", pkg: "lodash", spec: "4.17.21"},
+		{name: "scoped range", in: "npm:@babel/core@^7", eco: "npm", pkg: "@babel/core", spec: "^7"},
+		{name: "scoped, no spec", in: "npm:@babel/core", eco: "npm", pkg: "@babel/core"},
+		{name: "no spec", in: "PyPI:Requests", eco: "pypi", pkg: "Requests"},
+		{name: "purl", in: "pkg:npm/%40babel/core@^7", eco: "npm", pkg: "@babel/core", spec: "^7"},
+		{name: "empty spec", in: "npm:lodash@", err: "empty version after @"},
+		{name: "no colon", in: "lodash", err: "want ECOSYSTEM:NAME@SPEC"},
+		{name: "bad ecosystem", in: "gem:rails@7", err: `unknown ecosystem "gem"`},
+		{name: "bad name", in: "npm:a b@1", err: "character names cannot have"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eco, pkg, spec, err := policyParsePackageArg(tt.in)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("policyParsePackageArg(%q) = %v, want an error containing %q", tt.in, err, tt.err)
+				}
+				return
+			}
+			if err != nil || eco != tt.eco || pkg != tt.pkg || spec != tt.spec {
+				t.Errorf("policyParsePackageArg(%q) = %q, %q, %q, %v, want %q, %q, %q", tt.in, eco, pkg, spec, err, tt.eco, tt.pkg, tt.spec)
+			}
+		})
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // MaxBody caps a registry response. The largest npm packuments are a few
@@ -41,8 +43,9 @@ func New(opts ...Option) *Fetcher {
 	return f
 }
 
-// Fetch reads what registry says about package name of ecosystem npm,
-// pypi or cargo. registry is the registry's base URL: for npm
+// Fetch reads what registry says about package name of an ecosystem whose
+// registry lists versions (resolver.Ecosystem.Listing): npm, pypi or
+// cargo. registry is the registry's base URL: for npm
 // https://registry.npmjs.org/, for pypi the simple index
 // https://pypi.org/simple/, for cargo the sparse index
 // https://index.crates.io/ (a "sparse+" prefix is accepted). It returns
@@ -59,51 +62,72 @@ func (f *Fetcher) Fetch(ctx context.Context, ecosystem, registry, name string) (
 	if name == "" || strings.ContainsAny(name, "\x00\r\n") {
 		return nil, fmt.Errorf("fetching: bad package name %q", name)
 	}
-	switch ecosystem {
-	case "npm":
-		// "@scope/name" is requested as "@scope%2fname", as npm does.
-		u := base.String() + strings.Replace(url.PathEscape(name), "%40", "@", 1)
-		body, _, err := f.get(ctx, u, "application/json")
-		if err != nil {
-			return nil, err
-		}
-		return ParseNpm(body)
-	case "pypi":
-		norm := normalizePyPI(name)
-		u, _ := url.Parse(base.String() + url.PathEscape(norm) + "/")
-		body, ct, err := f.get(ctx, u.String(), "application/vnd.pypi.simple.v1+json")
-		if err != nil {
-			return nil, err
-		}
-		if !strings.HasPrefix(ct, "application/vnd.pypi.simple.v1+json") && !strings.HasPrefix(ct, "application/json") {
-			return nil, fmt.Errorf("fetching %s: %w: content type %q, want PEP 691 JSON", u, ErrMalformed, ct)
-		}
-		return ParsePyPI(body, u)
-	case "cargo":
-		lower := strings.ToLower(name)
-		for _, r := range lower {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return nil, fmt.Errorf("fetching: bad crate name %q", name)
-			}
-		}
-		var dl string
-		if cfg, _, err := f.get(ctx, base.String()+"config.json", "application/json"); err == nil {
-			var c struct {
-				DL string `json:"dl"`
-			}
-			if json.Unmarshal(cfg, &c) == nil {
-				dl = c.DL
-			}
-		} else {
-			f.log.Debug("crates index has no config.json", "registry", registry, "error", err)
-		}
-		body, _, err := f.get(ctx, base.String()+cratePrefix(lower)+"/"+lower, "")
-		if err != nil {
-			return nil, err
-		}
-		return ParseCrates(body, dl)
+	listing := resolver.NoListing
+	e, err := resolver.Lookup(ecosystem)
+	if err == nil {
+		listing = e.Listing()
+	}
+	switch listing {
+	case resolver.Packument:
+		return f.fetchPackument(ctx, base.String(), name)
+	case resolver.SimpleAPI:
+		return f.fetchSimple(ctx, base.String(), e.NormalizeName(name))
+	case resolver.SparseIndex:
+		return f.fetchSparse(ctx, base.String(), name)
 	}
 	return nil, fmt.Errorf("fetching %s: %w: %s", name, ErrUnsupported, ecosystem)
+}
+
+// fetchPackument reads the npm packument of name under base.
+func (f *Fetcher) fetchPackument(ctx context.Context, base, name string) (*Info, error) {
+	// "@scope/name" is requested as "@scope%2fname", as npm does.
+	u := base + strings.Replace(url.PathEscape(name), "%40", "@", 1)
+	body, _, err := f.get(ctx, u, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	return ParseNpm(body)
+}
+
+// fetchSimple reads the PEP 691 JSON simple-index page of the normalized
+// name under base.
+func (f *Fetcher) fetchSimple(ctx context.Context, base, norm string) (*Info, error) {
+	u, _ := url.Parse(base + url.PathEscape(norm) + "/")
+	body, ct, err := f.get(ctx, u.String(), "application/vnd.pypi.simple.v1+json")
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(ct, "application/vnd.pypi.simple.v1+json") && !strings.HasPrefix(ct, "application/json") {
+		return nil, fmt.Errorf("fetching %s: %w: content type %q, want PEP 691 JSON", u, ErrMalformed, ct)
+	}
+	return ParsePyPI(body, u)
+}
+
+// fetchSparse reads the sparse-index file of crate name under base, and
+// the index's config.json for the download URL.
+func (f *Fetcher) fetchSparse(ctx context.Context, base, name string) (*Info, error) {
+	lower := strings.ToLower(name)
+	for _, r := range lower {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return nil, fmt.Errorf("fetching: bad crate name %q", name)
+		}
+	}
+	var dl string
+	if cfg, _, err := f.get(ctx, base+"config.json", "application/json"); err == nil {
+		var c struct {
+			DL string `json:"dl"`
+		}
+		if json.Unmarshal(cfg, &c) == nil {
+			dl = c.DL
+		}
+	} else {
+		f.log.Debug("crates index has no config.json", "registry", base, "error", err)
+	}
+	body, _, err := f.get(ctx, base+cratePrefix(lower)+"/"+lower, "")
+	if err != nil {
+		return nil, err
+	}
+	return ParseCrates(body, dl)
 }
 
 func (f *Fetcher) get(ctx context.Context, u, accept string) ([]byte, string, error) {
@@ -135,21 +159,4 @@ func (f *Fetcher) get(ctx context.Context, u, accept string) ([]byte, string, er
 		return nil, "", fmt.Errorf("fetching %s: response larger than %d bytes", u, MaxBody)
 	}
 	return body, resp.Header.Get("Content-Type"), nil
-}
-
-func normalizePyPI(name string) string {
-	var b strings.Builder
-	sep := false
-	for _, r := range strings.ToLower(name) {
-		if r == '-' || r == '_' || r == '.' {
-			sep = true
-			continue
-		}
-		if sep && b.Len() > 0 {
-			b.WriteByte('-')
-		}
-		sep = false
-		b.WriteRune(r)
-	}
-	return b.String()
 }

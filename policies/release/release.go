@@ -1,9 +1,10 @@
 // Package release reads a package's published versions, with their publish
 // times, from its registry: the npm packument, PyPI's JSON simple API
-// (PEP 691, with PEP 700's upload-time) and the crates.io sparse index. It
-// is small on purpose: `sandtrail policy explain` uses it to resolve a spec
-// the way the ecosystem's client would, and to learn the publish time that
-// the cooldown needs.
+// (PEP 691, with PEP 700's upload-time) and the crates.io sparse index; the
+// resolver registry says which of them an ecosystem's registry speaks
+// (resolver.Ecosystem.Listing). It is small on purpose: `sandtrail policy
+// explain` uses it to resolve a spec the way the ecosystem's client would,
+// and to learn the publish time that the cooldown needs.
 //
 // Registry responses are untrusted input. The parsers cap what they read,
 // reject malformed documents with an error, never panic, and are fuzzed.
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/resolver"
-	"github.com/sandtrail/sandtrail/resolver/npm"
 )
 
 // Sentinel errors.
@@ -63,12 +63,13 @@ func (in *Info) Lookup(v string) (Version, bool) {
 	return Version{}, false
 }
 
-// Resolve picks the version that ecosystem's client would install for spec:
-// npm follows npm-pick-manifest (npm.BestWithTags: a dist-tag named by the
-// spec, else the "latest" tag when it satisfies the range, else the highest
-// match); the others take resolver.Best. Yanked versions are skipped. An
-// empty spec means "*" for npm and the highest version elsewhere. When
-// nothing matches the error wraps resolver.ErrNoMatch.
+// Resolve picks the version that ecosystem's client would install for spec,
+// with resolver.Pick: npm follows npm-pick-manifest (a dist-tag named by
+// the spec, else the "latest" tag when it satisfies the range, else the
+// highest match); oci takes the tag itself; the others take resolver.Best.
+// Yanked versions are skipped. An empty spec means any version: "*" for
+// npm, "latest" for oci and the highest version elsewhere. When nothing
+// matches the error wraps resolver.ErrNoMatch.
 func (in *Info) Resolve(ecosystem, spec string) (Version, error) {
 	var cands []string
 	for _, v := range in.Versions {
@@ -76,38 +77,13 @@ func (in *Info) Resolve(ecosystem, spec string) (Version, error) {
 			cands = append(cands, v.Version)
 		}
 	}
-	pick := func(s string) (Version, error) {
-		v, _ := in.Lookup(s)
-		return v, nil
-	}
-	if ecosystem == "npm" {
-		best, err := npm.BestWithTags(spec, cands, in.Tags)
-		if errors.Is(err, npm.ErrNoMatch) {
-			return Version{}, fmt.Errorf("resolving %s@%s among %d versions: %v: %w", in.Name, spec, len(cands), err, resolver.ErrNoMatch)
-		}
-		if err != nil {
-			return Version{}, fmt.Errorf("resolving %s@%s: %w", in.Name, spec, err)
-		}
-		return pick(best)
-	}
-	if spec == "" {
-		if len(cands) == 0 {
-			return Version{}, fmt.Errorf("resolving %s: %w", in.Name, resolver.ErrNoMatch)
-		}
-		best := cands[0]
-		for _, c := range cands[1:] {
-			if n, err := resolver.Compare(ecosystem, c, best); err == nil && n > 0 {
-				best = c
-			}
-		}
-		if _, err := resolver.Compare(ecosystem, best, best); err != nil {
-			return Version{}, fmt.Errorf("resolving %s: %w", in.Name, err)
-		}
-		return pick(best)
-	}
-	best, err := resolver.Best(ecosystem, spec, cands)
-	if err != nil {
+	best, err := resolver.Pick(ecosystem, spec, cands, in.Tags)
+	switch {
+	case err != nil && spec == "":
+		return Version{}, fmt.Errorf("resolving %s: %w", in.Name, err)
+	case err != nil:
 		return Version{}, fmt.Errorf("resolving %s@%s among %d versions: %w", in.Name, spec, len(cands), err)
 	}
-	return pick(best)
+	v, _ := in.Lookup(best)
+	return v, nil
 }

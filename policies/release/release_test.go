@@ -154,6 +154,15 @@ func TestParseMalformed(t *testing.T) {
 	}
 }
 
+// tagged is an Info listing versions, as --versions gives them.
+func tagged(versions ...string) *Info {
+	in := &Info{Name: "x"}
+	for _, v := range versions {
+		in.Versions = append(in.Versions, Version{Version: v})
+	}
+	return in
+}
+
 func TestResolve(t *testing.T) {
 	npm, err := ParseNpm(mustRead(t, "npm-left-pad.json"))
 	if err != nil {
@@ -186,6 +195,13 @@ func TestResolve(t *testing.T) {
 		{name: "cargo caret skips yanked", in: crates, eco: "cargo", spec: "1.0.100", want: "1.0.215"},
 		{name: "cargo exact", in: crates, eco: "cargo", spec: "=1.0.100", want: "1.0.100"},
 		{name: "cargo empty is highest", in: crates, eco: "cargo", spec: "", want: "1.0.215"},
+		{name: "pypi empty is highest", in: tagged("2.31.0", "not a version", "2.32.3"), eco: "pypi", spec: "", want: "2.32.3"},
+		{name: "pypi empty skips an unparsable first", in: tagged("x y", "2.31.0"), eco: "pypi", spec: "", want: "2.31.0"},
+		{name: "deb relation", in: tagged("7.88.1-9", "7.88.1-10+deb12u5"), eco: "deb", spec: ">= 7.88.1-10", want: "7.88.1-10+deb12u5"},
+		{name: "oci tag", in: tagged("3.18", "3.19"), eco: "oci", spec: "3.19", want: "3.19"},
+		{name: "oci empty is latest", in: tagged("3.19", "latest"), eco: "oci", spec: "", want: "latest"},
+		{name: "oci unlisted tag", in: tagged("3.19"), eco: "oci", spec: "3.20", err: true},
+		{name: "unknown ecosystem", in: tagged("1.0"), eco: "gem", spec: "1.0", err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,6 +276,8 @@ func TestFetch(t *testing.T) {
 		{"not found", "npm", srv.URL + "/npm/", "nope", ErrNotFound},
 		{"html instead of json", "pypi", srv.URL + "/simple/", "htmlonly", ErrMalformed},
 		{"deb", "deb", srv.URL, "curl", ErrUnsupported},
+		{"oci", "oci", srv.URL, "library/alpine", ErrUnsupported},
+		{"unknown ecosystem", "gem", srv.URL, "rails", ErrUnsupported},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {

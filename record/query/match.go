@@ -99,89 +99,34 @@ func prefixRange(s string) Range {
 // so matching is linear in the input whatever the pattern) and returns its
 // literal start.
 func globRegexp(g string) (*regexp.Regexp, string, error) {
-	var sb strings.Builder
+	var sb, lit strings.Builder
 	sb.WriteString(`^`)
-	lit, inLit := strings.Builder{}, true
+	inLit := true
 	rs := []rune(g)
 	for i := 0; i < len(rs); i++ {
 		c := rs[i]
 		switch c {
 		case '*':
 			inLit = false
-			if i+1 < len(rs) && rs[i+1] == '*' {
-				i++
-				for i+1 < len(rs) && rs[i+1] == '*' {
-					i++
-				}
-				// "**/" at the start or after "/" also matches no directory.
-				if i+1 < len(rs) && rs[i+1] == '/' && (i-2 < 0 || rs[i-2] == '/') {
-					i++
-					sb.WriteString(`(?:.*/)?`)
-				} else {
-					sb.WriteString(`.*`)
-				}
-			} else {
-				sb.WriteString(`[^/]*`)
-			}
+			i = globStar(&sb, rs, i)
 		case '?':
 			inLit = false
 			sb.WriteString(`[^/]`)
 		case '[':
 			inLit = false
-			j := i + 1
-			neg := false
-			if j < len(rs) && (rs[j] == '!' || rs[j] == '^') {
-				neg = true
-				j++
+			cls, end, err := globClass(rs, i)
+			if err != nil {
+				return nil, "", err
 			}
-			var cls strings.Builder
-			first := true
-			for ; j < len(rs) && (rs[j] != ']' || first); j++ {
-				first = false
-				r := rs[j]
-				if r == '\\' {
-					j++
-					if j >= len(rs) {
-						return nil, "", fmt.Errorf("unterminated [ in glob")
-					}
-					r = rs[j]
-				}
-				if j+2 < len(rs) && rs[j+1] == '-' && rs[j+2] != ']' {
-					hi := rs[j+2]
-					if hi < r {
-						return nil, "", fmt.Errorf("bad range %c-%c in glob", r, hi)
-					}
-					cls.WriteString(regexp.QuoteMeta(string(r)) + `-` + regexp.QuoteMeta(string(hi)))
-					j += 2
-					continue
-				}
-				if r == '-' {
-					cls.WriteString(`\-`)
-					continue
-				}
-				cls.WriteString(regexp.QuoteMeta(string(r)))
-			}
-			if j >= len(rs) {
-				return nil, "", fmt.Errorf("unterminated [ in glob")
-			}
-			if cls.Len() == 0 {
-				return nil, "", fmt.Errorf("empty [] in glob")
-			}
-			if neg {
-				sb.WriteString(`[^/` + cls.String() + `]`)
-			} else {
-				sb.WriteString(`[` + cls.String() + `]`)
-			}
-			i = j
+			sb.WriteString(cls)
+			i = end
 		case '\\':
 			i++
 			if i >= len(rs) {
 				return nil, "", fmt.Errorf("trailing \\ in glob")
 			}
-			sb.WriteString(regexp.QuoteMeta(string(rs[i])))
-			if inLit {
-				lit.WriteRune(rs[i])
-			}
+			c = rs[i]
+			fallthrough
 		default:
 			sb.WriteString(regexp.QuoteMeta(string(c)))
 			if inLit {
@@ -195,6 +140,74 @@ func globRegexp(g string) (*regexp.Regexp, string, error) {
 		return nil, "", fmt.Errorf("compiling glob: %v", err)
 	}
 	return re, lit.String(), nil
+}
+
+// globStar writes the expression for the * at rs[i] ("*" does not cross
+// "/", a run of two or more does) and returns the index of the last rune
+// it used.
+func globStar(sb *strings.Builder, rs []rune, i int) int {
+	if i+1 >= len(rs) || rs[i+1] != '*' {
+		sb.WriteString(`[^/]*`)
+		return i
+	}
+	i++
+	for i+1 < len(rs) && rs[i+1] == '*' {
+		i++
+	}
+	// "**/" at the start or after "/" also matches no directory.
+	if i+1 < len(rs) && rs[i+1] == '/' && (i-2 < 0 || rs[i-2] == '/') {
+		sb.WriteString(`(?:.*/)?`)
+		return i + 1
+	}
+	sb.WriteString(`.*`)
+	return i
+}
+
+// globClass translates the character class that starts at rs[i] ("[...]",
+// "[!...]" or "[^...]" negated, which never match "/") and returns the
+// expression and the index of its closing "]".
+func globClass(rs []rune, i int) (string, int, error) {
+	j := i + 1
+	neg := false
+	if j < len(rs) && (rs[j] == '!' || rs[j] == '^') {
+		neg = true
+		j++
+	}
+	var cls strings.Builder
+	for first := true; j < len(rs) && (rs[j] != ']' || first); j++ {
+		first = false
+		r := rs[j]
+		if r == '\\' {
+			j++
+			if j >= len(rs) {
+				return "", 0, fmt.Errorf("unterminated [ in glob")
+			}
+			r = rs[j]
+		}
+		switch {
+		case j+2 < len(rs) && rs[j+1] == '-' && rs[j+2] != ']':
+			hi := rs[j+2]
+			if hi < r {
+				return "", 0, fmt.Errorf("bad range %c-%c in glob", r, hi)
+			}
+			cls.WriteString(regexp.QuoteMeta(string(r)) + `-` + regexp.QuoteMeta(string(hi)))
+			j += 2
+		case r == '-':
+			cls.WriteString(`\-`)
+		default:
+			cls.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	if j >= len(rs) {
+		return "", 0, fmt.Errorf("unterminated [ in glob")
+	}
+	if cls.Len() == 0 {
+		return "", 0, fmt.Errorf("empty [] in glob")
+	}
+	if neg {
+		return `[^/` + cls.String() + `]`, j, nil
+	}
+	return `[` + cls.String() + `]`, j, nil
 }
 
 // DomainMatch matches domain names: exactly, or with Suffix every
@@ -274,12 +287,6 @@ func (d *DomainMatch) Range() Range {
 	return Range{Lo: r, Hi: r, Exact: true}
 }
 
-// Ecosystems are the package ecosystems (purl types) the filter knows.
-var Ecosystems = []string{"npm", "pypi", "cargo", "deb", "oci"}
-
-// RangeEcosystems are the ecosystems whose version ranges can be evaluated.
-var RangeEcosystems = []string{"npm", "pypi", "cargo", "deb"}
-
 // PackageMatch matches pkg events by ecosystem, name and version.
 type PackageMatch struct {
 	Ecosystem string
@@ -290,14 +297,9 @@ type PackageMatch struct {
 	// Range is a version range in the ecosystem's own syntax.
 	Range string
 
-	eco  resolver.Ecosystem
+	eco  *resolver.Ecosystem
 	spec resolver.Spec
 }
-
-var (
-	semverRe = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$`)
-	plainRe  = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_:~!-]*$`)
-)
 
 // ParsePackage reads a --package value:
 //
@@ -308,6 +310,10 @@ var (
 //	npm:lodash@^4.17.0           a range: npm and cargo semver ranges,
 //	pypi:requests@>=2,<3         PEP 440 specifiers, Debian relations
 //	deb:curl@>= 7.88             (">= 7.88", "<< 8")
+//
+// The ecosystem:name[@spec] form is read by resolver.ParseRef; its spec
+// is exact when it is in the ecosystem's exact-version syntax
+// (resolver.Ecosystem.ExactVersion), and a range otherwise.
 func ParsePackage(s string) (*PackageMatch, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: --package %q: %s", ErrBadFilter, clip(s), why)
@@ -321,110 +327,38 @@ func ParsePackage(s string) (*PackageMatch, error) {
 	if strings.HasPrefix(s, "pkg:") {
 		return parsePurl(s, bad)
 	}
-	eco, rest, ok := strings.Cut(s, ":")
-	if !ok {
+	r, err := resolver.ParseRef(s)
+	if errors.Is(err, resolver.ErrNotRef) {
 		return nil, bad("want ecosystem:name[@version|@range] (npm:lodash@4.17.20) or a purl (pkg:npm/lodash@4.17.20)")
 	}
-	eco = strings.ToLower(eco)
-	if !contains(Ecosystems, eco) {
-		return nil, bad(fmt.Sprintf("unknown ecosystem %q (want one of %s)", eco, strings.Join(Ecosystems, ", ")))
-	}
-	name, spec := rest, ""
-	if i := strings.Index(rest[min(1, len(rest)):], "@"); i >= 0 {
-		i += min(1, len(rest))
-		name, spec = rest[:i], strings.TrimSpace(rest[i+1:])
-		if spec == "" {
-			return nil, bad("empty version after @")
-		}
-	}
-	if err := checkName(eco, name); err != nil {
+	if err != nil {
 		return nil, bad(err.Error())
 	}
-	p := &PackageMatch{Ecosystem: eco, Name: resolver.NormalizeName(eco, name)}
-	if spec == "" || spec == "*" {
+	e := r.Ecosystem
+	p := &PackageMatch{Ecosystem: e.Name(), Name: e.NormalizeName(r.Name)}
+	if r.Spec == "" || r.Spec == "*" {
 		return p, nil
 	}
-	if exact, ok := exactVersion(eco, spec); ok {
+	if exact, ok := e.ExactVersion(r.Spec); ok {
 		p.Version = exact
 		return p, nil
 	}
-	if !contains(RangeEcosystems, eco) {
-		return nil, bad(fmt.Sprintf("version ranges are not supported for %s; give an exact version", eco))
+	if !e.HasRanges() {
+		return nil, bad(fmt.Sprintf("version ranges are not supported for %s; give an exact version", e.Name()))
 	}
-	e, rs, err := parseRange(eco, spec)
+	spec, err := e.ParseSpec(r.Spec)
 	if err != nil {
-		return nil, bad(fmt.Sprintf("bad %s version range %q: %v", eco, spec, err))
+		return nil, bad(fmt.Sprintf("bad %s version range %q: %v", e.Name(), r.Spec, err))
 	}
-	p.Range, p.eco, p.spec = spec, e, rs
+	p.Range, p.eco, p.spec = r.Spec, e, spec
 	return p, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func checkName(eco, name string) error {
-	if name == "" {
-		return fmt.Errorf("empty package name")
-	}
-	if len(name) > 214 {
-		return fmt.Errorf("package name longer than 214 bytes")
-	}
-	if strings.ContainsAny(name, " \t\"'`$;|&<>(){}") {
-		return fmt.Errorf("package name %q has a character names cannot have", name)
-	}
-	if strings.HasPrefix(name, "@") {
-		if eco != "npm" {
-			return fmt.Errorf("only npm names have an @scope")
-		}
-		scope, n, ok := strings.Cut(name[1:], "/")
-		if !ok || scope == "" || n == "" || strings.Contains(n, "/") {
-			return fmt.Errorf("want a scoped npm name as @scope/name")
-		}
-	}
-	return nil
-}
-
-// exactVersion reports whether spec names one exact version, and which.
-func exactVersion(eco, spec string) (string, bool) {
-	switch eco {
-	case "npm", "cargo":
-		if semverRe.MatchString(spec) {
-			return strings.TrimPrefix(spec, "v"), true
-		}
-		return "", false
-	case "pypi":
-		v := spec
-		if rest, ok := strings.CutPrefix(v, "==="); ok {
-			v = rest
-		} else if rest, ok := strings.CutPrefix(v, "=="); ok && !strings.Contains(rest, "*") {
-			v = rest
-		}
-		v = strings.TrimSpace(v)
-		if plainRe.MatchString(v) && !strings.ContainsAny(v, ",") {
-			return v, true
-		}
-		return "", false
-	case "deb":
-		if plainRe.MatchString(spec) {
-			return spec, true
-		}
-		return "", false
-	}
-	// oci: a tag or a digest.
-	if plainRe.MatchString(spec) {
-		return spec, true
-	}
-	return "", false
-}
-
 // parsePurl reads a purl --package value; the version, if any, is exact.
-// Qualifiers and a subpath are parsed and ignored.
+// Qualifiers and a subpath are parsed and ignored. Only an npm scope is
+// part of the name: a deb namespace (pkg:deb/debian/curl) is the vendor,
+// and an oci purl names the image by its last path segment (the
+// repository is a qualifier).
 func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 	u, err := purl.Parse(s)
 	if err != nil {
@@ -434,33 +368,21 @@ func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 		}
 		return nil, bad(err.Error())
 	}
-	if !contains(Ecosystems, u.Type) {
-		return nil, bad(fmt.Sprintf("unknown purl type %q (want one of %s)", u.Type, strings.Join(Ecosystems, ", ")))
+	e, err := resolver.Lookup(u.Type)
+	if err != nil {
+		return nil, bad(fmt.Sprintf("unknown purl type %q (want one of %s)", u.Type, strings.Join(resolver.Names(), ", ")))
 	}
 	name := u.Name
-	switch u.Type {
-	case "npm":
-		if u.Namespace != "" {
-			scope := u.Namespace
-			if !strings.HasPrefix(scope, "@") {
-				scope = "@" + scope
-			}
-			name = scope + "/" + name
-		}
-	case "oci":
-		// An oci purl names the image by its last path segment; the
-		// repository is a qualifier.
-	default:
-		// pkg:deb/debian/curl: the namespace is the vendor, not part of
-		// the name.
+	if e.Namespace() == resolver.Scope && u.Namespace != "" {
+		name = "@" + strings.TrimPrefix(u.Namespace, "@") + "/" + name
 	}
-	if err := checkName(u.Type, name); err != nil {
+	if err := e.CheckName(name); err != nil {
 		return nil, bad(err.Error())
 	}
-	if u.Version != "" && strings.ContainsAny(u.Version, " \t<>=^~*,|") && u.Type != "deb" {
+	if u.Version != "" && e.MayBeRange(u.Version) {
 		return nil, bad("a purl version is exact; use eco:name@range for a range")
 	}
-	return &PackageMatch{Ecosystem: u.Type, Name: resolver.NormalizeName(u.Type, name), Version: u.Version}, nil
+	return &PackageMatch{Ecosystem: e.Name(), Name: e.NormalizeName(name), Version: u.Version}, nil
 }
 
 // MatchVersion reports whether a recorded (resolved) version satisfies p.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // Config shapes a stream.
@@ -65,12 +66,14 @@ type Pkg struct{ Ecosystem, Name, Version string }
 
 // Pkgs are the package versions the sessions install.
 var Pkgs = []Pkg{
-	{"npm", "lodash", "4.17.21"}, {"npm", "express", "4.19.2"}, {"npm", "@babel/core", "7.24.0"},
-	{"npm", "lodash", "4.17.20"}, {"npm", "lodash", "4.17.19"}, {"npm", "lodash", "5.0.0"},
-	{"npm", "lodash", "4.16.6"}, {"pypi", "requests", "2.31.0"}, {"pypi", "typing_extensions", "4.12.2"},
-	{"deb", "curl", "7.88.1-10+deb12u5"}, {"deb", "curl", "7.88.1-9"}, {"cargo", "serde", "1.0.200"},
+	{resolver.NPM, "lodash", "4.17.21"}, {resolver.NPM, "express", "4.19.2"},
+	{resolver.NPM, "@babel/core", "7.24.0"}, {resolver.NPM, "lodash", "4.17.20"},
+	{resolver.NPM, "lodash", "4.17.19"}, {resolver.NPM, "lodash", "5.0.0"},
+	{resolver.NPM, "lodash", "4.16.6"}, {resolver.PyPI, "requests", "2.31.0"},
+	{resolver.PyPI, "typing_extensions", "4.12.2"}, {resolver.Deb, "curl", "7.88.1-10+deb12u5"},
+	{resolver.Deb, "curl", "7.88.1-9"}, {resolver.Cargo, "serde", "1.0.200"},
 	// rare
-	{"npm", "event-stream", "3.3.6"}, {"npm", "ua-parser-js", "0.7.29"},
+	{resolver.NPM, "event-stream", "3.3.6"}, {resolver.NPM, "ua-parser-js", "0.7.29"},
 }
 
 // Reasons are the end reasons, in proportion: most sessions end normally.
@@ -195,12 +198,20 @@ func fill(r *rand.Rand, ev *event.Event, pid int32, suspect bool, pkgs [3]int) {
 		}
 	case n < 99:
 		p := Pkgs[pkgs[r.IntN(len(pkgs))]]
-		mgr := map[string]string{"npm": "npm", "pypi": "pip", "deb": "apt", "cargo": "cargo"}[p.Ecosystem]
 		ev.Kind, ev.Source = event.KindPkgInstall, event.SourceShim
-		ev.Pkg = &event.Pkg{Manager: mgr, Ecosystem: p.Ecosystem, Name: p.Name, Requested: p.Version, Resolved: p.Version,
+		ev.Pkg = &event.Pkg{Manager: manager(p.Ecosystem), Ecosystem: p.Ecosystem, Name: p.Name, Requested: p.Version, Resolved: p.Version,
 			Hash: "sha256:" + fmt.Sprintf("%064x", r.Uint64()), Direct: event.Bool(true)}
 	default:
 		ev.Kind, ev.Source = event.KindAlert, event.SourceRules
 		ev.Alert = &event.Alert{RuleID: "sensitive-read", Title: "sensitive file read", Level: "high", Refs: []uint64{ev.Seq}}
 	}
+}
+
+// manager is the package manager that installs packages of ecosystem eco.
+func manager(eco string) string {
+	e, err := resolver.Lookup(eco)
+	if err != nil {
+		return ""
+	}
+	return e.Manager()
 }
