@@ -33,6 +33,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // Sessions names the session of a cgroup; the session manager is one.
@@ -204,7 +205,7 @@ func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) error {
 	h, ok := m.hosts[strings.ToLower(r.URL.Host)]
 	if !ok || r.URL.Scheme != "http" {
 		c := fetch.ClientOf(r.Context())
-		m.env.Record(&fetch.Record{Ecosystem: "deb", Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
+		m.env.Record(&fetch.Record{Ecosystem: resolver.Deb, Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
 			Verdict: "block", Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
 		return fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
 	}

@@ -31,13 +31,14 @@ import (
 
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // DefaultUpstream is the public npm registry.
 const DefaultUpstream = "https://registry.npmjs.org/"
 
 // Ecosystem is the purl type of npm packages.
-const Ecosystem = "npm"
+const Ecosystem = resolver.NPM
 
 // abbreviated is the media type of the abbreviated packument.
 const abbreviated = "application/vnd.npm.install-v1+json"
