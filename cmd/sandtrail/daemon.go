@@ -10,9 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandtrail/sandtrail/collector/session/control"
-	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
-	"github.com/sandtrail/sandtrail/record/journal"
 )
 
 func newDaemonCmd(g *globals) *cobra.Command {
@@ -53,7 +52,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return runDaemonHost(cmd.Context(), cfg, cfg.logger())
+			return runDaemonHost(cmd.Context(), cfg, newLogger(cfg))
 		},
 	}
 	f := cmd.Flags()
@@ -69,11 +68,11 @@ Examples:
 // (reason signal), cleans them up (keeping their directories) and closes
 // the host, whose journal signs a final checkpoint.
 func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	o := hostOptions{ingest: true, index: true}
+	o := host.Options{Ingest: true, Index: true}
 	if cfg.Mirror.Enabled {
-		o.mirror = cfg.Mirror.Listen
+		o.Mirror = cfg.Mirror.Listen
 	}
-	h, err := startHost(cfg, log, o)
+	h, err := host.Start(cfg, log, o)
 	if err != nil {
 		return err
 	}
@@ -83,8 +82,8 @@ func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
 		return errors.Join(err, h.Close())
 	}
 	ctl := control.Serve(ln, h, log)
-	log.Info("daemon started", "journal", h.jdir, "entries", h.j.Size(), "socket", cfg.Socket,
-		"control", ctlPath, "sessions", sessionsDir(cfg), "index", cfg.IndexPath())
+	log.Info("daemon started", "journal", h.JournalDir(), "entries", h.JournalSize(), "socket", cfg.Socket,
+		"control", ctlPath, "sessions", cfg.SessionsDir(), "index", cfg.IndexPath())
 	var (
 		serveErr error
 		tick     <-chan time.Time
@@ -101,47 +100,19 @@ wait:
 		case <-ctx.Done():
 			log.Info("shutting down")
 			break wait
-		case serveErr = <-h.ingestDone():
+		case serveErr = <-h.IngestDone():
 			serveErr = fmt.Errorf("serving ingest socket: %w", serveErr)
 			break wait
 		case <-tick:
-			if st := h.srv.Stats(); st != last {
-				logStats(log, "ingest stats", st)
+			if st := h.IngestStats(); st != last {
+				host.LogStats(log, "ingest stats", st)
 				last = st
 			}
 		}
 	}
 	ctlErr := ctl.Close()
-	start, size := time.Now(), h.j.Size()
+	start, size := time.Now(), h.JournalSize()
 	closeErr := h.Close()
 	log.Info("journal closed", "entries", size, "took", time.Since(start))
 	return errors.Join(serveErr, ctlErr, closeErr)
-}
-
-// followIndex keeps the index at path current with the journal until ctx is
-// done, rebuilding it first when its schema is out of date. It logs rather
-// than returns its errors: the journal, not the index, is the record.
-func followIndex(ctx context.Context, path, jdir string, j *journal.Journal, log hclog.Logger) {
-	ix, err := index.Open(path, index.WithLogger(log))
-	if errors.Is(err, index.ErrSchema) {
-		log.Info("index schema changed, rebuilding", "index", path)
-		if err = index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err == nil {
-			ix, err = index.Open(path, index.WithLogger(log))
-		}
-	}
-	if err != nil {
-		log.Error("index not followed", "index", path, "error", err)
-		return
-	}
-	defer ix.Close()
-	if err := ix.Follow(ctx, jdir, j); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("index stopped following the journal", "index", path, "error", err)
-	}
-}
-
-func logStats(log hclog.Logger, msg string, st server.Stats) {
-	log.Info(msg, "conns", st.Conns, "batches", st.Batches, "events", st.Events,
-		"duplicates", st.Duplicates, "rejected", st.Rejected, "failed", st.Failed,
-		"malformed", st.Malformed, "oversized", st.Oversized, "refused", st.Refused,
-		"unavailable", st.Unavailable, "busy", st.Busy, "timeouts", st.Timeouts)
 }

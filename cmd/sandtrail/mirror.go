@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -13,8 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/queue"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
@@ -58,7 +56,7 @@ func newMirrorCmd(g *globals) *cobra.Command {
 			if err := parseUpstreams(cfg, upstreams); err != nil {
 				return usageErr(err)
 			}
-			return runMirror(cmd.Context(), cfg, cfg.logger())
+			return runMirror(cmd.Context(), cfg, newLogger(cfg))
 		},
 	}
 	f := cmd.Flags()
@@ -89,74 +87,25 @@ func parseUpstreams(cfg *Config, flags []string) error {
 // runMirror serves the mirror alone until ctx ends, into the journal of
 // cfg.
 func runMirror(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	pol, err := loadPolicy(cfg.Policy)
+	pol, err := host.LoadPolicy(cfg.Policy)
 	if err != nil {
 		return err
 	}
-	j, err := openJournal(cfg, log)
+	j, err := host.OpenJournal(cfg, log)
 	if err != nil {
 		return err
 	}
 	q := queue.New(j, queue.WithLogger(log), queue.WithHost(cfg.Host))
-	m, err := startMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, nil, log)
+	m, err := host.ServeMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, nil, log)
 	if err == nil {
-		log.Info("mirror started", "url", m.url, "journal", cfg.JournalDir(), "cache", cfg.Mirror.CacheDir)
+		log.Info("mirror started", "url", m.URL, "journal", cfg.JournalDir(), "cache", cfg.Mirror.CacheDir)
 		select {
 		case <-ctx.Done():
-		case err = <-m.done:
+		case err = <-m.Done():
 		}
 		err = errors.Join(err, m.Close())
 	}
 	return errors.Join(err, q.Close(), j.Close())
-}
-
-// hostedMirror is a mirror serving on a listener of its own.
-type hostedMirror struct {
-	url  string
-	stop context.CancelFunc
-	done chan error
-}
-
-// startMirror serves a mirror of cfg on listen, recording into emit and
-// attributing clients with sessions (nil: none).
-func startMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions, log hclog.Logger) (*hostedMirror, error) {
-	max := int64(0)
-	if cfg.Mirror.CacheMax != "" {
-		var err error
-		if max, err = policy.ParseSize(cfg.Mirror.CacheMax); err != nil {
-			return nil, fmt.Errorf("config: mirror.cache_max: %w", err)
-		}
-	}
-	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
-		Policy: pol, Emit: emit, Sessions: sessions, Host: cfg.Host, Log: log}
-	m, err := mirror.New(mc)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("mirror: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	hm := &hostedMirror{url: "http://" + ln.Addr().String(), stop: cancel, done: make(chan error, 1)}
-	go func() { hm.done <- m.Serve(ctx, ln, 10*time.Second) }()
-	return hm, nil
-}
-
-// sessionEnv points a session's package managers at the mirror.
-func (m *hostedMirror) sessionEnv() []string {
-	return []string{"SANDTRAIL_MIRROR=" + m.url, "npm_config_registry=" + m.url + "/npm/"}
-}
-
-// Close stops the mirror, letting requests in flight finish.
-func (m *hostedMirror) Close() error {
-	m.stop()
-	err := <-m.done
-	m.done <- err // a second Close returns the same
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
 }
 
 func newMirrorVerifyCacheCmd(g *globals) *cobra.Command {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -35,12 +34,6 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// JournalDir is where the journal lives: <data_dir>/journal.
-func (c *Config) JournalDir() string { return filepath.Join(c.DataDir, "journal") }
-
-// IndexPath is where the index lives: <data_dir>/index.db.
-func (c *Config) IndexPath() string { return filepath.Join(c.DataDir, "index.db") }
-
 // loadIndex loads g's config and opens its index, caught up with the
 // journal. The caller closes the index.
 func (g *globals) loadIndex(ctx context.Context) (*Config, *index.Index, error) {
@@ -48,7 +41,7 @@ func (g *globals) loadIndex(ctx context.Context) (*Config, *index.Index, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	ix, err := openIndex(ctx, cfg, cfg.logger())
+	ix, err := openIndex(ctx, cfg, newLogger(cfg))
 	if err != nil {
 		return nil, nil, err
 	}

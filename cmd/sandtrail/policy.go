@@ -167,7 +167,7 @@ func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg
 		if err != nil {
 			return err
 		}
-		lister = release.New(release.WithLogger(cfg.logger()))
+		lister = release.New(release.WithLogger(newLogger(cfg)))
 	}
 	res, err := eng.Explain(cmd.Context(), req, lister)
 	if err != nil {

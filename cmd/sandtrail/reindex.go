@@ -31,7 +31,7 @@ stderr; otherwise it is silent unless it fails.`,
 			if err != nil {
 				return err
 			}
-			log := cfg.logger()
+			log := newLogger(cfg)
 			jdir := cfg.JournalDir()
 			if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("no journal at %s: nothing to index (set --data or SANDTRAIL_DATA_DIR)", jdir)

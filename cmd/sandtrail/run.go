@@ -19,6 +19,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/render"
 )
@@ -89,7 +90,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := loadPolicy(cfg.Policy)
+			eng, err := host.LoadPolicy(cfg.Policy)
 			if err != nil {
 				return usageErr(err)
 			}
@@ -112,7 +113,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if !cmd.Flags().Changed("log-level") && os.Getenv("SANDTRAIL_LOG_LEVEL") == "" {
 				cfg.LogLevel = "warn"
 			}
-			return runRun(cmd.Context(), cfg, cfg.logger(), &req, format, cmd.ErrOrStderr())
+			return runRun(cmd.Context(), cfg, newLogger(cfg), &req, format, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -213,7 +214,7 @@ func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.R
 	if _, err := launch.LookupAccount(req.User); err != nil {
 		return nil, err
 	}
-	h, err := startHost(cfg, log, hostOptions{ingest: true, ingestOptional: true, mirror: "127.0.0.1:0"})
+	h, err := host.Start(cfg, log, host.Options{Ingest: true, IngestOptional: true, Mirror: "127.0.0.1:0"})
 	if err != nil {
 		return nil, err
 	}

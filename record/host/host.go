@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -23,7 +22,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/queue"
 )
 
-// host wires the recording parts together in one process: the journal (the
+// Host wires the recording parts together in one process: the journal (the
 // one writer), the event queue in front of it, the session manager, the
 // eBPF process collector and, when asked, the ingest server and the index
 // follower. `sandtrail daemon` runs one for the machine; `sandtrail run`
@@ -34,7 +33,7 @@ import (
 // through its emit function. The collector's OOM handler names the victim
 // to the manager. Each session's cgroup is watched by the collector from
 // before its main process starts until after its cleanup.
-type host struct {
+type Host struct {
 	cfg  *Config
 	log  hclog.Logger
 	pol  *policy.Engine // the host's policy (cfg.Policy)
@@ -45,7 +44,7 @@ type host struct {
 	col  *collector.Collector
 	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv  *server.Server
-	mir  *hostedMirror // nil without a mirror
+	mir  *Mirror // nil without a mirror
 
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
@@ -58,32 +57,29 @@ type host struct {
 	closeErr  error
 }
 
-// hostOptions say which optional parts a host runs.
-type hostOptions struct {
-	// ingest serves the ingest socket (cfg.Socket). When ingestOptional is
+// Options say which optional parts a host runs.
+type Options struct {
+	// Ingest serves the ingest socket (cfg.Socket). When IngestOptional is
 	// set, a socket that cannot be served is logged and skipped.
-	ingest, ingestOptional bool
-	// index follows the journal with the index in the background.
-	index bool
-	// mirror, when set, is the address the host serves the mirror on.
-	mirror string
+	Ingest, IngestOptional bool
+	// Index follows the journal with the index in the background.
+	Index bool
+	// Mirror, when set, is the address the host serves the mirror on.
+	Mirror string
 }
-
-// sessionsDir is where session directories live: <data_dir>/sessions.
-func sessionsDir(cfg *Config) string { return filepath.Join(cfg.DataDir, "sessions") }
 
 // startHost opens the journal and starts the queue, the session manager,
 // the collector and the optional parts. The caller must Close the host.
-func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error) {
+func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("recording sessions needs root: the collector loads BPF programs and sessions need their own cgroups")
 	}
-	pol, err := loadPolicy(cfg.Policy)
+	pol, err := LoadPolicy(cfg.Policy)
 	if err != nil {
 		return nil, err
 	}
-	h = &host{cfg: cfg, log: log, pol: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
-	if h.j, err = openJournal(cfg, log); err != nil {
+	h = &Host{cfg: cfg, log: log, pol: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	if h.j, err = OpenJournal(cfg, log); err != nil {
 		return nil, err
 	}
 	h.q = queue.New(h.j, queue.WithLogger(log), queue.WithHost(cfg.Host))
@@ -92,7 +88,7 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 			h.closeParts()
 		}
 	}()
-	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(sessionsDir(cfg)), session.WithHostID(cfg.Host))
+	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(cfg.SessionsDir()), session.WithHostID(cfg.Host))
 	if err != nil {
 		return h, fmt.Errorf("starting the session manager: %w", err)
 	}
@@ -115,20 +111,20 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 			h.q.Emit(e)
 		}
 	}()
-	if o.mirror != "" {
-		if h.mir, err = startMirror(cfg, o.mirror, pol, h.q.Emit, h.mgr, log); err != nil {
+	if o.Mirror != "" {
+		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, log); err != nil {
 			return h, err
 		}
 	}
-	if o.ingest {
+	if o.Ingest {
 		if err := h.startIngest(); err != nil {
-			if !o.ingestOptional {
+			if !o.IngestOptional {
 				return h, err
 			}
 			log.Warn("ingest socket not served; shims cannot send events", "socket", cfg.Socket, "error", err)
 		}
 	}
-	if o.index {
+	if o.Index {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.stopIndex, h.indexed = cancel, make(chan struct{})
 		go func() {
@@ -145,7 +141,7 @@ func startHost(cfg *Config, log hclog.Logger, o hostOptions) (h *host, err error
 // the data directory stays private by its own modes (journal/ and keys/
 // are 0700, the index is created 0600).
 func openDataDir(cfg *Config) error {
-	for _, d := range []string{cfg.DataDir, sessionsDir(cfg)} {
+	for _, d := range []string{cfg.DataDir, cfg.SessionsDir()} {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("checking the data directory: %w", err)
@@ -160,7 +156,7 @@ func openDataDir(cfg *Config) error {
 }
 
 // openJournal opens the journal of cfg with its signing key.
-func openJournal(cfg *Config, log hclog.Logger) (*journal.Journal, error) {
+func OpenJournal(cfg *Config, log hclog.Logger) (*journal.Journal, error) {
 	signer, err := journal.LoadSigner(cfg.KeyFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("loading signing key: %s does not exist; create it with `sandtrail keys generate` (or run install.sh)", cfg.KeyFile)
@@ -185,7 +181,7 @@ func openJournal(cfg *Config, log hclog.Logger) (*journal.Journal, error) {
 
 // loadPolicy loads and compiles the policy file, or the embedded default
 // policy when file is empty.
-func loadPolicy(file string) (*policy.Engine, error) {
+func LoadPolicy(file string) (*policy.Engine, error) {
 	p, err := policy.Load(file)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
@@ -199,7 +195,7 @@ func loadPolicy(file string) (*policy.Engine, error) {
 
 // startIngest serves the ingest socket, attributing peers with the
 // session manager.
-func (h *host) startIngest() error {
+func (h *Host) startIngest() error {
 	cfg := h.cfg
 	mode, err := strconv.ParseUint(cfg.Ingest.SocketMode, 8, 32)
 	if err != nil || mode > 0o777 {
@@ -226,11 +222,11 @@ func (h *host) startIngest() error {
 }
 
 // The host is the control socket's and the session launcher's Host.
-var _ control.Host = (*host)(nil)
+var _ control.Host = (*Host)(nil)
 
 // CreateSession creates a session, has the collector watch its cgroup and
 // redirects its DNS lookups to the proxy, before anything can run in it.
-func (h *host) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+func (h *Host) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
 	s, err := h.mgr.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("creating session: %w", err)
@@ -249,7 +245,7 @@ func (h *host) CreateSession(ctx context.Context, spec session.Spec) (*session.S
 // cgroup, reads beneath its home (its workdir) named by the policy (~/.ssh,
 // ~/.aws, ...) are sensitive too, and its DNS goes to its own proxy
 // listeners.
-func (h *host) record(s *session.Session) error {
+func (h *Host) record(s *session.Session) error {
 	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
 		return fmt.Errorf("watching session cgroup: %w", err)
 	}
@@ -263,7 +259,7 @@ func (h *host) record(s *session.Session) error {
 
 // CleanupSession cleans a terminated session up and then stops watching
 // its cgroup (which ends its DNS redirect) and closes its DNS listeners.
-func (h *host) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
+func (h *Host) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
 	err := s.Cleanup(ctx, fsState)
 	if err != nil {
 		return fmt.Errorf("cleaning up session %s: %w", s.ID(), err)
@@ -278,7 +274,7 @@ func (h *host) CleanupSession(ctx context.Context, s *session.Session, fsState s
 // collector's reader may still hold the last records of a session that
 // just ended; they arrive within its poll interval, so flush first waits
 // that long.
-func (h *host) flush(ctx context.Context) error {
+func (h *Host) flush(ctx context.Context) error {
 	select {
 	case <-time.After(2 * collector.DefaultPollInterval):
 	case <-ctx.Done():
@@ -287,7 +283,7 @@ func (h *host) flush(ctx context.Context) error {
 }
 
 // SessionEnv points a session's package managers at the host's mirror.
-func (h *host) SessionEnv() []string {
+func (h *Host) SessionEnv() []string {
 	if h.mir == nil {
 		return nil
 	}
@@ -295,14 +291,14 @@ func (h *host) SessionEnv() []string {
 }
 
 // JournalSize is the journal's size.
-func (h *host) JournalSize() uint64 { return h.j.Size() }
+func (h *Host) JournalSize() uint64 { return h.j.Size() }
 
 // Session returns the manager's session with the id.
-func (h *host) Session(id string) (*session.Session, bool) { return h.mgr.Get(id) }
+func (h *Host) Session(id string) (*session.Session, bool) { return h.mgr.Get(id) }
 
 // Sync makes the events so far durable and signed, for a client that reads
 // its session back and verifies the journal.
-func (h *host) Sync(ctx context.Context) error {
+func (h *Host) Sync(ctx context.Context) error {
 	if err := h.flush(ctx); err != nil {
 		return err
 	}
@@ -310,19 +306,31 @@ func (h *host) Sync(ctx context.Context) error {
 	return err
 }
 
-// ingestDone returns the ingest server's result channel (nil without ingest).
-func (h *host) ingestDone() <-chan error { return h.served }
+// IngestDone returns the ingest server's result channel (nil without
+// ingest).
+func (h *Host) IngestDone() <-chan error { return h.served }
+
+// IngestStats returns the ingest server's counters (zero without ingest).
+func (h *Host) IngestStats() server.Stats {
+	if h.srv == nil {
+		return server.Stats{}
+	}
+	return h.srv.Stats()
+}
+
+// JournalDir is the journal's directory.
+func (h *Host) JournalDir() string { return h.jdir }
 
 // Close stops the parts in order: the ingest server, the DNS proxy, the
 // collector (which delivers what is left in its ring buffer), the queue
 // (which drains into the journal), the index follower and the journal,
 // which signs a final checkpoint.
-func (h *host) Close() error {
+func (h *Host) Close() error {
 	h.closeOnce.Do(h.closeParts)
 	return h.closeErr
 }
 
-func (h *host) closeParts() {
+func (h *Host) closeParts() {
 	var errs []error
 	if h.srv != nil {
 		drain, cancel := context.WithTimeout(context.Background(), h.cfg.Ingest.DrainTimeout)
@@ -331,7 +339,7 @@ func (h *host) closeParts() {
 		if err := os.Remove(h.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			h.log.Warn("removing socket", "error", err)
 		}
-		logStats(h.log, "ingest stopped", h.srv.Stats())
+		LogStats(h.log, "ingest stopped", h.srv.Stats())
 	}
 	if h.mir != nil {
 		errs = append(errs, h.mir.Close())

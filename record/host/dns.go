@@ -1,0 +1,126 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/sandtrail/sandtrail/collector"
+	"github.com/sandtrail/sandtrail/collector/dns"
+	"github.com/sandtrail/sandtrail/collector/session"
+)
+
+// Check rejects DNS settings that cannot work.
+func (c *DNSConfig) Check() error {
+	if c.Timeout <= 0 {
+		return fmt.Errorf("config: dns.timeout %v must be positive", c.Timeout)
+	}
+	if c.MaxSessions <= 0 {
+		return fmt.Errorf("config: dns.max_sessions %d must be positive", c.MaxSessions)
+	}
+	return nil
+}
+
+// startDNS builds the host's DNS proxy when dns.enabled is set. Its
+// upstreams are dns.upstream, or the nameservers of /etc/resolv.conf; when
+// resolv.conf gives none that is usable, the proxy answers SERVFAIL (and
+// still records every lookup) rather than stopping the host. It refuses the
+// policy's blocked domains, emits into the host's queue and feeds its
+// answers to the collector (learnDomain). It must run before the collector
+// is created, which takes the proxy's domain lookup (dnsCollectorOptions).
+func (h *Host) startDNS() error {
+	c := h.cfg.DNS
+	if !c.Enabled {
+		h.log.Info("dns proxy disabled (dns.enabled false): session lookups are not recorded")
+		return nil
+	}
+	up := c.Upstream
+	if len(up) == 0 {
+		var err error
+		if up, err = dns.ResolvConf(dns.DefaultResolvConf); err != nil {
+			h.log.Warn("dns proxy has no usable upstream resolver; session lookups are answered SERVFAIL until dns.upstream is set",
+				"error", err)
+		}
+	}
+	p, err := dns.New(up,
+		dns.WithAllowNoUpstream(),
+		dns.WithLogger(h.log),
+		dns.WithHost(h.cfg.Host),
+		dns.WithTimeout(c.Timeout),
+		dns.WithMaxSessions(c.MaxSessions),
+		dns.WithPolicy(h.pol.DomainBlocked),
+		dns.WithEmit(h.q.Emit),
+		dns.WithAnswerHook(h.learnDomain))
+	if err != nil {
+		return fmt.Errorf("config: dns.upstream: %w", err)
+	}
+	h.dns = p
+	if err := dns.CheckSocketLookup(); err != nil {
+		h.log.Warn("dns proxy cannot check which cgroup sent a query; a session could put lookups into another session's record",
+			"error", err)
+	} else {
+		h.dnsSender = true
+	}
+	h.log.Debug("dns proxy started", "upstream", p.Upstream(), "sender_check", h.dnsSender)
+	return nil
+}
+
+// dnsCollectorOptions are the collector options that name addresses in
+// net events from the proxy's answers.
+func (h *Host) dnsCollectorOptions() []collector.Option {
+	if h.dns == nil {
+		return nil
+	}
+	p := h.dns
+	return []collector.Option{collector.WithDomainLookup(func(ip netip.Addr) string {
+		d, _ := p.DomainOf(ip)
+		return d
+	})}
+}
+
+// learnDomain is the proxy's answer hook: the collector's egress map learns
+// which domain ip was answered for, before the agent has the answer.
+func (h *Host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
+	if h.col == nil {
+		return
+	}
+	if err := h.col.LearnDomain(ip, domain, ttl); err != nil && !errors.Is(err, collector.ErrClosed) {
+		h.log.Debug("collector did not learn a dns answer", "domain", domain, "ip", ip, "error", err)
+	}
+}
+
+// redirectDNS gives session s its proxy listeners, which answer only the
+// session's own sockets when the kernel can tell, and has the collector
+// send the session's port-53 traffic to them. The caller has the collector
+// watch s first, and runs nothing in s before this returns.
+func (h *Host) redirectDNS(s *session.Session) error {
+	if h.dns == nil {
+		return nil
+	}
+	var opts []dns.SessionOption
+	if h.dnsSender {
+		opts = append(opts, dns.WithCgroup(s.CgroupID()))
+	}
+	v4, v6, err := h.dns.AddSession(s.ID(), opts...)
+	if err != nil {
+		return fmt.Errorf("starting the dns proxy for session %s: %w", s.ID(), err)
+	}
+	if err := h.col.RedirectDNS(s.CgroupID(), v4, v6); err != nil {
+		_ = h.dns.RemoveSession(s.ID())
+		return fmt.Errorf("redirecting dns of session %s (dns.enabled false runs sessions without the dns proxy): %w", s.ID(), err)
+	}
+	return nil
+}
+
+// releaseDNS closes session id's proxy listeners. A session that has none
+// (the proxy was closed first) is no error.
+func (h *Host) releaseDNS(id string) error {
+	if h.dns == nil {
+		return nil
+	}
+	if err := h.dns.RemoveSession(id); err != nil && !errors.Is(err, dns.ErrUnknownSession) {
+		return err
+	}
+	return nil
+}

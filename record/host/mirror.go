@@ -1,0 +1,68 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	mirror "github.com/sandtrail/sandtrail/registry-mirror"
+)
+
+// Mirror is a mirror serving on a listener of its own.
+type Mirror struct {
+	// URL is where it serves: http://ADDR.
+	URL  string
+	stop context.CancelFunc
+	done chan error
+}
+
+// ServeMirror serves a mirror of cfg on listen, recording into emit and
+// attributing clients with sessions (nil: none). The caller Closes it.
+func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions, log hclog.Logger) (*Mirror, error) {
+	max := int64(0)
+	if cfg.Mirror.CacheMax != "" {
+		var err error
+		if max, err = policy.ParseSize(cfg.Mirror.CacheMax); err != nil {
+			return nil, fmt.Errorf("config: mirror.cache_max: %w", err)
+		}
+	}
+	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
+		Policy: pol, Emit: emit, Sessions: sessions, Host: cfg.Host, Log: log}
+	m, err := mirror.New(mc)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hm := &Mirror{URL: "http://" + ln.Addr().String(), stop: cancel, done: make(chan error, 1)}
+	go func() { hm.done <- m.Serve(ctx, ln, 10*time.Second) }()
+	return hm, nil
+}
+
+// Done returns the channel the mirror's serving error arrives on.
+func (m *Mirror) Done() <-chan error { return m.done }
+
+// sessionEnv points a session's package managers at the mirror.
+func (m *Mirror) sessionEnv() []string {
+	return []string{"SANDTRAIL_MIRROR=" + m.URL, "npm_config_registry=" + m.URL + "/npm/"}
+}
+
+// Close stops the mirror, letting requests in flight finish.
+func (m *Mirror) Close() error {
+	m.stop()
+	err := <-m.done
+	m.done <- err // a second Close returns the same
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
