@@ -14,6 +14,7 @@ test)
 	want python3 python3
 	want node nodejs
 	want ip iproute2
+	want npm npm
 	;;
 bench)
 	want hyperfine hyperfine

@@ -62,7 +62,7 @@ func (g *globals) bind(root *cobra.Command) {
 	g.v = viper.New()
 	defaults(g.v)
 	f := root.PersistentFlags()
-	f.StringVar(&g.configFile, "config", "", "config file (default /etc/sandtrail/config.yaml when it exists)")
+	f.StringVar(&g.configFile, "config", "", "config file (env SANDTRAIL_CONFIG; default /etc/sandtrail/config.yaml when it exists)")
 	f.String("data", DefaultDataDir, "data directory: journal, index, keys (env SANDTRAIL_DATA_DIR)")
 	f.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	_ = g.v.BindPFlag("data_dir", f.Lookup("data"))
@@ -82,6 +82,9 @@ func (g *globals) load() (*Config, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
 	file := g.configFile
+	if file == "" {
+		file = os.Getenv("SANDTRAIL_CONFIG")
+	}
 	if file == "" {
 		if _, err := os.Stat("/etc/sandtrail/config.yaml"); err == nil {
 			file = "/etc/sandtrail/config.yaml"

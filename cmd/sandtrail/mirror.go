@@ -49,6 +49,10 @@ func newMirrorCmd(g *globals) *cobra.Command {
   npm install --registry http://127.0.0.1:8484/npm/ express`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Bound here, not when the command is built: run binds the
+			// policy key to its own flag.
+			g.bindFlag("mirror.listen", cmd.Flags().Lookup("listen"))
+			g.bindFlag("policy", cmd.Flags().Lookup("policy"))
 			cfg, err := g.load()
 			if err != nil {
 				return err
@@ -61,10 +65,8 @@ func newMirrorCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("listen", "127.0.0.1:8484", "address to serve on (config mirror.listen)")
-	g.bindFlag("mirror.listen", f.Lookup("listen"))
 	f.StringArrayVar(&upstreams, "upstream", nil, "ECOSYSTEM=URL, repeatable: an upstream registry other than the public one (config mirror.upstreams)")
 	f.String("policy", "", "policy file (config key policy; default: the embedded policy)")
-	g.bindFlag("policy", f.Lookup("policy"))
 	cmd.AddCommand(newMirrorVerifyCacheCmd(g))
 	return cmd
 }

@@ -86,6 +86,9 @@ func newRunCmd(g *globals) *cobra.Command {
 				return usageErr(err)
 			}
 			bindDNSFlags(g, cmd)
+			// Bound here, not when the command is built: mirror binds the
+			// policy key to its own flag.
+			g.bindFlag("policy", cmd.Flags().Lookup("policy"))
 			cfg, err := g.load()
 			if err != nil {
 				return err
@@ -125,7 +128,6 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
 	f.StringVar(&req.Keep, "keep", "preserved", "workdir at cleanup: preserved, deleted or snapshot")
 	f.String("policy", "", "policy file: default limits, egress rules, sensitive files, blocked domains (config key policy; default: the embedded policy)")
-	g.bindFlag("policy", f.Lookup("policy"))
 	f.StringVar(&format, "format", "text", "summary format on stderr: text or json")
 	lim.bind(f)
 	addDNSFlags(cmd)

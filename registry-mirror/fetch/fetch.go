@@ -91,7 +91,8 @@ func Write(w http.ResponseWriter, err error) *Error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)
-	fmt.Fprintf(w, "{\"error\":%q,\"code\":%q}\n", e.Public, e.Code)
+	// npm prints the error field: it leads with the code.
+	fmt.Fprintf(w, "{\"error\":%q,\"code\":%q}\n", "sandtrail mirror: "+e.Code+": "+e.Public, e.Code)
 	return e
 }
 

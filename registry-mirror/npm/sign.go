@@ -96,7 +96,9 @@ func (k *keyring) set(ks []Key) error {
 }
 
 // load returns the keys: pinned, cached, or fetched from the upstream and
-// cached.
+// cached. Keys once known are kept for good. That the upstream publishes
+// none is cached too (an empty list), checked again after the metadata TTL,
+// and kept while the upstream cannot be reached.
 func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[string]time.Time, []byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -110,26 +112,38 @@ func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[st
 	}
 	key := "npm:keys:" + h.upstream.String()
 	m, err := h.env.Cache.GetMeta(key)
-	if err != nil {
-		b, _, ferr := h.env.Upstream.GetMeta(ctx, h.upstreamURL("-/npm/v1/keys"), "application/json")
-		if isNotFound(ferr) {
-			k.none = now
-			return nil, nil, nil, ErrUnsigned
-		}
-		if ferr != nil {
-			return nil, nil, nil, fmt.Errorf("%w: fetching them: %w", ErrNoKeys, ferr)
-		}
-		m = cache.Meta{Body: b, Fetched: now}
-	}
+	cached := err == nil
 	var ks keyList
-	if err := json.Unmarshal(m.Body, &ks); err != nil || len(ks.Keys) == 0 {
-		return nil, nil, nil, fmt.Errorf("%w: the upstream's key list is empty or does not parse", ErrNoKeys)
+	if cached {
+		if err := json.Unmarshal(m.Body, &ks); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: the cached key list does not parse: %v", ErrNoKeys, err)
+		}
+	}
+	if !cached || (len(ks.Keys) == 0 && m.Age(now) >= h.env.MetaTTL) {
+		b, _, ferr := h.env.Upstream.GetMeta(ctx, h.upstreamURL("-/npm/v1/keys"), "application/json")
+		switch {
+		case isNotFound(ferr):
+			m, ks = cache.Meta{Body: []byte(`{"keys":[]}`), Fetched: now}, keyList{}
+		case ferr != nil && !cached:
+			return nil, nil, nil, fmt.Errorf("%w: fetching them: %w", ErrNoKeys, ferr)
+		case ferr == nil:
+			if err := json.Unmarshal(b, &ks); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: the upstream's key list does not parse", ErrNoKeys)
+			}
+			m = cache.Meta{Body: b, Fetched: now}
+		}
+		if ferr == nil || isNotFound(ferr) {
+			if err := h.env.Cache.PutMeta(key, m); err != nil {
+				h.env.Log.Warn("caching the registry's keys", "error", err)
+			}
+		}
+	}
+	if len(ks.Keys) == 0 {
+		k.none = now
+		return nil, nil, nil, ErrUnsigned
 	}
 	if err := k.set(ks.Keys); err != nil {
 		return nil, nil, nil, err
-	}
-	if err := h.env.Cache.PutMeta(key, m); err != nil {
-		h.env.Log.Warn("caching the registry's keys", "error", err)
 	}
 	return k.keys, k.exp, k.raw, nil
 }

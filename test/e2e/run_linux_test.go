@@ -210,6 +210,8 @@ type env struct {
 	// sandtrail process of the env runs in, with the servers the test
 	// starts for it (e.do).
 	ns *netns.NS
+	// env is added to every sandtrail command's environment.
+	env []string
 }
 
 // newNetEnv is newEnv for tests whose sessions dial or send to addresses
@@ -266,7 +268,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(bin, append([]string{"--data", e.data}, args...)...)
-	c.Env = append(os.Environ(), "SANDTRAIL_SOCKET="+e.sock, "SANDTRAIL_LOG_LEVEL=warn")
+	c.Env = append(append(os.Environ(), "SANDTRAIL_SOCKET="+e.sock, "SANDTRAIL_LOG_LEVEL=warn"), e.env...)
 	return c
 }
 

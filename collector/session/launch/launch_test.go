@@ -28,7 +28,7 @@ func TestCheckKeep(t *testing.T) {
 	}
 }
 
-func TestEnv(t *testing.T) {
+func TestCommandEnv(t *testing.T) {
 	in := []string{"PATH=/opt/bin:/usr/bin", "HOME=/root", "USER=root", "SUDO_USER=alice", "TERM=xterm", "API_KEY=k"}
 	got := Env(in, "/w", Account{Name: "agent", UID: 5}, "s1")
 	want := []string{"PATH=/opt/bin:/usr/bin", "TERM=xterm", "API_KEY=k", "HOME=/w", "USER=agent", "LOGNAME=agent", "PWD=/w", "SANDTRAIL_SESSION_ID=s1"}
