@@ -50,7 +50,7 @@ type Handler struct {
 	prefix   string // the mirror's path prefix, for rewritten URLs
 
 	packuments cache.Group[*packument]
-	tarballs   cache.Group[cache.Artifact]
+	artifacts  *fetch.Artifacts
 	keys       *keyring
 
 	mu       sync.Mutex
@@ -67,7 +67,8 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	h := &Handler{env: env, upstream: &u, prefix: prefix, parsed: map[string]*packument{}, filtered: map[string]bool{}}
+	h := &Handler{env: env, upstream: &u, prefix: prefix, artifacts: fetch.NewArtifacts(env),
+		parsed: map[string]*packument{}, filtered: map[string]bool{}}
 	h.keys = &keyring{h: h}
 	return h
 }

@@ -206,31 +206,10 @@ func (h *Handler) remember(p *packument, err error) (*packument, error) {
 }
 
 // decide asks the policy about version v of p.
-func (h *Handler) decide(ctx context.Context, p *packument, v string) (outcome string, d policy.Decision) {
+func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, policy.Decision) {
 	in := p.info[v]
-	d = h.env.Policy.Package(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
+	return h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
 		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0})
-	return outcomeOf(d), d
-}
-
-// outcomeOf names a decision as a fetch outcome: served unless it blocks.
-func outcomeOf(d policy.Decision) string {
-	if d.Verdict != policy.Block {
-		return fetch.Served
-	}
-	for _, c := range d.Checks {
-		if c.Verdict != policy.Block {
-			continue
-		}
-		switch c.Name {
-		case "cooldown":
-			return fetch.Cooldown
-		case "source":
-			return fetch.UnknownSource
-		}
-		return fetch.Blocked
-	}
-	return fetch.Blocked
 }
 
 // filter returns the versions of p the policy removes.

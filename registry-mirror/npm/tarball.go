@@ -9,7 +9,6 @@ import (
 
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -67,9 +66,14 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	default:
 		rec.Signature = fetch.SignatureVerified
 	}
-	a, f, hit, err := h.artifact(ctx, in)
+	ds, names, err := digests(in)
 	if err != nil {
-		if errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrTooLarge) {
+		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
+		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
+	}
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.tarball, Digests: ds, Names: names})
+	if err != nil {
+		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
 			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match its published digests", name, v)
 		}
@@ -77,9 +81,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	defer f.Close()
 	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("ETag", `"`+a.SHA256+`"`)
-	http.ServeContent(w, r, "", time.Time{}, f)
+	fetch.Serve(w, r, a, f, "application/octet-stream")
 	return nil
 }
 
@@ -117,58 +119,4 @@ func digests(in *version) ([]verify.Digest, []string, error) {
 		return nil, nil, errors.New("npm: the version publishes no digest")
 	}
 	return ds, names, nil
-}
-
-// artifact returns the verified tarball from the cache, fetching it (once
-// however many ask) when the cache does not hold it under exactly these
-// digests. hit says it was in the cache.
-func (h *Handler) artifact(ctx context.Context, in *version) (cache.Artifact, fileReader, bool, error) {
-	ds, names, err := digests(in)
-	if err != nil {
-		return cache.Artifact{}, nil, false, fetch.Errorf(http.StatusBadGateway, fetch.HashMismatch, err, "%v", err)
-	}
-	if a, f, err := h.env.Cache.Get(in.tarball); err == nil {
-		if sameDigests(a.Digests, names) {
-			return a, f, true, nil
-		}
-		f.Close()
-	}
-	a, err, _ := h.tarballs.Do(in.tarball, func() (cache.Artifact, error) {
-		resp, err := h.env.Upstream.Get(context.WithoutCancel(ctx), in.tarball, "")
-		if err != nil {
-			return cache.Artifact{}, err
-		}
-		defer resp.Body.Close()
-		vr, err := verify.NewReader(resp.Body, h.env.MaxArtifact, false, ds...)
-		if err != nil {
-			return cache.Artifact{}, err
-		}
-		return h.env.Cache.Put(in.tarball, vr, names)
-	})
-	if err != nil {
-		return a, nil, false, err
-	}
-	f, err := h.env.Cache.Open(a.SHA256)
-	return a, f, false, err
-}
-
-// fileReader is what artifact returns to serve from.
-type fileReader interface {
-	Read([]byte) (int, error)
-	Seek(int64, int) (int64, error)
-	Close() error
-}
-
-// sameDigests reports whether a cached artifact was verified against
-// exactly the digests the metadata publishes now.
-func sameDigests(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

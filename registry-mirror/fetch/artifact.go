@@ -1,0 +1,113 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+)
+
+// Decide asks the policy about one version and names the decision as an
+// outcome: Served unless it blocks, else Cooldown, UnknownSource or
+// Blocked after the check that blocked.
+func (env *Env) Decide(ctx context.Context, req policy.PackageRequest) (string, policy.Decision) {
+	d := env.Policy.Package(ctx, req)
+	return Outcome(d), d
+}
+
+// Outcome names a policy decision as an outcome.
+func Outcome(d policy.Decision) string {
+	if d.Verdict != policy.Block {
+		return Served
+	}
+	for _, c := range d.Checks {
+		if c.Verdict != policy.Block {
+			continue
+		}
+		switch c.Name {
+		case "cooldown":
+			return Cooldown
+		case "source":
+			return UnknownSource
+		}
+		return Blocked
+	}
+	return Blocked
+}
+
+// Artifacts fetches artifacts through the cache: each is verified as it
+// streams from the upstream and stored only when it matched, and fetched
+// once however many clients ask for it at the same time.
+type Artifacts struct {
+	env   *Env
+	group cache.Group[cache.Artifact]
+}
+
+// NewArtifacts returns the artifact fetcher of env.
+func NewArtifacts(env *Env) *Artifacts { return &Artifacts{env: env} }
+
+// Want is what an artifact must be: its upstream URL, its size when the
+// metadata gives it (0: unknown, bounded by Env.MaxArtifact), and the
+// publisher's digests, parsed (Digests) and as written (Names, what the
+// cache remembers it was verified against).
+type Want struct {
+	URL     string
+	Size    int64
+	Digests []verify.Digest
+	Names   []string
+	// Accept is sent upstream, for registries that negotiate (OCI).
+	Accept string
+}
+
+// Get returns the artifact w names and its bytes, open for reading. hit
+// says it came from the cache, where it was stored after it had been
+// verified against exactly these digests. An error that wraps
+// verify.ErrMismatch, ErrTooLarge or ErrSize means the upstream's bytes
+// did not match.
+func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, bool, error) {
+	if art, f, err := a.env.Cache.Get(w.URL); err == nil {
+		if slices.Equal(art.Digests, w.Names) {
+			return art, f, true, nil
+		}
+		f.Close()
+	}
+	art, err, _ := a.group.Do(w.URL, func() (cache.Artifact, error) {
+		resp, err := a.env.Upstream.Get(context.WithoutCancel(ctx), w.URL, w.Accept)
+		if err != nil {
+			return cache.Artifact{}, err
+		}
+		defer resp.Body.Close()
+		max, exact := a.env.MaxArtifact, false
+		if w.Size > 0 {
+			max, exact = w.Size, true
+		}
+		vr, err := verify.NewReader(resp.Body, max, exact, w.Digests...)
+		if err != nil {
+			return cache.Artifact{}, err
+		}
+		return a.env.Cache.Put(w.URL, vr, w.Names)
+	})
+	if err != nil {
+		return art, nil, false, err
+	}
+	f, err := a.env.Cache.Open(art.SHA256)
+	return art, f, false, err
+}
+
+// Serve writes an artifact's bytes, with its sha256 as the ETag.
+func Serve(w http.ResponseWriter, r *http.Request, art cache.Artifact, f *os.File, contentType string) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("ETag", `"`+art.SHA256+`"`)
+	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// Mismatch reports whether err says the upstream's bytes did not match.
+func Mismatch(err error) bool {
+	return errors.Is(err, verify.ErrMismatch) || errors.Is(err, verify.ErrTooLarge) || errors.Is(err, verify.ErrSize)
+}
