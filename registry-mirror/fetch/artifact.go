@@ -71,13 +71,16 @@ type Want struct {
 // verify.ErrMismatch, ErrTooLarge or ErrSize means the upstream's bytes
 // did not match.
 func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, bool, error) {
-	if art, f, err := a.env.Cache.Get(w.URL); err == nil {
-		if slices.Equal(art.Digests, w.Names) {
-			return art, f, true, nil
-		}
-		f.Close()
+	if art, f, ok := a.cached(w); ok {
+		return art, f, true, nil
 	}
 	art, err, _ := a.group.Do(w.URL, func() (cache.Artifact, error) {
+		// A fill that finished between the check above and this call
+		// stored it already.
+		if art, f, ok := a.cached(w); ok {
+			f.Close()
+			return art, nil
+		}
 		resp, err := a.env.Upstream.Get(context.WithoutCancel(ctx), w.URL, w.Accept)
 		if err != nil {
 			return cache.Artifact{}, err
@@ -98,6 +101,20 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 	}
 	f, err := a.env.Cache.Open(art.SHA256)
 	return art, f, false, err
+}
+
+// cached returns the artifact from the cache when it was verified against
+// exactly w's digests.
+func (a *Artifacts) cached(w Want) (cache.Artifact, *os.File, bool) {
+	art, f, err := a.env.Cache.Get(w.URL)
+	if err != nil {
+		return art, nil, false
+	}
+	if !slices.Equal(art.Digests, w.Names) {
+		f.Close()
+		return art, nil, false
+	}
+	return art, f, true
 }
 
 // Serve writes an artifact's bytes, with its sha256 as the ETag.

@@ -156,6 +156,10 @@ func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 		return h.remember(parsePackument(name, m.Body, m.Fetched))
 	}
 	p, err, _ := h.packuments.Do(name, func() (*packument, error) {
+		// A fetch that finished since the check above cached it.
+		if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
+			return parsePackument(name, m.Body, m.Fetched)
+		}
 		b, _, err := h.env.Upstream.GetMeta(context.WithoutCancel(ctx), h.upstreamURL(escapeName(name)), "application/json")
 		if err != nil {
 			return nil, err

@@ -3,9 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +196,134 @@ func TestMirrorNpmFixture(t *testing.T) {
 		t.Errorf("the fixture served the hidden version's tarball %d times", n)
 	}
 	e.verify()
+}
+
+// treePackages is a fixture tree of n packages: pkg-i depends on
+// pkg-(2i+1) and pkg-(2i+2), so installing pkg-0 installs all of them.
+func treePackages(n int) []npmtest.Package {
+	var pkgs []npmtest.Package
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	for i := range n {
+		deps := map[string]string{}
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < n {
+				deps[fmt.Sprintf("pkg-%d", c)] = "^1.0.0"
+			}
+		}
+		pkgs = append(pkgs, npmtest.Package{Name: fmt.Sprintf("pkg-%d", i),
+			Versions: []npmtest.Version{{Version: "1.0.0", Published: old, Deps: deps, Files: map[string]string{"index.js": strings.Repeat("// x\n", 2000)}}}})
+	}
+	return pkgs
+}
+
+// TestMirrorNpmConcurrent: 50 concurrent `npm install`s of one tree
+// through `sandtrail mirror` cause exactly one upstream fetch per artifact
+// and packument, and the mirror's peak RSS stays under 256 MiB.
+func TestMirrorNpmConcurrent(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("needs npm")
+	}
+	const n, clients = 60, 50
+	reg := npmtest.Start(t, treePackages(n)...)
+	e := newEnv(t)
+	pol := writePolicy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\n", reg.URL))
+	addr := freeAddr(t)
+	m := e.cmd("mirror", "--listen", addr, "--upstream", "npm="+reg.URL+"/", "--policy", pol)
+	var mlog strings.Builder
+	m.Stderr = &mlog
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Process.Signal(syscall.SIGTERM); m.Wait() }()
+	waitFor(t, "the mirror", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	dir := t.TempDir()
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			d := filepath.Join(dir, strconv.Itoa(i))
+			os.MkdirAll(d, 0o755)
+			os.WriteFile(filepath.Join(d, "package.json"), []byte(`{"name":"c","version":"1.0.0"}`), 0o644)
+			c := exec.Command("npm", "install", "--no-audit", "--no-fund", "--no-update-notifier", "--registry", "http://"+addr+"/npm/",
+				"--cache", filepath.Join(d, ".npm"), "pkg-0")
+			c.Dir = d
+			out, err := c.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("npm install #%d: %v\n%s", i, err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range n {
+		name := fmt.Sprintf("pkg-%d", i)
+		if c := reg.Count(npmtest.TarballPath(name, "1.0.0")); c != 1 {
+			t.Errorf("%s: the upstream served its tarball %d times, want 1", name, c)
+		}
+		if c := reg.Count("/" + name); c != 1 {
+			t.Errorf("%s: the upstream served its packument %d times, want 1", name, c)
+		}
+	}
+	hwm := peakRSS(t, m.Process.Pid)
+	t.Logf("%d installs of %d packages; the mirror's peak RSS %d MiB", clients, n, hwm>>20)
+	if hwm >= 256<<20 {
+		t.Errorf("the mirror's peak RSS is %d MiB, want under 256 MiB", hwm>>20)
+	}
+	served := 0
+	for _, ev := range kinds(e.eventsAfterStop(t, m), event.KindPkgFetch) {
+		if ev.Pkg.Outcome == "served" && ev.Pkg.Verified != nil && *ev.Pkg.Verified {
+			served++
+		}
+	}
+	if served != n*clients {
+		t.Errorf("%d verified pkg.fetch events, want %d (one per tarball per install)\n%s", served, n*clients, mlog.String())
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// peakRSS is a process's peak resident set (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// eventsAfterStop stops the process m (SIGTERM), so that its journal is
+// closed, and reads every event.
+func (e *env) eventsAfterStop(t *testing.T, m *exec.Cmd) []*event.Event {
+	t.Helper()
+	m.Process.Signal(syscall.SIGTERM)
+	m.Wait()
+	return e.events("")
 }
