@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -20,6 +22,28 @@ type Engine struct {
 	c    *compiled
 	home string
 	now  func() time.Time
+
+	// redacted memoizes redactURL: the mirror asks about the same source
+	// URLs over and over, and redaction runs its patterns on each.
+	redacted  sync.Map
+	nredacted atomic.Int64
+}
+
+// maxRedacted bounds redacted.
+const maxRedacted = 1 << 16
+
+// redactURL is event.RedactURL, remembered.
+func (e *Engine) redactURL(u string) string {
+	if r, ok := e.redacted.Load(u); ok {
+		return r.(string)
+	}
+	r := event.RedactURL(u)
+	if e.nredacted.Add(1) > maxRedacted {
+		e.redacted.Clear()
+		e.nredacted.Store(0)
+	}
+	e.redacted.Store(u, r)
+	return r
 }
 
 // Option configures an Engine.
@@ -273,7 +297,7 @@ func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 		}
 		if p+"/" == pre.path || strings.HasPrefix(p, pre.path) {
 			return Check{Name: "source", Verdict: Allow, Rule: pre.field,
-				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", event.RedactURL(raw), eco, pre.raw)}, true
+				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", e.redactURL(raw), eco, pre.raw)}, true
 		}
 	}
 	return Check{}, false
@@ -284,7 +308,7 @@ func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 func (e *Engine) classifySource(eco, raw string) Check {
 	if host, isGit := gitHost(raw); isGit {
 		if host == "" {
-			return e.unknownSource(fmt.Sprintf("cannot find the host of git source %s", event.RedactURL(raw)))
+			return e.unknownSource(fmt.Sprintf("cannot find the host of git source %s", e.redactURL(raw)))
 		}
 		for _, h := range e.c.gitHosts {
 			if h.match(host) {
@@ -299,9 +323,9 @@ func (e *Engine) classifySource(eco, raw string) Check {
 	}
 	if e.c.allowDirect {
 		return Check{Name: "source", Verdict: Allow, Rule: "sources.allow_direct_urls",
-			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", event.RedactURL(raw))}
+			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", e.redactURL(raw))}
 	}
-	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", event.RedactURL(raw), eco))
+	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", e.redactURL(raw), eco))
 }
 
 // npmHosts are npm's hosted-git shorthands.

@@ -20,6 +20,7 @@ bench)
 	want hyperfine hyperfine
 	want auditctl auditd
 	want wrk wrk
+	want nginx nginx-light
 	;;
 generate)
 	want clang clang
@@ -33,14 +34,30 @@ generate)
 	;;
 esac
 
-if [ "${#need[@]}" -eq 0 ]; then
-	exit 0
+# verdaccio installs Verdaccio 6 from the npm registry for the mirror
+# benchmarks, once, beneath test/bench/results/ (Verdaccio 6 asks for
+# node-fetch@cjs, a tag the npm registry here does not serve: the override
+# pins the version it names).
+verdaccio() {
+	local dir
+	dir="$(dirname "$0")/../test/bench/results/verdaccio"
+	[ -x "$dir/node_modules/verdaccio/bin/verdaccio" ] && return 0
+	mkdir -p "$dir"
+	echo '{"name":"bench-verdaccio","version":"1.0.0","private":true,"overrides":{"node-fetch":"2.7.0"}}' >"$dir/package.json"
+	echo "deps: installing verdaccio@6 into $dir"
+	(cd "$dir" && npm install --no-audit --no-fund --loglevel=error verdaccio@6)
+}
+
+if [ "${#need[@]}" -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps: missing ${need[*]}; run as root or install them with apt-get" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-if [ "$(id -u)" -ne 0 ]; then
-	echo "deps: missing ${need[*]}; run as root or install them with apt-get" >&2
-	exit 1
+if [ "${1:-test}" = bench ]; then
+	verdaccio
 fi
-echo "deps: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -41,12 +41,19 @@ type Cache struct {
 	lru   *list.List               // of *blob, most recently used first
 	blobs map[string]*list.Element // by hex sha256
 	total int64
+	keys  map[string]Artifact // the key index, as read or written
 }
 
 type blob struct {
 	sum  string
 	size int64
+	// touched is when its file's times were last set (for the order of
+	// eviction after a restart).
+	touched time.Time
 }
+
+// maxKeys bounds the key index kept in memory.
+const maxKeys = 1 << 16
 
 // Open opens (creating) the cache in dir, bounded to max bytes of blobs.
 func Open(dir string, max int64) (*Cache, error) {
@@ -60,7 +67,7 @@ func Open(dir string, max int64) (*Cache, error) {
 	for _, t := range tmps {
 		os.Remove(filepath.Join(dir, "tmp", t.Name()))
 	}
-	c := &Cache{dir: dir, max: max, lru: list.New(), blobs: map[string]*list.Element{}}
+	c := &Cache{dir: dir, max: max, lru: list.New(), blobs: map[string]*list.Element{}, keys: map[string]Artifact{}}
 	if err := c.load(); err != nil {
 		return nil, err
 	}
@@ -83,7 +90,7 @@ func (c *Cache) load() error {
 		if err != nil {
 			return err
 		}
-		all = append(all, found{blob{d.Name(), fi.Size()}, fi.ModTime()})
+		all = append(all, found{blob{sum: d.Name(), size: fi.Size()}, fi.ModTime()})
 		return nil
 	})
 	if err != nil {
@@ -91,7 +98,7 @@ func (c *Cache) load() error {
 	}
 	sortByTime(all, func(f found) time.Time { return f.at })
 	for _, f := range all {
-		c.blobs[f.sum] = c.lru.PushFront(&blob{f.sum, f.size})
+		c.blobs[f.sum] = c.lru.PushFront(&blob{sum: f.sum, size: f.size, touched: f.at})
 		c.total += f.size
 	}
 	return nil
@@ -153,6 +160,7 @@ func (c *Cache) Put(key string, r io.Reader, digests []string) (Artifact, error)
 	if err := c.writeJSON("keys", key, a); err != nil {
 		return Artifact{}, err
 	}
+	c.remember(key, a)
 	return a, nil
 }
 
@@ -164,7 +172,7 @@ func (c *Cache) added(sum string, size int64) {
 		c.lru.MoveToFront(e)
 		return
 	}
-	c.blobs[sum] = c.lru.PushFront(&blob{sum, size})
+	c.blobs[sum] = c.lru.PushFront(&blob{sum: sum, size: size, touched: time.Now()})
 	c.total += size
 	for c.max > 0 && c.total > c.max && c.lru.Len() > 1 {
 		e := c.lru.Back()
@@ -180,12 +188,28 @@ func (c *Cache) added(sum string, size int64) {
 // reading; ErrNotFound when there is none (or its blob was evicted). The
 // caller closes the file.
 func (c *Cache) Get(key string) (Artifact, *os.File, error) {
-	var a Artifact
-	if err := c.readJSON("keys", key, &a); err != nil {
-		return a, nil, err
+	c.mu.Lock()
+	a, ok := c.keys[key]
+	c.mu.Unlock()
+	if !ok {
+		if err := c.readJSON("keys", key, &a); err != nil {
+			return a, nil, err
+		}
+		c.remember(key, a)
 	}
 	f, err := c.Open(a.SHA256)
 	return a, f, err
+}
+
+// remember keeps a key's artifact in memory, forgetting them all past
+// maxKeys.
+func (c *Cache) remember(key string, a Artifact) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.keys) >= maxKeys {
+		clear(c.keys)
+	}
+	c.keys[key] = a
 }
 
 // Open opens the blob with the hex sha256 sum and marks it used.
@@ -200,13 +224,19 @@ func (c *Cache) Open(sum string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
+	now := time.Now()
+	touch := false
 	c.mu.Lock()
 	if e, ok := c.blobs[sum]; ok {
 		c.lru.MoveToFront(e)
+		if b := e.Value.(*blob); now.Sub(b.touched) > time.Minute {
+			b.touched, touch = now, true
+		}
 	}
 	c.mu.Unlock()
-	now := time.Now()
-	_ = os.Chtimes(c.blobPath(sum), now, now)
+	if touch {
+		_ = os.Chtimes(c.blobPath(sum), now, now)
+	}
 	return f, nil
 }
 

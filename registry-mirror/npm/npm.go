@@ -53,9 +53,11 @@ type Handler struct {
 	artifacts  *fetch.Artifacts
 	keys       *keyring
 
-	mu       sync.Mutex
-	parsed   map[string]*packument // by name, bounded by maxParsed
-	filtered map[string]bool       // session+name whose filtering was recorded
+	mu          sync.Mutex
+	parsed      map[string]*packument // by name, bounded by maxParsed
+	filtered    map[string]bool       // session+name whose filtering was recorded
+	renders     map[string][]byte     // rendered packuments (rendered)
+	renderBytes int
 }
 
 // maxParsed bounds the parsed packuments kept in memory.
@@ -68,7 +70,7 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 		u.Path += "/"
 	}
 	h := &Handler{env: env, upstream: &u, prefix: prefix, artifacts: fetch.NewArtifacts(env),
-		parsed: map[string]*packument{}, filtered: map[string]bool{}}
+		parsed: map[string]*packument{}, filtered: map[string]bool{}, renders: map[string][]byte{}}
 	h.keys = &keyring{h: h}
 	return h
 }

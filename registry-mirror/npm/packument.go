@@ -279,7 +279,7 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	removed := h.filter(r.Context(), p)
 	h.recordFilter(r.Context(), p, removed)
 	abbrev := strings.Contains(r.Header.Get("Accept"), abbreviated)
-	b, err := h.render(p, removed, abbrev, "http://"+r.Host)
+	b, err := h.rendered(p, removed, abbrev, "http://"+r.Host)
 	if err != nil {
 		return err
 	}
@@ -294,6 +294,40 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 	return nil
 }
+
+// rendered is render, remembered: by the packument (its name and fetch
+// time), the form, the base URL and the versions removed, which is all
+// that the bytes depend on.
+func (h *Handler) rendered(p *packument, removed map[string]fetch.Removal, abbrev bool, base string) ([]byte, error) {
+	gone := make([]string, 0, len(removed))
+	for v := range removed {
+		gone = append(gone, v)
+	}
+	sort.Strings(gone)
+	key := fmt.Sprintf("%s\x00%d\x00%v\x00%v\x00%s\x00%s", p.name, p.fetched.UnixNano(), p.stale, abbrev, base, strings.Join(gone, ","))
+	h.mu.Lock()
+	b, ok := h.renders[key]
+	h.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := h.render(p, removed, abbrev, base)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.renderBytes+len(b) > maxRendered {
+		clear(h.renders)
+		h.renderBytes = 0
+	}
+	h.renders[key] = b
+	h.renderBytes += len(b)
+	h.mu.Unlock()
+	return b, nil
+}
+
+// maxRendered bounds the bytes of the rendered packuments kept.
+const maxRendered = 64 << 20
 
 // abbrevFields are the fields of a version in the abbreviated packument.
 var abbrevFields = []string{"name", "version", "deprecated", "dependencies", "optionalDependencies", "devDependencies",

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
@@ -46,6 +47,9 @@ type keyring struct {
 	raw    []byte
 	// none is when the upstream last answered that it has no keys.
 	none time.Time
+	// verified remembers signatures checked (message → key id).
+	verified  sync.Map
+	nverified atomic.Int64
 }
 
 // ErrNoKeys is returned when the registry's keys could not be fetched (the
@@ -149,12 +153,33 @@ func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[st
 }
 
 // verifySignature checks that a signature of a known, unexpired key covers
-// "name@version:integrity". It returns the key id.
+// "name@version:integrity". It returns the key id. A signature verified
+// once is remembered, by the signed message and the signatures.
 func (h *Handler) verifySignature(ctx context.Context, name, v string, in *version) (string, error) {
 	keys, exp, _, err := h.keys.load(ctx)
 	if err != nil {
 		return "", err
 	}
+	memo := name + "@" + v + ":" + in.integrity + "\x00" + fmt.Sprint(in.sigs)
+	if id, ok := h.keys.verified.Load(memo); ok {
+		return id.(string), nil
+	}
+	id, err := checkSignatures(keys, exp, name, v, in)
+	if err == nil {
+		if h.keys.nverified.Add(1) > maxVerified {
+			h.keys.verified.Clear()
+			h.keys.nverified.Store(0)
+		}
+		h.keys.verified.Store(memo, id)
+	}
+	return id, err
+}
+
+// maxVerified bounds the remembered signatures.
+const maxVerified = 1 << 17
+
+// checkSignatures finds a valid signature among in's.
+func checkSignatures(keys map[string]*ecdsa.PublicKey, exp map[string]time.Time, name, v string, in *version) (string, error) {
 	if len(in.sigs) == 0 {
 		return "", errors.New("npm: the version has no registry signature")
 	}

@@ -198,24 +198,6 @@ func TestMirrorNpmFixture(t *testing.T) {
 	e.verify()
 }
 
-// treePackages is a fixture tree of n packages: pkg-i depends on
-// pkg-(2i+1) and pkg-(2i+2), so installing pkg-0 installs all of them.
-func treePackages(n int) []npmtest.Package {
-	var pkgs []npmtest.Package
-	old := time.Now().Add(-30 * 24 * time.Hour)
-	for i := range n {
-		deps := map[string]string{}
-		for _, c := range []int{2*i + 1, 2*i + 2} {
-			if c < n {
-				deps[fmt.Sprintf("pkg-%d", c)] = "^1.0.0"
-			}
-		}
-		pkgs = append(pkgs, npmtest.Package{Name: fmt.Sprintf("pkg-%d", i),
-			Versions: []npmtest.Version{{Version: "1.0.0", Published: old, Deps: deps, Files: map[string]string{"index.js": strings.Repeat("// x\n", 2000)}}}})
-	}
-	return pkgs
-}
-
 // TestMirrorNpmConcurrent: 50 concurrent `npm install`s of one tree
 // through `sandtrail mirror` cause exactly one upstream fetch per artifact
 // and packument, and the mirror's peak RSS stays under 256 MiB.
@@ -225,7 +207,7 @@ func TestMirrorNpmConcurrent(t *testing.T) {
 		t.Skip("needs npm")
 	}
 	const n, clients = 60, 50
-	reg := npmtest.Start(t, treePackages(n)...)
+	reg := npmtest.Start(t, npmtest.Tree(n, 10000)...)
 	e := newEnv(t)
 	pol := writePolicy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\n", reg.URL))
 	addr := freeAddr(t)

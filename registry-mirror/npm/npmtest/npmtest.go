@@ -288,3 +288,22 @@ func (r *Registry) packument(p *Package) map[string]any {
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Tree is a fixture tree of n packages, each published 30 days ago with an
+// index.js of about size bytes: pkg-i depends on pkg-(2i+1) and
+// pkg-(2i+2), so installing pkg-0 installs all n.
+func Tree(n, size int) []Package {
+	var pkgs []Package
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	for i := range n {
+		deps := map[string]string{}
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < n {
+				deps[fmt.Sprintf("pkg-%d", c)] = "^1.0.0"
+			}
+		}
+		pkgs = append(pkgs, Package{Name: fmt.Sprintf("pkg-%d", i),
+			Versions: []Version{{Version: "1.0.0", Published: old, Deps: deps, Files: map[string]string{"index.js": strings.Repeat("// x\n", size/5)}}}})
+	}
+	return pkgs
+}
