@@ -58,6 +58,11 @@ func indexPath(name string) string {
 // lower-case name: a bad name is a 400, a path that is not where the
 // name's file lives a 404.
 func indexName(p string) (string, error) {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad index path %q", clip(p))
+		}
+	}
 	i := strings.LastIndexByte(p, '/')
 	name := p[i+1:]
 	if err := checkName(name); err != nil {

@@ -124,6 +124,17 @@ func (r *Registry) Count(path string) int {
 	return r.counts[path]
 }
 
+// Total returns how many requests the index received.
+func (r *Registry) Total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.counts {
+		n += c
+	}
+	return n
+}
+
 // IndexPath is the path of a crate's index file.
 func IndexPath(name string) string {
 	n := strings.ToLower(name)
