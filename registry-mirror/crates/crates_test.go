@@ -3,87 +3,40 @@ package crates
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates/cratestest"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 )
 
 // mirror is a Handler over a fixture index, served on loopback.
 type mirror struct {
-	*httptest.Server
+	*fetchtest.Env
 	h   *Handler
 	reg *cratestest.Registry
-
-	mu       sync.Mutex
-	records  []*fetch.Record
-	filtered []*fetch.Filtered
+	url string
 }
 
 func newMirror(t *testing.T, reg *cratestest.Registry, extraPolicy string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    cargo: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cache.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mirror{reg: reg}
-	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
-		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 1 << 20},
-		Record:   func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
-		Filter:   func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
+	env := fetchtest.New(t, "sources:\n  registries:\n    cargo: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy)
 	u, _ := url.Parse(reg.URL)
-	m.h = New(env, u, "/crates/")
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := m.h.Serve(w, r, strings.TrimPrefix(r.URL.EscapedPath(), "/crates/")); err != nil {
-			fetch.Write(w, err)
-		}
-	}))
-	t.Cleanup(m.Close)
+	m := &mirror{Env: env, h: New(env.Env, u, "/crates/"), reg: reg}
+	m.url = fetchtest.Serve(t, "/crates/", m.h.Serve).URL
 	return m
 }
 
-func (m *mirror) get(t *testing.T, path string, hdr ...string) (int, []byte, http.Header) {
+func (m *mirror) get(t *testing.T, path string, header ...string) (int, []byte, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", m.URL+path, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
+	return fetchtest.Get(t, m.url+path, header...)
 }
 
-func (m *mirror) last() fetch.Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.records) == 0 {
-		return fetch.Record{}
-	}
-	return *m.records[len(m.records)-1]
-}
+func (m *mirror) last() fetch.Record { return m.Last() }
 
 var old = time.Now().Add(-30 * 24 * time.Hour)
 
@@ -122,7 +75,7 @@ func TestConfig(t *testing.T) {
 	if code != 200 || json.Unmarshal(b, &c) != nil {
 		t.Fatalf("GET config.json = %d %s", code, b)
 	}
-	want := map[string]any{"dl": m.URL + "/crates/dl/{crate}/{version}/download"}
+	want := map[string]any{"dl": m.url + "/crates/dl/{crate}/{version}/download"}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Errorf("config.json = %v, want %v", c, want)
 	}
@@ -162,9 +115,9 @@ func TestIndex(t *testing.T) {
 	if n := m.reg.Count(cratestest.IndexPath("leaf")); n != 1 {
 		t.Errorf("the upstream saw %d requests for leaf's index file, want 1 (then the cache)", n)
 	}
-	if len(m.filtered) != 1 || len(m.filtered[0].Removed) != 1 || m.filtered[0].Removed[0].Version != "1.1.0" ||
-		m.filtered[0].Removed[0].Outcome != fetch.Cooldown || m.filtered[0].Removed[0].Rule != "cooldown.min_age" {
-		t.Errorf("filtered = %+v, want one record removing 1.1.0 for cooldown.min_age", m.filtered)
+	if f := m.Filtered(); len(f) != 1 || len(f[0].Removed) != 1 || f[0].Removed[0].Version != "1.1.0" ||
+		f[0].Removed[0].Outcome != fetch.Cooldown || f[0].Removed[0].Rule != "cooldown.min_age" {
+		t.Errorf("filtered = %+v, want one record removing 1.1.0 for cooldown.min_age", f)
 	}
 }
 
@@ -200,7 +153,7 @@ func TestCrate(t *testing.T) {
 			if code, _, _ := m.get(t, "/crates/dl/Mixed_Case/2.0.0/download"); code != 200 || m.last().Name != "Mixed_Case" {
 				t.Errorf("crate with a mixed-case name = %d, record %+v", code, m.last())
 			}
-			if code, _, _ := m.get(t, "/crates/dl/leaf/9.9.9/download"); code != 404 || m.last().Outcome != "not_found" {
+			if code, _, _ := m.get(t, "/crates/dl/leaf/9.9.9/download"); code != 404 || m.last().Outcome != fetch.NotFound {
 				t.Errorf("unknown version = %d, record %+v", code, m.last())
 			}
 		})

@@ -2,7 +2,6 @@ package crates
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -20,17 +19,7 @@ func (h *Handler) serveCrate(w http.ResponseWriter, r *http.Request, name, versi
 	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Version: version, Registry: h.upstream.String(),
 		Client: fetch.ClientOf(r.Context())}
 	err := h.crate(r.Context(), w, r, name, version, rec)
-	rec.Latency = time.Since(start)
-	if err != nil && rec.Outcome == "" {
-		rec.Outcome = fetch.UpstreamError
-		if e := (*fetch.Error)(nil); errors.As(err, &e) {
-			rec.Reason = e.Public
-			if e.Status == http.StatusNotFound {
-				rec.Outcome = "not_found"
-			}
-		}
-	}
-	h.env.Record(rec)
+	h.env.Finish(rec, start, err)
 	return err
 }
 

@@ -158,9 +158,7 @@ func TestCoalesce(t *testing.T) {
 			t.Errorf("upstream requests for %s = %d, want 1", p, n)
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.records) != 30 {
-		t.Errorf("%d records, want one per request (30)", len(m.records))
+	if n := len(m.Records()); n != 30 {
+		t.Errorf("%d records, want one per request (30)", n)
 	}
 }
