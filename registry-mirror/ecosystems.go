@@ -3,6 +3,7 @@ package mirror
 import (
 	"net/url"
 
+	"github.com/sandtrail/sandtrail/registry-mirror/crates"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
 )
@@ -25,4 +26,6 @@ type ecosystem struct {
 var ecosystems = []ecosystem{
 	{name: npm.Ecosystem, prefix: "/npm/", upstream: npm.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return npm.New(env, u, "/npm/"), nil }},
+	{name: crates.Ecosystem, prefix: "/crates/", upstream: crates.DefaultUpstream,
+		new: func(env *fetch.Env, u *url.URL) (handler, error) { return crates.New(env, u, "/crates/"), nil }},
 }

@@ -23,7 +23,8 @@ of --data (create its key with sandtrail keys generate).
 
 Every artifact is checked before a byte is served: npm tarballs against
 dist.integrity, dist.shasum and the registry's signature (dist.signatures,
-against the keys of /-/npm/v1/keys). Artifacts are cached by their sha256
+against the keys of /-/npm/v1/keys); .crate files against their sparse index
+line's cksum (sha256). Artifacts are cached by their sha256
 beneath <data_dir>/mirror (mirror.cache_dir), and served from the cache when
 the upstream is down. The policy (--policy, config key policy) removes
 blocklisted versions and versions inside the cooldown from the metadata and
@@ -35,7 +36,9 @@ Clients on this host are attributed to their sessions by the kernel when a
 daemon hosts the mirror (the mirror: config section); alone, the mirror
 records each client's address and port.
 
-Point npm at it with --registry http://ADDR/npm/ (or npm_config_registry).
+Point npm at it with --registry http://ADDR/npm/ (or npm_config_registry),
+and cargo with --config 'source.crates-io.replace-with="m"' --config
+'source.m.registry="sparse+http://ADDR/crates/index/"'.
 Ecosystems: ` + "%s" + `.`
 
 func newMirrorCmd(g *globals) *cobra.Command {

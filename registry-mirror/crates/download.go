@@ -1,0 +1,63 @@
+package crates
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+)
+
+// serveCrate serves version of crate name after the policy and its cksum
+// passed, and records it, served or refused.
+func (h *Handler) serveCrate(w http.ResponseWriter, r *http.Request, name, version string) error {
+	start := time.Now()
+	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Version: version, Registry: h.upstream.String(),
+		Client: fetch.ClientOf(r.Context())}
+	err := h.crate(r.Context(), w, r, name, version, rec)
+	h.env.Finish(rec, start, err)
+	return err
+}
+
+// crate does serveCrate's work, filling rec.
+func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Request, name, version string, rec *fetch.Record) error {
+	idx, err := h.get(ctx, strings.ToLower(name))
+	if err != nil {
+		return err
+	}
+	l, err := idx.version(name, version)
+	if err != nil {
+		return err
+	}
+	cfg, stale, err := h.config(ctx)
+	if err != nil {
+		return err
+	}
+	up := downloadURL(cfg.DL, l.name, l.vers, l.cksum)
+	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, event.RedactURL(up), l.cksum, idx.stale || stale
+	out, d := h.decide(ctx, cfg, l)
+	rec.Verdict = string(d.Verdict)
+	if d.Verdict != policy.Allow {
+		rec.Reason, rec.Rule = d.Reason, d.Rule
+	}
+	if out != fetch.Served {
+		rec.Outcome = out
+		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", l.name, l.vers, d.Rule, d.Reason)
+	}
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: up, Digests: []verify.Digest{l.sum}, Names: []string{"sha256:" + l.cksum}})
+	if err != nil {
+		if fetch.Mismatch(err) {
+			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
+			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match the cksum of its index line", l.name, l.vers)
+		}
+		return err
+	}
+	defer f.Close()
+	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	fetch.Serve(w, r, a, f, "application/gzip")
+	return nil
+}
