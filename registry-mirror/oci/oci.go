@@ -29,7 +29,6 @@ package oci
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -54,7 +53,7 @@ const Prefix = "/v2/"
 
 // Handler serves one upstream registry.
 type Handler struct {
-	env       *fetch.Env // the mirror's, with the upstream's token auth
+	env       *fetch.Env // a copy of the mirror's, its Upstream with the registry's token auth
 	upstream  string     // the API's root URL, ending in /v2/
 	artifacts *fetch.Artifacts
 	tags      cache.Group[*tagged]
@@ -112,16 +111,7 @@ func (h *Handler) record(ctx context.Context, req request, serve func(*fetch.Rec
 	}
 	err := serve(rec)
 	rec.Latency = time.Since(start)
-	if err != nil && rec.Outcome == "" {
-		rec.Outcome = fetch.UpstreamError
-		var e *fetch.Error
-		if errors.As(err, &e) {
-			rec.Reason = e.Public
-			if e.Status == http.StatusNotFound {
-				rec.Outcome = "not_found"
-			}
-		}
-	}
+	rec.Failed(err)
 	h.env.Record(rec)
 	return err
 }
