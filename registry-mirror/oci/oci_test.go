@@ -226,6 +226,23 @@ func TestPull(t *testing.T) {
 	}
 }
 
+// TestHead: a HEAD of a manifest by tag gives its digest, media type and
+// size, as clients that check a tag before pulling need.
+func TestHead(t *testing.T) {
+	reg := ocitest.Start(t)
+	img := ocitest.Image(t, 512, 1)
+	reg.Push(t, "library/alpine:3.19", img)
+	m := newMirror(t, reg, "")
+	d, err := remote.Head(m.ref(t, "library/alpine:3.19"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := img.Size()
+	if want := digestsOf(t, img)[0]; d.Digest != want || d.Size != size || d.MediaType == "" {
+		t.Errorf("HEAD = %+v, want digest %s of %d bytes", d, want, size)
+	}
+}
+
 // TestPullIndex: a multi-platform index and its images pulled by tag;
 // the images' manifests are fetched by digest, verified against the
 // index's digests and sizes.
