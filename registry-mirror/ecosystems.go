@@ -6,6 +6,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
+	"github.com/sandtrail/sandtrail/registry-mirror/oci"
 )
 
 // ecosystem is one entry of the mirror's list.
@@ -28,4 +29,6 @@ var ecosystems = []ecosystem{
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return npm.New(env, u, "/npm/"), nil }},
 	{name: crates.Ecosystem, prefix: "/crates/", upstream: crates.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return crates.New(env, u, "/crates/"), nil }},
+	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,
+		new: func(env *fetch.Env, u *url.URL) (handler, error) { return oci.New(env, u), nil }},
 }

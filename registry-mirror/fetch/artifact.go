@@ -63,6 +63,9 @@ type Want struct {
 	Names   []string
 	// Accept is sent upstream, for registries that negotiate (OCI).
 	Accept string
+	// Max bounds an artifact whose Size is unknown (0: Env.MaxArtifact),
+	// for artifacts with a tighter bound of their own (OCI manifests).
+	Max int64
 }
 
 // Get returns the artifact w names and its bytes, open for reading. hit
@@ -87,6 +90,9 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 		}
 		defer resp.Body.Close()
 		max, exact := a.env.MaxArtifact, false
+		if w.Max > 0 {
+			max = w.Max
+		}
 		if w.Size > 0 {
 			max, exact = w.Size, true
 		}

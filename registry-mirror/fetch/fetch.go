@@ -190,6 +190,24 @@ type Record struct {
 	InstallScripts []string
 }
 
+// Failed sets the outcome of a request that failed with err before a
+// check set one: not_found for an upstream 404, upstream_error for
+// anything else, with the client's message as the reason. It does nothing
+// when err is nil or the outcome is set.
+func (r *Record) Failed(err error) {
+	if err == nil || r.Outcome != "" {
+		return
+	}
+	r.Outcome = UpstreamError
+	var e *Error
+	if errors.As(err, &e) {
+		r.Reason = e.Public
+		if e.Status == http.StatusNotFound {
+			r.Outcome = "not_found"
+		}
+	}
+}
+
 // Filtered records metadata that the policy changed for a client: the
 // versions it removed, and why.
 type Filtered struct {

@@ -21,16 +21,7 @@ func (h *Handler) serveTarball(w http.ResponseWriter, r *http.Request, name, fil
 	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: ctxClient(ctx)}
 	err := h.tarball(ctx, w, r, name, file, rec)
 	rec.Latency = time.Since(start)
-	if err != nil && rec.Outcome == "" {
-		rec.Outcome = fetch.UpstreamError
-		var e *fetch.Error
-		if errors.As(err, &e) {
-			rec.Reason = e.Public
-			if e.Status == http.StatusNotFound {
-				rec.Outcome = "not_found"
-			}
-		}
-	}
+	rec.Failed(err)
 	h.env.Record(rec)
 	return err
 }

@@ -1,0 +1,83 @@
+package mirror
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/hashicorp/go-hclog"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/oci/ocitest"
+)
+
+// TestOCI: go-containerregistry's client pulls an image through the
+// mirror's /v2/ from a loopback registry; each manifest and blob is a
+// pkg.fetch event with the image's name and digest.
+func TestOCI(t *testing.T) {
+	reg := ocitest.Start(t)
+	img := ocitest.Image(t, 2048, 2)
+	reg.Push(t, "library/alpine:3.19", img)
+	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	m, err := New(Config{CacheDir: t.TempDir(), Upstreams: map[string]string{"oci": reg.URL}, Policy: eng, Emit: rec.emit,
+		Host: "h1", Log: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "http://") + "/library/alpine:3.19")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := pulled.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		rc, err := l.Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(rec.all()) < 3 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	d, _ := img.Digest()
+	evs := rec.all()
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3 (the manifest and two layers)", len(evs))
+	}
+	for _, e := range evs {
+		if err := e.Validate(); err != nil {
+			t.Errorf("the pkg.fetch does not validate: %v", err)
+		}
+		if e.Kind != event.KindPkgFetch || e.Pkg.Ecosystem != "oci" || e.Pkg.Name != "library/alpine" || e.Pkg.Outcome != "served" ||
+			!*e.Pkg.Verified || !strings.HasPrefix(e.Pkg.Hash, "sha256:") {
+			t.Errorf("pkg.fetch = %+v", *e.Pkg)
+		}
+	}
+	if p := evs[0].Pkg; p.Hash != d.String() || p.Resolved != "3.19" || p.Purl != "pkg:oci/library/alpine@3.19" {
+		t.Errorf("the manifest's pkg.fetch = %+v, want digest %s, version 3.19", *p, d)
+	}
+}
