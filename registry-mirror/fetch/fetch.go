@@ -203,7 +203,7 @@ func (r *Record) Failed(err error) {
 	if errors.As(err, &e) {
 		r.Reason = e.Public
 		if e.Status == http.StatusNotFound {
-			r.Outcome = "not_found"
+			r.Outcome = NotFound
 		}
 	}
 }

@@ -1,10 +1,6 @@
 package fetch
 
-import (
-	"errors"
-	"net/http"
-	"time"
-)
+import "time"
 
 // Finish completes rec, the record of one artifact request that began at
 // start and ended with err, and records it. A request that failed before
@@ -13,15 +9,7 @@ import (
 // reason.
 func (env *Env) Finish(rec *Record, start time.Time, err error) {
 	rec.Latency = time.Since(start)
-	if err != nil && rec.Outcome == "" {
-		rec.Outcome = UpstreamError
-		if e := (*Error)(nil); errors.As(err, &e) {
-			rec.Reason = e.Public
-			if e.Status == http.StatusNotFound {
-				rec.Outcome = NotFound
-			}
-		}
-	}
+	rec.Failed(err)
 	env.Record(rec)
 }
 

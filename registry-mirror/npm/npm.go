@@ -29,7 +29,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -49,13 +48,13 @@ type Handler struct {
 	upstream *url.URL
 	prefix   string // the mirror's path prefix, for rewritten URLs
 
-	packuments cache.Group[*packument]
-	artifacts  *fetch.Artifacts
-	keys       *keyring
+	metas     *fetch.Metas
+	artifacts *fetch.Artifacts
+	filterLog fetch.FilterLog
+	keys      *keyring
 
 	mu          sync.Mutex
 	parsed      map[string]*packument // by name, bounded by maxParsed
-	filtered    map[string]bool       // session+name whose filtering was recorded
 	renders     map[string][]byte     // rendered packuments (rendered)
 	renderBytes int
 }
@@ -69,8 +68,8 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	h := &Handler{env: env, upstream: &u, prefix: prefix, artifacts: fetch.NewArtifacts(env),
-		parsed: map[string]*packument{}, filtered: map[string]bool{}, renders: map[string][]byte{}}
+	h := &Handler{env: env, upstream: &u, prefix: prefix, metas: fetch.NewMetas(env), artifacts: fetch.NewArtifacts(env),
+		parsed: map[string]*packument{}, renders: map[string][]byte{}}
 	h.keys = &keyring{h: h}
 	return h
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	semver "github.com/sandtrail/sandtrail/resolver/npm"
 )
@@ -140,9 +139,9 @@ func (p *packument) lostProvenance(v string) bool {
 	return false
 }
 
-// get returns the packument of name: from memory or the cache while it is
-// fresh, else from the upstream (one fetch however many ask at once), else
-// stale from the cache when the upstream fails.
+// get returns the packument of name: from memory while it is fresh, else
+// through the mirror's metadata cache (fetched once however many ask,
+// served stale when the upstream fails).
 func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 	now := h.env.Now()
 	h.mu.Lock()
@@ -152,44 +151,18 @@ func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 		return p, nil
 	}
 	key := "npm:packument:" + h.upstream.String() + name
-	if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
-		return h.remember(parsePackument(name, m.Body, m.Fetched))
-	}
-	p, err, _ := h.packuments.Do(name, func() (*packument, error) {
-		// A fetch that finished since the check above cached it.
-		if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
-			return parsePackument(name, m.Body, m.Fetched)
-		}
-		b, _, err := h.env.Upstream.GetMeta(context.WithoutCancel(ctx), h.upstreamURL(escapeName(name)), "application/json")
-		if err != nil {
-			return nil, err
-		}
-		p, err := parsePackument(name, b, now)
-		if err != nil {
-			return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the upstream's packument of %s does not parse", name)
-		}
-		if err := h.env.Cache.PutMeta(key, cache.Meta{Body: b, Fetched: now}); err != nil {
-			h.env.Log.Warn("caching a packument", "name", name, "error", err)
-		}
-		return p, nil
+	m, stale, err := h.metas.Get(ctx, key, h.upstreamURL(escapeName(name)), "application/json", func(b []byte) error {
+		_, err := parsePackument(name, b, now)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	p, err = parsePackument(name, m.Body, m.Fetched)
 	if err == nil {
-		return h.remember(p, nil)
+		p.stale = stale
 	}
-	if isNotFound(err) {
-		return nil, err
-	}
-	m, cerr := h.env.Cache.GetMeta(key)
-	if cerr != nil {
-		return nil, err
-	}
-	h.env.Log.Warn("upstream failed, serving a stale packument", "name", name, "age", m.Age(now), "error", err)
-	sp, perr := parsePackument(name, m.Body, m.Fetched)
-	if perr != nil {
-		return nil, err
-	}
-	sp.stale = true
-	return h.remember(sp, nil)
+	return h.remember(p, err)
 }
 
 // remember keeps p in memory, dropping another entry past maxParsed.
@@ -410,27 +383,9 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 // recordFilter records, once per session and package, the versions the
 // policy removed from what the client was served.
 func (h *Handler) recordFilter(ctx context.Context, p *packument, removed map[string]fetch.Removal) {
-	if len(removed) == 0 || h.env.Filter == nil {
-		return
-	}
-	c := ctxClient(ctx)
-	k := c.SessionID + "\x00" + p.name
-	h.mu.Lock()
-	seen := h.filtered[k]
-	if !seen {
-		if len(h.filtered) > 1<<16 {
-			h.filtered = map[string]bool{}
-		}
-		h.filtered[k] = true
-	}
-	h.mu.Unlock()
-	if seen {
-		return
-	}
-	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Registry: h.upstream.String(), Client: c}
+	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Registry: h.upstream.String(), Client: ctxClient(ctx)}
 	for _, r := range removed {
 		f.Removed = append(f.Removed, r)
 	}
-	sort.Slice(f.Removed, func(i, j int) bool { return f.Removed[i].Version < f.Removed[j].Version })
-	h.env.Filter(f)
+	h.filterLog.Record(h.env, f)
 }

@@ -20,9 +20,7 @@ func (h *Handler) serveTarball(w http.ResponseWriter, r *http.Request, name, fil
 	ctx := r.Context()
 	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: ctxClient(ctx)}
 	err := h.tarball(ctx, w, r, name, file, rec)
-	rec.Latency = time.Since(start)
-	rec.Failed(err)
-	h.env.Record(rec)
+	h.env.Finish(rec, start, err)
 	return err
 }
 

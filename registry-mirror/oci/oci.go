@@ -110,9 +110,7 @@ func (h *Handler) record(ctx context.Context, req request, serve func(*fetch.Rec
 		rec.Hash = req.ref
 	}
 	err := serve(rec)
-	rec.Latency = time.Since(start)
-	rec.Failed(err)
-	h.env.Record(rec)
+	h.env.Finish(rec, start, err)
 	return err
 }
 
