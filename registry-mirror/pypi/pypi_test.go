@@ -219,11 +219,11 @@ func TestProjectPage(t *testing.T) {
 func TestRedirect(t *testing.T) {
 	m := newMirror(t, pypitest.Start(t, fixture()...), "")
 	for path, want := range map[string]string{
-		"/pypi/simple/Tiny_Pkg/":          "/pypi/simple/tiny-pkg/",
-		"/pypi/simple/tiny.pkg":           "/pypi/simple/tiny-pkg/",
-		"/pypi/simple/tiny-pkg":           "/pypi/simple/tiny-pkg/",
+		"/pypi/simple/Tiny_Pkg/":           "/pypi/simple/tiny-pkg/",
+		"/pypi/simple/tiny.pkg":            "/pypi/simple/tiny-pkg/",
+		"/pypi/simple/tiny-pkg":            "/pypi/simple/tiny-pkg/",
 		"/pypi/simple/TINY--pkg/?format=x": "/pypi/simple/tiny-pkg/?format=x",
-		"/pypi/simple":                    "/pypi/simple/",
+		"/pypi/simple":                     "/pypi/simple/",
 	} {
 		code, _, hdr := m.get(t, path, "")
 		if code != http.StatusMovedPermanently || hdr.Get("Location") != want {
