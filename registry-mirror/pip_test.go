@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
@@ -62,15 +62,8 @@ func pip(t *testing.T, python, mirrorURL string, args ...string) (string, string
 // startPyPI runs a mirror whose PyPI upstream is ix, with a 48h cooldown.
 func startPyPI(t *testing.T, ix *pypitest.Index) (*httptest.Server, *recorder) {
 	t.Helper()
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+
-		"/packages/]\ncooldown:\n  min_age: 48h\n  action: block\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := fetchtest.Policy(t, "sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+
+		"/packages/]\ncooldown:\n  min_age: 48h\n  action: block\n")
 	rec := &recorder{}
 	m, err := New(Config{CacheDir: t.TempDir(), Upstreams: map[string]string{"pypi": ix.SimpleURL()}, Policy: eng, Emit: rec.emit,
 		Host: "h1", Log: hclog.NewNullLogger()})

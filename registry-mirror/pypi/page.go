@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"time"
@@ -69,18 +70,7 @@ func (h *Handler) serveProject(w http.ResponseWriter, r *http.Request, name stri
 	files, removed := h.filter(r.Context(), doc.Value)
 	h.filters.Record(h.env, &fetch.Filtered{Ecosystem: Ecosystem, Name: name, Registry: h.upstream.String(),
 		Client: fetch.ClientOf(r.Context()), Removed: removed})
-	pg := h.page(doc.Value, files)
-	var b []byte
-	if ct == typeJSON {
-		b, err = json.Marshal(pg)
-	} else {
-		b, err = renderHTML(pg)
-	}
-	if err != nil {
-		return fmt.Errorf("rendering the page of %s: %w", name, err)
-	}
-	writeDoc(w, r, ct, b, doc.Stale)
-	return nil
+	return writeDoc(w, r, ct, h.page(doc.Value, files), pageHTML, doc.Stale)
 }
 
 // serveRoot serves the index of projects.
@@ -99,25 +89,29 @@ func (h *Handler) serveRoot(w http.ResponseWriter, r *http.Request) error {
 	for _, n := range doc.Value {
 		idx.Projects = append(idx.Projects, outProject{Name: n, Href: url.PathEscape(h.eco.NormalizeName(n)) + "/"})
 	}
-	var b []byte
-	if ct == typeJSON {
-		b, err = json.Marshal(idx)
-	} else {
-		b, err = renderRootHTML(idx)
-	}
-	if err != nil {
-		return fmt.Errorf("rendering the index: %w", err)
-	}
-	writeDoc(w, r, ct, b, doc.Stale)
-	return nil
+	return writeDoc(w, r, ct, idx, rootHTML, doc.Stale)
 }
 
-// writeDoc writes a page of content type ct.
-func writeDoc(w http.ResponseWriter, r *http.Request, ct string, b []byte, stale bool) {
+// writeDoc writes v as a page of content type ct: as JSON, or in the
+// HTML of tmpl.
+func writeDoc(w http.ResponseWriter, r *http.Request, ct string, v any, tmpl *template.Template, stale bool) error {
+	var b bytes.Buffer
+	var err error
+	if ct == typeJSON {
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(v)
+	} else {
+		err = tmpl.Execute(&b, v)
+	}
+	if err != nil {
+		return fmt.Errorf("rendering a page: %w", err)
+	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Vary", "Accept")
 	if stale {
 		w.Header().Set("Warning", `110 sandtrail "stale: the upstream index could not be reached"`)
 	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b.Bytes()))
+	return nil
 }

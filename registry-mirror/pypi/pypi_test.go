@@ -13,47 +13,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
 // mirror is a Handler over a fixture index, served on loopback.
 type mirror struct {
 	*httptest.Server
+	*fetchtest.Records
 	h  *Handler
 	ix *pypitest.Index
-
-	mu       sync.Mutex
-	records  []*fetch.Record
-	filtered []*fetch.Filtered
 }
 
 // newMirror serves ix beneath /pypi/, with a policy that approves its
 // index and files hosts, a 48h cooldown, and extraPolicy.
 func newMirror(t *testing.T, ix *pypitest.Index, extraPolicy string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+
-		"/packages/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cache.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mirror{ix: ix}
-	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
-		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 1 << 20},
-		Record:   func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
-		Filter:   func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
+	env, recs := fetchtest.Env(t, "sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+
+		"/packages/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy)
+	m := &mirror{ix: ix, Records: recs}
+	var err error
 	u, _ := url.Parse(ix.SimpleURL())
 	if m.h, err = New(env, u, "/pypi/"); err != nil {
 		t.Fatal(err)
@@ -89,21 +69,6 @@ func (m *mirror) get(t *testing.T, path, accept string) (int, []byte, http.Heade
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-func (m *mirror) last() *fetch.Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.records) == 0 {
-		return &fetch.Record{}
-	}
-	return m.records[len(m.records)-1]
-}
-
-func (m *mirror) nrecords() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.records)
-}
 
 // pipAccept is what pip 23 sends for a project page.
 const pipAccept = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
@@ -208,9 +173,9 @@ func TestProjectPage(t *testing.T) {
 	if n := m.ix.Count("/simple/tiny-pkg/"); n != 1 {
 		t.Errorf("the upstream saw %d page requests, want 1", n)
 	}
-	if len(m.filtered) != 1 || len(m.filtered[0].Removed) != 1 || m.filtered[0].Removed[0].Version != "2.0" ||
-		m.filtered[0].Removed[0].Outcome != fetch.Cooldown || m.filtered[0].Removed[0].Rule != "cooldown.min_age" {
-		t.Errorf("filtered = %+v, want one record removing 2.0 for the cooldown", m.filtered)
+	if f := m.Filtered(); len(f) != 1 || len(f[0].Removed) != 1 || f[0].Removed[0].Version != "2.0" ||
+		f[0].Removed[0].Outcome != fetch.Cooldown || f[0].Removed[0].Rule != "cooldown.min_age" {
+		t.Errorf("filtered = %+v, want one record removing 2.0 for the cooldown", f)
 	}
 }
 
@@ -259,7 +224,7 @@ func TestFile(t *testing.T) {
 		if code != 200 || !bytes.Equal(b, want) {
 			t.Fatalf("GET wheel #%d = %d (%d bytes), want 200 and the wheel", i, code, len(b))
 		}
-		r := m.last()
+		r := m.Last()
 		if r.Outcome != fetch.Served || !r.Verified || r.CacheHit != hit || r.Name != "tiny-pkg" || r.Version != "1.0" ||
 			r.Bytes != int64(len(want)) || r.Hash != "sha256:"+pypitest.SHA256(want) ||
 			r.URL != m.ix.Files.URL+pypitest.FilePath("tiny-pkg", wheel10) || r.Registry != m.ix.SimpleURL() {
@@ -269,15 +234,15 @@ func TestFile(t *testing.T) {
 	if n := m.ix.Count(pypitest.FilePath("tiny-pkg", wheel10)); n != 1 {
 		t.Errorf("upstream file requests = %d, want 1", n)
 	}
-	if code, _, _ := m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.0.tar.gz", ""); code != 200 || m.last().Version != "1.0" {
-		t.Errorf("sdist = %d, record %+v", code, *m.last())
+	if code, _, _ := m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.0.tar.gz", ""); code != 200 || m.Last().Version != "1.0" {
+		t.Errorf("sdist = %d, record %+v", code, *m.Last())
 	}
 	code, b, _ := m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.1-py3-none-any.whl", "")
-	if r := m.last(); code != 403 || !strings.Contains(string(b), "blocklist") || r.Outcome != fetch.Blocked || r.Rule == "" {
+	if r := m.Last(); code != 403 || !strings.Contains(string(b), "blocklist") || r.Outcome != fetch.Blocked || r.Rule == "" {
 		t.Errorf("blocked version = %d %s, record %+v", code, b, *r)
 	}
 	code, b, _ = m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-2.0-py3-none-any.whl", "")
-	if r := m.last(); code != 403 || !strings.Contains(string(b), "cooldown.min_age") || r.Outcome != fetch.Cooldown || r.Version != "2.0" {
+	if r := m.Last(); code != 403 || !strings.Contains(string(b), "cooldown.min_age") || r.Outcome != fetch.Cooldown || r.Version != "2.0" {
 		t.Errorf("version in the cooldown = %d %s, record %+v", code, b, *r)
 	}
 }
@@ -290,11 +255,11 @@ func TestMetadataFile(t *testing.T) {
 	ix.Tamper("tiny-pkg", "tiny_pkg-1.1-py3-none-any.whl.metadata")
 	m := newMirror(t, ix, "")
 	code, b, _ := m.get(t, "/pypi/files/tiny-pkg/"+wheel10+".metadata", "")
-	if code != 200 || !bytes.Equal(b, pypitest.Metadata("Tiny_Pkg", fixture()[0].Versions[0])) || m.nrecords() != 0 {
-		t.Errorf("metadata = %d %s, %d records", code, b, m.nrecords())
+	if code != 200 || !bytes.Equal(b, pypitest.Metadata("Tiny_Pkg", fixture()[0].Versions[0])) || len(m.All()) != 0 {
+		t.Errorf("metadata = %d %s, %d records", code, b, len(m.All()))
 	}
 	code, b, _ = m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.1-py3-none-any.whl.metadata", "")
-	if r := m.last(); code != 403 || r.Outcome != fetch.HashMismatch || !strings.HasSuffix(r.URL, ".metadata") {
+	if r := m.Last(); code != 403 || r.Outcome != fetch.HashMismatch || !strings.HasSuffix(r.URL, ".metadata") {
 		t.Errorf("tampered metadata = %d %s, record %+v", code, b, *r)
 	}
 	if code, _, _ := m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.0.tar.gz.metadata", ""); code != 404 {
@@ -310,7 +275,7 @@ func TestVerifyFails(t *testing.T) {
 	ix.NoHash("tiny_pkg-1.0.tar.gz")
 	m := newMirror(t, ix, "")
 	code, b, _ := m.get(t, "/pypi/files/tiny-pkg/"+wheel10, "")
-	if r := m.last(); code != 403 || r.Outcome != fetch.HashMismatch || r.Verified || bytes.Contains(b, []byte("dist-info")) {
+	if r := m.Last(); code != 403 || r.Outcome != fetch.HashMismatch || r.Verified || bytes.Contains(b, []byte("dist-info")) {
 		t.Errorf("tampered wheel = %d %q, record %+v", code, b, *r)
 	}
 	if st := m.h.env.Cache.Stats(); st.Blobs != 0 {
@@ -320,7 +285,7 @@ func TestVerifyFails(t *testing.T) {
 		t.Errorf("the page lists the file without a sha256: %s", b)
 	}
 	code, b, _ = m.get(t, "/pypi/files/tiny-pkg/tiny_pkg-1.0.tar.gz", "")
-	if r := m.last(); code != 403 || r.Outcome != fetch.HashMismatch || !strings.Contains(r.Reason, "no sha256") {
+	if r := m.Last(); code != 403 || r.Outcome != fetch.HashMismatch || !strings.Contains(r.Reason, "no sha256") {
 		t.Errorf("file without a sha256 = %d %s, record %+v", code, b, *r)
 	}
 	if n := ix.Count(pypitest.FilePath("tiny-pkg", "tiny_pkg-1.0.tar.gz")); n != 0 {
@@ -342,8 +307,8 @@ func TestStale(t *testing.T) {
 	if code != 200 || !strings.Contains(hdr.Get("Warning"), "stale") {
 		t.Errorf("page with the upstream down = %d %s (Warning %q)", code, b, hdr.Get("Warning"))
 	}
-	if code, _, _ := m.get(t, "/pypi/files/tiny-pkg/"+wheel10, ""); code != 200 || !m.last().CacheHit || !m.last().MetadataStale {
-		t.Errorf("file with the upstream down = %d, record %+v", code, *m.last())
+	if code, _, _ := m.get(t, "/pypi/files/tiny-pkg/"+wheel10, ""); code != 200 || !m.Last().CacheHit || !m.Last().MetadataStale {
+		t.Errorf("file with the upstream down = %d, record %+v", code, *m.Last())
 	}
 	if code, _, _ := m.get(t, "/pypi/simple/other/", pipAccept); code != 502 {
 		t.Errorf("uncached project with the upstream down = %d, want 502", code)

@@ -1,7 +1,6 @@
 package pypi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -185,6 +184,8 @@ func keptVersions(p *project, kept map[string]bool) []string {
 	return out
 }
 
+// pageHTML is a project page as PEP 503 HTML, with PEP 592's data-yanked
+// and PEP 658/714's core metadata attributes.
 var pageHTML = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html>
   <head>
@@ -201,14 +202,6 @@ var pageHTML = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </html>
 `))
 
-// renderHTML writes a project page as PEP 503 HTML, with PEP 592's
-// data-yanked and PEP 658/714's core metadata attributes.
-func renderHTML(pg outPage) ([]byte, error) {
-	var b bytes.Buffer
-	err := pageHTML.Execute(&b, pg)
-	return b.Bytes(), err
-}
-
 // outIndex is the index of projects.
 type outIndex struct {
 	Meta     outMeta      `json:"meta"`
@@ -220,6 +213,7 @@ type outProject struct {
 	Href string `json:"-"`
 }
 
+// rootHTML is the index of projects as PEP 503 HTML.
 var rootHTML = template.Must(template.New("root").Parse(`<!DOCTYPE html>
 <html>
   <head>
@@ -231,12 +225,6 @@ var rootHTML = template.Must(template.New("root").Parse(`<!DOCTYPE html>
 {{end}}  </body>
 </html>
 `))
-
-func renderRootHTML(idx outIndex) ([]byte, error) {
-	var b bytes.Buffer
-	err := rootHTML.Execute(&b, idx)
-	return b.Bytes(), err
-}
 
 // jsonRoot is the PEP 691 index of projects.
 type jsonRoot struct {
