@@ -7,6 +7,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
 	"github.com/sandtrail/sandtrail/registry-mirror/oci"
+	"github.com/sandtrail/sandtrail/registry-mirror/pypi"
 )
 
 // ecosystem is one entry of the mirror's list.
@@ -27,6 +28,8 @@ type ecosystem struct {
 var ecosystems = []ecosystem{
 	{name: npm.Ecosystem, prefix: "/npm/", upstream: npm.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return npm.New(env, u, "/npm/"), nil }},
+	{name: pypi.Ecosystem, prefix: "/pypi/", upstream: pypi.DefaultUpstream,
+		new: func(env *fetch.Env, u *url.URL) (handler, error) { return pypi.New(env, u, "/pypi/") }},
 	{name: crates.Ecosystem, prefix: "/crates/", upstream: crates.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return crates.New(env, u, "/crates/"), nil }},
 	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,

@@ -87,7 +87,7 @@ func TestMirror(t *testing.T) {
 		p.Cache != "miss" || e.Host != "h1" || e.SessionID != "" {
 		t.Errorf("pkg.fetch = %+v %+v", *e, *p)
 	}
-	if resp, _ := http.Get(srv.URL + "/pypi/simple/x/"); resp.StatusCode != 404 {
+	if resp, _ := http.Get(srv.URL + "/nope/simple/x/"); resp.StatusCode != 404 {
 		t.Errorf("unknown prefix = %d, want 404", resp.StatusCode)
 	}
 	if resp, _ := http.Post(srv.URL+"/npm/left-pad", "application/json", nil); resp.StatusCode != 405 {

@@ -48,14 +48,13 @@ type Handler struct {
 	upstream *url.URL
 	prefix   string // the mirror's path prefix, for rewritten URLs
 
-	metas     *fetch.Metas
-	artifacts *fetch.Artifacts
-	filterLog fetch.FilterLog
-	keys      *keyring
+	packuments *fetch.Docs[*packument]
+	artifacts  *fetch.Artifacts
+	filterLog  fetch.FilterLog
+	keys       *keyring
 
 	mu          sync.Mutex
-	parsed      map[string]*packument // by name, bounded by maxParsed
-	renders     map[string][]byte     // rendered packuments (rendered)
+	renders     map[string][]byte // rendered packuments (rendered)
 	renderBytes int
 }
 
@@ -68,8 +67,8 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	h := &Handler{env: env, upstream: &u, prefix: prefix, metas: fetch.NewMetas(env), artifacts: fetch.NewArtifacts(env),
-		parsed: map[string]*packument{}, renders: map[string][]byte{}}
+	h := &Handler{env: env, upstream: &u, prefix: prefix, packuments: fetch.NewDocs[*packument](env, maxParsed),
+		artifacts: fetch.NewArtifacts(env), renders: map[string][]byte{}}
 	h.keys = &keyring{h: h}
 	return h
 }

@@ -139,47 +139,21 @@ func (p *packument) lostProvenance(v string) bool {
 	return false
 }
 
-// get returns the packument of name: from memory while it is fresh, else
-// through the mirror's metadata cache (fetched once however many ask,
-// served stale when the upstream fails).
+// get returns the packument of name, through the mirror's documents: from
+// memory while it is fresh, else fetched once however many ask, else
+// stale from the cache when the upstream fails. The result is the
+// handler's own copy, with the fetch time and staleness of this answer.
 func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
-	now := h.env.Now()
-	h.mu.Lock()
-	p := h.parsed[name]
-	h.mu.Unlock()
-	if p != nil && !p.stale && now.Sub(p.fetched) < h.env.MetaTTL {
-		return p, nil
-	}
 	key := "npm:packument:" + h.upstream.String() + name
-	m, stale, err := h.metas.Get(ctx, key, h.upstreamURL(escapeName(name)), "application/json", func(b []byte) error {
-		_, err := parsePackument(name, b, now)
-		return err
+	doc, err := h.packuments.Get(ctx, key, h.upstreamURL(escapeName(name)), "application/json", func(b []byte) (*packument, error) {
+		return parsePackument(name, b, time.Time{})
 	})
 	if err != nil {
 		return nil, err
 	}
-	p, err = parsePackument(name, m.Body, m.Fetched)
-	if err == nil {
-		p.stale = stale
-	}
-	return h.remember(p, err)
-}
-
-// remember keeps p in memory, dropping another entry past maxParsed.
-func (h *Handler) remember(p *packument, err error) (*packument, error) {
-	if err != nil {
-		return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the cached packument does not parse")
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.parsed) >= maxParsed {
-		for k := range h.parsed {
-			delete(h.parsed, k)
-			break
-		}
-	}
-	h.parsed[p.name] = p
-	return p, nil
+	p := *doc.Value
+	p.fetched, p.stale = doc.Fetched, doc.Stale
+	return &p, nil
 }
 
 // decide asks the policy about version v of p.

@@ -33,14 +33,7 @@ type Env struct {
 // for a minute, artifacts and metadata bounded to 1 MiB.
 func New(t testing.TB, yaml string) *Env {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := Policy(t, yaml)
 	c, err := cache.Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +44,20 @@ func New(t testing.TB, yaml string) *Env {
 		Record:   func(r *fetch.Record) { e.mu.Lock(); e.records = append(e.records, *r); e.mu.Unlock() },
 		Filter:   func(f *fetch.Filtered) { e.mu.Lock(); e.filtered = append(e.filtered, *f); e.mu.Unlock() }}
 	return e
+}
+
+// Policy compiles a policy written in YAML.
+func Policy(t testing.TB, yaml string) *policy.Engine {
+	t.Helper()
+	p, err := policy.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
 }
 
 // Records returns the records so far.

@@ -1,0 +1,115 @@
+package pypi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+)
+
+// serveFile serves filename of project name, or its core metadata file,
+// after the policy and the sha256 both passed, and records it.
+func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, name, filename string) error {
+	start := time.Now()
+	ctx := r.Context()
+	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: fetch.ClientOf(ctx)}
+	base, isMeta := strings.CutSuffix(filename, metadataExt)
+	var err error
+	if isMeta {
+		err = h.metadata(ctx, w, r, name, base, rec)
+	} else {
+		err = h.file(ctx, w, r, name, filename, rec)
+	}
+	if !isMeta || err != nil {
+		h.env.Finish(rec, start, err)
+	}
+	return err
+}
+
+// lookup finds filename on project name's page and checks it with the
+// policy, filling rec.
+func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.Record) (*file, error) {
+	doc, err := h.project(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	f := doc.Value.byName[filename]
+	if f == nil {
+		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no file %.120q", name, filename)
+	}
+	rec.Version, rec.URL, rec.Registry, rec.MetadataStale = f.version, event.RedactURL(f.url), h.upstream.String(), doc.Stale
+	if f.sha256 != "" {
+		rec.Hash = verify.SHA256 + ":" + f.sha256
+	}
+	out, d := h.decide(ctx, name, f)
+	rec.Verdict = string(d.Verdict)
+	if d.Verdict != policy.Allow {
+		rec.Reason, rec.Rule = d.Reason, d.Rule
+	}
+	if out != fetch.Served {
+		rec.Outcome = out
+		return nil, fetch.Errorf(http.StatusForbidden, out, nil, "%s %s (%s) is refused by the policy (%s): %s", name, f.version, filename, d.Rule, d.Reason)
+	}
+	return f, nil
+}
+
+// file serves one distribution file, verified against its sha256.
+func (h *Handler) file(ctx context.Context, w http.ResponseWriter, r *http.Request, name, filename string, rec *fetch.Record) error {
+	f, err := h.lookup(ctx, name, filename, rec)
+	if err != nil {
+		return err
+	}
+	return h.serveVerified(w, r, rec, f.url, f.size, f.sha256)
+}
+
+// metadata serves the core metadata file of filename, verified against
+// the sha256 its page gives; a file without one has none to serve.
+func (h *Handler) metadata(ctx context.Context, w http.ResponseWriter, r *http.Request, name, filename string, rec *fetch.Record) error {
+	f, err := h.lookup(ctx, name, filename, rec)
+	if err != nil {
+		return err
+	}
+	if f.metaSHA256 == "" {
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no core metadata with a sha256", filename)
+	}
+	u, err := url.Parse(f.url)
+	if err != nil {
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "bad upstream URL")
+	}
+	u.Path += metadataExt
+	u.RawPath = ""
+	rec.URL, rec.Hash = event.RedactURL(u.String()), verify.SHA256+":"+f.metaSHA256
+	return h.serveVerified(w, r, rec, u.String(), 0, f.metaSHA256)
+}
+
+// serveVerified fetches rawURL through the cache, checked against its
+// sha256 (and size, when known), and serves it.
+func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fetch.Record, rawURL string, size int64, sha256 string) error {
+	if sha256 == "" {
+		rec.Outcome, rec.Reason = fetch.HashMismatch, "the index gives no sha256 for the file"
+		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, nil, "%s %s: the index gives no sha256 for the file", rec.Name, rec.Version)
+	}
+	d, err := verify.Hex(verify.SHA256, sha256)
+	if err != nil {
+		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
+		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s: %v", rec.Name, rec.Version, err)
+	}
+	a, fh, hit, err := h.artifacts.Get(r.Context(), fetch.Want{URL: rawURL, Size: size, Digests: []verify.Digest{d}, Names: []string{d.String()}})
+	if err != nil {
+		if fetch.Mismatch(err) {
+			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
+			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s does not match the sha256 of the index", rec.Name, rec.Version)
+		}
+		return err
+	}
+	defer fh.Close()
+	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	fetch.Serve(w, r, a, fh, "application/octet-stream")
+	return nil
+}
