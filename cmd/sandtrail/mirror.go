@@ -23,8 +23,9 @@ of --data (create its key with sandtrail keys generate).
 
 Every artifact is checked before a byte is served: npm tarballs against
 dist.integrity, dist.shasum and the registry's signature (dist.signatures,
-against the keys of /-/npm/v1/keys); .crate files against their sparse index
-line's cksum (sha256). Artifacts are cached by their sha256
+against the keys of /-/npm/v1/keys); PyPI files against the simple index's
+sha256; .crate files against their sparse index line's cksum (sha256); OCI
+manifests and blobs against their digests. Artifacts are cached by their sha256
 beneath <data_dir>/mirror (mirror.cache_dir), and served from the cache when
 the upstream is down. The policy (--policy, config key policy) removes
 blocklisted versions and versions inside the cooldown from the metadata and
@@ -37,8 +38,10 @@ daemon hosts the mirror (the mirror: config section); alone, the mirror
 records each client's address and port.
 
 Point npm at it with --registry http://ADDR/npm/ (or npm_config_registry),
-and cargo with --config 'source.crates-io.replace-with="m"' --config
-'source.m.registry="sparse+http://ADDR/crates/index/"'.
+pip with --index-url http://ADDR/pypi/simple/ (or PIP_INDEX_URL), cargo with
+--config 'source.crates-io.replace-with="m"' --config
+'source.m.registry="sparse+http://ADDR/crates/index/"', and an OCI client at
+ADDR as a plain-http registry.
 Ecosystems: ` + "%s" + `.`
 
 func newMirrorCmd(g *globals) *cobra.Command {

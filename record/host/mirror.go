@@ -53,7 +53,7 @@ func (m *Mirror) Done() <-chan error { return m.done }
 
 // sessionEnv points a session's package managers at the mirror.
 func (m *Mirror) sessionEnv() []string {
-	return []string{"SANDTRAIL_MIRROR=" + m.URL, "npm_config_registry=" + m.URL + "/npm/"}
+	return []string{"SANDTRAIL_MIRROR=" + m.URL, "npm_config_registry=" + m.URL + "/npm/", "PIP_INDEX_URL=" + m.URL + "/pypi/simple/"}
 }
 
 // Close stops the mirror, letting requests in flight finish.
