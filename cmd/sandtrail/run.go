@@ -33,8 +33,10 @@ with HOME there, inside the session's cgroups and limits from its first
 instruction (a relative CMD path such as ./agent.sh is made absolute first).
 Its environment is run's, with HOME, PWD, USER, LOGNAME and
 SANDTRAIL_SESSION_ID set for the session and the caller's SSH agent, runtime
-directory, session bus and sudo variables removed. Its stdin, stdout and
-stderr are run's. The kernel
+directory, session bus and sudo variables removed. When run hosts the
+session itself it also hosts the verifying registry mirror on 127.0.0.1 and
+points the session at it (SANDTRAIL_MIRROR, npm_config_registry,
+PIP_INDEX_URL). Its stdin, stdout and stderr are run's. The kernel
 collector records every exec, fork and exit in the session; the session
 manager records the lifecycle and every limit hit.
 
