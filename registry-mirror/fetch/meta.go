@@ -30,6 +30,10 @@ func (m *Metas) Get(ctx context.Context, key, url, accept string, check func([]b
 		return c, false, nil
 	}
 	meta, err, _ = m.group.Do(key, func() (cache.Meta, error) {
+		// A fetch that finished since the check above cached it.
+		if c, err := m.env.Cache.GetMeta(key); err == nil && c.Age(now) < m.env.MetaTTL {
+			return c, nil
+		}
 		b, ct, err := m.env.Upstream.GetMeta(context.WithoutCancel(ctx), url, accept)
 		if err != nil {
 			return cache.Meta{}, err
