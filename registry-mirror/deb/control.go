@@ -58,8 +58,8 @@ func (s *scanner) next() ([]field, int, error) {
 	}
 	for s.sc.Scan() {
 		s.line++
-		raw := strings.TrimRight(s.sc.Text(), " \t\r")
-		if raw == "" {
+		raw := bytes.TrimRight(s.sc.Bytes(), " \t\r")
+		if len(raw) == 0 {
 			if start == 0 {
 				continue // blank lines between paragraphs
 			}
@@ -78,7 +78,7 @@ func (s *scanner) next() ([]field, int, error) {
 			}
 			if cur >= 0 {
 				cont.WriteByte('\n')
-				cont.WriteString(strings.TrimSpace(raw))
+				cont.Write(bytes.TrimSpace(raw))
 			}
 			continue
 		}
@@ -87,16 +87,16 @@ func (s *scanner) next() ([]field, int, error) {
 		if err != nil {
 			return nil, start, fmt.Errorf("%w: line %d: %v", ErrSyntax, s.line, err)
 		}
-		lower := strings.ToLower(name)
+		lower := strings.ToLower(string(name))
 		if names[lower] {
-			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, clip(name))
+			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, clip(lower))
 		}
 		if names[lower] = true; len(names) > s.maxFields {
 			return nil, start, fmt.Errorf("%w: paragraph at line %d has more than %d fields", ErrSyntax, start, s.maxFields)
 		}
 		cur = -2
 		if s.keep(lower) {
-			fields = append(fields, field{name: lower, value: value})
+			fields = append(fields, field{name: lower, value: string(value)})
 			cur = len(fields) - 1
 		}
 	}
@@ -115,20 +115,20 @@ func (s *scanner) next() ([]field, int, error) {
 
 // splitField splits "Name: value". A name is printable ASCII without a
 // colon, and does not begin with '-' or '#' (deb822).
-func splitField(line string) (string, string, error) {
-	name, value, ok := strings.Cut(line, ":")
+func splitField(line []byte) ([]byte, []byte, error) {
+	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok {
-		return "", "", fmt.Errorf("%q is neither a field nor a continuation", clip(line))
+		return nil, nil, fmt.Errorf("%q is neither a field nor a continuation", clip(string(line)))
 	}
-	if name == "" || name[0] == '-' || name[0] == '#' {
-		return "", "", fmt.Errorf("bad field name %q", clip(name))
+	if len(name) == 0 || name[0] == '-' || name[0] == '#' {
+		return nil, nil, fmt.Errorf("bad field name %q", clip(string(name)))
 	}
-	for i := 0; i < len(name); i++ {
-		if name[i] <= ' ' || name[i] > '~' {
-			return "", "", fmt.Errorf("bad field name %q", clip(name))
+	for _, c := range name {
+		if c <= ' ' || c > '~' {
+			return nil, nil, fmt.Errorf("bad field name %q", clip(string(name)))
 		}
 	}
-	return name, strings.TrimSpace(value), nil
+	return name, bytes.TrimSpace(value), nil
 }
 
 // get returns the value of the field named name (lower case).

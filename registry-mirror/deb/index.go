@@ -130,4 +130,3 @@ func (h *Handler) refuseIndex(r *http.Request, a *archive, p string, err error) 
 		Verdict: "block", Reason: err.Error(), Rule: rule, Client: fetch.ClientOf(r.Context())})
 	return fetch.Errorf(http.StatusForbidden, out, err, "%s of archive %s: %v", clip(p), a.name, err)
 }
-

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ulikunitz/xz"
+	"github.com/xi2/xz"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
@@ -22,9 +22,9 @@ const (
 	// maxKnown bounds the verified Packages files remembered per archive.
 	maxKnown = 64
 	// maxIndexed bounds the entries of the indexes held in memory, all
-	// archives together (bookworm main amd64 has about 64,000; an entry
-	// takes about 200 bytes).
-	maxIndexed = 500_000
+	// archives together: bookworm main amd64 has 63,440, which take 18 MB
+	// of heap (about 290 bytes each), so the bound is about 90 MB.
+	maxIndexed = 300_000
 	// maxPackagesText bounds a Packages file, uncompressed (bookworm
 	// main amd64's is about 45 MB).
 	maxPackagesText = 1 << 30
@@ -217,7 +217,9 @@ func decompress(r io.Reader, comp string) (io.Reader, error) {
 	case ".gz":
 		return gzip.NewReader(r)
 	case ".xz":
-		return xz.NewReader(r)
+		// The dictionary is bounded by xz.DefaultDictMax (64 MiB), whatever
+		// the stream's header asks for.
+		return xz.NewReader(r, 0)
 	case ".bz2":
 		return bzip2.NewReader(r), nil
 	}
