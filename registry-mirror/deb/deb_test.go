@@ -279,3 +279,26 @@ func TestIndexBound(t *testing.T) {
 		t.Errorf("after eviction: loaded %d, entries %d", len(p.loaded), p.entries)
 	}
 }
+
+// TestCoalesce: concurrent requests fetch the InRelease, the Packages
+// file and the .deb from the upstream once each.
+func TestCoalesce(t *testing.T) {
+	arch := debtest.Start(t, debtest.Options{}, fixturePkgs...)
+	m := newMirror(t, arch, "")
+	for _, p := range []string{"dists/stable/main/binary-amd64/Packages.gz", arch.Debs["hello"]} {
+		var wg sync.WaitGroup
+		for range 30 {
+			wg.Go(func() {
+				if code, b := m.get(t, p); code != 200 {
+					t.Errorf("GET %s = %d %s", p, code, b)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, p := range []string{"dists/stable/InRelease", "dists/stable/main/binary-amd64/Packages.gz", arch.Debs["hello"]} {
+		if n := arch.Count(p); n != 1 {
+			t.Errorf("upstream requests for %s = %d, want 1", p, n)
+		}
+	}
+}

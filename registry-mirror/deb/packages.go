@@ -2,7 +2,6 @@ package deb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,16 +93,7 @@ func (h *Handler) serveDeb(w http.ResponseWriter, r *http.Request, a *archive, p
 	rec := &fetch.Record{Ecosystem: Ecosystem, URL: a.fileURL(p), Registry: a.base.String(), Client: fetch.ClientOf(r.Context())}
 	art, f, err := h.deb(r.Context(), a, p, rec)
 	rec.Latency = time.Since(start)
-	if err != nil && rec.Outcome == "" {
-		rec.Outcome = fetch.UpstreamError
-		var e *fetch.Error
-		if errors.As(err, &e) {
-			rec.Reason = e.Public
-			if e.Status == http.StatusNotFound {
-				rec.Outcome = "not_found"
-			}
-		}
-	}
+	rec.Failed(err)
 	h.env.Record(rec)
 	if err != nil {
 		return err

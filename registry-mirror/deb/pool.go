@@ -147,6 +147,12 @@ func (p *pool) load(ctx context.Context, k known) (*index, error) {
 	}
 	p.mu.Unlock()
 	idx, err, _ := p.loads.Do(k.SHA256, func() (*index, error) {
+		p.mu.Lock()
+		idx := p.loaded[k.SHA256] // a load that just ended
+		p.mu.Unlock()
+		if idx != nil {
+			return idx, nil
+		}
 		d, err := verify.Hex(verify.SHA256, k.SHA256)
 		if err != nil {
 			return nil, err
@@ -161,7 +167,7 @@ func (p *pool) load(ctx context.Context, k known) (*index, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", clip(k.URL), err)
 		}
-		idx := &index{files: files}
+		idx = &index{files: files}
 		p.add(k.SHA256, idx)
 		return idx, nil
 	})

@@ -91,12 +91,21 @@ func (h *Handler) signedRelease(ctx context.Context, a *archive, suite string, d
 	if rel != nil && !rel.stale && now.Sub(rel.fetched) < h.env.MetaTTL && (rel.validUntil.IsZero() || now.Before(rel.validUntil)) {
 		return rel, nil
 	}
-	if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
-		if rel, err := h.fromMeta(a, suite, m, now); err == nil {
-			return h.remember(key, rel), nil
+	fresh := func() *release {
+		if m, err := h.env.Cache.GetMeta(key); err == nil && m.Age(now) < h.env.MetaTTL {
+			if rel, err := h.fromMeta(a, suite, m, now); err == nil {
+				return rel
+			}
 		}
+		return nil
+	}
+	if rel := fresh(); rel != nil {
+		return h.remember(key, rel), nil
 	}
 	rel, err, _ := h.releases.Do(key, func() (*release, error) {
+		if rel := fresh(); rel != nil { // a fetch that just ended stored it
+			return rel, nil
+		}
 		s, err := h.fetchSigned(context.WithoutCancel(ctx), a, suite, detached)
 		if err != nil {
 			return nil, err
