@@ -44,9 +44,14 @@
 // rebuilt (refetched and verified again if the cache evicted the file)
 // when needed.
 //
+// Packages files are read compressed as the client fetched them (.gz,
+// .xz with a dictionary bounded at 64 MiB, .bz2 or none), after their
+// sha256 matched.
+//
 // Every .deb served or refused is a pkg.fetch record (Name the package,
 // Version its version), and so is every index file refused
 // (signature_invalid, hash_mismatch, or blocked when not listed).
+// Not checked: a Release's Date in the future (apt's "not valid yet").
 // Not supported: flat repositories (no dists/), suites with a slash,
 // pdiff patches (listed only in their Index file; apt falls back to the
 // whole Packages file), and pool files that only Sources lists.
