@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb/debtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 )
 
 // mirror is a Handler over a fixture archive named "fixture", served on
@@ -28,72 +25,44 @@ import (
 type mirror struct {
 	*httptest.Server
 	h    *Handler
+	env  *fetchtest.Env
 	arch *debtest.Archive
-
-	mu      sync.Mutex
-	records []*fetch.Record
 }
 
+// newMirror serves arch, with its cache in cacheDir ("": a new one).
 func newMirror(t *testing.T, arch *debtest.Archive, cacheDir string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    deb: ["+arch.URL+"]\nblocklist:\n  - purl: pkg:deb/evil\n    reason: a test\n"))
+	env := fetchtest.New(t, "sources:\n  registries:\n    deb: ["+arch.URL+"]\nblocklist:\n  - purl: pkg:deb/evil\n    reason: a test\n")
+	if cacheDir != "" {
+		c, err := cache.Open(cacheDir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Cache = c
+	}
+	h, err := New(env.Env, map[string]string{"fixture": "[signed-by=" + arch.Keyring + "] " + arch.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cacheDir == "" {
-		cacheDir = t.TempDir()
-	}
-	c, err := cache.Open(cacheDir, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mirror{arch: arch}
-	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
-		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 16 << 20},
-		Record:   func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() }}
-	m.h, err = New(env, map[string]string{"fixture": "[signed-by=" + arch.Keyring + "] " + arch.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := strings.TrimPrefix(r.URL.EscapedPath(), "/debian/")
+	m := &mirror{h: h, env: env, arch: arch}
+	m.Server = fetchtest.Serve(t, "/debian/", func(w http.ResponseWriter, r *http.Request, p string) error {
 		if r.URL.IsAbs() {
-			p = r.URL.EscapedPath()
+			p = r.URL.EscapedPath() // HTTP-proxy mode: the upstream's own path
 		}
-		if err := m.h.Serve(w, r, p); err != nil {
-			fetch.Write(w, err)
-		}
-	}))
-	t.Cleanup(m.Close)
+		return h.Serve(w, r, p)
+	})
 	return m
 }
 
 func (m *mirror) get(t *testing.T, path string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(m.URL + "/debian/fixture/" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	code, b, _ := fetchtest.Get(t, m.URL+"/debian/fixture/"+path)
+	return code, b
 }
 
-// last is the last record, or an empty one.
-func (m *mirror) last() fetch.Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.records) == 0 {
-		return fetch.Record{}
-	}
-	return *m.records[len(m.records)-1]
-}
+func (m *mirror) last() fetch.Record { return m.env.Last() }
 
-func (m *mirror) count() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.records) }
+func (m *mirror) count() int { return len(m.env.Records()) }
 
 var fixturePkgs = []debtest.Package{{Name: "hello", Version: "2.10-3"}, {Name: "evil", Version: "1.0-1"}}
 
