@@ -4,6 +4,7 @@ import (
 	"net/url"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
+	"github.com/sandtrail/sandtrail/registry-mirror/deb"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
 	"github.com/sandtrail/sandtrail/registry-mirror/oci"
@@ -22,6 +23,18 @@ type ecosystem struct {
 	// proxy: the mirror also serves the upstream's host in HTTP-proxy mode.
 	proxy bool
 	new   func(env *fetch.Env, upstream *url.URL) (handler, error)
+	// newNamed, when set, is used instead of new: the ecosystem takes
+	// several upstreams, the plain one (NAME=URL, named "") and others
+	// named NAME/UPSTREAM=URL (deb/debian-security=URL). It gets them all,
+	// not parsed (the defaults when none is configured), and its handler's
+	// Hosts are served in HTTP-proxy mode.
+	newNamed func(env *fetch.Env, upstreams map[string]string) (handler, error)
+}
+
+// hoster is a handler that serves several upstream hosts in HTTP-proxy
+// mode.
+type hoster interface {
+	Hosts() []string
 }
 
 // ecosystems is the one ordered list of the ecosystems the mirror serves.
@@ -32,6 +45,8 @@ var ecosystems = []ecosystem{
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return pypi.New(env, u, "/pypi/") }},
 	{name: crates.Ecosystem, prefix: "/crates/", upstream: crates.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return crates.New(env, u, "/crates/"), nil }},
+	{name: deb.Ecosystem, prefix: "/debian/", upstream: deb.DefaultUpstream, proxy: true,
+		newNamed: func(env *fetch.Env, up map[string]string) (handler, error) { return deb.New(env, up) }},
 	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return oci.New(env, u), nil }},
 }

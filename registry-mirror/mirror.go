@@ -105,17 +105,48 @@ func New(cfg Config) (*Mirror, error) {
 		env.Upstream.HTTP = upstreamClient()
 	}
 	m := &Mirror{env: env, log: env.Log, sessions: cfg.Sessions, hosts: map[string]handler{}}
-	for name := range cfg.Upstreams {
-		if !slices.ContainsFunc(ecosystems, func(e ecosystem) bool { return e.name == name }) {
-			return nil, fmt.Errorf("mirror: unknown ecosystem %q in the upstreams (known: %s)", name, Names())
+	for key := range cfg.Upstreams {
+		name, sub, named := strings.Cut(key, "/")
+		if !slices.ContainsFunc(ecosystems, func(e ecosystem) bool { return e.name == name && (!named || e.newNamed != nil && sub != "") }) {
+			return nil, fmt.Errorf("mirror: unknown ecosystem %q in the upstreams (known: %s)", key, Names())
 		}
 	}
 	for _, e := range ecosystems {
-		if err := m.add(e, cfg.Upstreams[e.name]); err != nil {
+		var err error
+		if e.newNamed != nil {
+			err = m.addNamed(e, cfg.Upstreams)
+		} else {
+			err = m.add(e, cfg.Upstreams[e.name])
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// addNamed sets up ecosystem e with every upstream of all named for it:
+// NAME (as "") and NAME/UPSTREAM (as "UPSTREAM").
+func (m *Mirror) addNamed(e ecosystem, all map[string]string) error {
+	up := map[string]string{}
+	for k, v := range all {
+		if k == e.name {
+			up[""] = v
+		} else if sub, ok := strings.CutPrefix(k, e.name+"/"); ok {
+			up[sub] = v
+		}
+	}
+	h, err := e.newNamed(m.env, up)
+	if err != nil {
+		return fmt.Errorf("mirror: %s: %w", e.name, err)
+	}
+	m.prefixes = append(m.prefixes, route{e.prefix, h})
+	if hs, ok := h.(hoster); ok && e.proxy {
+		for _, host := range hs.Hosts() {
+			m.hosts[strings.ToLower(host)] = h
+		}
+	}
+	return nil
 }
 
 // add sets up ecosystem e with its upstream (raw, or its default).

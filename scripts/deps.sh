@@ -15,6 +15,10 @@ test)
 	want node nodejs
 	want ip iproute2
 	want npm npm
+	want apt-get apt
+	want gpgv gpgv
+	# The deb mirror checks Debian's archive against this keyring.
+	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 	;;
 bench)
 	want hyperfine hyperfine

@@ -24,8 +24,10 @@ of --data (create its key with sandtrail keys generate).
 Every artifact is checked before a byte is served: npm tarballs against
 dist.integrity, dist.shasum and the registry's signature (dist.signatures,
 against the keys of /-/npm/v1/keys); PyPI files against the simple index's
-sha256; .crate files against their sparse index line's cksum (sha256); OCI
-manifests and blobs against their digests. Artifacts are cached by their sha256
+sha256; .crate files against their sparse index line's cksum (sha256); Debian's
+InRelease against its keyring, each index file against the InRelease's SHA256
+and each .deb against its verified Packages entry; OCI manifests and blobs
+against their digests. Artifacts are cached by their sha256
 beneath <data_dir>/mirror (mirror.cache_dir), and served from the cache when
 the upstream is down. The policy (--policy, config key policy) removes
 blocklisted versions and versions inside the cooldown from the metadata and
@@ -40,8 +42,12 @@ records each client's address and port.
 Point npm at it with --registry http://ADDR/npm/ (or npm_config_registry),
 pip with --index-url http://ADDR/pypi/simple/ (or PIP_INDEX_URL), cargo with
 --config 'source.crates-io.replace-with="m"' --config
-'source.m.registry="sparse+http://ADDR/crates/index/"', and an OCI client at
-ADDR as a plain-http registry.
+'source.m.registry="sparse+http://ADDR/crates/index/"', apt with a sources.list
+line "deb http://ADDR/debian/debian bookworm main" or with -o
+Acquire::http::Proxy=http://ADDR/, and an OCI client at ADDR as a plain-http
+registry. Debian archives are named: deb=URL is "debian", deb/NAME=URL another,
+and a value may begin with "[signed-by=KEYRING] " (default: the
+debian-archive-keyring package's).
 Ecosystems: ` + "%s" + `.`
 
 func newMirrorCmd(g *globals) *cobra.Command {
@@ -52,6 +58,7 @@ func newMirrorCmd(g *globals) *cobra.Command {
 		Long:  fmt.Sprintf(mirrorLong, mirror.Names()),
 		Example: `  sandtrail mirror --listen 127.0.0.1:8484
   sandtrail mirror --upstream npm=https://registry.npmjs.org/ --data /srv/sandtrail
+  sandtrail mirror --upstream deb=http://deb.debian.org/debian/ --upstream deb/debian-security=http://security.debian.org/debian-security/
   npm install --registry http://127.0.0.1:8484/npm/ express`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,7 +78,7 @@ func newMirrorCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("listen", "127.0.0.1:8484", "address to serve on (config mirror.listen)")
-	f.StringArrayVar(&upstreams, "upstream", nil, "ECOSYSTEM=URL, repeatable: an upstream registry other than the public one (config mirror.upstreams)")
+	f.StringArrayVar(&upstreams, "upstream", nil, "ECOSYSTEM=URL or deb/NAME=URL, repeatable: an upstream registry other than the public one (config mirror.upstreams)")
 	f.String("policy", "", "policy file (config key policy; default: the embedded policy)")
 	cmd.AddCommand(newMirrorVerifyCacheCmd(g))
 	return cmd

@@ -48,7 +48,8 @@ type MirrorConfig struct {
 	// Listen is the daemon's (and `sandtrail mirror`'s) address.
 	Listen string `mapstructure:"listen"`
 	// Upstreams maps an ecosystem to its upstream registry; the public
-	// registries by default.
+	// registries by default. deb/NAME names a further Debian archive
+	// (deb/debian-security), served at /debian/NAME/.
 	Upstreams map[string]string `mapstructure:"upstreams"`
 	// CacheDir holds the cache; empty means <data_dir>/mirror.
 	CacheDir string `mapstructure:"cache_dir"`
