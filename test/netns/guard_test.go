@@ -85,8 +85,11 @@ func TestNoForeignAddresses(t *testing.T) {
 			t.Fatal(err)
 		}
 		var found []string
-		for _, m := range addrRE.FindAllString(string(b), -1) {
-			a, err := netip.ParseAddr(strings.Trim(m, ":."))
+		for _, loc := range addrRE.FindAllIndex(b, -1) {
+			if !standsAlone(b, loc[0], loc[1]) {
+				continue // part of a word: "Debug::NoLocking" holds "deb::"
+			}
+			a, err := netip.ParseAddr(strings.Trim(string(b[loc[0]:loc[1]]), ":."))
 			if err == nil && foreign(a) && !slices.Contains(found, a.String()) {
 				found = append(found, a.String())
 			}
@@ -102,6 +105,35 @@ func TestNoForeignAddresses(t *testing.T) {
 	for f := range foreignOK {
 		if !seen[f] {
 			t.Errorf("foreignOK lists %s, which names no foreign address now: take it out", f)
+		}
+	}
+}
+
+// standsAlone reports whether b[i:j] is not part of a longer word: no
+// letter, digit or underscore touches it on either side.
+func standsAlone(b []byte, i, j int) bool {
+	word := func(c byte) bool { return c == '_' || c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' }
+	return (i == 0 || !word(b[i-1])) && (j == len(b) || !word(b[j]))
+}
+
+func TestStandsAlone(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"Debug::NoLocking", nil},
+		{`"2606:4700::1"`, []string{"2606:4700::1"}},
+		{"dial 8.8.8.8:53 now", []string{"8.8.8.8"}},
+		{"v1.2.3.4x", nil},
+	} {
+		var got []string
+		for _, loc := range addrRE.FindAllStringIndex(tt.in, -1) {
+			if standsAlone([]byte(tt.in), loc[0], loc[1]) {
+				got = append(got, strings.Trim(tt.in[loc[0]:loc[1]], ":."))
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("addresses in %q = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
