@@ -309,3 +309,39 @@ func (e *env) eventsAfterStop(t *testing.T, m *exec.Cmd) []*event.Event {
 	m.Wait()
 	return e.events("")
 }
+
+// TestDaemonMirror: the daemon hosts the mirror when its config has a
+// mirror: section, a `sandtrail run` session it hosts installs through it
+// (the daemon points the session's npm at it), and each fetch is recorded
+// in that session, attributed by the kernel (the client socket's cgroup).
+func TestDaemonMirror(t *testing.T) {
+	t.Parallel()
+	reg := npmtest.Start(t, npmtest.Tree(7, 1000)...)
+	e := newEnv(t)
+	addr := freeAddr(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("mirror:\n  listen: %s\n  upstreams:\n    npm: %s/\n", addr, reg.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	_, _, stop := startDNSDaemon(t, e, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\n", reg.URL))
+	defer stop()
+	r := e.run("--user", "nobody", "--", "sh", "-c", npmInstall("pkg-0"))
+	if r.code != 0 || r.summary.HostedBy != "daemon" {
+		t.Fatalf("npm install in a daemon's session: exit %d, hosted by %q\n%s\n%s", r.code, r.summary.HostedBy, r.stdout, r.stderr)
+	}
+	stop()
+	got := map[string]bool{}
+	for _, ev := range kinds(e.events(""), event.KindPkgFetch) {
+		if ev.SessionID != r.summary.SessionID {
+			t.Errorf("pkg.fetch of %s in session %q, want %q (the session whose npm fetched it)", ev.Pkg.Name, ev.SessionID, r.summary.SessionID)
+			continue
+		}
+		if ev.Pkg.Outcome == "served" && ev.Pkg.Verified != nil && *ev.Pkg.Verified {
+			got[ev.Pkg.Name] = true
+		}
+	}
+	if len(got) != 7 {
+		t.Errorf("verified pkg.fetch events in the session for %d packages, want 7: %v", len(got), got)
+	}
+}
