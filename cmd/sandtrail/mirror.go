@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,8 +16,10 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/queue"
+	"github.com/sandtrail/sandtrail/record/render"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/prefetch"
 )
 
 const mirrorLong = `mirror runs the verifying registry mirror alone, recording into the journal
@@ -80,7 +84,7 @@ func newMirrorCmd(g *globals) *cobra.Command {
 	f.String("listen", "127.0.0.1:8484", "address to serve on (config mirror.listen)")
 	f.StringArrayVar(&upstreams, "upstream", nil, "ECOSYSTEM=URL or deb/NAME=URL, repeatable: an upstream registry other than the public one (config mirror.upstreams)")
 	f.String("policy", "", "policy file (config key policy; default: the embedded policy)")
-	cmd.AddCommand(newMirrorVerifyCacheCmd(g))
+	cmd.AddCommand(newMirrorVerifyCacheCmd(g), newMirrorPrefetchCmd(g))
 	return cmd
 }
 
@@ -165,4 +169,121 @@ changed artifact.`,
 			return nil
 		},
 	}
+}
+
+func newMirrorPrefetchCmd(g *globals) *cobra.Command {
+	var base, format string
+	cmd := &cobra.Command{
+		Use:   "prefetch [--mirror URL] LOCKFILE...",
+		Short: "Warm a running mirror's cache from lockfiles",
+		Long: `prefetch fetches every artifact that the lockfiles name through a running
+mirror (sandtrail mirror, or a daemon with a mirror: section), so that the
+mirror verifies, caches and records each as it would for any client:
+package-lock.json and npm-shrinkwrap.json (each registry tarball),
+requirements files (*.txt, *.in: each name==version pin, with its
+--hash=sha256: options) and Cargo.lock (each registry crate).
+
+Each artifact is also checked against the hash the lockfile pins: one whose
+lockfile hash differs from what the registry serves is reported. It shows
+its progress on a terminal and prints a summary. It exits 0 when every
+artifact was fetched, 2 when a lockfile's hash differed, and 1 when the
+mirror refused or could not fetch one.`,
+		Example: `  sandtrail mirror prefetch package-lock.json
+  sandtrail mirror prefetch --mirror http://10.0.0.5:8484/ requirements.txt Cargo.lock`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "text", "json"); err != nil {
+				return err
+			}
+			if base == "" {
+				cfg, err := g.load()
+				if err != nil {
+					return err
+				}
+				base = "http://" + cfg.Mirror.Listen + "/"
+			}
+			items, err := prefetchItems(args)
+			if err != nil {
+				return usageErr(err)
+			}
+			var progress func(done, total int)
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				progress = func(done, total int) { fmt.Fprintf(os.Stderr, "\rprefetching %d/%d", done, total) }
+			}
+			f := &prefetch.Fetcher{HTTP: &http.Client{Timeout: 10 * time.Minute}, Base: strings.TrimSuffix(base, "/") + "/"}
+			res := f.Run(cmd.Context(), items, progress)
+			if progress != nil {
+				fmt.Fprintln(os.Stderr)
+			}
+			return writePrefetch(cmd.OutOrStdout(), format, res)
+		},
+	}
+	cmd.Flags().StringVar(&base, "mirror", "", "the mirror's URL (default: http://<mirror.listen>/)")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+// prefetchItems reads the lockfiles.
+func prefetchItems(files []string) ([]prefetch.Item, error) {
+	var items []prefetch.Item
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		its, err := prefetch.Parse(name, b)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, its...)
+	}
+	return items, nil
+}
+
+// writePrefetch prints the results and returns the exit status they call
+// for.
+func writePrefetch(w io.Writer, format string, res []prefetch.Result) error {
+	type row struct {
+		Ecosystem string `json:"ecosystem"`
+		Name      string `json:"name"`
+		Version   string `json:"version"`
+		Files     int    `json:"files"`
+		Bytes     int64  `json:"bytes"`
+		Error     string `json:"error,omitempty"`
+	}
+	rows := make([]row, 0, len(res))
+	fetched, mismatched, failed := 0, 0, 0
+	for _, r := range res {
+		x := row{Ecosystem: r.Ecosystem, Name: r.Name, Version: r.Version, Files: r.Files, Bytes: r.Bytes}
+		switch {
+		case errors.Is(r.Err, prefetch.ErrLockMismatch):
+			mismatched++
+			x.Error = r.Err.Error()
+		case r.Err != nil:
+			failed++
+			x.Error = r.Err.Error()
+		default:
+			fetched++
+		}
+		rows = append(rows, x)
+	}
+	if format == "json" {
+		if err := writeJSON(w, rows); err != nil {
+			return err
+		}
+	} else {
+		for _, x := range rows {
+			if x.Error != "" {
+				fmt.Fprintf(w, "%s %s@%s: %s\n", x.Ecosystem, render.Clean(x.Name, 80), render.Clean(x.Version, 40), render.Clean(x.Error, 300))
+			}
+		}
+		fmt.Fprintf(w, "%d artifacts: %d fetched through the mirror, %d whose lockfile hash differs, %d refused or failed\n", len(rows), fetched, mismatched, failed)
+	}
+	switch {
+	case mismatched > 0:
+		return &exitError{code: exitTampered, err: fmt.Errorf("mirror prefetch: %d artifacts differ from their lockfile's hash", mismatched)}
+	case failed > 0:
+		return &exitError{code: exitFailed, err: fmt.Errorf("mirror prefetch: %d artifacts were not fetched", failed)}
+	}
+	return nil
 }

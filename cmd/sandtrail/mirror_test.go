@@ -1,12 +1,18 @@
 package main
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/sandtrail/sandtrail/record/event"
+	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
 
 // TestMirrorVerifyCache: verify-cache finds the blob whose bytes changed
@@ -39,5 +45,39 @@ func TestMirrorVerifyCache(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Errorf("the tampered blob is still there: %v", err)
+	}
+}
+
+// TestMirrorPrefetch: prefetch of a package-lock.json through a mirror
+// fetches each tarball and says so; a lockfile integrity that differs
+// from the registry's is reported with exit 2.
+func TestMirrorPrefetch(t *testing.T) {
+	up := npmtest.Start(t, npmtest.Tree(3, 100)...)
+	eng := fetchtest.Policy(t, "sources:\n  registries:\n    npm: ["+up.URL+"/]\n")
+	m, err := mirror.New(mirror.Config{CacheDir: t.TempDir(), Policy: eng, Log: hclog.NewNullLogger(),
+		Upstreams: map[string]string{"npm": up.URL}, Emit: func(*event.Event) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	tgz := npmtest.Tarball("pkg-1", npmtest.Version{Version: "1.0.0", Files: map[string]string{"index.js": strings.Repeat("// x\n", 20)}})
+	lock := func(integrity string) string {
+		f := filepath.Join(t.TempDir(), "package-lock.json")
+		os.WriteFile(f, []byte(`{"lockfileVersion":3,"packages":{"node_modules/pkg-1":{"version":"1.0.0","resolved":"https://registry.npmjs.org/pkg-1/-/pkg-1-1.0.0.tgz","integrity":"`+integrity+`"}}}`), 0o644)
+		return f
+	}
+	if code, out := runCLI(t, "mirror", "prefetch", "--mirror", srv.URL, lock(npmtest.Integrity(tgz))); code != 0 || !strings.Contains(out, "1 artifacts: 1 fetched") {
+		t.Errorf("prefetch = %d %q, want 0 and 1 fetched", code, out)
+	}
+	if n := up.Count(npmtest.TarballPath("pkg-1", "1.0.0")); n != 1 {
+		t.Errorf("the upstream served the tarball %d times, want 1", n)
+	}
+	code, out := runCLI(t, "mirror", "prefetch", "--mirror", srv.URL, "--format", "json", lock(npmtest.Integrity([]byte("other"))))
+	if code != exitTampered || !strings.Contains(out, "differs from what the registry serves") {
+		t.Errorf("prefetch with a wrong lockfile integrity = %d %q, want %d", code, out, exitTampered)
+	}
+	if code, _ := runCLI(t, "mirror", "prefetch", "--mirror", srv.URL, filepath.Join(t.TempDir(), "yarn.lock")); code != exitFailed {
+		t.Errorf("prefetch of a missing file = %d, want %d", code, exitFailed)
 	}
 }

@@ -59,10 +59,10 @@ func FuzzPaths(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		if name, err := indexName(p); err == nil && (checkName(name) != nil || indexPath(name) != p) {
+		if name, err := indexName(p); err == nil && (CheckName(name) != nil || indexPath(name) != p) {
 			t.Fatalf("indexName(%q) = %q, which is not a valid name at that path", p, name)
 		}
-		if name, _, err := downloadPath(p); err == nil && checkName(name) != nil {
+		if name, _, err := downloadPath(p); err == nil && CheckName(name) != nil {
 			t.Fatalf("downloadPath(%q) = %q, which is not a valid name", p, name)
 		}
 	})

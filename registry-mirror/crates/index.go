@@ -96,7 +96,7 @@ func parseLine(file string, raw []byte) (line, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return line{}, fmt.Errorf("crates: index line of %s: %w", file, err)
 	}
-	if strings.ToLower(r.Name) != file || checkName(r.Name) != nil {
+	if strings.ToLower(r.Name) != file || CheckName(r.Name) != nil {
 		return line{}, fmt.Errorf("crates: index line of %s names the crate %q", file, clip(r.Name))
 	}
 	if _, err := cargo.ParseVersion(r.Vers); err != nil {

@@ -13,10 +13,10 @@ import (
 // maxNameLen is crates.io's limit on a crate name.
 const maxNameLen = 64
 
-// checkName accepts the crate names crates.io does: at most 64 ASCII
+// CheckName accepts the crate names crates.io does: at most 64 ASCII
 // letters, digits, - and _, beginning with a letter or a digit. It
 // returns an error wrapping ErrBadName.
-func checkName(name string) error {
+func CheckName(name string) error {
 	eco, err := resolver.Lookup(Ecosystem)
 	if err != nil {
 		return fmt.Errorf("checking a crate name: %w", err)
@@ -65,7 +65,7 @@ func indexName(p string) (string, error) {
 	}
 	i := strings.LastIndexByte(p, '/')
 	name := p[i+1:]
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if name != strings.ToLower(name) {
@@ -83,7 +83,7 @@ func downloadPath(p string) (name, version string, err error) {
 	if len(parts) != 3 || parts[2] != "download" {
 		return "", "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "crates are at dl/<crate>/<version>/download, not dl/%s", clip(p))
 	}
-	if err := checkName(parts[0]); err != nil {
+	if err := CheckName(parts[0]); err != nil {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if _, err := cargo.ParseVersion(parts[1]); err != nil {

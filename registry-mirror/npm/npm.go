@@ -101,7 +101,7 @@ func splitPath(p string) (name, file string, err error) {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "bad path")
 	}
 	name, file, _ = strings.Cut(un, "/-/")
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if file != "" && (strings.ContainsAny(file, "/\\") || !strings.HasSuffix(file, ".tgz") || strings.HasPrefix(file, ".")) {
@@ -110,10 +110,10 @@ func splitPath(p string) (name, file string, err error) {
 	return name, file, nil
 }
 
-// checkName accepts npm package names as the registry does: at most 214
+// CheckName accepts npm package names as the registry does: at most 214
 // characters, lower case, URL-safe, an optional @scope/ first, and no
 // path tricks.
-func checkName(name string) error {
+func CheckName(name string) error {
 	if name == "" || len(name) > 214 {
 		return fmt.Errorf("npm package name %q: empty or longer than 214 characters", clip(name))
 	}

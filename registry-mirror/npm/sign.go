@@ -219,7 +219,7 @@ func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request) error {
 // cached.
 func (h *Handler) serveAttestations(w http.ResponseWriter, r *http.Request, spec string) error {
 	name, v, ok := cutVersion(spec)
-	if !ok || checkName(name) != nil || v == "" {
+	if !ok || CheckName(name) != nil || v == "" {
 		return fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad attestations path %q", clip(spec))
 	}
 	key := "npm:attestations:" + h.upstream.String() + name + "@" + v
