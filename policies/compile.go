@@ -65,6 +65,8 @@ type compiled struct {
 	exclude        []purlRule
 
 	scripts Verdict
+	// provenance is the verdict for a version that lost its provenance.
+	provenance Verdict
 
 	egressDefault  Verdict
 	allowedDomains []domainRule
@@ -169,6 +171,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	compileBlocklist(c, out, p.Blocklist)
 	compileCooldown(c, out, &p.Cooldown)
 	out.scripts = verdictField(c, "install_scripts", p.InstallScripts, Allow, Allow, Flag, Block)
+	out.provenance = verdictField(c, "provenance_loss", p.ProvenanceLoss, Allow, Allow, Flag, Block)
 	compileEgress(c, out, &p.Egress)
 	compileFiles(c, out, &p.Files)
 	out.toolIO = toolIO(c, &p.ToolIO)

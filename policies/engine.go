@@ -95,7 +95,7 @@ type Decision struct {
 
 // Check is the outcome of one check of a package decision.
 type Check struct {
-	// Name is blocklist, source, cooldown or install_scripts.
+	// Name is blocklist, source, cooldown, install_scripts or provenance.
 	Name    string  `json:"check"`
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason"`
@@ -125,13 +125,17 @@ type PackageRequest struct {
 	Registry string
 	// Published is when the version was published; zero if unknown.
 	Published time.Time
+	// ProvenanceLost is true when earlier versions of the package had
+	// provenance attestations and this one has none (the mirror tells).
+	ProvenanceLost bool
 	// InstallScripts is true when installing runs the package's code (npm
 	// install scripts, a Python sdist). Callers that cannot tell pass false.
 	InstallScripts bool
 }
 
 // Package decides whether a package version may be installed. The checks
-// run in this order: blocklist, source, cooldown, install scripts. The
+// run in this order: blocklist, source, cooldown, install scripts, and
+// provenance when the request reports a lost provenance. The
 // verdict is the most severe of theirs; Reason and Rule are those of the
 // first check with that verdict (for an allow, of the source check), and
 // Checks lists every check. It never fails: where a check cannot decide, it
@@ -149,6 +153,9 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 			e.checkCooldown(req),
 			e.checkScripts(req),
 		)
+		if req.ProvenanceLost {
+			checks = append(checks, e.checkProvenance(req))
+		}
 	}
 	return combine(checks)
 }
@@ -406,6 +413,13 @@ func fmtDuration(d time.Duration) string {
 		return fmt.Sprintf("%dd", days)
 	}
 	return fmt.Sprintf("%dd%s", days, s)
+}
+
+// checkProvenance decides on a version that lost the provenance earlier
+// versions had; it runs only for such a version.
+func (e *Engine) checkProvenance(req PackageRequest) Check {
+	return Check{Name: "provenance", Verdict: e.c.provenance, Rule: "provenance_loss",
+		Reason: fmt.Sprintf("%s has no provenance attestations, though earlier versions had (provenance_loss: %s)", pkgID(req), e.c.provenance)}
 }
 
 func (e *Engine) checkScripts(req PackageRequest) Check {

@@ -23,6 +23,10 @@ type Policy struct {
 	// InstallScripts is the verdict for packages that run code at install
 	// time: allow (the default), flag or block.
 	InstallScripts string `mapstructure:"install_scripts" yaml:"install_scripts" json:"install_scripts"`
+	// ProvenanceLoss is the verdict for a version without the provenance
+	// attestations that earlier versions of the package had (pnpm's
+	// trustPolicy: no-downgrade): allow (the default), flag or block.
+	ProvenanceLoss string `mapstructure:"provenance_loss" yaml:"provenance_loss" json:"provenance_loss"`
 	// Egress decides network connections out of the sandbox.
 	Egress Egress `mapstructure:"egress" yaml:"egress" json:"egress"`
 	// Files names paths that are sensitive to read or protected from writes.
@@ -168,6 +172,7 @@ func (p *Policy) Effective() *Policy {
 	set(&q.Cooldown.Action, string(Flag))
 	set(&q.Cooldown.OnUnknownAge, string(Flag))
 	set(&q.InstallScripts, string(Allow))
+	set(&q.ProvenanceLoss, string(Allow))
 	set(&q.Egress.Default, string(Allow))
 	set(&q.Egress.DoHAction, string(Flag))
 	set(&q.Files.SensitiveReadAction, string(Flag))

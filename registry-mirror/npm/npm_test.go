@@ -195,6 +195,21 @@ func TestTarball(t *testing.T) {
 	}
 }
 
+// TestProvenanceLoss: with provenance_loss: block, a version without the
+// attestations an earlier version had is removed and refused (the
+// malicious nx releases of August 2025 stood out that way).
+func TestProvenanceLoss(t *testing.T) {
+	m := newMirror(t, npmtest.Start(t, fixture()...), "provenance_loss: block\n")
+	_, b, _ := m.get(t, "/npm/left-pad", "")
+	if bytes.Contains(b, []byte(`"1.3.0"`)) || !bytes.Contains(b, []byte(`"1.2.0"`)) {
+		t.Errorf("packument still lists 1.3.0, which lost 1.2.0's provenance:\n%s", b)
+	}
+	code, body, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", "")
+	if r := m.last(); code != 403 || r.Outcome != fetch.Blocked || r.Rule != "provenance_loss" || !r.ProvenanceLost {
+		t.Errorf("tarball that lost provenance = %d %s, record %+v", code, body, *r)
+	}
+}
+
 // TestVerifyFails: a tarball that does not match its integrity, or whose
 // signature is bad, is never served.
 func TestVerifyFails(t *testing.T) {

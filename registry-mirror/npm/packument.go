@@ -160,7 +160,8 @@ func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, policy.Decision) {
 	in := p.info[v]
 	return h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
-		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0})
+		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0,
+		ProvenanceLost: p.lostProvenance(v)})
 }
 
 // filter returns the versions of p the policy removes.
