@@ -31,9 +31,13 @@ CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
 --user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
 with HOME there, inside the session's cgroups and limits from its first
 instruction (a relative CMD path such as ./agent.sh is made absolute first).
-Its environment is run's, with HOME, PWD, USER, LOGNAME and
-SANDTRAIL_SESSION_ID set for the session and the caller's SSH agent, runtime
-directory, session bus and sudo variables removed. When run hosts the
+Its environment is built, not inherited: of run's environment only TERM,
+COLORTERM, LANG, LANGUAGE, LC_* and TZ; PATH is the shim directory
+(/usr/local/lib/sandtrail/shims) and then the standard system directories;
+then --env-file's and --env's variables (--env wins); then HOME, PWD, USER,
+LOGNAME and SANDTRAIL_SESSION_ID for the session. CMD is resolved against
+that PATH with the agent's own permissions before the session starts: a
+command the agent cannot run is an error that names the path. When run hosts the
 session itself it also hosts the verifying registry mirror on 127.0.0.1 and
 points the session at it (SANDTRAIL_MIRROR, npm_config_registry,
 PIP_INDEX_URL). Its stdin, stdout and stderr are run's. The kernel
@@ -68,9 +72,11 @@ own configuration.`
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		req    launch.Request
-		format string
-		lim    limitFlags
+		req     launch.Request
+		format  string
+		lim     limitFlags
+		envs    []string
+		envFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
@@ -104,6 +110,9 @@ func newRunCmd(g *globals) *cobra.Command {
 				return usageErr(err)
 			}
 			req.Argv, req.Env = args, os.Environ()
+			if req.Set, err = sessionSet(envs, envFile); err != nil {
+				return usageErr(err)
+			}
 			// CMD runs in the session's workdir: a relative path names
 			// a file relative to where run was started.
 			if strings.Contains(args[0], "/") && !filepath.IsAbs(args[0]) {
@@ -129,11 +138,33 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
 	f.StringVar(&req.Keep, "keep", "preserved", "workdir at cleanup: preserved, deleted or snapshot")
+	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE set in the session's environment (repeatable)")
+	f.StringVar(&envFile, "env-file", "", "file of KEY=VALUE lines set in the session's environment")
 	f.String("policy", "", "policy file: default limits, egress rules, sensitive files, blocked domains (config key policy; default: the embedded policy)")
 	f.StringVar(&format, "format", "text", "summary format on stderr: text or json")
 	lim.bind(f)
 	addDNSFlags(cmd)
 	return cmd
+}
+
+// sessionSet reads --env and --env-file.
+func sessionSet(envs []string, file string) ([]string, error) {
+	set, err := launch.ParseEnv(envs)
+	if err != nil {
+		return nil, fmt.Errorf("--env %w", err)
+	}
+	if file == "" {
+		return set, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--env-file: %w", err)
+	}
+	more, err := launch.ParseEnv(strings.Split(string(b), "\n"))
+	if err != nil {
+		return nil, fmt.Errorf("--env-file %s: %w", file, err)
+	}
+	return launch.MergeEnv(more, set), nil
 }
 
 // limitFlags are the resource-limit flags shared by run and session create.

@@ -862,3 +862,37 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestRunSessionEnv: the session's environment is built, not inherited.
+// With run's PATH starting with a directory the agent cannot reach (as
+// root's pyenv shims are), `python3` resolves to the system's; run's other
+// variables (a token) stay out, the allowlist and --env come in; a command
+// the agent cannot run fails before it starts, naming the path.
+func TestRunSessionEnv(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	closed, err := os.MkdirTemp("", "sandtrail-e2e-rootpath-") // 0700, root's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(closed)
+	if err := os.WriteFile(filepath.Join(closed, "python3"), []byte("#!/bin/sh\necho fake\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "PATH="+closed+":"+os.Getenv("PATH"), "API_TOKEN=secret", "TERM=xterm-e2e")
+	r := e.run("--user", "nobody", "--", "python3", "-c", "print(1)")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Errorf("run -- python3 -c 'print(1)' with an unreachable PATH entry first: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run("--user", "nobody", "--env", "FOO=bar", "--", "sh", "-c", `echo "path=$PATH"; echo "token=${API_TOKEN-unset}"; echo "foo=$FOO"; echo "term=$TERM"`)
+	for _, want := range []string{"path=/usr/local/lib/sandtrail/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"token=unset", "foo=bar", "term=xterm-e2e"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("session environment lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = e.run("--user", "nobody", "--", filepath.Join(closed, "python3"))
+	if r.code != 126 || !strings.Contains(r.stderr, closed) {
+		t.Errorf("a command the agent cannot run: exit %d, want 126 and an error naming %s\n%s", r.code, closed, r.stderr)
+	}
+}

@@ -194,7 +194,7 @@ func (c *Server) start(k *call, cs *ctlSession) error {
 		return err
 	}
 	withEnv := *spec
-	withEnv.Env = launch.MergeEnv(spec.Env, c.h.SessionEnv())
+	withEnv.Set = launch.MergeEnv(c.h.SessionEnv(), spec.Set)
 	cmd, err := launch.Command(cs.s, &withEnv, acct, files)
 	if err == nil {
 		err = cs.s.Start(c.ctx, cmd)

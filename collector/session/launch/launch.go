@@ -47,10 +47,12 @@ type Request struct {
 	Limits   event.Limits `json:"limits"`
 	// User is the account the command runs as; empty means AgentUser.
 	User string `json:"user,omitempty"`
-	// Argv and Env are the command and its environment (HOME, USER,
-	// LOGNAME and PWD are replaced).
+	// Argv is the command. Env is the caller's environment, of which the
+	// session gets only the variables of EnvAllowlist; Set are variables
+	// set for the session as they are (--env, --env-file).
 	Argv []string `json:"argv,omitempty"`
 	Env  []string `json:"env,omitempty"`
+	Set  []string `json:"set,omitempty"`
 	// Keep is the workdir's fate at cleanup: preserved, deleted or
 	// snapshot.
 	Keep string `json:"keep,omitempty"`
@@ -134,8 +136,8 @@ func Command(s *session.Session, req *Request, acct Account, stdio [3]*os.File) 
 	if err := Reachable(wd, acct); err != nil {
 		return nil, err
 	}
-	env := Env(req.Env, wd, acct, s.ID())
-	path, err := LookPath(req.Argv[0], env)
+	env := Env(req.Env, req.Set, wd, acct, s.ID())
+	path, err := LookPath(req.Argv[0], env, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -149,34 +151,50 @@ func Command(s *session.Session, req *Request, acct Account, stdio [3]*os.File) 
 	return cmd, nil
 }
 
-// Env is env with the session's HOME, USER, LOGNAME, PWD and
-// SANDTRAIL_SESSION_ID, without the invoking user's SSH agent, runtime
-// directory, session bus and sudo variables.
-func Env(env []string, wd string, acct Account, id string) []string {
-	// Besides what is replaced, drop what would point the agent at the
-	// invoking user's own agents and buses.
-	drop := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PWD": true, "SANDTRAIL_SESSION_ID": true,
-		"SUDO_USER": true, "SUDO_UID": true, "SUDO_GID": true, "SUDO_COMMAND": true,
-		"SSH_AUTH_SOCK": true, "XDG_RUNTIME_DIR": true, "DBUS_SESSION_BUS_ADDRESS": true, "MAIL": true, "OLDPWD": true}
-	out := make([]string, 0, len(env)+5)
-	hasPath := false
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] {
-			continue
-		}
-		hasPath = hasPath || k == "PATH"
-		out = append(out, kv)
+// ShimDir is where install.sh puts the package-manager shims; a session's
+// PATH starts with it.
+const ShimDir = "/usr/local/lib/sandtrail/shims"
+
+// SessionPath is a session's PATH: the shims, then the standard system
+// directories. The caller's PATH is never a session's: it may name
+// directories the agent cannot reach (root's pyenv, say).
+const SessionPath = ShimDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// envAllowed reports whether a variable of the caller's environment is
+// passed to a session: the terminal, the locale and the time zone.
+func envAllowed(k string) bool {
+	switch k {
+	case "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ":
+		return true
 	}
-	if !hasPath {
-		out = append(out, "PATH=/usr/local/bin:/usr/bin:/bin")
-	}
-	return append(out, "HOME="+wd, "USER="+acct.Name, "LOGNAME="+acct.Name, "PWD="+wd, "SANDTRAIL_SESSION_ID="+id)
+	return strings.HasPrefix(k, "LC_")
 }
 
-// LookPath resolves name against the PATH in env, as the shell would.
-func LookPath(name string, env []string) (string, error) {
+// Env builds a session's environment: the allowed variables of the
+// caller's env (envAllowed), PATH (SessionPath), then set as it is, then
+// the session's HOME, USER, LOGNAME, PWD and SANDTRAIL_SESSION_ID, which
+// nothing overrides. A later variable of a name replaces an earlier one.
+func Env(env, set []string, wd string, acct Account, id string) []string {
+	out := []string{"PATH=" + SessionPath}
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && envAllowed(k) {
+			out = append(out, kv)
+		}
+	}
+	out = MergeEnv(out, set)
+	return MergeEnv(out, []string{"HOME=" + wd, "USER=" + acct.Name, "LOGNAME=" + acct.Name, "PWD=" + wd, "SANDTRAIL_SESSION_ID=" + id})
+}
+
+// LookPath resolves name against the PATH in env, as the shell would, but
+// with acct's permissions: the first file on the PATH that acct may
+// execute, in a directory it may reach. A name with a slash is taken as
+// it is, and must be executable by acct. Its error names the path that
+// acct cannot run.
+func LookPath(name string, env []string, acct Account) (string, error) {
 	if strings.Contains(name, "/") {
+		if err := runnable(name, acct); err != nil {
+			return "", err
+		}
 		return name, nil
 	}
 	path := ""
@@ -185,47 +203,95 @@ func LookPath(name string, env []string) (string, error) {
 			path = v
 		}
 	}
+	var denied error
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			dir = "."
 		}
 		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		err := runnable(p, acct)
+		if err == nil {
 			return p, nil
 		}
+		if denied == nil {
+			denied = err
+		}
 	}
-	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
+	if denied != nil {
+		return "", denied
+	}
+	return "", fmt.Errorf("%s: %w (PATH %s)", name, exec.ErrNotFound, path)
+}
+
+// runnable checks that acct may execute the file at p: its directory is
+// reachable and its mode lets acct execute it.
+func runnable(p string, acct Account) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	d, perm, err := unsearchable(filepath.Dir(p), acct)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if d != "" {
+		return fmt.Errorf("%s cannot be run by %s: %s is mode %v: %w", p, acct.Name, d, perm, fs.ErrPermission)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode()&permBits(fi, acct, 0o111) == 0 {
+		return fmt.Errorf("%s cannot be run by %s: it is mode %v: %w", p, acct.Name, fi.Mode().Perm(), fs.ErrPermission)
+	}
+	return nil
 }
 
 // Reachable checks that acct may search every directory from / down to
 // dir, so that the command can start in its workdir.
 func Reachable(dir string, acct Account) error {
-	if acct.UID == 0 {
-		return nil
+	p, perm, err := unsearchable(dir, acct)
+	if err != nil {
+		return fmt.Errorf("checking the workdir: %w", err)
 	}
+	if p != "" {
+		return fmt.Errorf("user %s cannot reach its workdir %s: %s is mode %v; make it searchable (chmod o+x) or choose another data_dir", acct.Name, dir, p, perm)
+	}
+	return nil
+}
+
+// unsearchable returns the first directory from dir up to / that acct may
+// not search, with its mode, or "" when acct may search them all.
+func unsearchable(dir string, acct Account) (string, fs.FileMode, error) {
 	for p := dir; ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return fmt.Errorf("checking the workdir: %w", err)
+			return "", 0, err
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if ok {
-			perm := fi.Mode().Perm()
-			var bit fs.FileMode = 0o001
-			switch {
-			case st.Uid == acct.UID:
-				bit = 0o100
-			case st.Gid == acct.GID:
-				bit = 0o010
-			}
-			if perm&bit == 0 {
-				return fmt.Errorf("user %s cannot reach its workdir %s: %s is mode %v; make it searchable (chmod o+x) or choose another data_dir", acct.Name, dir, p, perm)
-			}
+		if fi.Mode()&permBits(fi, acct, 0o111) == 0 {
+			return p, fi.Mode().Perm(), nil
 		}
 		if p == "/" || p == "." {
-			return nil
+			return "", 0, nil
 		}
 	}
+}
+
+// permBits is the part of mask (0o111 for execute and search) that
+// applies to acct for fi: the owner's, the group's or the others' bits.
+// For root it is all of mask: root searches any directory and executes a
+// file with any execute bit.
+func permBits(fi fs.FileInfo, acct Account, mask fs.FileMode) fs.FileMode {
+	if acct.UID == 0 {
+		return mask
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case ok && st.Uid == acct.UID:
+		return mask & 0o700
+	case ok && st.Gid == acct.GID:
+		return mask & 0o070
+	}
+	return mask & 0o007
 }
 
 // ExitStatus maps a failure to start a command to a shell-like status: 127
@@ -283,7 +349,7 @@ func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started f
 	bg := context.WithoutCancel(ctx)
 	res.Started = time.Now()
 	withEnv := *req
-	withEnv.Env = MergeEnv(req.Env, h.SessionEnv())
+	withEnv.Set = MergeEnv(h.SessionEnv(), req.Set)
 	if err := start(ctx, s, &withEnv, acct, stdio); err != nil {
 		res.StartErr = err.Error()
 		reason := session.ReasonNormal
@@ -333,4 +399,42 @@ func start(ctx context.Context, s *session.Session, req *Request, acct Account, 
 		return err
 	}
 	return s.Start(ctx, cmd)
+}
+
+// ParseEnv reads KEY=VALUE assignments: one per --env flag, or the lines
+// of an --env-file (blank lines and lines starting with # are skipped; the
+// value is everything after the first =, as it is). A key must be a shell
+// name.
+func ParseEnv(lines []string) ([]string, error) {
+	var out []string
+	for _, l := range lines {
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || !envName(k) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%q: want KEY=VALUE with KEY a name of letters, digits and _", clip(l))
+		}
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
+
+func envName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range k {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
