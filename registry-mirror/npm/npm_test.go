@@ -3,7 +3,6 @@ package npm
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,77 +11,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
 
 // mirror is a Handler over a fixture registry, served on loopback.
 type mirror struct {
 	*httptest.Server
+	*fetchtest.Env
 	h   *Handler
 	reg *npmtest.Registry
-
-	mu       sync.Mutex
-	records  []*fetch.Record
-	filtered []*fetch.Filtered
 }
 
 func newMirror(t *testing.T, reg *npmtest.Registry, extraPolicy string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cache.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mirror{reg: reg}
-	env := &fetch.Env{Cache: c, Policy: eng, Log: hclog.NewNullLogger(), MetaTTL: time.Minute, MaxArtifact: 1 << 20, Now: time.Now,
-		Upstream: &fetch.Upstream{HTTP: http.DefaultClient, MaxMeta: 16 << 20},
-		Record:   func(r *fetch.Record) { m.mu.Lock(); m.records = append(m.records, r); m.mu.Unlock() },
-		Filter:   func(f *fetch.Filtered) { m.mu.Lock(); m.filtered = append(m.filtered, f); m.mu.Unlock() }}
+	env := fetchtest.New(t, "sources:\n  registries:\n    npm: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"+extraPolicy)
 	u, _ := url.Parse(reg.URL)
-	m.h = New(env, u, "/npm/")
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := m.h.Serve(w, r, strings.TrimPrefix(r.URL.EscapedPath(), "/npm/")); err != nil {
-			fetch.Write(w, err)
-		}
-	}))
-	t.Cleanup(m.Close)
+	m := &mirror{Env: env, reg: reg, h: New(env.Env, u, "/npm/")}
+	m.Server = fetchtest.Serve(t, "/npm/", m.h.Serve)
 	return m
 }
 
 func (m *mirror) get(t *testing.T, path, accept string) (int, []byte, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", m.URL+path, nil)
-	if accept != "" {
-		req.Header.Set("Accept", accept)
+	if accept == "" {
+		return fetchtest.Get(t, m.URL+path)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
+	return fetchtest.Get(t, m.URL+path, "Accept", accept)
 }
 
+// last is the last record.
 func (m *mirror) last() *fetch.Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.records) == 0 {
-		return nil
-	}
-	return m.records[len(m.records)-1]
+	r := m.Last()
+	return &r
 }
 
 var old = time.Now().Add(-30 * 24 * time.Hour)
@@ -136,9 +98,9 @@ func TestPackument(t *testing.T) {
 	if m.reg.Count("/left-pad") != 1 {
 		t.Errorf("the upstream saw %d packument requests, want 1 (the second is from the cache)", m.reg.Count("/left-pad"))
 	}
-	if len(m.filtered) != 1 || len(m.filtered[0].Removed) != 1 || m.filtered[0].Removed[0].Outcome != fetch.Cooldown ||
-		m.filtered[0].Removed[0].Rule != "cooldown.min_age" {
-		t.Errorf("filtered = %+v, want one record removing 1.4.0 for the cooldown", m.filtered)
+	if f := m.Filtered(); len(f) != 1 || len(f[0].Removed) != 1 || f[0].Removed[0].Outcome != fetch.Cooldown ||
+		f[0].Removed[0].Rule != "cooldown.min_age" {
+		t.Errorf("filtered = %+v, want one record removing 1.4.0 for the cooldown", m.Filtered())
 	}
 	// Scoped names, both spellings.
 	for _, p := range []string{"/npm/@scope/util", "/npm/@scope%2futil"} {
