@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
@@ -110,29 +109,5 @@ func TestMirror(t *testing.T) {
 	evs = rec.all()
 	if last := evs[len(evs)-1]; last.Pkg.Outcome != "unknown_source" || last.Pkg.Name != "deb.example.invalid" {
 		t.Errorf("proxy refusal = %+v", last.Pkg)
-	}
-}
-
-// TestAttribution: a client whose socket is in a session's cgroup is
-// attributed to the session, found by the kernel (sock_diag).
-func TestAttribution(t *testing.T) {
-	dir, err := cgroup.OwnDir()
-	if err != nil {
-		t.Skipf("no own cgroup v2: %v", err)
-	}
-	id, err := cgroup.ID(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
-	srv, rec := start(t, reg, sessionsOf{id: "sess-attr"})
-	resp, err := http.Get(srv.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	evs := rec.all()
-	if len(evs) != 1 || evs[0].SessionID != "sess-attr" {
-		t.Errorf("events = %v, want one in session sess-attr", evs)
 	}
 }

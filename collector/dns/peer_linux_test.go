@@ -7,23 +7,9 @@ import (
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/session/peercred"
 )
-
-// ownCgroupID is the id of this process's cgroup v2, or skips the test.
-func ownCgroupID(t *testing.T) uint64 {
-	t.Helper()
-	dir, err := cgroup.OwnDir()
-	if err != nil {
-		t.Skipf("no own cgroup v2: %v", err)
-	}
-	id, err := cgroup.ID(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
 
 // TestSessionCgroupCheck: with WithCgroup, a session's listeners answer
 // only queries from sockets of the session's cgroup. This process's
@@ -31,7 +17,7 @@ func ownCgroupID(t *testing.T) uint64 {
 // answered, the session with another is refused and the query recorded
 // under the session that owns the sender's cgroup.
 func TestSessionCgroupCheck(t *testing.T) {
-	own := ownCgroupID(t)
+	own := cgrouptest.OwnID(t)
 	if err := CheckSocketLookup(); err != nil {
 		t.Fatalf("CheckSocketLookup() = %v", err)
 	}

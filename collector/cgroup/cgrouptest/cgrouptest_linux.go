@@ -180,3 +180,19 @@ func (c *Cgroup) ExecStorm(tb testing.TB, n, workers int) error {
 	close(errs)
 	return <-errs
 }
+
+// OwnID returns the id of this process's cgroup v2 (what sock_diag and
+// bpf_get_current_cgroup_id name its sockets and threads by), or skips the
+// test when there is none.
+func OwnID(tb testing.TB) uint64 {
+	tb.Helper()
+	dir, err := cgroup.OwnDir()
+	if err != nil {
+		tb.Skipf("no own cgroup v2: %v", err)
+	}
+	id, err := cgroup.ID(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
+}

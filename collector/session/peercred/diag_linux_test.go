@@ -7,29 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
-
-// ownCgroupID is the id of this process's cgroup v2, or skips the test.
-func ownCgroupID(t *testing.T) uint64 {
-	t.Helper()
-	dir, err := cgroup.OwnDir()
-	if err != nil {
-		t.Skipf("no own cgroup v2: %v", err)
-	}
-	id, err := cgroup.ID(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
 
 func addrPort(a net.Addr) netip.AddrPort { return netip.MustParseAddrPort(a.String()) }
 
 // TestSocketCgroup finds the sender of a datagram and the client of a TCP
 // connection, over IPv4 and IPv6, connected or not, with sock_diag.
 func TestSocketCgroup(t *testing.T) {
-	want := ownCgroupID(t)
+	want := cgrouptest.OwnID(t)
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		server, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
 		if err != nil {
