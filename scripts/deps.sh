@@ -12,6 +12,8 @@ case "${1:-test}" in
 test)
 	want dpkg dpkg
 	want python3 python3
+	# The mirror's pip test runs Debian's pip (the agent cannot reach pyenv's).
+	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 	want node nodejs
 	want ip iproute2
 	want npm npm
