@@ -3,6 +3,7 @@ package npm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -316,4 +317,34 @@ func FuzzParsePackument(f *testing.F) {
 			p.lostProvenance(v)
 		}
 	})
+}
+
+// TestForeignTarball: a packument whose tarball URL leaves the approved
+// registry (another host:port; on loopback, so that a regression sends
+// nothing off the machine) is refused as unknown_source before anything is
+// fetched: a poisoned upstream cannot make the mirror request an
+// arbitrary URL, such as a metadata service's.
+func TestForeignTarball(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/evil" {
+			t.Errorf("the mirror asked the upstream for %s", r.URL.Path)
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"name":"evil","dist-tags":{"latest":"1.0.0"},"time":{"1.0.0":"2020-01-01T00:00:00Z"},
+  "versions":{"1.0.0":{"name":"evil","version":"1.0.0","dist":{"tarball":"http://127.0.0.1:9/latest/meta-data/evil-1.0.0.tgz","integrity":"sha512-AAAA"}}}}`)
+	}))
+	defer up.Close()
+	env := fetchtest.New(t, "sources:\n  registries:\n    npm: ["+up.URL+"/]\n")
+	u, _ := url.Parse(up.URL)
+	h := New(env.Env, u, "/npm/")
+	srv := fetchtest.Serve(t, "/npm/", h.Serve)
+	code, b, _ := fetchtest.Get(t, srv.URL+"/npm/evil/-/evil-1.0.0.tgz")
+	if r := env.Last(); code != 403 || r.Outcome != fetch.UnknownSource {
+		t.Errorf("tarball off the registry = %d %s, record %+v, want 403 unknown_source", code, b, r)
+	}
+	if _, b, _ := fetchtest.Get(t, srv.URL+"/npm/evil"); bytes.Contains(b, []byte(`"1.0.0":{`)) {
+		t.Errorf("the packument still offers the version whose tarball is off the registry:\n%s", b)
+	}
 }
