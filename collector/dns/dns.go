@@ -812,6 +812,15 @@ func (l *pair) stop() error {
 		if err := s.s.ShutdownContext(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		// The serve loop closes its socket as it returns, racing
+		// Shutdown's own close: the close that loses returns before the
+		// socket is released. Waiting for the loop means the port is free
+		// when stop returns.
+		select {
+		case err := <-s.result:
+			s.result <- err
+		case <-ctx.Done():
+		}
 		cancel()
 	}
 	// Closing twice (after the servers did) only returns an error that
