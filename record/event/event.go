@@ -250,6 +250,9 @@ type Pkg struct {
 	// Removed are the versions the policy removed from the metadata a
 	// client was served (pkg.filter).
 	Removed []PkgRemoval `json:"removed,omitempty"`
+	// ManagerPid is the pid of the real package manager process that the
+	// shim ran (pkg.install, pkg.blocked); the event's proc is the shim.
+	ManagerPid int32 `json:"manager_pid,omitempty"`
 }
 
 // PkgRemoval is one version the policy removed from the metadata the

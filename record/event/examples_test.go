@@ -103,7 +103,15 @@ func examples() map[string]*event.Event {
 	e.Proc = &event.Proc{Pid: 4242, Comm: "npm", Argv: []string{"npm", "install", "lodash@^4.17.0"}}
 	e.Pkg = &event.Pkg{Manager: "npm", Ecosystem: "npm", Name: "lodash", Requested: "^4.17.0", Resolved: "4.17.21",
 		Registry: "http://10.88.0.1:4873/npm/", Hash: "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
-		Direct: event.Bool(true), Purl: "pkg:npm/lodash@4.17.21"}
+		SourceURL: "http://10.88.0.1:4873/npm/lodash/-/lodash-4.17.21.tgz",
+		Direct:    event.Bool(true), Purl: "pkg:npm/lodash@4.17.21", ManagerPid: 4243}
+	add(e)
+
+	e = base(event.KindPkgBlocked, event.SourceShim, 153)
+	e.Proc = &event.Proc{Pid: 4250, Comm: "pip", Argv: []string{"pip", "install", "https://example.invalid/x.whl"}}
+	e.Pkg = &event.Pkg{Manager: "pip", Ecosystem: "pypi", Name: "", Requested: "https://example.invalid/x.whl",
+		SourceURL: "https://example.invalid/x.whl", Verdict: "block", Rule: "on_unknown_source",
+		Reason: "unknown source: https://example.invalid/x.whl is not under an approved pypi registry, and direct URLs are not allowed"}
 	add(e)
 
 	e = base(event.KindPkgFetch, event.SourceMirror, 151)

@@ -45,6 +45,7 @@ const (
 	KindPkgInstall = "pkg.install"
 	KindPkgFetch   = "pkg.fetch"
 	KindPkgFilter  = "pkg.filter"
+	KindPkgBlocked = "pkg.blocked"
 
 	KindToolCall  = "tool.call"
 	KindModelCall = "model.call"
@@ -72,7 +73,7 @@ var Kinds = []string{
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS,
-	KindPkgInstall, KindPkgFetch, KindPkgFilter,
+	KindPkgInstall, KindPkgFetch, KindPkgFilter, KindPkgBlocked,
 	KindToolCall, KindModelCall,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,
 	KindLimitHit, KindAlert, KindLoss, KindJournalRecovered,
