@@ -160,6 +160,28 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 	return combine(checks)
 }
 
+// PreInstall decides a request before its package manager runs, when only
+// what was asked for is known: the blocklist and the source, and the
+// cooldown when the request pins a version (Version is set). Install
+// scripts and provenance are the mirror's to check, on the artifact it
+// serves. A request may name no package when its source does (a direct
+// URL, an extra index): only the source is then checked.
+func (e *Engine) PreInstall(ctx context.Context, req PackageRequest) Decision {
+	_ = ctx
+	req.Ecosystem = strings.ToLower(req.Ecosystem)
+	switch {
+	case req.Ecosystem == "" || (req.Name == "" && req.Source == "" && req.Registry == ""):
+		return combine([]Check{{Name: "request", Verdict: Block, Reason: "the request names no ecosystem, package or source"}})
+	case req.Name == "":
+		return combine([]Check{e.checkSource(req)})
+	}
+	checks := []Check{e.checkBlocklist(req), e.checkSource(req)}
+	if req.Version != "" {
+		checks = append(checks, e.checkCooldown(req))
+	}
+	return combine(checks)
+}
+
 func combine(checks []Check) Decision {
 	worst := 0
 	for _, c := range checks {

@@ -50,3 +50,18 @@ var ecosystems = []ecosystem{
 	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return oci.New(env, u), nil }},
 }
+
+// Upstream is the upstream a mirror configured with upstreams (Config.
+// Upstreams) fetches ecosystem's packages from, and the path prefix it
+// serves them under; ok is false for an ecosystem the mirror does not serve.
+func Upstream(upstreams map[string]string, ecosystem string) (upstream, prefix string, ok bool) {
+	for _, e := range ecosystems {
+		if e.name == ecosystem {
+			if u := upstreams[e.name]; u != "" {
+				return u, e.prefix, true
+			}
+			return e.upstream, e.prefix, true
+		}
+	}
+	return "", "", false
+}

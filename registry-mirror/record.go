@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"strings"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -18,7 +17,7 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 	}
 	p := &event.Pkg{Ecosystem: r.Ecosystem, Name: r.Name, Resolved: r.Version, SourceURL: event.RedactURL(r.URL),
 		Registry: r.Registry, Hash: r.Hash, Verified: event.Bool(r.Verified), Verdict: r.Verdict, Reason: r.Reason,
-		Purl: purlOf(r.Ecosystem, r.Name, r.Version), Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
+		Purl: purl.Of(r.Ecosystem, r.Name, r.Version), Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
 		Rule: r.Rule, Bytes: r.Bytes, LatencyMS: r.Latency.Milliseconds(), MetadataStale: r.MetadataStale,
 		Provenance: r.Provenance, ProvenanceLost: r.ProvenanceLost, InstallScripts: r.InstallScripts, Signature: r.Signature}
 	if r.Outcome != fetch.Served {
@@ -32,7 +31,7 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 // pkg.filter event.
 func filterEvent(f *fetch.Filtered, host string, now time.Time) *event.Event {
 	p := &event.Pkg{Ecosystem: f.Ecosystem, Name: f.Name, Registry: f.Registry, Client: clientAddr(f.Client),
-		Purl: purlOf(f.Ecosystem, f.Name, "")}
+		Purl: purl.Of(f.Ecosystem, f.Name, "")}
 	for _, r := range f.Removed {
 		p.Removed = append(p.Removed, event.PkgRemoval{Version: r.Version, Outcome: r.Outcome, Rule: r.Rule, Reason: r.Reason})
 	}
@@ -45,16 +44,4 @@ func clientAddr(c fetch.Client) string {
 		return ""
 	}
 	return c.Addr.String()
-}
-
-// purlOf is the package URL of a name (a namespace before its last /).
-func purlOf(eco, name, version string) string {
-	if eco == "" || name == "" {
-		return ""
-	}
-	p := purl.Purl{Type: eco, Name: name, Version: version}
-	if i := strings.LastIndexByte(name, '/'); i > 0 {
-		p.Namespace, p.Name = name[:i], name[i+1:]
-	}
-	return p.String()
 }

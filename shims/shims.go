@@ -11,8 +11,11 @@
 // invocation it cannot read is planned as an install of unknown packages,
 // never as a call without install intent.
 //
-// Like the shim binary, this package and its subpackages keep to the
-// standard library and record/event (a deps test checks it).
+// Like the shim binary, this package and its subpackages stay lean: the
+// standard library, record/event, record/ingest's client and resolver/purl
+// (a deps test checks the binary). Shim runs one invocation: it finds the
+// real manager, checks the plan's requests with the daemon, runs the
+// manager transparently and records what Collect read back.
 package shims
 
 // Request is one package that an invocation asked for, as its argv or a

@@ -449,7 +449,8 @@ func (e *Event) Validate() error {
 	if e.TS.IsZero() {
 		return fmt.Errorf("%w: ts: missing", ErrInvalid)
 	}
-	if e.SessionID == "" && e.Source != SourceJournal && e.Source != SourceKernel && e.Source != SourceMirror {
+	if e.SessionID == "" && e.Source != SourceJournal && e.Source != SourceKernel && e.Source != SourceMirror &&
+		(e.Source != SourceAPI || e.Category() != "pkg") {
 		return fmt.Errorf("%w: session_id: missing", ErrInvalid)
 	}
 	if len(e.SessionID) > 128 {

@@ -51,7 +51,17 @@ func TestValidate(t *testing.T) {
 		{"source is case sensitive", func(e *event.Event) { e.Source = "Kernel" }, `source: unknown "Kernel"`},
 		{"zero ts", func(e *event.Event) { e.TS = time.Time{} }, "ts: missing"},
 		{"missing session from shim", func(e *event.Event) { e.SessionID = "" }, "session_id: missing"},
-		{"missing session from api", func(e *event.Event) { e.SessionID = ""; e.Source = event.SourceAPI }, "session_id: missing"},
+		{"missing session from api", func(e *event.Event) {
+			e.SessionID, e.Source, e.Kind, e.Pkg, e.Tool = "", event.SourceAPI, event.KindToolCall, nil, &event.Tool{Name: "bash"}
+		}, "session_id: missing"},
+		{"pkg from api outside a session", func(e *event.Event) {
+			e.SessionID, e.Source, e.Kind = "", event.SourceAPI, event.KindPkgBlocked
+			e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "x", Verdict: "block"}
+		}, ""},
+		{"pkg from a shim needs its session", func(e *event.Event) {
+			e.SessionID, e.Source, e.Kind = "", event.SourceShim, event.KindPkgBlocked
+			e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "x", Verdict: "block"}
+		}, "session_id: missing"},
 		{"kernel outside a session", func(e *event.Event) { e.SessionID = ""; e.Source = event.SourceKernel }, ""},
 		{"journal outside a session", func(e *event.Event) {
 			e.SessionID, e.Source, e.Kind, e.Journal = "", event.SourceJournal, "journal.recovered", &event.Journal{}

@@ -206,7 +206,8 @@ func (h *Host) startIngest() error {
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),
 		server.WithDedupSize(cfg.Ingest.DedupSize),
-		server.WithIdleTimeout(cfg.Ingest.IdleTimeout))
+		server.WithIdleTimeout(cfg.Ingest.IdleTimeout),
+		server.WithChecker(newChecker(h.pol, h.mirrorURL(), cfg.Mirror.Upstreams, h.log)))
 	if _, err := srv.RememberTail(h.j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
 		return journal.Scan(h.jdir, from, fn)
 	}); err != nil {
@@ -282,12 +283,25 @@ func (h *Host) flush(ctx context.Context) error {
 	return h.q.Flush(ctx)
 }
 
-// SessionEnv points a session's package managers at the host's mirror.
+// SessionEnv points a session's shims at the host's ingest socket and its
+// package managers at the host's mirror.
 func (h *Host) SessionEnv() []string {
-	if h.mir == nil {
-		return nil
+	var env []string
+	if h.srv != nil {
+		env = append(env, "SANDTRAIL_SOCKET="+h.cfg.Socket)
 	}
-	return h.mir.sessionEnv()
+	if h.mir != nil {
+		env = append(env, h.mir.sessionEnv()...)
+	}
+	return env
+}
+
+// mirrorURL is the host mirror's URL, "" without one.
+func (h *Host) mirrorURL() string {
+	if h.mir == nil {
+		return ""
+	}
+	return h.mir.URL
 }
 
 // JournalSize is the journal's size.

@@ -378,3 +378,38 @@ func chunk(evs []*event.Event) ([][]byte, []int, error) {
 	}
 	return out, counts, nil
 }
+
+// Check asks the daemon's policy about checks, before a package manager
+// runs, and returns one verdict per check, in order. The daemon records
+// each block as a pkg.blocked event in the caller's session before it
+// answers. Nothing is spooled: a daemon that cannot be reached is an error
+// wrapping ErrUnavailable, and the caller decides whether to go on
+// unchecked.
+func (c *Client) Check(ctx context.Context, checks []Check) ([]Verdict, error) {
+	if len(checks) == 0 {
+		return nil, nil
+	}
+	if len(checks) > MaxChecks {
+		return nil, fmt.Errorf("ingest: %d checks exceeds %d", len(checks), MaxChecks)
+	}
+	payload, err := json.Marshal(Request{V: ProtocolVersion, Checks: checks})
+	if err != nil {
+		return nil, fmt.Errorf("encoding checks: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep, err := c.roundTrip(ctx, payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if rep.Code != "" {
+		if rep.Code.Transient() {
+			return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, rep.Code, rep.Error)
+		}
+		return nil, fmt.Errorf("ingest: checks refused: %s: %s", rep.Code, rep.Error)
+	}
+	if len(rep.Verdicts) != len(checks) {
+		return nil, fmt.Errorf("ingest: %d verdicts for %d checks", len(rep.Verdicts), len(checks))
+	}
+	return rep.Verdicts, nil
+}

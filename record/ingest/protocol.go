@@ -49,10 +49,41 @@ var (
 	ErrMalformed     = errors.New("ingest: malformed message")
 )
 
-// Request is one batch of events from a client.
+// MaxChecks is the largest number of checks in one request.
+const MaxChecks = 1024
+
+// Request is one batch of events from a client, or one batch of checks.
 type Request struct {
 	V      int               `json:"v"`
-	Events []json.RawMessage `json:"events"`
+	Events []json.RawMessage `json:"events,omitempty"`
+	Checks []Check           `json:"checks,omitempty"`
+}
+
+// Check asks the daemon's policy whether a package may be installed,
+// before the package manager runs (see docs/shims.md). It is what a shim
+// parsed from the invocation: nothing is resolved yet.
+type Check struct {
+	// Manager is the package manager: npm, pip, cargo, apt.
+	Manager string `json:"manager"`
+	// Ecosystem is the purl type: npm, pypi, cargo, deb.
+	Ecosystem string `json:"ecosystem"`
+	// Name is the package name; empty when only Source names it.
+	Name string `json:"name,omitempty"`
+	// Spec is the requested spec as written; Exact the version it pins.
+	Spec  string `json:"spec,omitempty"`
+	Exact string `json:"exact,omitempty"`
+	// Source is a direct URL, git URL or local path the request names.
+	Source string `json:"source,omitempty"`
+	// Registry is a registry or index the invocation names.
+	Registry string `json:"registry,omitempty"`
+}
+
+// Verdict answers one Check: allow, flag or block, the rule that decided
+// and why.
+type Verdict struct {
+	Verdict string `json:"verdict"`
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Status is the outcome for one event of a batch.
@@ -100,6 +131,8 @@ type Reply struct {
 	Code    Code     `json:"code,omitempty"`
 	Error   string   `json:"error,omitempty"`
 	Results []Result `json:"results,omitempty"`
+	// Verdicts answer a request's checks, one per check, in order.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 }
 
 // Result is the outcome for one event. The server repeats the event's id
@@ -204,6 +237,8 @@ type Batch struct {
 	Events []*event.Event
 	Errs   []error
 	Sizes  []int
+	// Checks are a check request's checks; such a request has no events.
+	Checks []Check
 }
 
 // Len returns the number of events in the batch.
@@ -277,6 +312,16 @@ func DecodeBatch(b []byte) (*Batch, error) {
 			if _, err := dec.Token(); err != nil {
 				return nil, malformed("events: %v", err)
 			}
+		case "checks":
+			if batch.Checks != nil {
+				return nil, malformed("repeated key checks")
+			}
+			if err := dec.Decode(&batch.Checks); err != nil {
+				return nil, malformed("checks: %v", err)
+			}
+			if batch.Checks == nil {
+				batch.Checks = []Check{}
+			}
 		default:
 			return nil, malformed("unknown key %v", t)
 		}
@@ -290,7 +335,14 @@ func DecodeBatch(b []byte) (*Batch, error) {
 	if v != ProtocolVersion {
 		return nil, malformed("unsupported protocol version %d (want %d)", v, ProtocolVersion)
 	}
-	if batch.Len() == 0 {
+	switch {
+	case batch.Checks != nil && haveEvs:
+		return nil, malformed("a request has events or checks, not both")
+	case batch.Checks != nil:
+		if len(batch.Checks) == 0 || len(batch.Checks) > MaxChecks {
+			return nil, malformed("%d checks: want 1 to %d", len(batch.Checks), MaxChecks)
+		}
+	case batch.Len() == 0:
 		return nil, malformed("no events")
 	}
 	return &batch, nil

@@ -279,3 +279,17 @@ func escape(s string) string {
 	}
 	return b.String()
 }
+
+// Of is the package URL of an ecosystem's package name and version (empty
+// when unknown): a name's part before its last "/" is the namespace, as
+// npm's "@scope/name" is. It is "" without an ecosystem or name.
+func Of(ecosystem, name, version string) string {
+	if ecosystem == "" || name == "" {
+		return ""
+	}
+	p := Purl{Type: ecosystem, Name: name, Version: version}
+	if i := strings.LastIndexByte(name, '/'); i > 0 {
+		p.Namespace, p.Name = name[:i], name[i+1:]
+	}
+	return p.String()
+}

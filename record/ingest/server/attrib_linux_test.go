@@ -145,14 +145,14 @@ func TestAttribution(t *testing.T) {
 		}
 	})
 
-	t.Run("root outside sessions names the session for tool and model only", func(t *testing.T) {
+	t.Run("root outside sessions names the session for tool, model and pkg", func(t *testing.T) {
 		c := startChild(t, exe, sock, in(cgOut, 0))
 		rep := c.send(t, request(
 			forged("api-tool", "tool.call", tool),
 			forged("api-model", "model.call", `"model":{"tokens":12}`),
 			forged("api-pkg", "pkg.install", pkg),
 		))
-		wantStatus := []ingest.Status{ingest.StatusOK, ingest.StatusOK, ingest.StatusRejected}
+		wantStatus := []ingest.Status{ingest.StatusOK, ingest.StatusOK, ingest.StatusOK}
 		for i, w := range wantStatus {
 			if rep.Code != "" || rep.Results[i].Status != w {
 				t.Fatalf("reply = %+v, want statuses %v", rep, wantStatus)
@@ -161,6 +161,7 @@ func TestAttribution(t *testing.T) {
 		pid := c.cmd.Process.Pid
 		wants["api-tool"] = want{"sess-B", event.SourceAPI, pid, 0, cgOut.ID}
 		wants["api-model"] = want{"sess-B", event.SourceAPI, pid, 0, cgOut.ID}
+		wants["api-pkg"] = want{"sess-B", event.SourceAPI, pid, 0, cgOut.ID}
 	})
 
 	got := map[string]*event.Event{}

@@ -100,6 +100,7 @@ type Server struct {
 	writeTO  time.Duration
 	dedup    *dedup
 	noPidfd  bool // tests: behave as on kernels without SO_PEERPIDFD
+	checker  Checker
 
 	mu       sync.Mutex
 	closing  bool
@@ -153,6 +154,10 @@ func WithDedupSize(n int) Option { return func(s *Server) { s.dedup = newDedup(m
 // WithCgroup2 overrides where the v2 hierarchy is mounted, instead of
 // reading /proc/self/mountinfo.
 func WithCgroup2(m cgroup.Mount) Option { return func(s *Server) { s.cg, s.cgErr = m, nil } }
+
+// WithChecker answers check requests with c; without it they are answered
+// CodeUnavailable.
+func WithChecker(c Checker) Option { return func(s *Server) { s.checker = c } }
 
 // New returns a server appending to app and attributing peers through
 // sessions. When the host has no cgroup v2 hierarchy the server still runs,
@@ -493,10 +498,9 @@ func (s *Server) attribute(p *peer) (attribution, error) {
 
 // allowed reports whether a category may be sent by the peer.
 func (a attribution) allowed(cat string) bool {
-	if a.session != "" {
-		return cat == "pkg" || cat == "tool" || cat == "model"
-	}
-	return cat == "tool" || cat == "model"
+	// Root outside every session (a shim on the host, the orchestrator)
+	// may send the same categories; its events are marked api.
+	return cat == "pkg" || cat == "tool" || cat == "model"
 }
 
 // handle answers one request payload.
@@ -509,6 +513,9 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 	a, refusal := s.admit(p)
 	if refusal != nil {
 		return refusal
+	}
+	if batch.Checks != nil {
+		return s.check(a, batch.Checks)
 	}
 	b := &pending{results: make([]ingest.Result, batch.Len())}
 	s.triage(b, batch, a)

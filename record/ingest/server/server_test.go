@@ -594,8 +594,8 @@ func TestClientRejected(t *testing.T) {
 	defer c.Close()
 	ok := &event.Event{SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "ok"}}
 	var evs []*event.Event
-	for range 7 { // root outside a session may not send pkg events
-		evs = append(evs, &event.Event{SessionID: "s", Kind: event.KindPkgInstall, Pkg: &event.Pkg{Ecosystem: "npm", Name: "x"}})
+	for range 7 { // no peer may send an alert: they are the rules'
+		evs = append(evs, &event.Event{SessionID: "s", Kind: event.KindAlert, Alert: &event.Alert{RuleID: "x", Title: "x", Level: "high"}})
 	}
 	err = c.Send(context.Background(), append(evs, ok)...)
 	if !errors.Is(err, ingest.ErrRejected) || errors.Is(err, ingest.ErrSpooled) || !strings.Contains(err.Error(), "7 events") {

@@ -1,0 +1,75 @@
+//go:build unix
+
+package shims
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+)
+
+// forwarded are the signals the shim passes on to the real manager. SIGINT,
+// SIGQUIT and SIGTSTP come from the terminal to the whole foreground
+// process group, the manager included: the shim ignores them instead, so
+// that it outlives the manager to record what it did.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// status is how the real manager ended.
+type status struct {
+	code   int // its exit code, or -1 when a signal ended it
+	signal syscall.Signal
+}
+
+// exit ends the shim as the manager ended: with its exit code, or by the
+// same signal.
+func (s status) exit() int {
+	if s.code >= 0 {
+		return s.code
+	}
+	signal.Reset(s.signal)
+	_ = syscall.Kill(os.Getpid(), s.signal)
+	return 128 + int(s.signal)
+}
+
+// runForwarding runs cmd, passing the forwarded signals on, and returns how
+// it ended and its pid.
+func runForwarding(cmd *exec.Cmd) (status, int, error) {
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return status{}, 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				_ = cmd.Process.Signal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	signal.Reset(syscall.SIGINT, syscall.SIGQUIT)
+	pid := cmd.Process.Pid
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return status{}, pid, err
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return status{code: -1, signal: ws.Signal()}, pid, nil
+	}
+	return status{code: cmd.ProcessState.ExitCode()}, pid, nil
+}
+
+// execve replaces the shim with the real manager.
+func execve(path string, argv, env []string) error {
+	return syscall.Exec(path, argv, env)
+}
