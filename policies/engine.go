@@ -148,7 +148,7 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 		checks = append(checks, Check{Name: "request", Verdict: Block, Reason: "the request names no ecosystem or package"})
 	} else {
 		checks = append(checks,
-			e.checkBlocklist(req),
+			e.checkBlocklist(req, false),
 			e.checkSource(req),
 			e.checkCooldown(req),
 			e.checkScripts(req),
@@ -164,8 +164,10 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 // what was asked for is known: the blocklist and the source, and the
 // cooldown when the request pins a version (Version is set). Install
 // scripts and provenance are the mirror's to check, on the artifact it
-// serves. A request may name no package when its source does (a direct
-// URL, an extra index): only the source is then checked.
+// serves, as is a blocklisted version range when the version is not
+// pinned (the mirror hides those versions). A request may name no package
+// when its source does (a direct URL, an extra index): only the source is
+// then checked.
 func (e *Engine) PreInstall(ctx context.Context, req PackageRequest) Decision {
 	_ = ctx
 	req.Ecosystem = strings.ToLower(req.Ecosystem)
@@ -175,7 +177,7 @@ func (e *Engine) PreInstall(ctx context.Context, req PackageRequest) Decision {
 	case req.Name == "":
 		return combine([]Check{e.checkSource(req)})
 	}
-	checks := []Check{e.checkBlocklist(req), e.checkSource(req)}
+	checks := []Check{e.checkBlocklist(req, true), e.checkSource(req)}
 	if req.Version != "" {
 		checks = append(checks, e.checkCooldown(req))
 	}
@@ -211,7 +213,12 @@ func pkgID(req PackageRequest) string {
 	return p.String()
 }
 
-func (e *Engine) checkBlocklist(req PackageRequest) Check {
+// checkBlocklist checks req against the blocklist. An unresolved request
+// (no Version) may be in a blocklisted range: it is blocked, unless
+// pending says that it will be resolved through the mirror, which takes
+// the range's versions out of what it serves; entries that block every
+// version still apply.
+func (e *Engine) checkBlocklist(req PackageRequest, pending bool) Check {
 	c := e.c
 	name := resolver.NormalizeName(req.Ecosystem, req.Name)
 	exact := c.blockByName[req.Ecosystem+"\x00"+name]
@@ -235,6 +242,9 @@ func (e *Engine) checkBlocklist(req PackageRequest) Check {
 		if b.rng == "" {
 			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
 				Reason: fmt.Sprintf("%s is blocklisted (%s): %s", pkgID(req), b.purl, b.reason)}
+		}
+		if req.Version == "" && pending {
+			continue // the mirror filters the range out of what it serves
 		}
 		if req.Version == "" {
 			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,

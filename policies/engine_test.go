@@ -488,3 +488,35 @@ func TestSourceReasonRedacted(t *testing.T) {
 		})
 	}
 }
+
+func TestPreInstall(t *testing.T) {
+	e := newTestEngine(t, testPolicy)
+	old := testNow.Add(-30 * 24 * time.Hour)
+	reg := "https://registry.npmjs.org/"
+	tests := []struct {
+		name    string
+		req     PackageRequest
+		verdict Verdict
+		rule    string
+	}{
+		{"registry package, unpinned", PackageRequest{Ecosystem: "npm", Name: "left-pad", Requested: "^1.3.0", Registry: reg}, Allow, "sources.registries.npm[0]"},
+		{"whole package blocklisted", PackageRequest{Ecosystem: "pypi", Name: "ctx", Registry: "https://pypi.org/simple/"}, Block, "blocklist[3]"},
+		{"blocklisted range, unpinned: the mirror hides it", PackageRequest{Ecosystem: "npm", Name: "lodash", Requested: "^4", Registry: reg}, Allow, "sources.registries.npm[0]"},
+		{"blocklisted range, pinned", PackageRequest{Ecosystem: "npm", Name: "lodash", Version: "4.17.20", Registry: reg, Published: old}, Block, "blocklist[1]"},
+		{"pinned inside the cooldown", PackageRequest{Ecosystem: "npm", Name: "left-pad", Version: "1.3.0", Registry: reg, Published: testNow.Add(-time.Hour)}, Block, "cooldown.min_age"},
+		{"pinned, publish time unknown", PackageRequest{Ecosystem: "npm", Name: "left-pad", Version: "1.3.0", Registry: reg}, Flag, "cooldown.on_unknown_age"},
+		{"unpinned: no cooldown check", PackageRequest{Ecosystem: "npm", Name: "left-pad", Registry: reg}, Allow, "sources.registries.npm[0]"},
+		{"direct URL without a name", PackageRequest{Ecosystem: "pypi", Source: "https://example.invalid/x.whl"}, Block, "on_unknown_source"},
+		{"git URL", PackageRequest{Ecosystem: "npm", Source: "git+https://example.invalid/x.git"}, Block, "on_unknown_source"},
+		{"extra index not approved", PackageRequest{Ecosystem: "pypi", Registry: "https://pypi.example.invalid/simple/"}, Block, "on_unknown_source"},
+		{"nothing named", PackageRequest{Ecosystem: "npm"}, Block, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := e.PreInstall(context.Background(), tt.req)
+			if d.Verdict != tt.verdict || d.Rule != tt.rule {
+				t.Errorf("PreInstall(%+v) = %s by %q (%s), want %s by %q", tt.req, d.Verdict, d.Rule, d.Reason, tt.verdict, tt.rule)
+			}
+		})
+	}
+}

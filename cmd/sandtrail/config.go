@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sandtrail/sandtrail/collector/dns"
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/host"
 )
 
@@ -31,6 +32,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("host", "")
 	v.SetDefault("origin", "")
 	v.SetDefault("policy", "")
+	v.SetDefault("shim_dir", launch.ShimDir)
 	v.SetDefault("checkpoint.every", 4096)
 	v.SetDefault("checkpoint.interval", time.Second)
 	v.SetDefault("ingest.socket_mode", "0666")

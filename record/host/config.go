@@ -32,7 +32,10 @@ type Config struct {
 	// Policy is the policy file the host enforces and records with (egress,
 	// sensitive files, blocked domains, default limits); empty means the
 	// embedded default policy.
-	Policy     string           `mapstructure:"policy"`
+	Policy string `mapstructure:"policy"`
+	// ShimDir is the package-manager shims' directory, first on every
+	// session's PATH (install.sh links them in launch.ShimDir).
+	ShimDir    string           `mapstructure:"shim_dir"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
 	Ingest     IngestConfig     `mapstructure:"ingest"`
 	DNS        DNSConfig        `mapstructure:"dns"`

@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/control"
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -287,6 +288,9 @@ func (h *Host) flush(ctx context.Context) error {
 // package managers at the host's mirror.
 func (h *Host) SessionEnv() []string {
 	var env []string
+	if h.cfg.ShimDir != "" && h.cfg.ShimDir != launch.ShimDir {
+		env = append(env, "PATH="+h.cfg.ShimDir+":"+launch.SystemPath)
+	}
 	if h.srv != nil {
 		env = append(env, "SANDTRAIL_SOCKET="+h.cfg.Socket)
 	}

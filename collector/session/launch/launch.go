@@ -155,10 +155,14 @@ func Command(s *session.Session, req *Request, acct Account, stdio [3]*os.File) 
 // PATH starts with it.
 const ShimDir = "/usr/local/lib/sandtrail/shims"
 
+// SystemPath is the standard system directories of a session's PATH.
+const SystemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // SessionPath is a session's PATH: the shims, then the standard system
 // directories. The caller's PATH is never a session's: it may name
-// directories the agent cannot reach (root's pyenv, say).
-const SessionPath = ShimDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// directories the agent cannot reach (root's pyenv, say). A host whose
+// shims live elsewhere sets PATH in its SessionEnv.
+const SessionPath = ShimDir + ":" + SystemPath
 
 // envAllowed reports whether a variable of the caller's environment is
 // passed to a session: the terminal, the locale and the time zone.
