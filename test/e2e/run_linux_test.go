@@ -28,8 +28,10 @@ const helperEnv = "SANDTRAIL_E2E_HELPER"
 
 var (
 	// bin is the sandtrail binary built for these tests; helper is a copy
-	// of the test binary that the agent user may execute.
-	bin, helper string
+	// of the test binary that the agent user may execute; shimDir holds
+	// sandtrail-shim, built for these tests, linked as each manager, and
+	// every session's PATH starts with it.
+	bin, helper, shimDir string
 	buildErr    error
 	skipReason  string
 )
@@ -68,6 +70,8 @@ func setup(m *testing.M) int {
 				buildErr = fmt.Errorf("building sandtrail: %v\n%s", err, out)
 			}
 		}
+		shimDir = filepath.Join(dir, "shims")
+		buildErr = errors.Join(buildErr, buildShims(dir, shimDir))
 		helper = filepath.Join(dir, "helper")
 		if err := copyFile(os.Args[0], helper, 0o755); err != nil {
 			buildErr = errors.Join(buildErr, err)
@@ -268,7 +272,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(bin, append([]string{"--data", e.data}, args...)...)
-	c.Env = append(append(os.Environ(), "SANDTRAIL_SOCKET="+e.sock, "SANDTRAIL_LOG_LEVEL=warn"), e.env...)
+	c.Env = append(append(os.Environ(), "SANDTRAIL_SOCKET="+e.sock, "SANDTRAIL_LOG_LEVEL=warn", "SANDTRAIL_SHIM_DIR="+shimDir), e.env...)
 	return c
 }
 
@@ -885,7 +889,7 @@ func TestRunSessionEnv(t *testing.T) {
 		t.Errorf("run -- python3 -c 'print(1)' with an unreachable PATH entry first: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = e.run("--user", "nobody", "--env", "FOO=bar", "--", "sh", "-c", `echo "path=$PATH"; echo "token=${API_TOKEN-unset}"; echo "foo=$FOO"; echo "term=$TERM"`)
-	for _, want := range []string{"path=/usr/local/lib/sandtrail/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	for _, want := range []string{"path=" + shimDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"token=unset", "foo=bar", "term=xterm-e2e"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("session environment lacks %q:\n%s", want, r.stdout)
