@@ -1,0 +1,260 @@
+package npm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sandtrail/sandtrail/shims"
+)
+
+// maxFile caps what the planner reads of a lockfile or manifest.
+const maxFile = 64 << 20
+
+// entry is one package of a lockfile (lockfileVersion 2 or 3) packages
+// map.
+type entry struct {
+	Name                 string            `json:"name"`
+	Version              string            `json:"version"`
+	Resolved             string            `json:"resolved"`
+	Integrity            string            `json:"integrity"`
+	Link                 bool              `json:"link"`
+	HasInstallScript     bool              `json:"hasInstallScript"`
+	Dependencies         map[string]string `json:"dependencies"`
+	DevDependencies      map[string]string `json:"devDependencies"`
+	OptionalDependencies map[string]string `json:"optionalDependencies"`
+	PeerDependencies     map[string]string `json:"peerDependencies"`
+}
+
+// lock is a parsed lockfile: its packages by path ("" is the root,
+// "node_modules/a/node_modules/b" a nested one).
+type lock map[string]entry
+
+// parseLock reads a package-lock.json, npm-shrinkwrap.json or hidden
+// lockfile. A lockfileVersion 1 file, which has no packages map, reads as
+// empty.
+func parseLock(b []byte) (lock, error) {
+	var f struct {
+		Packages map[string]json.RawMessage `json:"packages"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("parsing lockfile: %w", err)
+	}
+	l := lock{}
+	for k, raw := range f.Packages {
+		var e entry
+		if json.Unmarshal(raw, &e) != nil {
+			// One odd entry (a string where an object was meant) must
+			// not hide the others: keep it as changed-looking.
+			e = entry{Version: "?", Resolved: string(raw)}
+		}
+		l[k] = e
+	}
+	return l, nil
+}
+
+// readLocks reads the lockfiles of a tree rooted at dir (package-lock.json,
+// npm-shrinkwrap.json and node_modules/.package-lock.json, the first one
+// read winning for an entry) into one lock; absent files read as empty.
+func readLocks(files ...string) (lock, error) {
+	all := lock{}
+	for _, f := range files {
+		b, err := readCapped(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		l, err := parseLock(b)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		for k, e := range l {
+			if _, ok := all[k]; !ok {
+				all[k] = e
+			}
+		}
+	}
+	return all, nil
+}
+
+// readCapped reads a file of at most maxFile bytes.
+func readCapped(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("reading %s: larger than %d bytes", name, maxFile)
+	}
+	return b, nil
+}
+
+// pkgName is the name of the package at path p of the lock: its entry's
+// name (an alias's real name), else what follows the last node_modules/.
+func (l lock) pkgName(p string) string {
+	if n := l[p].Name; n != "" {
+		return n
+	}
+	return installName(p)
+}
+
+// installName is the folder name a path installs under ("@s/b" for
+// "node_modules/a/node_modules/@s/b").
+func installName(p string) string {
+	if i := strings.LastIndex(p, "node_modules/"); i >= 0 {
+		return p[i+len("node_modules/"):]
+	}
+	return path.Base(p)
+}
+
+// isPackagePath reports whether p is an installed package (under a
+// node_modules folder), not the root or a workspace folder.
+func isPackagePath(p string) bool {
+	return strings.HasPrefix(p, "node_modules/") || strings.Contains(p, "/node_modules/")
+}
+
+// changed are the package paths of after that are new or whose version,
+// resolved or integrity differ from before, in order.
+func changed(before, after lock) []string {
+	var out []string
+	for p, e := range after {
+		if !isPackagePath(p) {
+			continue
+		}
+		b, ok := before[p]
+		if !ok || b.Version != e.Version || b.Resolved != e.Resolved || b.Integrity != e.Integrity || b.Link != e.Link {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// resolve finds the path that dependency name of the package at from
+// resolves to, as node's module resolution walks up node_modules folders.
+func (l lock) resolve(from, name string) (string, bool) {
+	dir := from
+	for {
+		cand := name
+		if dir != "" {
+			cand = dir + "/node_modules/" + name
+		} else {
+			cand = "node_modules/" + name
+		}
+		if _, ok := l[cand]; ok {
+			return cand, true
+		}
+		if dir == "" {
+			return "", false
+		}
+		i := strings.LastIndex(dir, "/node_modules/")
+		if i < 0 {
+			// a top-level package or a workspace folder: the root is next.
+			dir = ""
+			continue
+		}
+		dir = dir[:i]
+	}
+}
+
+// parents maps each package path to the paths that depend on it.
+func (l lock) parents() map[string][]string {
+	ps := map[string][]string{}
+	for _, p := range slices.Sorted(maps.Keys(l)) {
+		e := l[p]
+		all := []map[string]string{e.Dependencies, e.OptionalDependencies, e.PeerDependencies}
+		if !isPackagePath(p) {
+			all = append(all, e.DevDependencies)
+		}
+		for _, deps := range all {
+			for _, d := range slices.Sorted(maps.Keys(deps)) {
+				if c, ok := l.resolve(p, d); ok && c != p && !slices.Contains(ps[c], p) {
+					ps[c] = append(ps[c], p)
+				}
+			}
+		}
+	}
+	return ps
+}
+
+// requestedBy is the package that leads from p to a direct package: the
+// nearest direct ancestor, else the nearest parent; "" when only the root
+// (or a workspace) depends on p.
+func (l lock) requestedBy(p string, parents map[string][]string, direct func(string) bool) string {
+	seen := map[string]bool{p: true}
+	queue := slices.Clone(parents[p])
+	nearest := ""
+	for len(queue) > 0 {
+		q := queue[0]
+		queue = queue[1:]
+		if seen[q] || !isPackagePath(q) {
+			continue
+		}
+		seen[q] = true
+		if nearest == "" {
+			nearest = l.pkgName(q)
+		}
+		if direct(q) {
+			return l.pkgName(q)
+		}
+		queue = append(queue, parents[q]...)
+	}
+	return nearest
+}
+
+// installScripts are the install-time scripts the package at p declares,
+// read from its installed package.json under root; "hasInstallScript"
+// when the lock says it has some that cannot be read.
+func installScripts(root, p string, e entry) []string {
+	if !e.HasInstallScript {
+		return nil
+	}
+	var pj struct {
+		Scripts map[string]any `json:"scripts"`
+	}
+	b, err := readCapped(filepath.Join(root, filepath.FromSlash(p), "package.json"))
+	if err == nil && json.Unmarshal(b, &pj) == nil {
+		var out []string
+		for _, s := range []string{"preinstall", "install", "postinstall"} {
+			if _, ok := pj.Scripts[s]; ok {
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return []string{"hasInstallScript"}
+}
+
+// packageOf is the Package of the lock entry at p.
+func (l lock) packageOf(p string) shims.Package {
+	e := l[p]
+	pk := shims.Package{Name: l.pkgName(p), Version: e.Version, SourceURL: e.Resolved, Hash: e.Integrity}
+	if e.Link {
+		pk.Hash = ""
+		pk.SourceURL = "file:" + e.Resolved
+		if t, ok := l[e.Resolved]; ok {
+			pk.Version = t.Version
+			if t.Name != "" {
+				pk.Name = t.Name
+			}
+		}
+	}
+	return pk
+}

@@ -1,0 +1,221 @@
+// Package npm plans npm and npx invocations for the shim: it reads npm's
+// argv as npm 11 does (nopt's option table, shorthands and abbreviations,
+// npm's command aliases and abbreviations, npm-package-arg's spec
+// classification), names the packages asked for, and after the real npm
+// ran reads back what it installed by diffing the lockfiles
+// (package-lock.json, npm-shrinkwrap.json and the hidden
+// node_modules/.package-lock.json) before and after.
+//
+// Trust model: argv, package.json, .npmrc and the lockfiles are the
+// agent's. The parser errs toward install intent: every command that can
+// reify a tree (install, ci, update, dedupe, prune, uninstall, link, exec,
+// init <initializer>, their aliases and abbreviations) is planned, an
+// unreadable package.json is an error, and an unknown option never drops
+// a spec. What the read-back reports is the agent's account, which the
+// daemon checks against what the mirror served.
+//
+// Registries: a request's Registry is what argv names (--registry and
+// its abbreviations, --@scope:registry=URL), else npm_config_registry
+// from the environment, else registry= or @scope:registry= in the
+// project's or the user's .npmrc; a configured registry that is the
+// session's mirror is not reported. Only the exact names
+// npm_config_registry/NPM_CONFIG_REGISTRY (and _prefix, _global,
+// _location, _userconfig, _cache) are read from the environment, since a
+// planner cannot list it.
+package npm
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sandtrail/sandtrail/shims"
+)
+
+var _ shims.Planner = Plan
+var _ shims.Planner = PlanNpx
+
+// Plan plans one npm invocation (args exclude argv[0]). It returns nil
+// for a command that installs nothing (npm --version, ls, run, config),
+// and an error when a manifest it must read cannot be read.
+func Plan(args []string, c shims.Context) (*shims.Plan, error) {
+	cfg := parseArgv(args)
+	if len(cfg.remain) == 0 {
+		return nil, nil
+	}
+	s := newSession(cfg, c)
+	rest := cfg.remain[1:]
+	switch cmd := deref(cfg.remain[0]); cmd {
+	case "install", "install-test", "ci", "install-ci-test", "update":
+		return s.planInstall(cmd, rest)
+	case "uninstall", "prune", "dedupe":
+		return s.planReify(rest)
+	case "link":
+		return s.planLink(rest)
+	case "exec":
+		return s.planExec(rest)
+	case "init":
+		return s.planInit(rest)
+	}
+	return nil, nil
+}
+
+// PlanNpx plans one npx invocation: npx rewrites its argv into `npm exec`
+// and puts -- before the first positional argument, as npx-cli.js does.
+func PlanNpx(args []string, c shims.Context) (*shims.Plan, error) {
+	return Plan(append([]string{"exec"}, npxArgv(args)...), c)
+}
+
+// npxArgv is npx-cli.js's rewriting of npx's arguments.
+func npxArgv(in []string) []string {
+	args := slices.Clone(in)
+	takesValue := map[string]bool{"package": true, "p": true, "cache": true, "userconfig": true, "call": true,
+		"c": true, "shell": true, "npm": true, "node-arg": true, "n": true}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			break
+		}
+		if !strings.HasPrefix(arg, "-") {
+			return slices.Insert(args, i, "--")
+		}
+		key, v, hasV := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		switch key {
+		case "p":
+			args[i] = "--package"
+			if hasV {
+				args[i] += "=" + v
+			}
+		case "shell":
+			args[i] = "--script-shell"
+			if hasV {
+				args[i] += "=" + v
+			}
+		case "no-install":
+			args[i] = "--yes=false"
+		default:
+			if sh, ok := shorthands[key]; ok && key != "n" {
+				a := slices.Clone(sh)
+				if hasV {
+					a = append(a, v)
+				}
+				args = slices.Insert(slices.Delete(args, i, i+1), i, a...)
+				i--
+				continue
+			}
+		}
+		k, known := options[key]
+		switch1 := known && (k == kindBool || k == kindBoolStr || k == kindBoolEnum)
+		switch1 = switch1 || slices.Contains([]string{"no-install", "quiet", "q", "version", "v", "help", "h"}, key)
+		if !hasV && !switch1 && (takesValue[key] || i+1 >= len(args) || !strings.HasPrefix(args[i+1], "-")) {
+			i++
+		}
+	}
+	return args
+}
+
+// session is what one invocation's config says.
+type session struct {
+	cfg    *config
+	c      shims.Context
+	global bool
+	// dir is the local prefix; roots are the trees whose lockfiles the
+	// read-back diffs.
+	dir string
+}
+
+func newSession(cfg *config, c shims.Context) *session {
+	s := &session{cfg: cfg, c: c}
+	s.global = cfg.last("global") == "true" || cfg.last("location") == "global"
+	if len(cfg.vals["global"]) == 0 && len(cfg.vals["location"]) == 0 {
+		s.global = s.getenv("npm_config_global") == "true" || s.getenv("npm_config_location") == "global"
+	}
+	s.dir = s.localPrefix()
+	return s
+}
+
+func (s *session) getenv(k string) string {
+	if s.c.Getenv == nil {
+		return ""
+	}
+	if v := s.c.Getenv(k); v != "" {
+		return v
+	}
+	return s.c.Getenv(strings.ToUpper(k))
+}
+
+// abs makes p absolute against the working directory.
+func (s *session) abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if strings.HasPrefix(p, "~/") {
+		if h := s.getenv("HOME"); h != "" {
+			return filepath.Join(h, p[2:])
+		}
+	}
+	return filepath.Join(s.c.Dir, p)
+}
+
+// localPrefix is npm's local prefix: --prefix, else the nearest folder
+// up from the working directory with a package.json or node_modules.
+func (s *session) localPrefix() string {
+	if p := s.cfg.last("prefix"); p != "" && p != "true" {
+		return s.abs(p)
+	}
+	for d := s.c.Dir; d != ""; {
+		if exists(filepath.Join(d, "package.json")) || exists(filepath.Join(d, "node_modules")) {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			break
+		}
+		d = up
+	}
+	return s.c.Dir
+}
+
+// globalPrefix is npm's global prefix: prefix from argv or the
+// environment, else $PREFIX, else the folder above node's bin folder.
+func (s *session) globalPrefix() string {
+	if p := s.cfg.last("prefix"); p != "" && p != "true" {
+		return s.abs(p)
+	}
+	if p := s.getenv("npm_config_prefix"); p != "" {
+		return s.abs(p)
+	}
+	if p := s.c.Getenv("PREFIX"); s.c.Getenv != nil && p != "" {
+		return s.abs(p)
+	}
+	if s.c.Getenv != nil {
+		for _, d := range filepath.SplitList(s.c.Getenv("PATH")) {
+			if n, err := filepath.EvalSymlinks(filepath.Join(d, "node")); err == nil && filepath.IsAbs(n) {
+				return filepath.Dir(filepath.Dir(n))
+			}
+		}
+	}
+	return "/usr/local"
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func treeLocks(dir string) []string {
+	return []string{filepath.Join(dir, "npm-shrinkwrap.json"), filepath.Join(dir, "package-lock.json"),
+		filepath.Join(dir, "node_modules", ".package-lock.json")}
+}
+
+// workspaceRoot is a folder above dir whose package.json declares
+// workspaces, "" for none.
+func workspaceRoot(dir string) string {
+	for d := filepath.Dir(dir); d != dir; dir, d = d, filepath.Dir(d) {
+		if b, err := readCapped(filepath.Join(d, "package.json")); err == nil && strings.Contains(string(b), `"workspaces"`) {
+			return d
+		}
+	}
+	return ""
+}

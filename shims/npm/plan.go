@@ -1,0 +1,375 @@
+package npm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandtrail/sandtrail/shims"
+)
+
+// want is one request and the folder name its package installs under
+// ("" for a source request whose name is not known yet).
+type want struct {
+	req     shims.Request
+	install string
+}
+
+// spec is the Requested of a package that want asked for.
+func (w want) spec() string {
+	if w.req.Source != "" {
+		return w.req.Source
+	}
+	return w.req.Spec
+}
+
+// argvWants reads the package specs of argv.
+func (s *session) argvWants(specs []string) []want {
+	var ws []want
+	for _, a := range specs {
+		r, alias := parseSpec(a)
+		r.Origin = "argv"
+		if r.Source == "" {
+			r.Registry = s.registryFor(r.Name)
+		}
+		in := r.Name
+		if alias != "" {
+			in = alias
+		}
+		ws = append(ws, want{req: r, install: in})
+	}
+	return ws
+}
+
+// manifest is the dependencies of package.json (dependencies,
+// devDependencies, optionalDependencies and peerDependencies), name →
+// spec.
+type manifest map[string]string
+
+// parseManifest reads a package.json's dependencies. A value that is not
+// a string is kept as its JSON text, for npm to refuse.
+func parseManifest(b []byte) (manifest, error) {
+	var pj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &pj); err != nil {
+		return nil, fmt.Errorf("parsing package.json: %w", err)
+	}
+	m := manifest{}
+	for _, k := range []string{"peerDependencies", "optionalDependencies", "devDependencies", "dependencies"} {
+		raw, ok := pj[k]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		var deps map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &deps); err != nil {
+			return nil, fmt.Errorf("parsing package.json %s: %w", k, err)
+		}
+		for n, v := range deps {
+			var str string
+			if json.Unmarshal(v, &str) != nil {
+				str = string(v)
+			}
+			m[n] = str
+		}
+	}
+	return m, nil
+}
+
+// readManifest reads dir's package.json; an absent one has no
+// dependencies.
+func readManifest(dir string) (manifest, error) {
+	b, err := readCapped(filepath.Join(dir, "package.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return manifest{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseManifest(b)
+}
+
+// manifestWants are the requests of a manifest, sorted by name.
+func (s *session) manifestWants(m manifest, skip []string) []want {
+	var ws []want
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		if slices.Contains(skip, n) {
+			continue
+		}
+		r, alias := resolveSpec(n, m[n])
+		if r.Name == "" && r.Source == "" {
+			r = shims.Request{Name: n, Source: m[n]}
+		}
+		r.Origin = "package.json"
+		if r.Source == "" {
+			r.Registry = s.registryFor(r.Name)
+		}
+		ws = append(ws, want{req: r, install: cmp(alias, n)})
+	}
+	return ws
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// positional drops what npm would not read as a package spec.
+func positional(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// planInstall plans install, ci, update and their -test forms: the argv
+// specs, else package.json's dependencies.
+func (s *session) planInstall(cmd string, args []string) (*shims.Plan, error) {
+	specs := positional(args)
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var ws []want
+	switch {
+	case s.global && len(specs) == 0:
+		// npm install -g with no spec installs the current folder.
+		ws = []want{{req: shims.Request{Source: s.c.Dir, Origin: "argv"}}}
+	case len(specs) == 0:
+		ws = s.manifestWants(m, nil)
+	case cmd == "update":
+		for _, w := range s.argvWants(specs) {
+			if v, ok := m[w.install]; ok && w.req.Spec == "" {
+				w.req.Spec = v
+			}
+			ws = append(ws, w)
+		}
+	default:
+		ws = s.argvWants(specs)
+	}
+	return s.plan(ws, m, []bool{s.global})
+}
+
+// planReify plans the commands that rebuild the tree without adding to
+// it (uninstall, prune, dedupe): what they may install is package.json's
+// dependencies, less the packages removed.
+func (s *session) planReify(args []string) (*shims.Plan, error) {
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, w := range s.argvWants(positional(args)) {
+		names = append(names, w.install)
+	}
+	if s.global {
+		return s.plan(nil, manifest{}, []bool{true})
+	}
+	return s.plan(s.manifestWants(m, names), m, []bool{false})
+}
+
+// planLink plans npm link: with names it installs missing ones into the
+// global folder and links them into the local tree, without it links the
+// current package globally.
+func (s *session) planLink(args []string) (*shims.Plan, error) {
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	ws := s.argvWants(positional(args))
+	if len(ws) == 0 {
+		ws = s.manifestWants(m, nil)
+	}
+	return s.plan(ws, m, []bool{false, true})
+}
+
+// planInit plans npm init <initializer>, which runs npm exec of
+// create-<initializer>; npm init alone writes a package.json.
+func (s *session) planInit(args []string) (*shims.Plan, error) {
+	args = positional(args)
+	if len(args) == 0 {
+		return nil, nil
+	}
+	return s.planExecSpecs([]string{initializer(args[0])})
+}
+
+// initializer is the package npm init <arg> runs, as lib/commands/init.js
+// names it.
+func initializer(a string) string {
+	if strings.HasPrefix(a, "@") && !strings.Contains(a, "/") {
+		scope, ver, hasVer := strings.Cut(a[1:], "@")
+		if hasVer {
+			return "@" + scope + "/create@" + ver
+		}
+		return "@" + scope + "/create"
+	}
+	r, _ := parseSpec(a)
+	if r.Name == "" {
+		return a
+	}
+	scope, base := "", r.Name
+	if i := strings.IndexByte(r.Name, '/'); i >= 0 && strings.HasPrefix(r.Name, "@") {
+		scope, base = r.Name[:i+1], r.Name[i+1:]
+	}
+	out := scope + "create-" + strings.TrimPrefix(base, "create-")
+	if rest, ok := strings.CutPrefix(a, r.Name+"@"); ok {
+		out += "@" + rest
+	}
+	return out
+}
+
+// planExec plans npm exec and npx: the --package specs, else the first
+// argument.
+func (s *session) planExec(args []string) (*shims.Plan, error) {
+	var pkgs []string
+	for _, p := range s.cfg.vals["package"] {
+		if p != "true" && p != "" {
+			pkgs = append(pkgs, p)
+		}
+	}
+	if len(pkgs) == 0 {
+		if len(args) == 0 || args[0] == "" {
+			return nil, nil
+		}
+		pkgs = args[:1]
+	}
+	return s.planExecSpecs(pkgs)
+}
+
+func (s *session) planExecSpecs(pkgs []string) (*shims.Plan, error) {
+	ws := s.argvWants(pkgs)
+	before := s.npxSnapshot()
+	p := &shims.Plan{Requests: requests(ws)}
+	p.Collect = func(int) ([]shims.Package, error) { return s.collectNpx(before, ws) }
+	return p, nil
+}
+
+func requests(ws []want) []shims.Request {
+	var rs []shims.Request
+	for _, w := range ws {
+		rs = append(rs, w.req)
+	}
+	return rs
+}
+
+// plan is the plan of an install into the local tree, the global one or
+// both: it snapshots them and diffs them in Collect.
+func (s *session) plan(ws []want, m manifest, trees []bool) (*shims.Plan, error) {
+	var snaps []*snapshot
+	for _, g := range trees {
+		sn, err := s.snapshot(g)
+		if err != nil {
+			return nil, err
+		}
+		snaps = append(snaps, sn)
+	}
+	collect := func(int) ([]shims.Package, error) {
+		var out []shims.Package
+		for _, sn := range snaps {
+			after, err := sn.read()
+			if err != nil {
+				return out, fmt.Errorf("reading the tree after the install: %w", err)
+			}
+			out = append(out, report(sn.root, sn.before, after, ws, m)...)
+		}
+		return out, nil
+	}
+	return &shims.Plan{Requests: requests(ws), Collect: collect}, nil
+}
+
+// snapshot is a tree as it was before the install.
+type snapshot struct {
+	root   string
+	files  []string  // its lockfiles; none for the global folder
+	cache  string    // the npm cache, for the global folder
+	since  time.Time // when the snapshot was taken
+	before lock
+}
+
+func (s *session) snapshot(global bool) (*snapshot, error) {
+	sn := &snapshot{since: time.Now().Add(-time.Second)}
+	if global {
+		sn.root = filepath.Join(s.globalPrefix(), "lib")
+		sn.cache = s.cacheDir()
+	} else {
+		sn.root, sn.files = s.dir, treeLocks(s.dir)
+		if w := workspaceRoot(s.dir); w != "" {
+			sn.files = append(sn.files, treeLocks(w)...)
+		}
+	}
+	var err error
+	if sn.before, err = sn.read(); err != nil {
+		return nil, fmt.Errorf("reading the tree before the install: %w", err)
+	}
+	return sn, nil
+}
+
+// read reads the tree's lockfiles, or the global folder's packages.
+func (sn *snapshot) read() (lock, error) {
+	if sn.files != nil {
+		return readLocks(sn.files...)
+	}
+	l := readTree(sn.root)
+	if hidden, err := readLocks(filepath.Join(sn.root, "node_modules", ".package-lock.json")); err == nil {
+		for k, e := range hidden {
+			l[k] = e
+		}
+	}
+	fillFetched(l, cacheFetches(sn.cache, sn.since))
+	return l, nil
+}
+
+// npxSnapshot records the modification times of the npx cache's
+// lockfiles.
+func (s *session) npxSnapshot() map[string]time.Time {
+	out := map[string]time.Time{}
+	dirs, _ := filepath.Glob(filepath.Join(s.npxCache(), "*"))
+	for _, d := range dirs {
+		if fi, err := os.Stat(filepath.Join(d, "package-lock.json")); err == nil {
+			out[d] = fi.ModTime()
+		}
+	}
+	return out
+}
+
+// npxCache is the folder npm exec installs into: <cache>/_npx.
+func (s *session) npxCache() string { return filepath.Join(s.cacheDir(), "_npx") }
+
+// cacheDir is npm's cache folder: --cache, npm_config_cache or ~/.npm.
+func (s *session) cacheDir() string {
+	cache := s.cfg.last("cache")
+	if cache == "" || cache == "true" {
+		cache = s.getenv("npm_config_cache")
+	}
+	if cache == "" {
+		cache = filepath.Join(s.getenv("HOME"), ".npm")
+	}
+	return s.abs(cache)
+}
+
+// collectNpx reports the packages of the npx cache folders whose
+// lockfile is new or was rewritten since before.
+func (s *session) collectNpx(before map[string]time.Time, ws []want) ([]shims.Package, error) {
+	var out []shims.Package
+	for d, t := range s.npxSnapshot() {
+		if bt, ok := before[d]; ok && bt.Equal(t) {
+			continue
+		}
+		after, err := readLocks(treeLocks(d)...)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, report(d, lock{}, after, ws, manifest{})...)
+	}
+	return out, nil
+}
