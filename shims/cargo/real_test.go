@@ -46,7 +46,9 @@ func TestRealCargo(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "Cargo.toml"), "[package]\nname = \"p\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nmid = \"0.2\"\n")
 	write(t, filepath.Join(dir, "src", "lib.rs"), "")
-	sum := func(name string, v cratestest.Version) string { return "sha256:" + cratestest.Cksum(cratestest.CrateFile(name, v)) }
+	sum := func(name string, v cratestest.Version) string {
+		return "sha256:" + cratestest.Cksum(cratestest.CrateFile(name, v))
+	}
 	src := "registry+https://github.com/rust-lang/crates.io-index"
 	want := []shims.Package{
 		{Name: "leaf", Version: "1.0.0", SourceURL: src, Hash: sum("leaf", crates[0].Versions[0]), RequestedBy: "mid"},
