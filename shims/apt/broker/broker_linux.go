@@ -232,7 +232,7 @@ func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []in
 		return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: " + err.Error()}
 	}
 	if cmd != "update" {
-		b.emitInstalls(p, parsed, reqs, uris, out, pid)
+		b.emitInstalls(p, reqs, uris, out, pid)
 	}
 	return apt.BrokerReply{Exit: exit}
 }

@@ -31,7 +31,7 @@ func (b *Broker) emitBlocked(p peer, reqs []shims.Request, rule, msg string) {
 
 // emitInstalls writes one pkg.install per .deb the hook hashed, with its
 // URL from --print-uris (joined on the file name).
-func (b *Broker) emitInstalls(p peer, a apt.Args, reqs []shims.Request, uris []apt.URI, out string, pid int32) {
+func (b *Broker) emitInstalls(p peer, reqs []shims.Request, uris []apt.URI, out string, pid int32) {
 	f, err := os.Open(out)
 	if err != nil {
 		if !os.IsNotExist(err) {
