@@ -1,0 +1,320 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/shims"
+	"github.com/sandtrail/sandtrail/shims/apt"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// AptGet is apt-get's path (default /usr/bin/apt-get).
+	AptGet string
+	// Mirror is the mirror's base URL, apt's HTTP proxy; empty: none.
+	Mirror string
+	// Check asks the policy about the requests of a session; blocked
+	// refuses the install, with the rule and a message for the agent.
+	// Nil allows everything.
+	Check func(ctx context.Context, session string, reqs []shims.Request) (blocked bool, rule, message string)
+	// Emit receives the pkg.install and pkg.blocked events.
+	Emit func(*event.Event)
+	// Session maps a peer (its pid and uid, from SO_PEERCRED) to its
+	// session; false refuses the peer. Nil: every peer, with no session.
+	Session func(pid int32, uid uint32) (string, bool)
+	// HookCmd is the hook's command line; the broker appends the output
+	// file ("/usr/local/bin/sandtrail-shim apt-hook"). Its first word
+	// names apt's DPkg::Tools::Options section.
+	HookCmd string
+	// Env is added to apt-get's built environment (APT_CONFIG for a
+	// scratch apt, say).
+	Env []string
+	// Host names the machine in the events.
+	Host string
+	Log  hclog.Logger
+}
+
+// Broker serves apt installs on a unix socket.
+type Broker struct {
+	cfg  Config
+	log  hclog.Logger
+	mu   sync.Mutex
+	lns  []*net.UnixListener
+	wg   sync.WaitGroup
+	done chan struct{}
+}
+
+// New returns a broker; HookCmd is required.
+func New(cfg Config) (*Broker, error) {
+	if cfg.HookCmd == "" {
+		return nil, errors.New("broker: no hook command")
+	}
+	if cfg.AptGet == "" {
+		cfg.AptGet = "/usr/bin/apt-get"
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.Emit == nil {
+		cfg.Emit = func(*event.Event) {}
+	}
+	return &Broker{cfg: cfg, log: cfg.Log.Named("apt_broker"), done: make(chan struct{})}, nil
+}
+
+// Serve accepts clients on ln until Close.
+func (b *Broker) Serve(ln *net.UnixListener) error {
+	b.mu.Lock()
+	b.lns = append(b.lns, ln)
+	b.mu.Unlock()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-b.done:
+				return nil
+			default:
+				return fmt.Errorf("accepting apt broker clients: %w", err)
+			}
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer c.Close()
+			b.serveConn(c)
+		}()
+	}
+}
+
+// Close stops accepting and waits for the running installs.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	select {
+	case <-b.done:
+	default:
+		close(b.done)
+	}
+	for _, ln := range b.lns {
+		ln.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return nil
+}
+
+// peer is a client.
+type peer struct {
+	cred    peercred.Cred
+	session string
+}
+
+// serveConn serves one request.
+func (b *Broker) serveConn(c *net.UnixConn) {
+	cred, err := peercred.Read(c, false)
+	if err != nil {
+		b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "cannot read the peer's credentials"})
+		return
+	}
+	p := peer{cred: cred}
+	if b.cfg.Session != nil {
+		var ok bool
+		if p.session, ok = b.cfg.Session(cred.Pid, cred.UID); !ok {
+			b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "the caller is in no session"})
+			return
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	req, fds, err := readRequest(c)
+	c.SetReadDeadline(time.Time{})
+	defer closeAll(fds)
+	if err != nil {
+		b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: err.Error()})
+		return
+	}
+	b.reply(c, b.handle(c, p, req, fds))
+}
+
+func (b *Broker) reply(c *net.UnixConn, rep apt.BrokerReply) {
+	body, _ := json.Marshal(rep)
+	if err := apt.WriteFrame(c, body); err != nil {
+		b.log.Debug("reply failed", "error", err)
+	}
+}
+
+// readRequest reads the request frame and the three fds passed with it.
+func readRequest(c *net.UnixConn) (apt.BrokerRequest, []int, error) {
+	var req apt.BrokerRequest
+	buf := make([]byte, apt.MaxBrokerFrame+4)
+	oob := make([]byte, syscall.CmsgSpace(16*4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return req, nil, fmt.Errorf("reading the request: %w", err)
+	}
+	var fds []int
+	msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
+	for _, m := range msgs {
+		if f, err := syscall.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	if flags&syscall.MSG_CTRUNC != 0 || len(fds) != 3 {
+		return req, fds, fmt.Errorf("the request must pass exactly stdin, stdout and stderr")
+	}
+	body, err := apt.SplitFrame(c, buf[:n])
+	if err != nil {
+		return req, fds, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fds, fmt.Errorf("decoding the request: %w", err)
+	}
+	return req, fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
+// handle validates, checks and runs one request.
+func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []int) apt.BrokerReply {
+	cmd, argv, err := Validate(req.Args)
+	if err != nil {
+		b.log.Info("request refused", "pid", p.cred.Pid, "reason", err.Error())
+		return apt.BrokerReply{Exit: 100, Refused: true, Message: err.Error()}
+	}
+	parsed := apt.ParseArgs(argv)
+	var reqs []shims.Request
+	if cmd != "update" {
+		reqs = apt.Requests(parsed)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watch(c, cancel)
+	if b.cfg.Check != nil && len(reqs) > 0 {
+		if blocked, rule, msg := b.cfg.Check(ctx, p.session, reqs); blocked {
+			b.emitBlocked(p, reqs, rule, msg)
+			return apt.BrokerReply{Exit: 100, Refused: true, Message: msg}
+		}
+	}
+	tmp, err := os.MkdirTemp("", "sandtrail-apt-")
+	if err != nil {
+		return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot make a temporary directory"}
+	}
+	defer os.RemoveAll(tmp)
+	var uris []apt.URI
+	if cmd != "update" {
+		if uris, err = b.printURIs(ctx, argv, req); err != nil {
+			b.log.Warn("print-uris failed", "error", err)
+		}
+	}
+	out := filepath.Join(tmp, "hook.jsonl")
+	exit, pid, err := b.run(ctx, b.installArgs(argv, out), req, fds)
+	if err != nil {
+		return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: " + err.Error()}
+	}
+	if cmd != "update" {
+		b.emitInstalls(p, reqs, uris, out, pid)
+	}
+	return apt.BrokerReply{Exit: exit}
+}
+
+// watch cancels when the client's connection closes (it sends nothing
+// after its request, so any read returning means it is gone).
+func watch(c *net.UnixConn, cancel func()) {
+	var b [1]byte
+	c.Read(b[:])
+	cancel()
+}
+
+// baseArgs are the options every apt-get run gets.
+func (b *Broker) baseArgs() []string {
+	a := []string{"-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"}
+	if b.cfg.Mirror != "" {
+		a = append(a, "-o", "Acquire::http::Proxy="+strings.TrimSuffix(b.cfg.Mirror, "/")+"/")
+	}
+	return a
+}
+
+// installArgs adds the hook writing to out.
+func (b *Broker) installArgs(argv []string, out string) []string {
+	hook := b.cfg.HookCmd + " " + out
+	section, _, _ := strings.Cut(b.cfg.HookCmd, " ")
+	a := append(b.baseArgs(), "-o", "DPkg::Pre-Install-Pkgs::="+hook, "-o", "DPkg::Tools::Options::"+section+"::Version=3")
+	return append(a, argv...)
+}
+
+// printURIs asks apt-get what it would fetch, with hashes.
+func (b *Broker) printURIs(ctx context.Context, argv []string, req apt.BrokerRequest) ([]apt.URI, error) {
+	a := append(b.baseArgs(), "--print-uris", "-qq", "-o", "Acquire::ForceHash=sha256")
+	cmd := exec.CommandContext(ctx, b.cfg.AptGet, append(a, argv...)...)
+	cmd.Env = b.env(req)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("running apt-get --print-uris: %w", err)
+	}
+	return apt.PrintURIs(out)
+}
+
+var (
+	termRe = regexp.MustCompile(`^[A-Za-z0-9.+_-]{1,64}$`)
+	langRe = regexp.MustCompile(`^[A-Za-z_]{1,16}(\.[A-Za-z0-9-]{1,16})?(@[A-Za-z]{1,16})?$`)
+)
+
+// env builds apt-get's environment.
+func (b *Broker) env(req apt.BrokerRequest) []string {
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive",
+		"APT_LISTCHANGES_FRONTEND=none", "APT_LISTBUGS_FRONTEND=none", "PAGER=cat", "LANG=C.UTF-8"}
+	if langRe.MatchString(req.Lang) {
+		env[len(env)-1] = "LANG=" + req.Lang
+	}
+	if termRe.MatchString(req.Term) {
+		env = append(env, "TERM="+req.Term)
+	}
+	return append(env, b.cfg.Env...)
+}
+
+// run runs apt-get with the client's stdout and stderr, stdin /dev/null,
+// in a process group of its own that is stopped when ctx ends.
+func (b *Broker) run(ctx context.Context, args []string, req apt.BrokerRequest, fds []int) (int, int32, error) {
+	stdout, stderr := os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")
+	cmd := exec.CommandContext(ctx, b.cfg.AptGet, args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = b.env(req), stdout, stderr, "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("starting apt-get: %w", err)
+	}
+	pid := int32(cmd.Process.Pid)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, pid, nil
+	case errors.As(err, &ee):
+		if code := ee.ExitCode(); code >= 0 {
+			return code, pid, nil
+		}
+		return 100, pid, nil
+	}
+	return 0, pid, fmt.Errorf("running apt-get: %w", err)
+}

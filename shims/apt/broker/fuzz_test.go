@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzValidate: whatever passes has no -o/-c, no path, no shell
+// metacharacter, and an allowed command.
+func FuzzValidate(f *testing.F) {
+	for _, s := range []string{"install -y hello", "-t sid install a=1:2.0 b/c", "install -oA=B x", "update", "install ./x.deb", "install -- -c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cmd, out, err := Validate(strings.Split(s, " "))
+		if err != nil {
+			return
+		}
+		if !commands[cmd] {
+			t.Fatalf("Validate(%q): command %q", s, cmd)
+		}
+		pkgs := false
+		for _, a := range out {
+			if a == "--" {
+				pkgs = true
+				continue
+			}
+			if pkgs && (strings.ContainsAny(a, "/;$`|&<>()'\" \\*?") && !strings.Contains(a, "/") || strings.HasPrefix(a, "-") || strings.HasSuffix(a, ".deb")) {
+				t.Fatalf("Validate(%q) passed package %q", s, a)
+			}
+			if !pkgs && a != cmd && (strings.HasPrefix(a, "-o") || strings.HasPrefix(a, "-c") || strings.HasPrefix(a, "--option") || strings.HasPrefix(a, "--config")) {
+				t.Fatalf("Validate(%q) passed option %q", s, a)
+			}
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // "" : allowed
+	}{
+		{"plain", []string{"install", "-y", "hello"}, ""},
+		{"combined short", []string{"-yqq", "install", "hello=2.10-3"}, ""},
+		{"release", []string{"install", "-t", "bookworm", "hello/bookworm", "curl:amd64"}, ""},
+		{"update", []string{"-q", "update"}, ""},
+		{"-o", []string{"install", "-o", "x=y", "hello"}, "not allowed"},
+		{"-yo", []string{"install", "-yo", "x=y", "hello"}, "not allowed"},
+		{"--option=", []string{"install", "--option=APT::Update::Pre-Invoke::=id", "hello"}, "not allowed"},
+		{"-c", []string{"-c/tmp/x", "install", "hello"}, "not allowed"},
+		{"glob", []string{"install", "hel*"}, "not a Debian package name"},
+		{"uppercase", []string{"install", "Hello"}, "not a Debian package name"},
+		{"update with package", []string{"update", "xy"}, "no packages"},
+		{"no packages", []string{"install", "-y"}, "needs packages"},
+		{"purge", []string{"purge", "x"}, "not allowed"},
+		{"source", []string{"source", "x"}, "not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Validate(tt.args)
+			if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate(%q) = %v, want %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}

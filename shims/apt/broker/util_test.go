@@ -1,0 +1,5 @@
+package broker_test
+
+import "encoding/json"
+
+var jsonMarshal = json.Marshal

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package apt
+
+const oNoFollow = 0

@@ -1,0 +1,7 @@
+//go:build unix
+
+package apt
+
+import "syscall"
+
+const oNoFollow = syscall.O_NOFOLLOW
