@@ -70,6 +70,14 @@ func (s *Shim) Run(m Manager, argv []string) int {
 		dir = s.Getenv("PWD")
 	}
 	c := Context{Dir: dir, Getenv: s.Getenv, Mirror: s.Getenv("SANDTRAIL_MIRROR")}
+	if m.Delegate != nil {
+		if code, ok, err := m.Delegate(argv[1:], c); ok {
+			if err != nil {
+				s.say("%v", err)
+			}
+			return code
+		}
+	}
 	tmp, err := os.MkdirTemp("", "sandtrail-shim-")
 	if err != nil {
 		s.say("refused: creating a temporary directory: %v", err)
@@ -99,14 +107,6 @@ func (s *Shim) Run(m Manager, argv []string) int {
 	defer client.Close()
 	if code, ok := s.check(client, m, plan); !ok {
 		return code
-	}
-	if m.Delegate != nil {
-		if code, ok, err := m.Delegate(argv[1:], c); ok || err != nil {
-			if err != nil {
-				s.say("%v", err)
-			}
-			return code
-		}
 	}
 	return s.install(client, m, real, argv, plan)
 }
@@ -140,13 +140,21 @@ func (s *Shim) install(client *ingest.Client, m Manager, real string, argv []str
 // check asks the daemon about the plan's requests. ok is false when the
 // install must not run; code is then its exit code.
 func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok bool) {
-	if len(plan.Requests) == 0 {
-		return 0, true
+	// A request that names nothing (`apt-get upgrade`, an unreadable
+	// manifest) has nothing to check before the install: the mirror
+	// checks every artifact it is asked for.
+	var reqs []Request
+	var checks []ingest.Check
+	for _, r := range plan.Requests {
+		if r.Name == "" && r.Source == "" && r.Registry == "" {
+			continue
+		}
+		reqs = append(reqs, r)
+		checks = append(checks, ingest.Check{Manager: m.Manager, Ecosystem: m.Ecosystem, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
+			Source: r.Source, Registry: r.Registry})
 	}
-	checks := make([]ingest.Check, len(plan.Requests))
-	for i, r := range plan.Requests {
-		checks[i] = ingest.Check{Manager: m.Manager, Ecosystem: m.Ecosystem, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
-			Source: r.Source, Registry: r.Registry}
+	if len(checks) == 0 {
+		return 0, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -161,7 +169,7 @@ func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok
 	}
 	refused := false
 	for i, v := range vs {
-		what := describe(plan.Requests[i])
+		what := describe(reqs[i])
 		switch v.Verdict {
 		case "block":
 			refused = true

@@ -21,6 +21,8 @@ import (
 
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/shims"
+	"github.com/sandtrail/sandtrail/shims/apt"
+	"github.com/sandtrail/sandtrail/shims/cargo"
 	"github.com/sandtrail/sandtrail/shims/npm"
 	"github.com/sandtrail/sandtrail/shims/pip"
 )
@@ -32,6 +34,9 @@ var managers = []shims.Manager{
 	{Name: "pip3", Manager: "pip", Ecosystem: resolver.PyPI, Plan: pip.Plan},
 	{Name: "npm", Manager: "npm", Ecosystem: resolver.NPM, Plan: npm.Plan},
 	{Name: "npx", Manager: "npm", Ecosystem: resolver.NPM, Plan: npm.PlanNpx},
+	{Name: "apt", Manager: "apt", Ecosystem: resolver.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
+	{Name: "apt-get", Manager: "apt", Ecosystem: resolver.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
+	{Name: "cargo", Manager: "cargo", Ecosystem: resolver.Cargo, Plan: cargo.Plan},
 }
 
 func main() {
@@ -64,6 +69,16 @@ func helper(argv []string) int {
 		cmd = argv[1]
 	}
 	switch cmd {
+	case "apt-hook":
+		if len(argv) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: sandtrail-shim apt-hook OUT (apt runs it as its DPkg::Pre-Install-Pkgs hook)")
+			return 2
+		}
+		if err := apt.RunHook(os.Stdin, argv[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "sandtrail apt hook: %v\n", err)
+			return 1
+		}
+		return 0
 	case "list":
 		for _, m := range managers {
 			fmt.Println(m.Name)
