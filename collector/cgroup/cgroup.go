@@ -282,3 +282,22 @@ func (m Mount) Ancestors(cg string) []string {
 		cg = path.Dir(cg)
 	}
 }
+
+// AncestorIDs returns the ids of the cgroup at cg and of its ancestors up
+// to the mount's root, nearest first (see Ancestors and ID).
+func (m Mount) AncestorIDs(cg string) ([]uint64, error) {
+	anc := m.Ancestors(cg)
+	ids := make([]uint64, 0, len(anc))
+	for _, a := range anc {
+		dir, err := m.Dir(a)
+		if err != nil {
+			return nil, err
+		}
+		id, err := ID(dir)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}

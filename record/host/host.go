@@ -21,6 +21,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/queue"
+	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
 
 // Host wires the recording parts together in one process: the journal (the
@@ -45,7 +46,8 @@ type Host struct {
 	col  *collector.Collector
 	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv  *server.Server
-	mir  *Mirror // nil without a mirror
+	mir  *Mirror        // nil without a mirror
+	apt  *broker.Broker // nil without the apt broker
 
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
@@ -202,13 +204,17 @@ func (h *Host) startIngest() error {
 	if err != nil || mode > 0o777 {
 		return fmt.Errorf("config: ingest.socket_mode %q is not an octal file mode", cfg.Ingest.SocketMode)
 	}
+	chk := newChecker(h.pol, h.mirrorURL(), cfg.Mirror.Upstreams, h.log)
+	if err := h.startApt(chk); err != nil {
+		h.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
+	}
 	srv := server.New(h.j, h.mgr,
 		server.WithLogger(h.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),
 		server.WithDedupSize(cfg.Ingest.DedupSize),
 		server.WithIdleTimeout(cfg.Ingest.IdleTimeout),
-		server.WithChecker(newChecker(h.pol, h.mirrorURL(), cfg.Mirror.Upstreams, h.log)))
+		server.WithChecker(chk))
 	if _, err := srv.RememberTail(h.j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
 		return journal.Scan(h.jdir, from, fn)
 	}); err != nil {
@@ -294,6 +300,9 @@ func (h *Host) SessionEnv() []string {
 	if h.srv != nil {
 		env = append(env, "SANDTRAIL_SOCKET="+h.cfg.Socket)
 	}
+	if h.apt != nil {
+		env = append(env, "SANDTRAIL_APT_SOCKET="+h.cfg.AptSocket())
+	}
 	if h.mir != nil {
 		env = append(env, h.mir.sessionEnv()...)
 	}
@@ -358,6 +367,13 @@ func (h *Host) closeParts() {
 			h.log.Warn("removing socket", "error", err)
 		}
 		LogStats(h.log, "ingest stopped", h.srv.Stats())
+	}
+	if h.apt != nil {
+		// Installs in flight are ended: their sessions are ending too.
+		errs = append(errs, h.apt.Close())
+		if err := os.Remove(h.cfg.AptSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("removing socket", "error", err)
+		}
 	}
 	if h.mir != nil {
 		errs = append(errs, h.mir.Close())

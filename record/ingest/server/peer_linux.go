@@ -103,18 +103,9 @@ func (p *peer) cgroupIDs(m cgroup.Mount, cg string) ([]uint64, error) {
 	if cg == p.cachePath && p.cacheIDs != nil {
 		return p.cacheIDs, nil
 	}
-	anc := m.Ancestors(cg)
-	ids := make([]uint64, 0, len(anc))
-	for _, a := range anc {
-		dir, err := m.Dir(a)
-		if err != nil {
-			return nil, err
-		}
-		id, err := cgroup.ID(dir)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+	ids, err := m.AncestorIDs(cg)
+	if err != nil {
+		return nil, err
 	}
 	p.cachePath, p.cacheIDs = cg, ids
 	return ids, nil

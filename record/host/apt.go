@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/record/ingest"
+	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/shims"
+	"github.com/sandtrail/sandtrail/shims/apt/broker"
+)
+
+// AptSocket is the apt broker's socket: apt.sock beside the ingest socket.
+func (c *Config) AptSocket() string {
+	return filepath.Join(filepath.Dir(c.Socket), "apt.sock")
+}
+
+// startApt serves the apt broker (docs/shims.md): a session's agent, not
+// being root, has its apt installs run by the host, checked with the
+// host's policy and recorded in its session. It needs apt-get and the shim
+// binary (the broker's DPkg::Pre-Install-Pkgs hook), found through the
+// shim directory's apt-get link.
+func (h *Host) startApt(chk *checker) error {
+	if _, err := os.Stat("/usr/bin/apt-get"); err != nil {
+		return fmt.Errorf("apt broker: no apt-get here: %w", err)
+	}
+	shim, err := filepath.EvalSymlinks(filepath.Join(h.cfg.ShimDir, "apt-get"))
+	if err != nil {
+		return fmt.Errorf("apt broker: finding the shim binary for apt's hook: %w", err)
+	}
+	mount, err := cgroup.ReadV2()
+	if err != nil {
+		return fmt.Errorf("apt broker: %w", err)
+	}
+	b, err := broker.New(broker.Config{Mirror: h.mirrorURL(), Emit: h.q.Emit, HookCmd: shim + " apt-hook", Host: h.cfg.Host, Log: h.log,
+		Check: func(ctx context.Context, session string, reqs []shims.Request) (bool, string, string) {
+			return aptCheck(ctx, chk, session, reqs)
+		},
+		Session: func(pid int32, _ uint32) (string, bool) { return h.sessionOf(mount, pid) }})
+	if err != nil {
+		return err
+	}
+	ln, err := server.Listen(h.cfg.AptSocket(), 0o666)
+	if err != nil {
+		return fmt.Errorf("apt broker: %w", err)
+	}
+	h.apt = b
+	go func() { _ = b.Serve(ln) }()
+	return nil
+}
+
+// aptCheck decides an apt install's requests: blocked by the first block.
+func aptCheck(ctx context.Context, chk *checker, session string, reqs []shims.Request) (blocked bool, rule, message string) {
+	checks := make([]ingest.Check, 0, len(reqs))
+	for _, r := range reqs {
+		if r.Name == "" && r.Source == "" && r.Registry == "" {
+			continue
+		}
+		checks = append(checks, ingest.Check{Manager: "apt", Ecosystem: "deb", Name: r.Name, Spec: r.Spec, Exact: r.Exact,
+			Source: r.Source, Registry: r.Registry})
+	}
+	for i, v := range chk.Check(ctx, session, checks) {
+		if v.Verdict == "block" {
+			return true, v.Rule, fmt.Sprintf("%s: %s (rule %s)", checks[i].Name, v.Reason, v.Rule)
+		}
+	}
+	return false, "", ""
+}
+
+// sessionOf is the session whose cgroup holds pid, by the kernel's
+// account (/proc/PID/cgroup and the cgroup's inode).
+func (h *Host) sessionOf(m cgroup.Mount, pid int32) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+	if err != nil {
+		return "", false
+	}
+	cg, err := cgroup.V2Path(b)
+	if err != nil {
+		return "", false
+	}
+	ids, err := m.AncestorIDs(cg)
+	if err != nil {
+		return "", false
+	}
+	for _, id := range ids {
+		if s, ok := h.mgr.Lookup(id); ok {
+			return s, true
+		}
+	}
+	return "", false
+}
