@@ -37,7 +37,12 @@ func (h *Host) startApt(chk *checker) error {
 	if err != nil {
 		return fmt.Errorf("apt broker: %w", err)
 	}
+	aptConf, err := aptState(h.cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	b, err := broker.New(broker.Config{Mirror: h.mirrorURL(), Emit: h.q.Emit, HookCmd: shim + " apt-hook", Host: h.cfg.Host, Log: h.log,
+		Env: []string{"APT_CONFIG=" + aptConf},
 		Check: func(ctx context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			return aptCheck(ctx, chk, session, reqs)
 		},
@@ -93,4 +98,24 @@ func (h *Host) sessionOf(m cgroup.Mount, pid int32) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// aptState makes the broker's own apt lists directory under dataDir and the
+// apt.conf that points apt at it, and returns the file. The broker's apt
+// fetches its indexes through the mirror, which serves a .deb only when a
+// Packages file it verified lists it: lists that the machine's own
+// `apt-get update` fetched past the mirror would leave it none to check.
+// The machine's apt.conf.d still applies.
+func aptState(dataDir string) (string, error) {
+	dir := filepath.Join(dataDir, "apt")
+	if err := os.MkdirAll(filepath.Join(dir, "lists", "partial"), 0o755); err != nil {
+		return "", fmt.Errorf("apt broker: %w", err)
+	}
+	conf := filepath.Join(dir, "apt.conf")
+	body := fmt.Sprintf("// written by sandtrail: the apt broker's own indexes, fetched through the mirror\nDir::State::Lists %q;\n",
+		filepath.Join(dir, "lists")+"/")
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		return "", fmt.Errorf("apt broker: %w", err)
+	}
+	return conf, nil
 }

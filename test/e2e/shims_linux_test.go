@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
 // buildShims builds sandtrail-shim into dir (or copies SANDTRAIL_E2E_SHIM)
@@ -138,4 +140,103 @@ func TestShimBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pipEnv is an env whose runs' mirror uses a loopback fixture index as its
+// PyPI upstream, with a policy that approves it: fixture-pkg 1.0 and 1.5
+// (which requires fixture-dep) and 2.0.
+func pipEnv(t *testing.T) (*env, *pypitest.Index, string) {
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	ix := pypitest.Start(t,
+		pypitest.Project{Name: "fixture-pkg", Versions: []pypitest.Version{{Version: "1.0", Uploaded: old},
+			{Version: "1.5", Uploaded: old, Deps: []string{"fixture-dep>=0.1"}}, {Version: "2.0", Uploaded: old}}},
+		pypitest.Project{Name: "fixture-dep", Versions: []pypitest.Version{{Version: "0.1", Uploaded: old}}})
+	e := newEnv(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("mirror:\n  upstreams:\n    pypi: "+ix.SimpleURL()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	pol := writePolicy(t, "sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+"/packages/]\n")
+	return e, ix, pol
+}
+
+// pipInstall is a session's pip install into a target directory (the
+// system Python is externally managed), through the shim and the mirror.
+func pipInstall(args string) string {
+	return `cd "$HOME" && pip install --disable-pip-version-check --no-input --retries 0 --target "$HOME/t" ` + args
+}
+
+// TestShimPip: `pip install 'fixture-pkg>=1.0,<2'` from the fixture index
+// records the requested spec, what was resolved and its sha256, and the
+// dependency it pulled in, each joined with the mirror's verified fetch;
+// a direct URL is refused before pip runs.
+func TestShimPip(t *testing.T) {
+	t.Parallel()
+	e, _, pol := pipEnv(t)
+	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", pipInstall(`'fixture-pkg>=1.0,<2'`))
+	if r.code != 0 {
+		t.Fatalf("pip install through the shim: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	evs := e.events(r.summary.SessionID)
+	got, served := installs(evs), fetches(evs)
+	want := map[string]struct{ requested, by string }{"fixture-pkg@1.5": {">=1.0,<2", ""}, "fixture-dep@0.1": {"", "fixture-pkg"}}
+	for id, w := range want {
+		in := got[id]
+		if in == nil {
+			t.Errorf("no pkg.install of %s; have %v", id, got)
+			continue
+		}
+		p := in.Pkg
+		if p.Manager != "pip" || p.Requested != w.requested || !strings.HasPrefix(p.Hash, "sha256:") || len(p.Hash) != 71 ||
+			p.RequestedBy != w.by || p.SourceURL == "" || p.ManagerPid == 0 {
+			t.Errorf("%s: pkg.install %+v, want requested %q, requested_by %q, a sha256 and a URL", id, *p, w.requested, w.by)
+		}
+		if f := served[id]; len(f) == 0 || f[0].Verified == nil || !*f[0].Verified || f[0].Hash != p.Hash {
+			t.Errorf("%s: no verified pkg.fetch of the same hash: %v", id, f)
+		}
+	}
+
+	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", pipInstall("https://example.invalid/x.whl"))
+	if r.code != 77 || !strings.Contains(r.stderr, "on_unknown_source") {
+		t.Errorf("pip install of a direct URL: exit %d, want 77 naming the rule\n%s", r.code, r.stderr)
+	}
+	if b := kinds(e.events(r.summary.SessionID), event.KindPkgBlocked); len(b) != 1 || b[0].Pkg.SourceURL != "https://example.invalid/x.whl" {
+		t.Errorf("pkg.blocked = %v, want one for the URL", b)
+	}
+}
+
+// TestShimAptInstall: the unprivileged agent's `apt-get update` and
+// `apt-get install -y hello` run through the daemon's broker, from the real
+// Debian archive through the mirror: hello is installed, and its pkg.install
+// in the session has the .deb's sha256 and URL.
+func TestShimAptInstall(t *testing.T) {
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		t.Skip("apt-get is not installed")
+	}
+	if exec.Command("dpkg", "-s", "hello").Run() == nil {
+		t.Skip("hello is installed already; the test installs and removes it")
+	}
+	e := newEnv(t)
+	t.Cleanup(func() {
+		if out, err := exec.Command("apt-get", "purge", "-y", "-qq", "hello").CombinedOutput(); err != nil {
+			t.Logf("removing hello: %v\n%s", err, out)
+		}
+	})
+	r := e.run("--user", "nobody", "--timeout", "5m", "--", "sh", "-c", "apt-get update -qq && apt-get install -y hello && hello")
+	if r.code != 0 || !strings.Contains(r.stdout, "Hello, world!") {
+		t.Fatalf("apt-get install -y hello as the agent: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	got := installs(e.events(r.summary.SessionID))
+	var hello *event.Pkg
+	for _, in := range got {
+		if in.Pkg.Name == "hello" {
+			hello = in.Pkg
+		}
+	}
+	if hello == nil || hello.Manager != "apt" || !strings.HasPrefix(hello.Hash, "sha256:") || len(hello.Hash) != 71 ||
+		!strings.Contains(hello.SourceURL, "/pool/main/h/hello/hello_") || hello.Direct == nil || !*hello.Direct {
+		t.Fatalf("hello's pkg.install = %+v, want the .deb's sha256 and URL, direct", hello)
+	}
+	e.verify()
 }
