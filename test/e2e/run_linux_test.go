@@ -32,8 +32,8 @@ var (
 	// sandtrail-shim, built for these tests, linked as each manager, and
 	// every session's PATH starts with it.
 	bin, helper, shimDir string
-	buildErr    error
-	skipReason  string
+	buildErr             error
+	skipReason           string
 )
 
 func TestMain(m *testing.M) {
