@@ -123,10 +123,10 @@ type claim struct {
 }
 
 var (
-	cargoBuild   = regexp.MustCompile(`/build/([A-Za-z0-9_-]+)-[0-9a-f]{8,}/(build-script-build|build_script_build-[0-9a-f]+)$`)
-	pipBuildDir  = regexp.MustCompile(`/pip-install-[^/]+/([A-Za-z0-9._-]+?)(_[0-9a-f]{32})?(/|$)`)
-	pipReqBuild  = regexp.MustCompile(`/(pip-req-build-[^/]+)(/|$)`)
-	dpkgScript   = regexp.MustCompile(`^/var/lib/dpkg/info/([a-z0-9][a-z0-9+.-]*)(:[a-z0-9-]+)?\.(preinst|postinst|prerm|postrm)$`)
+	cargoBuild  = regexp.MustCompile(`/build/([A-Za-z0-9_-]+)-[0-9a-f]{8,}/(build-script-build|build_script_build-[0-9a-f]+)$`)
+	pipBuildDir = regexp.MustCompile(`/pip-install-[^/]+/([A-Za-z0-9._-]+?)(_[0-9a-f]{32})?(/|$)`)
+	pipReqBuild = regexp.MustCompile(`/(pip-req-build-[^/]+)(/|$)`)
+	dpkgScript  = regexp.MustCompile(`^/var/lib/dpkg/info/([a-z0-9][a-z0-9+.-]*)(:[a-z0-9-]+)?\.(preinst|postinst|prerm|postrm)$`)
 )
 
 // claimOf says which package's script a process.exec runs, given which
