@@ -58,10 +58,12 @@ func (s *state) exec(e *event.Event) {
 		p = child(pr.Pid, s.procs[pr.PPid])
 		s.keep(p)
 	}
+	var m manager
 	if s.o.isShim(pr.Exe, pr.Cwd) {
-		p.shim = true
+		p.shim = true // a shim is named for its manager, and is not one
+	} else {
+		m = managerOf(pr.Exe, pr.Argv)
 	}
-	m := managerOf(pr.Exe, pr.Argv)
 	s.checkBypass(p, m, e)
 	if !s.live {
 		s.attribute(p, e)

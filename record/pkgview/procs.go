@@ -71,8 +71,11 @@ func managerOf(exe string, argv []string) manager {
 func pythonRunsPip(argv []string) bool {
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
-			return !strings.HasPrefix(a, "-") && pipExe.MatchString(path.Base(a))
+		if a == "--" {
+			return i+1 < len(argv) && pipExe.MatchString(path.Base(argv[i+1]))
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return pipExe.MatchString(path.Base(a))
 		}
 		if strings.HasPrefix(a, "--") {
 			continue

@@ -31,7 +31,7 @@ func (s *state) checkRow(r *row, e *event.Event) {
 			return
 		}
 		in, f = i, r.served[0]
-		why = fmt.Sprintf("with hash %s; the mirror served that version with hash %s", clip(in.hash), clip(f.hash))
+		why = fmt.Sprintf(" with hash %s; the mirror served that version with hash %s", clip(in.hash), clip(f.hash))
 	case len(r.refused) > 0:
 		f = r.refused[len(r.refused)-1]
 		why = fmt.Sprintf("; the mirror refused every fetch of that version (%s) and served none", render.Clean(f.outcome, 32))
@@ -47,7 +47,7 @@ func (s *state) checkRow(r *row, e *event.Event) {
 	r.pkg.Alerts = append(r.pkg.Alerts, RuleMismatch)
 	q := &r.pkg
 	s.raise(alert(e, RuleMismatch, "shim's install differs from what the mirror served",
-		fmt.Sprintf("the shim says %s %s@%s was installed %s", render.Clean(q.Ecosystem, 16), render.Clean(q.Name, 214),
+		fmt.Sprintf("the shim says %s %s@%s was installed%s", render.Clean(q.Ecosystem, 16), render.Clean(q.Name, 214),
 			render.Clean(in.version, 64), why), in.seq, f.seq))
 }
 
