@@ -75,7 +75,8 @@ var cdxAlgs = map[string]string{"sha1": "SHA-1", "sha256": "SHA-256", "sha384": 
 // npm @scope is the group), the artifact's hashes (the mirror's when it
 // served one, else the shim's), where it was fetched from, and sandtrail's
 // account in properties (sandtrail:seen, sandtrail:requested,
-// sandtrail:requested_by, sandtrail:verified, sandtrail:alerts).
+// sandtrail:requested_by, sandtrail:verified, sandtrail:alerts, and
+// sandtrail:shim_hash when the shim's hash differs from the one given).
 //
 // The document is a function of v: its serialNumber is a name-based UUID
 // (version 5) of the session and the components, and its timestamp the
@@ -166,6 +167,9 @@ func component(p *Package) cdxComponent {
 	add("sandtrail:requested_by", p.RequestedBy)
 	if p.Verified != nil {
 		add("sandtrail:verified", strconv.FormatBool(*p.Verified))
+	}
+	if same, _ := compareHashes(h, p.Hash); h != p.Hash && !same {
+		add("sandtrail:shim_hash", p.Hash)
 	}
 	add("sandtrail:alerts", strings.Join(p.Alerts, ","))
 	return c

@@ -12,7 +12,7 @@ import (
 // rowSum is what a join test checks of a row.
 type rowSum struct {
 	eco, name, version, seen string
-	alerts                    []string
+	alerts                   []string
 }
 
 func sumRows(v *View) []rowSum {
