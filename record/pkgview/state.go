@@ -172,8 +172,8 @@ func (s *state) install(e *event.Event) {
 			q.UID = e.Proc.UID
 		}
 	}
-	r.installs = append(r.installs, fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved})
-	r.pkg.Seqs = append(r.pkg.Seqs, e.Seq)
+	r.installs = s.appendRef(r.installs, fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved})
+	s.appendSeq(r, e)
 	s.checkRow(r, e)
 }
 
@@ -187,7 +187,7 @@ func (s *state) fetch(e *event.Event) {
 		return
 	}
 	r.fetches++
-	r.pkg.Seqs = append(r.pkg.Seqs, e.Seq)
+	s.appendSeq(r, e)
 	q := &r.pkg
 	if q.Purl == "" {
 		q.Purl = p.Purl
@@ -197,7 +197,7 @@ func (s *state) fetch(e *event.Event) {
 	}
 	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome}
 	if p.Outcome != "served" {
-		r.refused = append(r.refused, ref)
+		r.refused = s.appendRef(r.refused, ref)
 		if len(r.served) == 0 {
 			q.Outcome, q.Rule, q.Reason, q.UpstreamURL, q.MirrorHash = p.Outcome, p.Rule, p.Reason, p.SourceURL, p.Hash
 		}
@@ -207,12 +207,32 @@ func (s *state) fetch(e *event.Event) {
 	if len(r.served) == 0 {
 		q.Outcome, q.Rule, q.Reason, q.UpstreamURL, q.MirrorHash, q.Verified = p.Outcome, "", "", p.SourceURL, p.Hash, p.Verified
 	}
-	r.served = append(r.served, ref)
+	r.served = s.appendRef(r.served, ref)
 	s.served[r.nameKey] = ref
 	// A version served now makes a claim of another version, by the
 	// same name, one the mirror served only at other versions.
 	for _, o := range s.byName[r.nameKey] {
 		s.checkRow(o, e)
+	}
+}
+
+// maxRefs bounds a Watcher's installs, served and refused fetches kept
+// per package: the first ones decide the rules.
+const maxRefs = 64
+
+func (s *state) appendRef(refs []fetchRef, ref fetchRef) []fetchRef {
+	if s.live && len(refs) >= maxRefs {
+		s.dropped++
+		return refs
+	}
+	return append(refs, ref)
+}
+
+// appendSeq records e as one of a row's events; a Watcher, which makes no
+// rows, keeps none.
+func (s *state) appendSeq(r *row, e *event.Event) {
+	if !s.live {
+		r.pkg.Seqs = append(r.pkg.Seqs, e.Seq)
 	}
 }
 
