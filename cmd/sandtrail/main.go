@@ -1,6 +1,6 @@
 // Command sandtrail records, and can enforce, what an AI agent installs and
 // does inside a sandbox session. It is the CLI for security teams (query,
-// sessions, timeline, verify, prove) and the daemon that hosts the
+// sessions, timeline, packages, verify, prove) and the daemon that hosts the
 // collector, the ingest socket, the mirror and the sinks.
 package main
 
@@ -24,6 +24,7 @@ var commands = []func(*globals) *cobra.Command{
 	newQueryCmd,
 	newSessionsCmd,
 	newTimelineCmd,
+	newPackagesCmd,
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,

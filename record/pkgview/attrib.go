@@ -1,0 +1,165 @@
+package pkgview
+
+import "github.com/sandtrail/sandtrail/record/event"
+
+// group is what the scripts of one package, run by one manager, did.
+type group struct {
+	eco, name, nameKey string
+	managerPid         int32
+	first              event.Event // TS only, for a kernel_only row
+	procs              []Process
+	files              []FileOp
+	sensitive, other   int
+	omitted            int
+	conns              []Conn
+}
+
+type groupKey struct {
+	nameKey    string
+	managerPid int32
+}
+
+// child returns a new process of parent (nil when unknown), which inherits
+// its shim ancestry, managers, bypass mark and attribution.
+func child(pid int32, parent *proc) *proc {
+	p := &proc{pid: pid}
+	if parent != nil {
+		p.shim, p.under, p.managerPid = parent.shim, parent.under|parent.self, parent.managerPid
+		p.bypass, p.group = parent.bypass, parent.group
+	}
+	return p
+}
+
+// keep stores p, unless a Watcher's bound is reached.
+func (s *state) keep(p *proc) {
+	if s.live && len(s.procs) >= maxProcs && s.procs[p.pid] == nil {
+		s.dropped++
+		return
+	}
+	s.procs[p.pid] = p
+}
+
+func (s *state) fork(e *event.Event) {
+	if e.Proc == nil {
+		return
+	}
+	s.keep(child(e.Proc.Pid, s.procs[e.Proc.PPid]))
+}
+
+// exec classifies the new image of a process: a shim, a real manager
+// (checked for a bypass), or a package's script.
+func (s *state) exec(e *event.Event) {
+	pr := e.Proc
+	if pr == nil {
+		return
+	}
+	p := s.procs[pr.Pid]
+	if p == nil {
+		p = child(pr.Pid, s.procs[pr.PPid])
+		s.keep(p)
+	}
+	var m manager
+	if s.o.isShim(pr.Exe, pr.Cwd) {
+		p.shim = true // a shim is named for its manager, and is not one
+	} else {
+		m = managerOf(pr.Exe, pr.Argv)
+	}
+	s.checkBypass(p, m, e)
+	if !s.live {
+		s.attribute(p, e)
+	}
+	if m != 0 {
+		p.self |= m
+		if p.managerPid == 0 {
+			p.managerPid = pr.Pid
+		}
+	}
+}
+
+// attribute records a script process of a package: one whose exec claims
+// a package, or whose parent's did.
+func (s *state) attribute(p *proc, e *event.Event) {
+	pr := e.Proc
+	match := MatchInherited
+	if p.group == nil {
+		c, ok := claimOf(p.under, pr.Exe, pr.Argv, pr.Cwd)
+		if !ok {
+			return
+		}
+		p.group, match = s.groupFor(c, p.managerPid, e), c.match
+	}
+	g := p.group
+	if len(g.procs) >= maxProcsKept {
+		return
+	}
+	g.procs = append(g.procs, Process{Seq: e.Seq, TS: e.TS, Pid: pr.Pid, PPid: pr.PPid, Exe: pr.Exe,
+		Argv: pr.Argv, Cwd: pr.Cwd, UID: pr.UID, Match: match})
+}
+
+func (s *state) groupFor(c claim, managerPid int32, e *event.Event) *group {
+	nameKey, _ := keys(c.eco, c.name, "")
+	k := groupKey{nameKey, managerPid}
+	if g := s.groups[k]; g != nil {
+		return g
+	}
+	g := &group{eco: c.eco, name: c.name, nameKey: nameKey, managerPid: managerPid,
+		first: event.Event{TS: e.TS}}
+	s.groups[k] = g
+	return g
+}
+
+// scriptOf returns the group of the process of e, if it runs a package's
+// script.
+func (s *state) scriptOf(e *event.Event) *group {
+	if s.live || e.Proc == nil {
+		return nil
+	}
+	if p := s.procs[e.Proc.Pid]; p != nil {
+		return p.group
+	}
+	return nil
+}
+
+func (s *state) file(e *event.Event) {
+	g := s.scriptOf(e)
+	if g == nil || e.File == nil {
+		return
+	}
+	f := FileOp{Seq: e.Seq, TS: e.TS, Pid: e.Proc.Pid, Op: e.File.Op, Path: e.File.Path, NewPath: e.File.NewPath}
+	f.Sensitive = Sensitive(f.Path) || f.NewPath != "" && Sensitive(f.NewPath)
+	switch {
+	case f.Sensitive && g.sensitive < maxSensitive:
+		g.sensitive++
+	case !f.Sensitive && g.other < maxFiles:
+		g.other++
+	default:
+		g.omitted++
+		return
+	}
+	g.files = append(g.files, f)
+}
+
+func (s *state) conn(e *event.Event) {
+	g := s.scriptOf(e)
+	if g == nil || e.Net == nil {
+		return
+	}
+	if len(g.conns) >= maxConns {
+		return
+	}
+	n := e.Net
+	g.conns = append(g.conns, Conn{Seq: e.Seq, TS: e.TS, Pid: e.Proc.Pid, Op: n.Op, Proto: n.Proto,
+		DstIP: n.DstIP, DstPort: n.DstPort, Domain: n.Domain, Verdict: n.Verdict})
+}
+
+// rowOf finds the row a script group belongs to: a row of its ecosystem
+// and name, preferring one the same manager installed, and the latest.
+func (s *state) rowOf(g *group) *row {
+	var best *row
+	for _, r := range s.byName[g.nameKey] {
+		if best == nil || r.pkg.Pid == g.managerPid || best.pkg.Pid != g.managerPid {
+			best = r
+		}
+	}
+	return best
+}

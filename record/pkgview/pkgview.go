@@ -1,0 +1,240 @@
+// Package pkgview joins one session's package events into one row per
+// package, and checks the shims' account against the mirror's and the
+// kernel's: the view of `sandtrail packages`, and the live rules the daemon
+// runs.
+//
+// A row joins the shim's pkg.install (what the agent's package manager says
+// it installed) with the mirror's pkg.fetch of the same ecosystem, name and
+// version (what was actually served, from where, with which hash). Refused
+// installs (pkg.blocked) are rows of their own. The kernel's process events
+// attribute to a package every process its install or build scripts started
+// (npm lifecycle scripts, cargo build scripts, pip sdist builds, dpkg
+// maintainer scripts), with the files they touched and the connections they
+// made.
+//
+// Two rules raise alerts: RuleMismatch, when the shim claims a hash or a
+// version that the mirror did not serve, and RuleBypass, when a real
+// package manager ran without a shim above it. Build finds them over a
+// whole session; a Watcher finds the same ones live, one event at a time,
+// through the same code.
+//
+// Trust model: shim events are the agent side's own account and are never
+// believed alone; mirror and kernel events are trusted. A row says which
+// sources saw the package (Seen), so a package only the shim claims, or
+// only the mirror served, stands out. The package does no I/O and parses no
+// bytes: it reads events that event.Unmarshal (or the index) already
+// decoded.
+package pkgview
+
+import (
+	"time"
+
+	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// The values of Package.Seen: which sources account for a package.
+const (
+	// SeenBoth: the shim's pkg.install and the mirror's pkg.fetch agree on
+	// the ecosystem, name and version.
+	SeenBoth = "shim+mirror"
+	// SeenMirrorOnly: the mirror served (or refused) it and no shim
+	// claimed it, for example a fetch by a manager the shim did not run.
+	SeenMirrorOnly = "mirror_only"
+	// SeenShimOnly: the shim claims it and the mirror never served it (a
+	// local cache, a direct URL, or a lie).
+	SeenShimOnly = "shim_only"
+	// SeenBlocked: the policy refused the request before the manager ran.
+	SeenBlocked = "blocked"
+	// SeenKernelOnly: only the kernel saw it: an install script ran under
+	// this package's name, and neither the shim nor the mirror named it.
+	SeenKernelOnly = "kernel_only"
+)
+
+// Seens lists the values of Package.Seen.
+var Seens = []string{SeenBoth, SeenMirrorOnly, SeenShimOnly, SeenBlocked, SeenKernelOnly}
+
+// The rule ids of the alerts this package raises.
+const (
+	RuleMismatch = "shim_mirror_mismatch"
+	RuleBypass   = "shim_bypass"
+)
+
+// DefaultShimDir is where the package-manager shims are installed.
+const DefaultShimDir = launch.ShimDir
+
+// View is one session's packages and the alerts about them.
+type View struct {
+	SessionID string `json:"session_id"`
+	// Packages are in the order of their first event.
+	Packages []*Package `json:"packages"`
+	// Alerts are the alert events the rules raised, in order. They are
+	// derived, not read: alerts already in the record are not repeated.
+	Alerts []*event.Event `json:"alerts"`
+}
+
+// Package is one package of a session: one ecosystem, name and version,
+// or one refused request.
+type Package struct {
+	Ecosystem string `json:"ecosystem"`
+	// Name is as the first event wrote it; rows join on the ecosystem's
+	// normalised name.
+	Name string `json:"name"`
+	// Version is the resolved version (the shim's, else the mirror's).
+	Version string `json:"version,omitempty"`
+	// Requested is the spec asked for; empty for a dependency.
+	Requested string `json:"requested,omitempty"`
+	Seen      string `json:"seen"`
+	// SourceURL is the shim's source URL (the mirror's own URL when the
+	// manager used the mirror); UpstreamURL is where the mirror fetched
+	// the artifact from.
+	SourceURL   string `json:"source_url,omitempty"`
+	UpstreamURL string `json:"upstream_url,omitempty"`
+	// Hash is the shim's artifact hash, MirrorHash the served one's, each
+	// as the ecosystem writes it.
+	Hash       string `json:"hash,omitempty"`
+	MirrorHash string `json:"mirror_hash,omitempty"`
+	// Verified: the mirror checked the artifact's hash (and signatures).
+	Verified *bool `json:"verified,omitempty"`
+	// Outcome is the mirror's (served, blocked, cooldown, ...): served if
+	// any fetch was served, else the last refusal's.
+	Outcome     string `json:"outcome,omitempty"`
+	Direct      *bool  `json:"direct,omitempty"`
+	RequestedBy string `json:"requested_by,omitempty"`
+	Manager     string `json:"manager,omitempty"`
+	// Pid is the real package manager's pid (the shim's manager_pid).
+	Pid  int32   `json:"pid,omitempty"`
+	UID  *uint32 `json:"uid,omitempty"`
+	Purl string  `json:"purl,omitempty"`
+	// Time is the first event's.
+	Time time.Time `json:"time"`
+	// Rule and Reason say why a request was blocked, or a fetch refused.
+	Rule           string   `json:"rule,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+	InstallScripts []string `json:"install_scripts,omitempty"`
+	// Seqs are the journal seqs of the pkg events behind the row.
+	Seqs []uint64 `json:"seqs"`
+	// Alerts are the rule ids of the alerts raised about the row.
+	Alerts []string `json:"alerts,omitempty"`
+	// Processes are the processes the package's install or build scripts
+	// started, with the files they touched and their connections.
+	Processes   []Process `json:"processes,omitempty"`
+	Files       []FileOp  `json:"files,omitempty"`
+	Connections []Conn    `json:"connections,omitempty"`
+	// FilesOmitted counts the script file events left out of Files (the
+	// sensitive ones are always kept, up to a bound).
+	FilesOmitted int `json:"files_omitted,omitempty"`
+}
+
+// Process is a process started by a package's scripts.
+type Process struct {
+	Seq  uint64    `json:"seq"`
+	TS   time.Time `json:"ts"`
+	Pid  int32     `json:"pid"`
+	PPid int32     `json:"ppid,omitempty"`
+	Exe  string    `json:"exe,omitempty"`
+	Argv []string  `json:"argv,omitempty"`
+	Cwd  string    `json:"cwd,omitempty"`
+	UID  *uint32   `json:"uid,omitempty"`
+	// Match says how the process was attributed: one of the Match values,
+	// or "inherited" from its parent.
+	Match string `json:"match"`
+}
+
+// The values of Process.Match.
+const (
+	MatchNpm       = "npm_lifecycle"
+	MatchCargo     = "cargo_build_script"
+	MatchPip       = "pip_sdist_build"
+	MatchDpkg      = "dpkg_maintainer_script"
+	MatchInherited = "inherited"
+)
+
+// FileOp is a file event of a script process.
+type FileOp struct {
+	Seq       uint64    `json:"seq"`
+	TS        time.Time `json:"ts"`
+	Pid       int32     `json:"pid"`
+	Op        string    `json:"op"`
+	Path      string    `json:"path"`
+	NewPath   string    `json:"new_path,omitempty"`
+	Sensitive bool      `json:"sensitive,omitempty"`
+}
+
+// Conn is a connection or datagram of a script process.
+type Conn struct {
+	Seq     uint64    `json:"seq"`
+	TS      time.Time `json:"ts"`
+	Pid     int32     `json:"pid"`
+	Op      string    `json:"op"`
+	Proto   string    `json:"proto,omitempty"`
+	DstIP   string    `json:"dst_ip,omitempty"`
+	DstPort uint16    `json:"dst_port,omitempty"`
+	Domain  string    `json:"domain,omitempty"`
+	Verdict string    `json:"verdict,omitempty"`
+}
+
+// Option configures Build, New and NewWatcher.
+type Option func(*options)
+
+type options struct {
+	shimDir  string
+	shimExes []string
+}
+
+func defaults(opts []Option) options {
+	o := options{shimDir: DefaultShimDir}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithShimDir sets the directory of the shims (default DefaultShimDir): a
+// process whose executable is in it is a shim.
+func WithShimDir(dir string) Option { return func(o *options) { o.shimDir = dir } }
+
+// WithShimExe names another executable that is a shim, for shims that are
+// links to one binary when the kernel records the link's target.
+func WithShimExe(path string) Option {
+	return func(o *options) { o.shimExes = append(o.shimExes, path) }
+}
+
+// Build returns the view of one session's events, given in journal order
+// (events of other sessions are skipped: the first event's session is the
+// view's).
+func Build(events []*event.Event, opts ...Option) *View {
+	b := New(opts...)
+	for _, e := range events {
+		b.Add(e)
+	}
+	return b.View()
+}
+
+// Builder builds a View from one session's events, added in journal order.
+type Builder struct {
+	s *state
+}
+
+// New starts a view.
+func New(opts ...Option) *Builder {
+	return &Builder{s: newState("", defaults(opts), false)}
+}
+
+// Add adds the next event. Events of another session than the first
+// event's, and alert events, are skipped.
+func (b *Builder) Add(e *event.Event) {
+	if e == nil {
+		return
+	}
+	if b.s.session == "" {
+		b.s.session = e.SessionID
+	}
+	if e.SessionID != b.s.session {
+		return
+	}
+	b.s.add(e)
+}
+
+// View returns the view of the events added so far.
+func (b *Builder) View() *View { return b.s.view() }

@@ -1,0 +1,99 @@
+package pkgview
+
+import (
+	"fmt"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
+)
+
+// The rules. Each runs when an event that can make it match arrives, so
+// that a Watcher, which sees one event at a time, raises what Build raises
+// over the whole session: a claim is checked when the shim's pkg.install
+// arrives and again at each later served pkg.fetch of the name.
+
+// checkRow raises RuleMismatch, once per row, when the shim claims a
+// package the mirror contradicts: it served the same version with another
+// hash (every served fetch whose hash can be compared differs), it refused
+// every fetch of that version, or it served the name only at other
+// versions.
+func (s *state) checkRow(r *row, e *event.Event) {
+	if r.alerted || r.blocked || len(r.installs) == 0 || r.pkg.Version == "" {
+		return
+	}
+	in := r.installs[0]
+	var f fetchRef
+	var why string
+	switch {
+	case len(r.served) > 0:
+		i, ok := differing(r.installs, r.served)
+		if !ok {
+			return
+		}
+		in, f = i, r.served[0]
+		why = fmt.Sprintf(" with hash %s; the mirror served that version with hash %s", clip(in.hash), clip(f.hash))
+	case len(r.refused) > 0:
+		f = r.refused[len(r.refused)-1]
+		why = fmt.Sprintf("; the mirror refused every fetch of that version (%s) and served none", render.Clean(f.outcome, 32))
+	default:
+		last, ok := s.served[r.nameKey]
+		if !ok {
+			return
+		}
+		f = last
+		why = fmt.Sprintf("; the mirror never served that version in this session, and served %s", render.Clean(f.version, 64))
+	}
+	r.alerted = true
+	r.pkg.Alerts = append(r.pkg.Alerts, RuleMismatch)
+	q := &r.pkg
+	s.raise(alert(e, RuleMismatch, "shim's install differs from what the mirror served",
+		fmt.Sprintf("the shim says %s %s@%s was installed%s", render.Clean(q.Ecosystem, 16), render.Clean(q.Name, 214),
+			render.Clean(in.version, 64), why), in.seq, f.seq))
+}
+
+// differing returns an install whose hash can be compared with every
+// served fetch's and differs from each.
+func differing(installs, served []fetchRef) (fetchRef, bool) {
+	for _, in := range installs {
+		ok := true
+		for _, f := range served {
+			if same, comparable := compareHashes(in.hash, f.hash); same || !comparable {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return in, true
+		}
+	}
+	return fetchRef{}, false
+}
+
+// checkBypass raises RuleBypass when a process.exec runs a real package
+// manager (m) in a process with no shim in its ancestry, once per process
+// tree: the process and its descendants are marked.
+func (s *state) checkBypass(p *proc, m manager, e *event.Event) {
+	if m == 0 || p.shim || p.bypass {
+		return
+	}
+	p.bypass = true
+	pr := e.Proc
+	s.raise(alert(e, RuleBypass, "package manager ran without the shim",
+		fmt.Sprintf("%s ran with no sandtrail shim above it: pid %d, exe %s, argv %s", managerNames[m], pr.Pid,
+			render.Clean(pr.Exe, 256), render.ShellJoin(pr.Argv, 512)), e.Seq))
+}
+
+// alert is an alert event about e, the event that made the rule match.
+func alert(e *event.Event, rule, title, summary string, refs ...uint64) *event.Event {
+	return &event.Event{V: event.SchemaVersion, TS: e.TS, SessionID: e.SessionID, Host: e.Host,
+		Kind: event.KindAlert, Source: event.SourceRules,
+		Alert: &event.Alert{RuleID: rule, Title: title, Level: "high", Refs: refs, Summary: summary}}
+}
+
+// clip shortens a hash for a message.
+func clip(h string) string {
+	if h == "" {
+		return "(none)"
+	}
+	return render.Clean(h, 40)
+}

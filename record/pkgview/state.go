@@ -1,0 +1,257 @@
+package pkgview
+
+import (
+	"strings"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
+)
+
+// Bounds of one session's state in a Watcher, which keeps only what the
+// rules need; a Builder, which reads one session once, keeps everything but
+// script file events beyond maxFiles.
+const (
+	maxRows      = 1 << 14
+	maxProcs     = 1 << 16
+	maxFiles     = 200  // non-sensitive file events kept per package
+	maxSensitive = 1000 // sensitive file events kept per package
+	maxConns     = 1000 // connections kept per package
+	maxProcsKept = 1000 // script processes kept per package
+)
+
+// state is one session's packages and processes: what Build and a Watcher
+// share, so that both run the same rules over the same joins. Events come
+// in journal order.
+type state struct {
+	session string
+	o       options
+	live    bool // a Watcher's: no script attribution, bounded
+	rows    map[string]*row
+	order   []*row            // every row, blocked ones too, by first event
+	byName  map[string][]*row // the rows of each ecosystem and name
+	served  map[string]fetchRef
+	procs   map[int32]*proc
+	groups  map[groupKey]*group
+	alerts  []*event.Event // a Builder's: every alert raised
+	out     []*event.Event // the alerts raised by the event being added
+	// dropped counts events a Watcher did not track, past a bound.
+	dropped uint64
+}
+
+// row is one package under construction.
+type row struct {
+	pkg      Package
+	nameKey  string
+	blocked  bool
+	installs []fetchRef // the pkg.install events: seq and hash
+	fetches  int        // every pkg.fetch, served or not
+	served   []fetchRef
+	refused  []fetchRef
+	alerted  bool
+}
+
+// fetchRef is a pkg event: its seq, hash, version and the mirror's
+// outcome.
+type fetchRef struct {
+	seq                    uint64
+	hash, version, outcome string
+}
+
+// proc is what the rules know of a live process.
+type proc struct {
+	pid int32
+	// shim: the process is, was, or descends from a shim.
+	shim bool
+	// under are the managers among its ancestors, self those it ran.
+	under, self manager
+	// managerPid is the outermost manager of its ancestry, itself included.
+	managerPid int32
+	// bypass: it is in a tree already alerted as a shim bypass.
+	bypass bool
+	group  *group
+}
+
+func newState(session string, o options, live bool) *state {
+	return &state{session: session, o: o, live: live, rows: map[string]*row{}, byName: map[string][]*row{},
+		served: map[string]fetchRef{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{}}
+}
+
+// add takes the next event and returns the alerts it raises.
+func (s *state) add(e *event.Event) []*event.Event {
+	s.out = nil
+	switch e.Kind {
+	case event.KindPkgInstall:
+		s.install(e)
+	case event.KindPkgFetch:
+		s.fetch(e)
+	case event.KindPkgBlocked:
+		s.blocked(e)
+	case event.KindFork:
+		s.fork(e)
+	case event.KindExec:
+		s.exec(e)
+	case event.KindExit:
+		if e.Proc != nil {
+			delete(s.procs, e.Proc.Pid)
+		}
+	case event.KindNetConnect, event.KindNetSend:
+		s.conn(e)
+	default:
+		if e.Category() == "file" {
+			s.file(e)
+		}
+	}
+	if !s.live {
+		s.alerts = append(s.alerts, s.out...)
+	}
+	return s.out
+}
+
+// raise records an alert of the event being added.
+func (s *state) raise(a *event.Event) { s.out = append(s.out, a) }
+
+// keys returns a package's join keys: ecosystem and normalised name, and
+// that with the normalised version.
+func keys(eco, name, version string) (nameKey, key string) {
+	nameKey = eco + "\x00" + resolver.NormalizeName(eco, name)
+	return nameKey, nameKey + "\x00" + normVersion(eco, version)
+}
+
+// normVersion is a version as its ecosystem compares it ("v1.2.3" is
+// "1.2.3" for npm, "1.0-alpha1" is "1.0a1" for PyPI).
+func normVersion(eco, v string) string {
+	e, err := resolver.Lookup(eco)
+	if err != nil || !e.HasRanges() {
+		return v
+	}
+	pv, err := e.ParseVersion(v)
+	if err != nil {
+		return v
+	}
+	return pv.String()
+}
+
+// rowFor returns the row of a package, made from e if new; nil past the
+// bound.
+func (s *state) rowFor(p *event.Pkg, version string, e *event.Event) *row {
+	nameKey, key := keys(p.Ecosystem, p.Name, version)
+	if r := s.rows[key]; r != nil {
+		return r
+	}
+	if s.live && len(s.rows) >= maxRows {
+		s.dropped++
+		return nil
+	}
+	r := &row{nameKey: nameKey, pkg: Package{Ecosystem: p.Ecosystem, Name: p.Name, Version: version, Time: e.TS}}
+	s.rows[key] = r
+	s.order = append(s.order, r)
+	s.byName[nameKey] = append(s.byName[nameKey], r)
+	return r
+}
+
+func (s *state) install(e *event.Event) {
+	p := e.Pkg
+	if p == nil {
+		return
+	}
+	r := s.rowFor(p, p.Resolved, e)
+	if r == nil {
+		return
+	}
+	if len(r.installs) == 0 {
+		q := &r.pkg
+		q.Name, q.Version, q.Requested, q.SourceURL, q.Hash = p.Name, p.Resolved, p.Requested, p.SourceURL, p.Hash
+		q.Direct, q.RequestedBy, q.Manager, q.Pid = p.Direct, p.RequestedBy, p.Manager, p.ManagerPid
+		if p.Purl != "" {
+			q.Purl = p.Purl
+		}
+		if len(p.InstallScripts) > 0 {
+			q.InstallScripts = p.InstallScripts
+		}
+		if e.Proc != nil {
+			q.UID = e.Proc.UID
+		}
+	}
+	r.installs = s.appendRef(r.installs, fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved})
+	s.appendSeq(r, e)
+	s.checkRow(r, e)
+}
+
+func (s *state) fetch(e *event.Event) {
+	p := e.Pkg
+	if p == nil || isMetadata(p) {
+		return
+	}
+	r := s.rowFor(p, p.Resolved, e)
+	if r == nil {
+		return
+	}
+	r.fetches++
+	s.appendSeq(r, e)
+	q := &r.pkg
+	if q.Purl == "" {
+		q.Purl = p.Purl
+	}
+	if len(q.InstallScripts) == 0 {
+		q.InstallScripts = p.InstallScripts
+	}
+	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome}
+	if p.Outcome != "served" {
+		r.refused = s.appendRef(r.refused, ref)
+		if len(r.served) == 0 {
+			q.Outcome, q.Rule, q.Reason, q.UpstreamURL, q.MirrorHash = p.Outcome, p.Rule, p.Reason, p.SourceURL, p.Hash
+		}
+		s.checkRow(r, e)
+		return
+	}
+	if len(r.served) == 0 {
+		q.Outcome, q.Rule, q.Reason, q.UpstreamURL, q.MirrorHash, q.Verified = p.Outcome, "", "", p.SourceURL, p.Hash, p.Verified
+	}
+	r.served = s.appendRef(r.served, ref)
+	s.served[r.nameKey] = ref
+	// A version served now makes a claim of another version, by the
+	// same name, one the mirror served only at other versions.
+	for _, o := range s.byName[r.nameKey] {
+		s.checkRow(o, e)
+	}
+}
+
+// maxRefs bounds a Watcher's installs, served and refused fetches kept
+// per package: the first ones decide the rules.
+const maxRefs = 64
+
+func (s *state) appendRef(refs []fetchRef, ref fetchRef) []fetchRef {
+	if s.live && len(refs) >= maxRefs {
+		s.dropped++
+		return refs
+	}
+	return append(refs, ref)
+}
+
+// appendSeq records e as one of a row's events; a Watcher, which makes no
+// rows, keeps none.
+func (s *state) appendSeq(r *row, e *event.Event) {
+	if !s.live {
+		r.pkg.Seqs = append(r.pkg.Seqs, e.Seq)
+	}
+}
+
+// isMetadata reports whether a pkg.fetch is of PyPI core metadata (PEP
+// 658), which is not what gets installed.
+func isMetadata(p *event.Pkg) bool {
+	return p.Ecosystem == resolver.PyPI && strings.HasSuffix(p.SourceURL, ".metadata")
+}
+
+func (s *state) blocked(e *event.Event) {
+	p := e.Pkg
+	if p == nil || s.live {
+		return
+	}
+	r := &row{blocked: true, pkg: Package{Ecosystem: p.Ecosystem, Name: p.Name, Requested: p.Requested,
+		SourceURL: p.SourceURL, Manager: p.Manager, Pid: p.ManagerPid, Purl: p.Purl, Time: e.TS,
+		Rule: p.Rule, Reason: p.Reason, Seqs: []uint64{e.Seq}}}
+	if e.Proc != nil {
+		r.pkg.UID = e.Proc.UID
+	}
+	s.order = append(s.order, r)
+}

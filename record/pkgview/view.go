@@ -1,0 +1,70 @@
+package pkgview
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// view copies the state out as a View: each row with its Seen, and each
+// script group under its package's row, or under a kernel_only row of its
+// own when no pkg event names the package.
+func (s *state) view() *View {
+	v := &View{SessionID: s.session, Packages: []*Package{}, Alerts: slices.Clone(s.alerts)}
+	if v.Alerts == nil {
+		v.Alerts = []*event.Event{}
+	}
+	out := map[*row]*Package{}
+	for _, r := range s.order {
+		p := r.pkg
+		p.Seqs = slices.Clone(p.Seqs)
+		p.Alerts = slices.Clone(p.Alerts)
+		p.Seen = seenOf(r)
+		out[r] = &p
+		v.Packages = append(v.Packages, &p)
+	}
+	for _, g := range s.sortedGroups() {
+		var p *Package
+		if r := s.rowOf(g); r != nil {
+			p = out[r]
+		} else {
+			p = &Package{Ecosystem: g.eco, Name: g.name, Seen: SeenKernelOnly, Pid: g.managerPid, Time: g.first.TS, Seqs: []uint64{}}
+			v.Packages = append(v.Packages, p)
+		}
+		p.Processes = append(p.Processes, g.procs...)
+		p.Files = append(p.Files, g.files...)
+		p.Connections = append(p.Connections, g.conns...)
+		p.FilesOmitted += g.omitted
+	}
+	slices.SortStableFunc(v.Packages, func(a, b *Package) int { return a.Time.Compare(b.Time) })
+	return v
+}
+
+func seenOf(r *row) string {
+	switch {
+	case r.blocked:
+		return SeenBlocked
+	case len(r.installs) > 0 && r.fetches > 0:
+		return SeenBoth
+	case len(r.installs) > 0:
+		return SeenShimOnly
+	}
+	return SeenMirrorOnly
+}
+
+// sortedGroups returns the script groups in the order their first process
+// started.
+func (s *state) sortedGroups() []*group {
+	gs := make([]*group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(a, b *group) int {
+		if len(a.procs) == 0 || len(b.procs) == 0 {
+			return a.first.TS.Compare(b.first.TS)
+		}
+		return cmp.Compare(a.procs[0].Seq, b.procs[0].Seq)
+	})
+	return gs
+}

@@ -1,0 +1,134 @@
+package pkgview
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// maxSessions bounds the sessions a Watcher tracks at once; past it, the
+// oldest is forgotten.
+const maxSessions = 1024
+
+// Watcher runs the rules of Build live, over every session's events as
+// they are journaled, and returns the alerts to emit. It keeps, per
+// session, only what the rules need (the live processes' shim ancestry and
+// each package's installs and served fetches), bounded, and forgets a
+// session at its session.terminate or session.cleanup.
+//
+// Alerts name their evidence by seq (event.Alert.Refs), which the journal
+// assigns on append: feed a Watcher each event after it was appended (see
+// Tap), in journal order. An event fed with Seq 0 that is not the journal's
+// first gives wrong refs. Its methods are safe for concurrent use.
+type Watcher struct {
+	o        options
+	mu       sync.Mutex
+	sessions map[string]*state
+	order    []string // sessions by first event, for eviction; may hold forgotten ones
+	dropped  uint64
+}
+
+// NewWatcher returns a Watcher with no sessions.
+func NewWatcher(opts ...Option) *Watcher {
+	return &Watcher{o: defaults(opts), sessions: map[string]*state{}}
+}
+
+// Add takes the next journaled event and returns the alert events it
+// raises (none, usually). Alerts, rules events and events outside a
+// session are ignored.
+func (w *Watcher) Add(e *event.Event) []*event.Event {
+	if e == nil || e.SessionID == "" || e.Kind == event.KindAlert || e.Source == event.SourceRules {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.Kind == event.KindSessionTerminate || e.Kind == event.KindSessionCleanup {
+		if s := w.sessions[e.SessionID]; s != nil {
+			w.dropped += s.dropped
+			delete(w.sessions, e.SessionID)
+		}
+		return nil
+	}
+	s := w.sessions[e.SessionID]
+	if s == nil {
+		s = w.start(e.SessionID)
+	}
+	return s.add(e)
+}
+
+// start tracks a new session, forgetting the oldest past maxSessions.
+func (w *Watcher) start(id string) *state {
+	for len(w.sessions) >= maxSessions && len(w.order) > 0 {
+		old := w.order[0]
+		w.order = w.order[1:]
+		if s := w.sessions[old]; s != nil {
+			w.dropped += s.dropped
+			delete(w.sessions, old)
+		}
+	}
+	if len(w.order) > 2*maxSessions {
+		live := w.order[:0]
+		for _, id := range w.order {
+			if w.sessions[id] != nil {
+				live = append(live, id)
+			}
+		}
+		w.order = live
+	}
+	s := newState(id, w.o, true)
+	w.sessions[id] = s
+	w.order = append(w.order, id)
+	return s
+}
+
+// Dropped counts the events not tracked because a session's bound was
+// reached, in sessions forgotten so far and in those tracked.
+func (w *Watcher) Dropped() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.dropped
+	for _, s := range w.sessions {
+		n += s.dropped
+	}
+	return n
+}
+
+// Appender takes batches of events and assigns their Seq;
+// *journal.Journal is one.
+type Appender interface {
+	Append(ctx context.Context, evs ...*event.Event) error
+}
+
+// Tap returns an Appender that appends to app and then, once the events
+// are durable and have their seqs, feeds them to w and passes each alert
+// they raise to emit (a queue's Emit, which journals it through the tapped
+// Appender in turn; the Watcher ignores alerts). Give it to every writer
+// of the journal (the queue and the ingest server) so that w sees every
+// event. Two writers appending at once may feed their batches out of seq
+// order; the rules tolerate it except that a pkg.install fed before the
+// served pkg.fetch of its version, while another version was served,
+// reads as a claim of an unserved version.
+func (w *Watcher) Tap(app Appender, emit func(*event.Event)) Appender {
+	return &tap{app: app, w: w, emit: emit}
+}
+
+type tap struct {
+	app  Appender
+	w    *Watcher
+	emit func(*event.Event)
+}
+
+var _ Appender = (*tap)(nil)
+
+func (t *tap) Append(ctx context.Context, evs ...*event.Event) error {
+	if err := t.app.Append(ctx, evs...); err != nil {
+		return err
+	}
+	for _, e := range evs {
+		for _, a := range t.w.Add(e) {
+			t.emit(a)
+		}
+	}
+	return nil
+}

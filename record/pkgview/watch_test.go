@@ -1,0 +1,162 @@
+package pkgview
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// scenarios is a record of several sessions, each with something for a
+// rule, interleaved as the journal would hold them.
+func scenarios() (all []*event.Event, bySession map[string][]*event.Event) {
+	a, b, c := newRec("A"), newRec("B"), newRec("C")
+	a.fetch("npm", "lodash", "4.17.21", sriA, "served")
+	b.spawn(10, 1, "/usr/bin/npm", "/w", "/usr/bin/env", "node", "/usr/bin/npm", "install")
+	b.exec(10, 1, "/usr/bin/node", "/w", "node", "/usr/bin/npm", "install")
+	a.install("npm", "lodash", "4.17.21", sriB, 11)
+	c.install("pypi", "a", "2.0", shaA, 11)
+	b.spawn(11, 10, "/usr/bin/npm", "/w", "npm", "install")
+	c.fetch("pypi", "a", "1.0", shaB, "served")
+	a.spawn(20, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "x")
+	a.spawn(21, 20, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
+	c.spawn(30, 1, "/usr/bin/python3", "/w", "python3", "-m", "pip", "install", "x")
+	a.fetch("npm", "x", "1.0.0", sriA, "served")
+	a.install("npm", "x", "1.0.0", sriA, 11)
+	recs := []*rec{a, b, c}
+	bySession = map[string][]*event.Event{}
+	// Interleave round robin, renumbering seqs as one journal would.
+	for i := 0; ; i++ {
+		more := false
+		for _, r := range recs {
+			if i < len(r.evs) {
+				more = true
+				e := r.evs[i]
+				e.Seq = uint64(len(all))
+				all = append(all, e)
+				bySession[e.SessionID] = append(bySession[e.SessionID], e)
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	return all, bySession
+}
+
+func TestWatcherSameAsBuild(t *testing.T) {
+	all, bySession := scenarios()
+	w := NewWatcher()
+	live := map[string][]*event.Event{}
+	for _, e := range all {
+		for _, a := range w.Add(e) {
+			live[a.SessionID] = append(live[a.SessionID], a)
+		}
+	}
+	n := 0
+	for id, evs := range bySession {
+		want := Build(evs).Alerts
+		n += len(want)
+		if !reflect.DeepEqual(live[id], want) && len(want)+len(live[id]) > 0 {
+			t.Errorf("session %s: Watcher alerts = %v, Build alerts = %v", id, alertSum(live[id]), alertSum(want))
+		}
+	}
+	if n != 4 {
+		t.Errorf("Build raised %d alerts over the scenarios, want 4 (a mismatch in A and C, a bypass in B and C)", n)
+	}
+}
+
+func TestWatcherForgets(t *testing.T) {
+	r := newRec("S")
+	r.fetch("npm", "a", "1.0.0", sriA, "served")
+	r.add(event.KindSessionTerminate, event.SourceSession, func(e *event.Event) {
+		e.Session = &event.Session{Op: "terminate", Reason: "normal"}
+	})
+	r.install("npm", "a", "2.0.0", sriA, 11)
+	w := NewWatcher()
+	var got []*event.Event
+	for _, e := range r.evs[:2] {
+		got = append(got, w.Add(e)...)
+	}
+	if len(w.sessions) != 0 {
+		t.Errorf("Watcher tracks %d sessions after session.terminate, want 0", len(w.sessions))
+	}
+	got = append(got, w.Add(r.evs[2])...)
+	if len(got) != 0 {
+		t.Errorf("Watcher alerts = %v after forgetting the session, want none", alertSum(got))
+	}
+	// Alerts and rules events are never tracked.
+	w.Add(&event.Event{Kind: event.KindAlert, SessionID: "T", Source: event.SourceRules, Alert: &event.Alert{}})
+	if len(w.sessions) != 1 {
+		t.Errorf("Watcher tracks %d sessions, want 1 (S again, not T)", len(w.sessions))
+	}
+}
+
+func TestWatcherBounds(t *testing.T) {
+	w := NewWatcher()
+	for i := range maxSessions + 5 {
+		r := newRec(fmt.Sprintf("s%d", i))
+		r.fork(10, 1)
+		w.Add(r.evs[0])
+	}
+	if len(w.sessions) != maxSessions {
+		t.Errorf("Watcher tracks %d sessions, want %d", len(w.sessions), maxSessions)
+	}
+	if w.sessions["s0"] != nil || w.sessions[fmt.Sprintf("s%d", maxSessions+4)] == nil {
+		t.Error("Watcher kept the oldest session, or lost the newest")
+	}
+	r := newRec("big")
+	for i := range maxProcs + 3 {
+		r.fork(int32(i+2), 1)
+	}
+	for _, e := range r.evs {
+		w.Add(e)
+	}
+	if got := len(w.sessions["big"].procs); got != maxProcs || w.Dropped() != 3 {
+		t.Errorf("Watcher tracks %d processes, dropped %d, want %d and 3", got, w.Dropped(), maxProcs)
+	}
+}
+
+// journal is an Appender that assigns seqs, as the journal does.
+type journal struct {
+	evs []*event.Event
+}
+
+func (j *journal) Append(_ context.Context, evs ...*event.Event) error {
+	for _, e := range evs {
+		e.Seq = uint64(len(j.evs))
+		j.evs = append(j.evs, e)
+	}
+	return nil
+}
+
+func TestTap(t *testing.T) {
+	r := newRec("S")
+	r.fetch("npm", "a", "1.0.0", sriA, "served")
+	r.install("npm", "a", "1.0.0", sriB, 11)
+	r.spawn(10, 1, "/usr/bin/npm", "/w", "npm", "i")
+	j := &journal{}
+	var emitted []*event.Event
+	app := NewWatcher().Tap(j, func(e *event.Event) { emitted = append(emitted, e) })
+	// Seqs are the journal's, not the producers': begin at 100.
+	j.evs = make([]*event.Event, 100)
+	for _, e := range r.evs {
+		e.Seq = 0
+		if err := app.Append(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := alertSum(emitted), []string{"shim_mirror_mismatch[101 100]", "shim_bypass[103]"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Tap emitted %v, want %v", got, want)
+	}
+	// The alerts, journaled through the tap, raise nothing more.
+	n := len(emitted)
+	if err := app.Append(t.Context(), emitted...); err != nil {
+		t.Fatal(err)
+	}
+	if len(emitted) != n {
+		t.Errorf("Tap emitted %d alerts for alerts", len(emitted)-n)
+	}
+}
