@@ -19,7 +19,9 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/queue"
 	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
@@ -41,6 +43,7 @@ type Host struct {
 	pol  *policy.Engine // the host's policy (cfg.Policy)
 	jdir string
 	j    *journal.Journal
+	app  pkgview.Appender // the journal, with the package view's rules watching
 	q    *queue.Queue
 	mgr  *session.Manager
 	col  *collector.Collector
@@ -85,7 +88,11 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if h.j, err = OpenJournal(cfg, log); err != nil {
 		return nil, err
 	}
-	h.q = queue.New(h.j, queue.WithLogger(log), queue.WithHost(cfg.Host))
+	// The package view's rules (shim_mirror_mismatch, shim_bypass) see
+	// every event once it is journaled, with its seq; their alerts go
+	// back through the queue.
+	h.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir)).Tap(h.j, func(e *event.Event) { h.q.Emit(e) })
+	h.q = queue.New(h.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
 		if err != nil {
 			h.closeParts()
@@ -208,7 +215,7 @@ func (h *Host) startIngest() error {
 	if err := h.startApt(chk); err != nil {
 		h.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
 	}
-	srv := server.New(h.j, h.mgr,
+	srv := server.New(h.app, h.mgr,
 		server.WithLogger(h.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),

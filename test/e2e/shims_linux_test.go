@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/pkgview"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
@@ -239,4 +243,113 @@ func TestShimAptInstall(t *testing.T) {
 		t.Fatalf("hello's pkg.install = %+v, want the .deb's sha256 and URL, direct", hello)
 	}
 	e.verify()
+}
+
+// packagesView runs `sandtrail packages --session id --format json`.
+func (e *env) packagesView(id string) *pkgview.View {
+	e.t.Helper()
+	out, err := e.cmd("packages", "--session", id, "--format", "json").Output()
+	if err != nil {
+		e.t.Fatalf("sandtrail packages: %v", err)
+	}
+	var v pkgview.View
+	if err := json.Unmarshal(out, &v); err != nil {
+		e.t.Fatalf("sandtrail packages --format json: %v\n%s", err, out)
+	}
+	return &v
+}
+
+// TestShimPackagesView: a fixture package's postinstall reads ~/.npmrc and
+// connects to a loopback port; `sandtrail packages` shows, under that
+// package, the postinstall's process, the read and the connection. Then
+// npm run by its absolute path (a bypass) raises shim_bypass, and its
+// packages are still in the view, from the mirror's records.
+func TestShimPackagesView(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	script := fmt.Sprintf(`node -e "require('fs').readFileSync(require('os').homedir()+'/.npmrc');`+
+		`const s=require('net').connect(%d,'127.0.0.1');s.on('connect',()=>s.end());s.on('error',()=>{})"`, port)
+	reg := npmtest.Start(t,
+		npmtest.Package{Name: "fx-post", Versions: []npmtest.Version{{Version: "1.0.0", Scripts: map[string]string{"postinstall": script}}}},
+		npmtest.Package{Name: "fx-plain", Versions: []npmtest.Version{{Version: "2.0.0"}}})
+	e, _ := fixtureEnv(t, reg)
+	pol := writePolicy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\nfiles:\n  sensitive_read: [~/.npmrc]\n", reg.URL))
+	npmrc := `echo '//registry.example.invalid/:_authToken=secret' >"$HOME/.npmrc"; `
+	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", npmrc+npmInstall("fx-post@1.0.0"))
+	if r.code != 0 {
+		t.Fatalf("npm install fx-post: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	v := e.packagesView(r.summary.SessionID)
+	var post *pkgview.Package
+	for _, p := range v.Packages {
+		if p.Name == "fx-post" {
+			post = p
+		}
+	}
+	if post == nil {
+		t.Fatalf("no fx-post row in the packages view: %+v", v.Packages)
+	}
+	if post.Seen != pkgview.SeenBoth || len(post.Processes) == 0 {
+		t.Errorf("fx-post: seen %s, %d script processes; want shim+mirror with its postinstall's processes", post.Seen, len(post.Processes))
+	}
+	read, connected := false, false
+	for _, f := range post.Files {
+		read = read || (strings.HasSuffix(f.Path, "/.npmrc") && f.Sensitive)
+	}
+	for _, c := range post.Connections {
+		connected = connected || (c.DstPort == uint16(port) && c.DstIP == "127.0.0.1")
+	}
+	if !read || !connected {
+		t.Errorf("fx-post's postinstall: read ~/.npmrc %v, connected to port %d %v; files %+v, connections %+v",
+			read, port, connected, post.Files, post.Connections)
+		for _, ev := range e.events(r.summary.SessionID) {
+			if ev.File != nil || ev.Kind == event.KindExec {
+				t.Logf("%s pid %d ppid %d %+v %q cwd %s", ev.Kind, ev.Proc.Pid, ev.Proc.PPid, ev.File, ev.Proc.Argv, ev.Proc.Cwd)
+			}
+		}
+	}
+
+	// A bypass: the real npm by its absolute path, no shim above it.
+	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c",
+		`mkdir -p "$HOME/b" && cd "$HOME/b" && /usr/bin/npm install --no-audit --no-fund fx-plain@2.0.0 >npm.out 2>&1 || { cat npm.out; exit 3; }`)
+	if r.code != 0 {
+		t.Fatalf("/usr/bin/npm install: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	v = e.packagesView(r.summary.SessionID)
+	bypass := 0
+	for _, a := range v.Alerts {
+		if a.Alert != nil && a.Alert.RuleID == pkgview.RuleBypass {
+			bypass++
+		}
+	}
+	if bypass != 1 {
+		t.Errorf("%d shim_bypass alerts, want 1: %+v", bypass, v.Alerts)
+	}
+	seen := ""
+	for _, p := range v.Packages {
+		if p.Name == "fx-plain" {
+			seen = p.Seen
+		}
+	}
+	if seen != pkgview.SeenMirrorOnly {
+		t.Errorf("fx-plain after the bypass: seen %q, want %s", seen, pkgview.SeenMirrorOnly)
+	}
+	// The live rule raised it in the journal too.
+	if a := kinds(e.events(r.summary.SessionID), event.KindAlert); len(a) == 0 {
+		t.Errorf("no alert event in the session's record")
+	}
 }
