@@ -53,7 +53,10 @@ cd "$(dirname "$0")"
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
 say "building binaries"
-go build -trimpath -o "$build/" ./cmd/...
+go build -trimpath -o "$build/" ./cmd/sandtrail
+# The shim is static: it starts before every package-manager call (no
+# dynamic loader to pay for, and no LD_PRELOAD of the agent's in it).
+CGO_ENABLED=0 go build -trimpath -o "$build/" ./cmd/sandtrail-shim
 for bin in "$build"/*; do
 	install -m 0755 "$bin" "${PREFIX}/bin/$(basename "$bin")"
 	say "installed ${PREFIX}/bin/$(basename "$bin")"

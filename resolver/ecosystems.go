@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 )
 
-// The names of the ecosystems, which are also their purl types.
+// The names of the ecosystems, which are also their purl types (defined in
+// package ecosystem, the resolver's leaf).
 const (
-	NPM   = "npm"
-	PyPI  = "pypi"
-	Cargo = "cargo"
-	Deb   = "deb"
-	OCI   = "oci"
+	NPM   = ecosystem.NPM
+	PyPI  = ecosystem.PyPI
+	Cargo = ecosystem.Cargo
+	Deb   = ecosystem.Deb
+	OCI   = ecosystem.OCI
 )
 
 // ecosystems is the one place where ecosystems and their facts are registered, in the order in

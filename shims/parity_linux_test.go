@@ -15,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/test/shimtest"
 )
 
 // allow answers every check allow.
@@ -44,17 +45,12 @@ func shimEnv(t *testing.T) (string, []string) {
 	}
 	dir := t.TempDir()
 	shim := filepath.Join(dir, "sandtrail-shim")
-	if out, err := exec.Command("go", "build", "-o", shim, "github.com/sandtrail/sandtrail/cmd/sandtrail-shim").CombinedOutput(); err != nil {
-		t.Fatalf("building sandtrail-shim: %v\n%s", err, out)
-	}
-	shims := filepath.Join(dir, "shims")
-	if err := os.Mkdir(shims, 0o755); err != nil {
+	if err := shimtest.Build(shim); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"npm", "pip", "cargo", "apt-get"} {
-		if err := os.Symlink(shim, filepath.Join(shims, n)); err != nil {
-			t.Fatal(err)
-		}
+	shims := filepath.Join(dir, "shims")
+	if err := shimtest.Link(shim, shims, "npm", "pip", "cargo", "apt-get"); err != nil {
+		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "ingest.sock")
 	ln, err := server.Listen(sock, 0o600)

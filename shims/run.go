@@ -78,24 +78,25 @@ func (s *Shim) Run(m Manager, argv []string) int {
 			return code
 		}
 	}
-	tmp, err := os.MkdirTemp("", "sandtrail-shim-")
-	if err != nil {
-		s.say("refused: creating a temporary directory: %v", err)
-		return ExitRefused
-	}
-	c.TempDir = tmp
-	defer os.RemoveAll(tmp)
+	// The temporary directory is named now and made only for an install:
+	// a call without install intent costs no more than its exec.
+	c.TempDir = filepath.Join(os.TempDir(), "sandtrail-shim-"+ingest.NewEventID())
 	plan, err := m.Plan(argv[1:], c)
 	if err != nil {
 		s.say("refused: %s %s: cannot check this install: %v", m.Name, strings.Join(argv[1:], " "), err)
 		return ExitRefused
 	}
 	if plan == nil {
-		os.RemoveAll(tmp)
 		err := execve(real, argv, s.Environ())
 		s.say("running %s: %v", real, err)
 		return ExitNotFound
 	}
+	// Mkdir, not MkdirAll: a directory that exists already is not ours.
+	if err := os.Mkdir(c.TempDir, 0o700); err != nil {
+		s.say("refused: creating a temporary directory: %v", err)
+		return ExitRefused
+	}
+	defer os.RemoveAll(c.TempDir)
 	if plan.Cleanup != nil {
 		defer plan.Cleanup()
 	}

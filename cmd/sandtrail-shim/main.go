@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt"
 	"github.com/sandtrail/sandtrail/shims/cargo"
@@ -30,13 +30,13 @@ import (
 // managers is the one ordered list of the package managers the shim stands
 // in for; install.sh links one name per entry.
 var managers = []shims.Manager{
-	{Name: "pip", Manager: "pip", Ecosystem: resolver.PyPI, Plan: pip.Plan},
-	{Name: "pip3", Manager: "pip", Ecosystem: resolver.PyPI, Plan: pip.Plan},
-	{Name: "npm", Manager: "npm", Ecosystem: resolver.NPM, Plan: npm.Plan},
-	{Name: "npx", Manager: "npm", Ecosystem: resolver.NPM, Plan: npm.PlanNpx},
-	{Name: "apt", Manager: "apt", Ecosystem: resolver.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
-	{Name: "apt-get", Manager: "apt", Ecosystem: resolver.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
-	{Name: "cargo", Manager: "cargo", Ecosystem: resolver.Cargo, Plan: cargo.Plan},
+	{Name: "pip", Manager: "pip", Ecosystem: ecosystem.PyPI, Plan: pip.Plan},
+	{Name: "pip3", Manager: "pip", Ecosystem: ecosystem.PyPI, Plan: pip.Plan},
+	{Name: "npm", Manager: "npm", Ecosystem: ecosystem.NPM, Plan: npm.Plan},
+	{Name: "npx", Manager: "npm", Ecosystem: ecosystem.NPM, Plan: npm.PlanNpx},
+	{Name: "apt", Manager: "apt", Ecosystem: ecosystem.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
+	{Name: "apt-get", Manager: "apt", Ecosystem: ecosystem.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
+	{Name: "cargo", Manager: "cargo", Ecosystem: ecosystem.Cargo, Plan: cargo.Plan},
 }
 
 func main() {

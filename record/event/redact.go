@@ -4,6 +4,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Mask replaces every secret that Redact, RedactURL and RedactArgv find. A
@@ -24,19 +25,19 @@ const secretWords = `password|passwd|passphrase|secret|token|api[_-]?key|access[
 var (
 	// sensitiveParam matches URL query parameter names that carry secrets
 	// beyond those of secretKey.
-	sensitiveParam = regexp.MustCompile(`(?i)^(?:sig|key|code|x-amz-credential|x-goog-credential|client_secret)$`)
+	sensitiveParam = lazyRE(`(?i)^(?:sig|key|code|x-amz-credential|x-goog-credential|client_secret)$`)
 
-	rePEM = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
+	rePEM = lazyRE(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
 
 	// reURL finds URLs in free text: a scheme, "://" and what follows up to
 	// white space, a quote or an angle bracket.
-	reURL = regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+	reURL = lazyRE(`\b[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
-	reAuthHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*["']?)((?:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+)?(` + maskedValue + `|[^\s"',;]+)`)
+	reAuthHeader = lazyRE(`(?i)\b((?:proxy-)?authorization)(["']?[ \t]*[:=][ \t]*["']?)((?:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+)?(` + maskedValue + `|[^\s"',;]+)`)
 
-	reBearer = regexp.MustCompile(`(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/=-]{12,}\**)`)
+	reBearer = lazyRE(`(?i)\b(bearer)([ \t]+)([A-Za-z0-9._~+/=-]{12,}\**)`)
 
-	reCookie = regexp.MustCompile(`(?i)\b((?:set-)?cookie)(["']?[ \t]*:[ \t]*["']?)([^\r\n"']+)`)
+	reCookie = lazyRE(`(?i)\b((?:set-)?cookie)(["']?[ \t]*:[ \t]*["']?)([^\r\n"']+)`)
 )
 
 // secretEndings are the expansions of secretWords, for secretKey.
@@ -60,13 +61,20 @@ func secretKey(name string, flag bool) bool {
 	return flag && len(name) >= 6 && hasPrefixFold(name[len(name)-6:], "bearer")
 }
 
+// lazyRE compiles a regular expression on first use: compiling them all
+// at start-up would cost every program that imports the event package
+// (the shims run before each package-manager call) half a millisecond.
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
 // reMaskedHead matches an already masked value at the start of a string.
-var reMaskedHead = regexp.MustCompile(`(?i)^` + maskedValue)
+var reMaskedHead = lazyRE(`(?i)^` + maskedValue)
 
 // tokenRule masks a token of a known format, keeping the prefix in group 1.
 type tokenRule struct {
-	anchors []string // every match contains one of these: the cheap pre-check
-	re      *regexp.Regexp
+	anchors []string              // every match contains one of these: the cheap pre-check
+	re      func() *regexp.Regexp // compiled on first use
 	repl    string
 }
 
@@ -80,20 +88,20 @@ func (r *tokenRule) mayMatch(s string) bool {
 }
 
 var tokenRules = []tokenRule{
-	{[]string{"AKIA"}, regexp.MustCompile(`\b(AKIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
-	{[]string{"ASIA"}, regexp.MustCompile(`\b(ASIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
-	{[]string{"github_pat_"}, regexp.MustCompile(`\b(github_pat_)[A-Za-z0-9_]{20,}`), "${1}" + Mask},
-	{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, regexp.MustCompile(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
-	{[]string{"npm_"}, regexp.MustCompile(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
-	{[]string{"pypi-"}, regexp.MustCompile(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
-	{[]string{"xox"}, regexp.MustCompile(`\b(xox[baprs]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
-	{[]string{"hooks.slack.com"}, regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
+	{[]string{"AKIA"}, lazyRE(`\b(AKIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{[]string{"ASIA"}, lazyRE(`\b(ASIA)[A-Z0-9]{16}\b`), "${1}" + Mask},
+	{[]string{"github_pat_"}, lazyRE(`\b(github_pat_)[A-Za-z0-9_]{20,}`), "${1}" + Mask},
+	{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, lazyRE(`\b(gh[pousr]_)[A-Za-z0-9]{30,}`), "${1}" + Mask},
+	{[]string{"npm_"}, lazyRE(`\b(npm_)[A-Za-z0-9]{36}`), "${1}" + Mask},
+	{[]string{"pypi-"}, lazyRE(`\b(pypi-)AgE[A-Za-z0-9_-]{20,}`), "${1}" + Mask},
+	{[]string{"xox"}, lazyRE(`\b(xox[baprs]-)[A-Za-z0-9-]{10,}`), "${1}" + Mask},
+	{[]string{"hooks.slack.com"}, lazyRE(`(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+`), "${1}" + Mask},
 	// OpenAI and Anthropic keys with a kind ("sk-ant-", "sk-proj-") may
 	// contain '-' and '_'; a bare "sk-" key is alphanumeric, which leaves
 	// kebab-case words such as "sk-learn-…" alone.
-	{[]string{"sk-"}, regexp.MustCompile(`\b(?:(sk-(?:ant-|proj-|svcacct-))[A-Za-z0-9_-]{20,}|(sk-)[A-Za-z0-9]{20,})`), "${1}${2}" + Mask},
-	{[]string{"AIza"}, regexp.MustCompile(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
-	{[]string{"eyJ"}, regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
+	{[]string{"sk-"}, lazyRE(`\b(?:(sk-(?:ant-|proj-|svcacct-))[A-Za-z0-9_-]{20,}|(sk-)[A-Za-z0-9]{20,})`), "${1}${2}" + Mask},
+	{[]string{"AIza"}, lazyRE(`\b(AIza)[A-Za-z0-9_-]{35}`), "${1}" + Mask},
+	{[]string{"eyJ"}, lazyRE(`\b(eyJ[A-Za-z0-9_-]+)\.eyJ[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*`), "${1}." + Mask},
 }
 
 // mayContainSecret is the cheap pre-check: it is false only for strings that
@@ -234,25 +242,25 @@ func Redact(s string) string {
 // the key-based rules then leave an already masked value alone.
 func redactOnce(s string) string {
 	if strings.Contains(s, "-----BEGIN") {
-		s = rePEM.ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
+		s = rePEM().ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
 	}
 	s = redactTokens(s)
 	if strings.Contains(s, "://") {
-		s = reURL.ReplaceAllStringFunc(s, redactURL)
+		s = reURL().ReplaceAllStringFunc(s, redactURL)
 	}
 	if strings.ContainsAny(s, "=:") {
 		if containsFold(s, "authorization") {
-			s = replaceGroup(s, reAuthHeader, 4)
+			s = replaceGroup(s, reAuthHeader(), 4)
 		}
 		if containsFold(s, "cookie") {
-			s = replaceGroup(s, reCookie, 3)
+			s = replaceGroup(s, reCookie(), 3)
 		}
 		if hasSecretWord(s) {
 			s = redactKV(s)
 		}
 	}
 	if containsFold(s, "bearer") {
-		s = replaceGroup(s, reBearer, 3)
+		s = replaceGroup(s, reBearer(), 3)
 	}
 	if strings.Contains(s, "-") && hasSecretWord(s) {
 		s = redactFlagSpace(s)
@@ -264,7 +272,7 @@ func redactOnce(s string) string {
 func redactTokens(s string) string {
 	for i := range tokenRules {
 		if r := &tokenRules[i]; r.mayMatch(s) {
-			s = r.re.ReplaceAllString(s, r.repl)
+			s = r.re().ReplaceAllString(s, r.repl)
 		}
 	}
 	return s
@@ -272,14 +280,14 @@ func redactTokens(s string) string {
 
 // reMasked matches a value that is already masked: the mask alone or a known
 // token's prefix followed by the mask.
-var reMasked = regexp.MustCompile(`^` + maskedValue + `$`)
+var reMasked = lazyRE(`^` + maskedValue + `$`)
 
 // isMasked reports whether v, possibly quoted, is already masked.
 func isMasked(v string) bool {
 	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
 		v = v[1 : len(v)-1]
 	}
-	return reMasked.MatchString(v)
+	return reMasked().MatchString(v)
 }
 
 // replaceGroup replaces submatch group g of every match of re in s with the
@@ -396,7 +404,7 @@ func redactParams(tail string) string {
 
 // sensitiveKey reports whether a key, parameter or flag name names a secret.
 func sensitiveKey(name string) bool {
-	return secretKey(name, true) || sensitiveParam.MatchString(name)
+	return secretKey(name, true) || sensitiveParam().MatchString(name)
 }
 
 // sensitiveFlag reports whether a flag such as "--password" or "-token"
@@ -612,7 +620,7 @@ func kvValueEnd(s string, v int) int {
 	if v >= len(s) {
 		return -1
 	}
-	if m := reMaskedHead.FindStringIndex(s[v:]); m != nil {
+	if m := reMaskedHead().FindStringIndex(s[v:]); m != nil {
 		return v + m[1]
 	}
 	switch c := s[v]; {
@@ -677,7 +685,7 @@ func flagValueEnd(s string, v int) int {
 	if v >= len(s) {
 		return -1
 	}
-	if m := reMaskedHead.FindStringIndex(s[v:]); m != nil {
+	if m := reMaskedHead().FindStringIndex(s[v:]); m != nil {
 		return v + m[1]
 	}
 	switch c := s[v]; {

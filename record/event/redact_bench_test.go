@@ -18,15 +18,15 @@ var (
 // naiveRedact is the baseline for BenchmarkRedact: the same rules applied to
 // every string with no pre-check and no per-rule guard.
 func naiveRedact(s string) string {
-	s = rePEM.ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
+	s = rePEM().ReplaceAllString(s, "-----BEGIN ${1}PRIVATE KEY-----"+Mask+"-----END ${1}PRIVATE KEY-----")
 	for _, r := range tokenRules {
-		s = r.re.ReplaceAllString(s, r.repl)
+		s = r.re().ReplaceAllString(s, r.repl)
 	}
-	s = reURL.ReplaceAllStringFunc(s, redactURL)
-	s = replaceGroup(s, reAuthHeader, 4)
-	s = replaceGroup(s, reCookie, 3)
+	s = reURL().ReplaceAllStringFunc(s, redactURL)
+	s = replaceGroup(s, reAuthHeader(), 4)
+	s = replaceGroup(s, reCookie(), 3)
 	s = replaceGroup(s, kvPattern, 3)
-	s = replaceGroup(s, reBearer, 3)
+	s = replaceGroup(s, reBearer(), 3)
 	return replaceGroup(s, flagPattern, 3)
 }
 

@@ -64,7 +64,7 @@ type Range struct {
 // comparator set remains or a version in it is invalid.
 func ParseRange(s string, opts Options) (*Range, error) {
 	r := &Range{opts: opts}
-	r.raw = reSpaces.ReplaceAllString(jsTrim(s), " ")
+	r.raw = reSpaces().ReplaceAllString(jsTrim(s), " ")
 	for _, part := range strings.Split(r.raw, "||") {
 		set, err := r.parseSet(jsTrim(part))
 		if err != nil {
@@ -177,29 +177,29 @@ func (r *Range) parseSet(rng string) ([]comparator, error) {
 
 func (r *Range) parseSetUncached(rng string) ([]comparator, error) {
 	loose := r.opts.Loose
-	rng = reBuildStrip.ReplaceAllString(rng, "")
-	hr := reHyphenRange
+	rng = reBuildStrip().ReplaceAllString(rng, "")
+	hr := reHyphenRange()
 	if loose {
-		hr = reHyphenLoose
+		hr = reHyphenLoose()
 	}
 	rng = replaceFirst(hr, rng, func(m []string) string { return hyphenReplace(m, r.opts.IncludePrerelease) })
-	rng = reComparatorTrim.ReplaceAllString(rng, "${1}${2}${3}")
-	rng = reTildeTrim.ReplaceAllString(rng, "${1}~")
-	rng = reCaretTrim.ReplaceAllString(rng, "${1}^")
+	rng = reComparatorTrim().ReplaceAllString(rng, "${1}${2}${3}")
+	rng = reTildeTrim().ReplaceAllString(rng, "${1}~")
+	rng = reCaretTrim().ReplaceAllString(rng, "${1}^")
 
 	parts := strings.Split(rng, " ")
 	for i, p := range parts {
 		parts[i] = r.parseComparator(p)
 	}
 	list := splitSpaces(strings.Join(parts, " "))
-	gte0 := reGTE0
+	gte0 := reGTE0()
 	if r.opts.IncludePrerelease {
-		gte0 = reGTE0Pre
+		gte0 = reGTE0Pre()
 	}
 	var comps []comparator
 	for _, c := range list {
 		c = replaceFirst(gte0, jsTrim(c), func([]string) string { return "" })
-		if loose && !reComparatorLoose.MatchString(c) {
+		if loose && !reComparatorLoose().MatchString(c) {
 			continue
 		}
 		cmp, err := parseComparator(c, loose)
@@ -232,9 +232,9 @@ func (r *Range) parseSetUncached(rng string) ([]comparator, error) {
 // parseComparator is comparator.js's constructor and parse.
 func parseComparator(s string, loose bool) (comparator, error) {
 	s = strings.Join(splitSpaces(jsTrim(s)), " ")
-	re := reComparator
+	re := reComparator()
 	if loose {
-		re = reComparatorLoose
+		re = reComparatorLoose()
 	}
 	m := re.FindStringSubmatch(s)
 	if m == nil {
@@ -259,11 +259,11 @@ func parseComparator(s string, loose bool) (comparator, error) {
 func isX(id string) bool { return id == "" || strings.ToLower(id) == "x" || id == "*" }
 
 func (r *Range) parseComparator(comp string) string {
-	comp = replaceFirst(reBuild, comp, func([]string) string { return "" })
+	comp = replaceFirst(reBuild(), comp, func([]string) string { return "" })
 	comp = r.replaceEach(jsTrim(comp), r.replaceCaret)
 	comp = r.replaceEach(jsTrim(comp), r.replaceTilde)
 	comp = r.replaceEach(comp, r.replaceXRange)
-	return replaceFirst(reStar, jsTrim(comp), func([]string) string { return "" })
+	return replaceFirst(reStar(), jsTrim(comp), func([]string) string { return "" })
 }
 
 func (r *Range) replaceEach(comp string, f func(string) string) string {
@@ -282,9 +282,9 @@ func (r *Range) z() string {
 }
 
 func (r *Range) replaceTilde(comp string) string {
-	re := reTilde
+	re := reTilde()
 	if r.opts.Loose {
-		re = reTildeLoose
+		re = reTildeLoose()
 	}
 	z := r.z()
 	return replaceFirst(re, comp, func(g []string) string {
@@ -304,9 +304,9 @@ func (r *Range) replaceTilde(comp string) string {
 }
 
 func (r *Range) replaceCaret(comp string) string {
-	re := reCaret
+	re := reCaret()
 	if r.opts.Loose {
-		re = reCaretLoose
+		re = reCaretLoose()
 	}
 	z := r.z()
 	return replaceFirst(re, comp, func(g []string) string {
@@ -338,9 +338,9 @@ func (r *Range) replaceCaret(comp string) string {
 
 func (r *Range) replaceXRange(comp string) string {
 	comp = jsTrim(comp)
-	re := reXRange
+	re := reXRange()
 	if r.opts.Loose {
-		re = reXRangeLoose
+		re = reXRangeLoose()
 	}
 	return replaceFirst(re, comp, func(g []string) string {
 		ret, gtlt, M, m, p := g[0], g[1], g[2], g[3], g[4]

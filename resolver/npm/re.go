@@ -3,6 +3,7 @@ package npm
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The regular expressions of node-semver's internal/re.js, built the same way: the same source
@@ -73,29 +74,36 @@ var (
 
 func safe(v string) *regexp.Regexp { return compileJS(makeSafe(v)) }
 
+// The expressions are compiled on first use: compiling them all costs
+// tens of milliseconds, which every program that imports the resolver
+// (the shims run before each package-manager call) would pay at start-up.
 var (
-	reFull            = safe(`^` + srcFullPlain + `$`)
-	reLoose           = safe(`^` + srcLoosePlain + `$`)
-	reXRange          = safe(`^` + srcGTLT + `\s*` + srcXRangePlain + `$`)
-	reXRangeLoose     = safe(`^` + srcGTLT + `\s*` + srcXRangePlainLoose + `$`)
-	reTildeTrim       = safe(`(\s*)` + srcLoneTilde + `\s+`)
-	reTilde           = safe(`^` + srcLoneTilde + srcXRangePlain + `$`)
-	reTildeLoose      = safe(`^` + srcLoneTilde + srcXRangePlainLoose + `$`)
-	reCaretTrim       = safe(`(\s*)` + srcLoneCaret + `\s+`)
-	reCaret           = safe(`^` + srcLoneCaret + srcXRangePlain + `$`)
-	reCaretLoose      = safe(`^` + srcLoneCaret + srcXRangePlainLoose + `$`)
-	reComparatorLoose = safe(`^` + srcGTLT + `\s*(` + srcLoosePlain + `)$|^$`)
-	reComparator      = safe(`^` + srcGTLT + `\s*(` + srcFullPlain + `)$|^$`)
-	reComparatorTrim  = safe(`(\s*)` + srcGTLT + `\s*(` + srcLoosePlain + `|` + srcXRangePlain + `)`)
-	reHyphenRange     = safe(`^\s*(` + srcXRangePlain + `)\s+-\s+(` + srcXRangePlain + `)\s*$`)
-	reHyphenLoose     = safe(`^\s*(` + srcXRangePlainLoose + `)\s+-\s+(` + srcXRangePlainLoose + `)\s*$`)
-	reStar            = safe(`(<|>)?=?\s*\*`)
-	reGTE0            = safe(`^\s*>=\s*0\.0\.0\s*$`)
-	reGTE0Pre         = safe(`^\s*>=\s*0\.0\.0-0\s*$`)
-	reBuild           = safe(srcBuild)
-	reBuildStrip      = compileJS(srcBuild) // range.js's BUILDSTRIPRE is built from the unsafe source
-	reSpaces          = compileJS(`\s+`)
-	reNumeric         = regexp.MustCompile(`^[0-9]+$`)
+	reFull            = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcFullPlain + `$`) })
+	reLoose           = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcLoosePlain + `$`) })
+	reXRange          = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcGTLT + `\s*` + srcXRangePlain + `$`) })
+	reXRangeLoose     = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcGTLT + `\s*` + srcXRangePlainLoose + `$`) })
+	reTildeTrim       = sync.OnceValue(func() *regexp.Regexp { return safe(`(\s*)` + srcLoneTilde + `\s+`) })
+	reTilde           = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcLoneTilde + srcXRangePlain + `$`) })
+	reTildeLoose      = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcLoneTilde + srcXRangePlainLoose + `$`) })
+	reCaretTrim       = sync.OnceValue(func() *regexp.Regexp { return safe(`(\s*)` + srcLoneCaret + `\s+`) })
+	reCaret           = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcLoneCaret + srcXRangePlain + `$`) })
+	reCaretLoose      = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcLoneCaret + srcXRangePlainLoose + `$`) })
+	reComparatorLoose = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcGTLT + `\s*(` + srcLoosePlain + `)$|^$`) })
+	reComparator      = sync.OnceValue(func() *regexp.Regexp { return safe(`^` + srcGTLT + `\s*(` + srcFullPlain + `)$|^$`) })
+	reComparatorTrim  = sync.OnceValue(func() *regexp.Regexp {
+		return safe(`(\s*)` + srcGTLT + `\s*(` + srcLoosePlain + `|` + srcXRangePlain + `)`)
+	})
+	reHyphenRange = sync.OnceValue(func() *regexp.Regexp { return safe(`^\s*(` + srcXRangePlain + `)\s+-\s+(` + srcXRangePlain + `)\s*$`) })
+	reHyphenLoose = sync.OnceValue(func() *regexp.Regexp {
+		return safe(`^\s*(` + srcXRangePlainLoose + `)\s+-\s+(` + srcXRangePlainLoose + `)\s*$`)
+	})
+	reStar       = sync.OnceValue(func() *regexp.Regexp { return safe(`(<|>)?=?\s*\*`) })
+	reGTE0       = sync.OnceValue(func() *regexp.Regexp { return safe(`^\s*>=\s*0\.0\.0\s*$`) })
+	reGTE0Pre    = sync.OnceValue(func() *regexp.Regexp { return safe(`^\s*>=\s*0\.0\.0-0\s*$`) })
+	reBuild      = sync.OnceValue(func() *regexp.Regexp { return safe(srcBuild) })
+	reBuildStrip = sync.OnceValue(func() *regexp.Regexp { return compileJS(srcBuild) }) // range.js's BUILDSTRIPRE is built from the unsafe source
+	reSpaces     = sync.OnceValue(func() *regexp.Regexp { return compileJS(`\s+`) })
+	reNumeric    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+$`) })
 )
 
 // replaceFirst is JavaScript's String.prototype.replace with a non-global regular expression
@@ -115,4 +123,4 @@ func replaceFirst(re *regexp.Regexp, s string, f func(m []string) string) string
 }
 
 // splitSpaces is JavaScript's s.split(/\s+/).
-func splitSpaces(s string) []string { return reSpaces.Split(s, -1) }
+func splitSpaces(s string) []string { return reSpaces().Split(s, -1) }

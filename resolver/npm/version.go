@@ -62,8 +62,8 @@ func compareIdents(a, b ident) int {
 	if a.num && b.num {
 		return cmpFloat(a.n, b.n)
 	}
-	anum := a.num || reNumeric.MatchString(a.s)
-	bnum := b.num || reNumeric.MatchString(b.s)
+	anum := a.num || reNumeric().MatchString(a.s)
+	bnum := b.num || reNumeric().MatchString(b.s)
 	if anum && bnum {
 		return cmpFloat(a.value(), b.value())
 	}
@@ -148,9 +148,9 @@ func ParseVersion(s string, opts Options) (*Version, error) {
 	if jsLen(s) > maxLength {
 		return nil, fmt.Errorf("parsing version: longer than %d characters: %w", maxLength, ErrInvalidVersion)
 	}
-	re := reFull
+	re := reFull()
 	if opts.Loose {
-		re = reLoose
+		re = reLoose()
 	}
 	m := re.FindStringSubmatch(jsTrim(s))
 	if m == nil {
@@ -164,7 +164,7 @@ func ParseVersion(s string, opts Options) (*Version, error) {
 	}
 	if m[4] != "" {
 		for _, id := range strings.Split(m[4], ".") {
-			if reNumeric.MatchString(id) {
+			if reNumeric().MatchString(id) {
 				if n := jsNumber(id); n < maxSafeInteger {
 					v.pre = append(v.pre, ident{n: n, num: true})
 					continue

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/test/shimtest"
 )
 
 // BenchmarkShimVersion measures what the shim adds to a call without
@@ -16,11 +18,11 @@ import (
 func BenchmarkShimVersion(b *testing.B) {
 	dir := b.TempDir()
 	shim := filepath.Join(dir, "sandtrail-shim")
-	if out, err := exec.Command("go", "build", "-o", shim, "github.com/sandtrail/sandtrail/cmd/sandtrail-shim").CombinedOutput(); err != nil {
-		b.Fatalf("building sandtrail-shim: %v\n%s", err, out)
+	if err := shimtest.Build(shim); err != nil {
+		b.Fatal(err)
 	}
 	shims := filepath.Join(dir, "shims")
-	if err := os.Mkdir(shims, 0o755); err != nil {
+	if err := shimtest.Link(shim, shims, "npm", "pip", "cargo"); err != nil {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct{ name, real string }{
@@ -34,7 +36,6 @@ func BenchmarkShimVersion(b *testing.B) {
 				b.Skipf("%s is not installed: %v", tc.name, err)
 			}
 			link := filepath.Join(shims, tc.name)
-			_ = os.Symlink(shim, link)
 			env := append(os.Environ(), "PATH="+shims+":"+filepath.Dir(tc.real)+":/usr/bin:/bin")
 			run := func(path string) time.Duration {
 				cmd := exec.Command(path, "--version")

@@ -15,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
+	"github.com/sandtrail/sandtrail/test/shimtest"
 )
 
 // buildShims builds sandtrail-shim into dir (or copies SANDTRAIL_E2E_SHIM)
@@ -26,22 +27,10 @@ func buildShims(dir, shims string) error {
 		if err := copyFile(prebuilt, shim, 0o755); err != nil {
 			return err
 		}
-	} else if out, err := exec.Command("go", "build", "-o", shim, "github.com/sandtrail/sandtrail/cmd/sandtrail-shim").CombinedOutput(); err != nil {
-		return fmt.Errorf("building sandtrail-shim: %v\n%s", err, out)
-	}
-	if err := os.MkdirAll(shims, 0o755); err != nil {
+	} else if err := shimtest.Build(shim); err != nil {
 		return err
 	}
-	names, err := exec.Command(shim, "list").Output()
-	if err != nil {
-		return fmt.Errorf("sandtrail-shim list: %w", err)
-	}
-	for _, name := range strings.Fields(string(names)) {
-		if err := os.Symlink(shim, filepath.Join(shims, name)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return shimtest.Link(shim, shims)
 }
 
 // installs are the session's pkg.install events by name@version.
