@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/test/shimtest"
 )
 
@@ -80,4 +81,75 @@ func medianDuration(ds []time.Duration) time.Duration {
 		xs[i] = float64(d)
 	}
 	return time.Duration(median(xs))
+}
+
+// shimTree is the size of BenchmarkShimInstall's package tree.
+const shimTree = 50
+
+// BenchmarkShimInstall measures an `npm install` of a tree of shimTree
+// packages through the whole package path (the shim, its policy check
+// with a real `sandtrail daemon`, the daemon's warm verifying mirror and
+// the read-back and record of every package) against npm installing the
+// same tree straight from the loopback fixture registry, alternating, in
+// the same run. It reports the medians and their ratio.
+func BenchmarkShimInstall(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("skipping: the daemon needs root")
+	}
+	if _, err := os.Stat("/usr/bin/npm"); err != nil {
+		b.Skip("skipping: needs /usr/bin/npm")
+	}
+	dir := b.TempDir()
+	bin, shim := filepath.Join(dir, "sandtrail"), filepath.Join(dir, "sandtrail-shim")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sandtrail/sandtrail/cmd/sandtrail").CombinedOutput(); err != nil {
+		b.Fatalf("building sandtrail: %v\n%s", err, out)
+	}
+	if err := shimtest.Build(shim); err != nil {
+		b.Fatal(err)
+	}
+	shims := filepath.Join(dir, "shims")
+	if err := shimtest.Link(shim, shims, "npm"); err != nil {
+		b.Fatal(err)
+	}
+	up := npmtest.Start(b, npmtest.Tree(shimTree, 20000)...)
+	data, sock, addr := filepath.Join(dir, "data"), filepath.Join(dir, "ingest.sock"), freePort(b)
+	pol := filepath.Join(dir, "policy.yaml")
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(pol, []byte("sources:\n  registries:\n    npm: ["+up.URL+"/]\n"), 0o644)
+	os.WriteFile(cfg, []byte("policy: "+pol+"\nmirror:\n  enabled: true\n  listen: "+addr+"\n  upstreams:\n    npm: "+up.URL+"/\n"), 0o644)
+	if out, err := exec.Command(bin, "--data", data, "keys", "generate").CombinedOutput(); err != nil {
+		b.Fatalf("sandtrail keys generate: %v\n%s", err, out)
+	}
+	daemon := exec.Command(bin, "--config", cfg, "--data", data, "--log-level", "warn", "daemon", "--socket", sock)
+	daemon.Stderr = os.Stderr
+	startServer(b, "sandtrail daemon", "http://"+addr+"/npm/", addr, daemon)
+	env := append(os.Environ(), "PATH="+shims+":/usr/bin:/bin", "SANDTRAIL_SOCKET="+sock)
+	install := func(npm, registry string) time.Duration {
+		work, err := os.MkdirTemp("", "sandtrail-bench-shim-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(work)
+		os.WriteFile(filepath.Join(work, "package.json"), []byte(`{"name":"b","version":"1.0.0"}`), 0o644)
+		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "--registry", registry,
+			"--cache", filepath.Join(work, ".npm"), "pkg-0")
+		cmd.Dir, cmd.Env = work, env
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s install: %v\n%s", npm, err, out)
+		}
+		return time.Since(start)
+	}
+	viaShim := filepath.Join(shims, "npm")
+	install(viaShim, "http://"+addr+"/npm/") // warm the mirror's cache
+	var direct, shimmed []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		direct = append(direct, install("/usr/bin/npm", up.URL+"/"))
+		shimmed = append(shimmed, install(viaShim, "http://"+addr+"/npm/"))
+	}
+	d, s := medianDuration(direct), medianDuration(shimmed)
+	b.ReportMetric(float64(d.Milliseconds()), "direct-ms")
+	b.ReportMetric(float64(s.Milliseconds()), "shim+mirror-ms")
+	b.ReportMetric(float64(s)/float64(d), "ratio")
 }
