@@ -180,7 +180,7 @@ func TestCargoFetch(t *testing.T) {
 			t.Errorf("Cargo.lock lacks %s %s with checksum %s:\n%s", c.name, c.version, sum, lock)
 		}
 		ps := fetched[c.name+"@"+c.version]
-		if len(ps) != 1 || ps[0].Outcome != "served" || ps[0].Verified == nil || !*ps[0].Verified || ps[0].Hash != sum ||
+		if len(ps) != 1 || ps[0].Outcome != "served" || ps[0].Verified == nil || !*ps[0].Verified || ps[0].Hash != "sha256:"+sum ||
 			ps[0].Purl != "pkg:cargo/"+c.name+"@"+c.version || ps[0].Client == "" {
 			t.Errorf("pkg.fetch of %s@%s = %s, want one, served and verified with hash %s", c.name, c.version, js(ps), sum)
 		}

@@ -138,7 +138,7 @@ func TestCrate(t *testing.T) {
 				}
 				r := m.last()
 				if r.Outcome != fetch.Served || !r.Verified || r.CacheHit != hit || r.Name != "leaf" || r.Version != "1.0.0" ||
-					r.Bytes != int64(len(want)) || r.Hash != cratestest.Cksum(want) || !strings.HasPrefix(r.URL, reg.URL+"/") {
+					r.Bytes != int64(len(want)) || r.Hash != "sha256:"+cratestest.Cksum(want) || !strings.HasPrefix(r.URL, reg.URL+"/") {
 					t.Errorf("record #%d = %+v", i, r)
 				}
 			}

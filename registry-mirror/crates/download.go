@@ -38,7 +38,7 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	up := downloadURL(cfg.DL, l.name, l.vers, l.cksum)
-	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, event.RedactURL(up), l.cksum, idx.stale || stale
+	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, event.RedactURL(up), "sha256:"+l.cksum, idx.stale || stale
 	out, d := h.decide(ctx, cfg, l)
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policy.Allow {

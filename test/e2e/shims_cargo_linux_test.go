@@ -324,10 +324,10 @@ func checkCargoInstalls(t *testing.T, evs []*event.Event, crates []fixtureCrate,
 		if in.Source != event.SourceShim || in.Proc == nil || in.Proc.UID == nil || *in.Proc.UID != nobody {
 			t.Errorf("%s: pkg.install source %s, proc %+v; want the shim's, as nobody", id, in.Source, in.Proc)
 		}
-		// The mirror writes a crate's hash as the index does, bare hex.
+		// The mirror writes a crate's hash as the shim does, "sha256:" and hex.
 		f := served[id]
 		if len(f) == 0 || f[0].Outcome != "served" || f[0].Verified == nil || !*f[0].Verified ||
-			strings.TrimPrefix(f[0].Hash, "sha256:") != sums[id] {
+			f[0].Hash != p.Hash {
 			t.Errorf("%s: pkg.install does not join a verified pkg.fetch of its hash: %v", id, f)
 		}
 	}
