@@ -26,6 +26,28 @@ func BenchmarkShimVersion(b *testing.B) {
 	if err := shimtest.Link(shim, shims, "npm", "pip", "cargo"); err != nil {
 		b.Fatal(err)
 	}
+	// The floor: the shim's own start-up, `sandtrail-shim list` (no
+	// manager, no exec), against /bin/true.
+	b.Run("startup", func(b *testing.B) {
+		time1 := func(argv ...string) time.Duration {
+			start := time.Now()
+			if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+				b.Fatalf("%q: %v\n%s", argv, err, out)
+			}
+			return time.Since(start)
+		}
+		var base, own []time.Duration
+		for range b.N {
+			for range 20 {
+				base = append(base, time1("/bin/true"))
+				own = append(own, time1(shim, "list"))
+			}
+		}
+		d, s := medianDuration(base), medianDuration(own)
+		b.ReportMetric(float64(d.Microseconds())/1000, "true-ms")
+		b.ReportMetric(float64(s.Microseconds())/1000, "shim-ms")
+		b.ReportMetric(float64((s-d).Microseconds())/1000, "added-ms")
+	})
 	for _, tc := range []struct{ name, real string }{
 		{"npm", "/usr/bin/npm"}, {"pip", "/usr/bin/pip"}, {"cargo", cargoPath()},
 	} {

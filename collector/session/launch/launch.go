@@ -318,8 +318,8 @@ type Host interface {
 	// JournalSize is the journal's size: the seq of the next event.
 	JournalSize() uint64
 	// SessionEnv is what the host adds to every session's environment
-	// (the mirror's address, say); it replaces the request's values of
-	// the same names.
+	// (the mirror's address, say); the request's own values (--env,
+	// --env-file) replace those of the same names.
 	SessionEnv() []string
 }
 
