@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // forwarded are the signals the shim passes on to the real manager. SIGINT,
@@ -30,6 +31,9 @@ func (s status) exit() int {
 	}
 	signal.Reset(s.signal)
 	_ = syscall.Kill(os.Getpid(), s.signal)
+	// The signal is delivered asynchronously; an ignored one (inherited
+	// SIG_IGN) never ends the shim, which then exits as a shell would.
+	time.Sleep(time.Second)
 	return 128 + int(s.signal)
 }
 

@@ -60,10 +60,16 @@ type Shim struct {
 // the exit code. An invocation without install intent is exec'd straight
 // away; Run then returns only on failure.
 func (s *Shim) Run(m Manager, argv []string) int {
+	// The manager's end is mirrored only once run's deferred cleanup
+	// is done: re-raising a signal ends the shim at once.
+	return s.run(m, argv).exit()
+}
+
+func (s *Shim) run(m Manager, argv []string) status {
 	real, err := s.FindReal(m.Name)
 	if err != nil {
 		s.say("%v", err)
-		return ExitNotFound
+		return status{code: ExitNotFound}
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -75,7 +81,7 @@ func (s *Shim) Run(m Manager, argv []string) int {
 			if err != nil {
 				s.say("%v", err)
 			}
-			return code
+			return status{code: code}
 		}
 	}
 	// The temporary directory is named now and made only for an install:
@@ -84,17 +90,17 @@ func (s *Shim) Run(m Manager, argv []string) int {
 	plan, err := m.Plan(argv[1:], c)
 	if err != nil {
 		s.say("refused: %s %s: cannot check this install: %v", m.Name, strings.Join(argv[1:], " "), err)
-		return ExitRefused
+		return status{code: ExitRefused}
 	}
 	if plan == nil {
 		err := execve(real, argv, s.Environ())
 		s.say("running %s: %v", real, err)
-		return ExitNotFound
+		return status{code: ExitNotFound}
 	}
 	// Mkdir, not MkdirAll: a directory that exists already is not ours.
 	if err := os.Mkdir(c.TempDir, 0o700); err != nil {
 		s.say("refused: creating a temporary directory: %v", err)
-		return ExitRefused
+		return status{code: ExitRefused}
 	}
 	defer os.RemoveAll(c.TempDir)
 	if plan.Cleanup != nil {
@@ -103,18 +109,18 @@ func (s *Shim) Run(m Manager, argv []string) int {
 	client, err := s.client()
 	if err != nil {
 		s.say("refused: %v", err)
-		return ExitRefused
+		return status{code: ExitRefused}
 	}
 	defer client.Close()
 	if code, ok := s.check(client, m, plan); !ok {
-		return code
+		return status{code: code}
 	}
 	return s.install(client, m, real, argv, plan)
 }
 
 // install runs the real manager with the plan, records what it resolved
-// and returns its exit code (re-raising the signal that ended it).
-func (s *Shim) install(client *ingest.Client, m Manager, real string, argv []string, plan *Plan) int {
+// and returns how the manager ended.
+func (s *Shim) install(client *ingest.Client, m Manager, real string, argv []string, plan *Plan) status {
 	args := argv[1:]
 	if plan.Args != nil {
 		args = plan.Args
@@ -123,19 +129,19 @@ func (s *Shim) install(client *ingest.Client, m Manager, real string, argv []str
 	cmd.Args[0] = argv[0]
 	cmd.Env = append(s.Environ(), plan.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	status, pid, err := runForwarding(cmd)
+	st, pid, err := runForwarding(cmd)
 	if err != nil {
 		s.say("running %s: %v", real, err)
-		return ExitNotFound
+		return status{code: ExitNotFound}
 	}
 	if plan.Collect != nil {
-		pkgs, err := plan.Collect(status.code)
+		pkgs, err := plan.Collect(st.code)
 		if err != nil {
 			s.say("reading back what %s installed: %v", m.Name, err)
 		}
 		s.record(client, m, pkgs, pid)
 	}
-	return status.exit()
+	return st
 }
 
 // check asks the daemon about the plan's requests. ok is false when the
