@@ -15,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 	"github.com/sandtrail/sandtrail/test/shimtest"
 )
 
@@ -65,6 +66,15 @@ func shimEnv(t *testing.T) (string, []string) {
 		path += ":" + filepath.Dir(p)
 	}
 	env := []string{"PATH=" + path, "HOME=" + t.TempDir(), "LANG=C.UTF-8", "SANDTRAIL_SOCKET=" + sock}
+	// rustup's cargo finds its toolchains through RUSTUP_HOME, which is
+	// under the caller's own HOME.
+	rustup := os.Getenv("RUSTUP_HOME")
+	if home, err := os.UserHomeDir(); rustup == "" && err == nil {
+		rustup = filepath.Join(home, ".rustup")
+	}
+	if fi, err := os.Stat(rustup); err == nil && fi.IsDir() {
+		env = append(env, "RUSTUP_HOME="+rustup)
+	}
 	return shims, env
 }
 
@@ -93,7 +103,7 @@ func runIn(t *testing.T, dir string, env []string, stdin string, argv ...string)
 	return o
 }
 
-// took is npm's "added 1 package in 339ms".
+// took is npm's "added 1 package in 339ms" and cargo's "target(s) in 0.35s".
 var took = regexp.MustCompile(`in [0-9.]+m?s\b`)
 
 // TestOutputParity: through the shim, stdout, stderr and the exit code of
@@ -111,10 +121,12 @@ func TestOutputParity(t *testing.T) {
 		{"npm install fails", []string{"npm", "install", "./missing", "--no-audit", "--no-fund", "--no-update-notifier", "--logs-max=0"}, "/usr/bin/npm"},
 		{"npm install succeeds", []string{"npm", "install", "./local", "--no-audit", "--no-fund", "--no-update-notifier", "--logs-max=0"}, "/usr/bin/npm"},
 		{"pip version", []string{"pip", "--version"}, "/usr/bin/pip"},
+		{"pip install succeeds", []string{"pip", "install", "--no-index", "--disable-pip-version-check", "--target", "t", "./" + pypitest.WheelName("local-pkg", "1.0")}, "/usr/bin/pip"},
 		{"pip install fails", []string{"pip", "install", "--no-index", "--disable-pip-version-check", "nonexistent-xyz"}, "/usr/bin/pip"},
 		{"pip install refused by the system", []string{"pip", "install", "--no-index", "--disable-pip-version-check", "--target", "t", "nonexistent-xyz"}, "/usr/bin/pip"},
 		{"cargo version", []string{"cargo", "--version"}, "cargo"},
-		{"cargo build fails", []string{"cargo", "build"}, "cargo"},
+		{"cargo build fails", []string{"cargo", "build", "--manifest-path", "missing/Cargo.toml"}, "cargo"},
+		{"cargo build succeeds", []string{"cargo", "build", "--offline", "--manifest-path", "crate/Cargo.toml"}, "cargo"},
 		{"apt-get simulate", []string{"apt-get", "install", "-s", "-qq", "dpkg"}, "/usr/bin/apt-get"},
 		{"apt-get fails", []string{"apt-get", "install", "-s", "nonexistent-pkg-xyz"}, "/usr/bin/apt-get"},
 	}
@@ -137,11 +149,19 @@ func TestOutputParity(t *testing.T) {
 				os.MkdirAll(filepath.Join(d, "local"), 0o755)
 				os.WriteFile(filepath.Join(d, "local", "package.json"), []byte(`{"name":"local","version":"1.0.0"}`), 0o644)
 				os.WriteFile(filepath.Join(d, "package.json"), []byte(`{"name":"p","version":"1.0.0"}`), 0o644)
+				// A wheel for pip, a crate without dependencies for cargo.
+				os.WriteFile(filepath.Join(d, pypitest.WheelName("local-pkg", "1.0")), pypitest.Wheel("local-pkg", pypitest.Version{Version: "1.0"}), 0o644)
+				os.MkdirAll(filepath.Join(d, "crate", "src"), 0o755)
+				os.WriteFile(filepath.Join(d, "crate", "Cargo.toml"), []byte("[package]\nname = \"local\"\nversion = \"0.1.0\"\nedition = \"2021\"\n"), 0o644)
+				os.WriteFile(filepath.Join(d, "crate", "src", "lib.rs"), []byte("pub fn f() {}\n"), 0o644)
 			}
 			want := runIn(t, direct, env, "", append([]string{real}, tt.argv[1:]...)...)
 			got := runIn(t, viaShim, env, "", append([]string{filepath.Join(shims, tt.argv[0])}, tt.argv[1:]...)...)
 			// Only the run's own directory and npm's timing may differ.
 			norm := func(s, dir string) string { return took.ReplaceAllString(strings.ReplaceAll(s, dir, "DIR"), "in TIME") }
+			if strings.HasSuffix(tt.name, "succeeds") && want.code != 0 {
+				t.Fatalf("%q directly: exit %d, want a success to compare\n%s", tt.argv, want.code, want.stderr)
+			}
 			if norm(got.stdout, viaShim) != norm(want.stdout, direct) || norm(got.stderr, viaShim) != norm(want.stderr, direct) || got.code != want.code {
 				t.Errorf("%q through the shim: exit %d\nstdout %q\nstderr %q\nwant exit %d\nstdout %q\nstderr %q",
 					tt.argv, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)

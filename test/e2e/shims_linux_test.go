@@ -197,6 +197,30 @@ func TestShimPip(t *testing.T) {
 	if b := kinds(e.events(r.summary.SessionID), event.KindPkgBlocked); len(b) != 1 || b[0].Pkg.SourceURL != "https://example.invalid/x.whl" {
 		t.Errorf("pkg.blocked = %v, want one for the URL", b)
 	}
+
+	// A bypass: python3 -m pip, no shim above it. The mirror still serves
+	// (PIP_INDEX_URL), so the package is in the view, mirror_only.
+	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c",
+		`cd "$HOME" && python3 -m pip install --disable-pip-version-check --no-input --retries 0 --target "$HOME/t2" fixture-dep`)
+	if r.code != 0 {
+		t.Fatalf("python3 -m pip install: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	v := e.packagesView(r.summary.SessionID)
+	bypass := 0
+	for _, a := range v.Alerts {
+		if a.Alert != nil && a.Alert.RuleID == pkgview.RuleBypass {
+			bypass++
+		}
+	}
+	seen := ""
+	for _, p := range v.Packages {
+		if p.Name == "fixture-dep" {
+			seen = p.Seen
+		}
+	}
+	if bypass != 1 || seen != pkgview.SeenMirrorOnly {
+		t.Errorf("python3 -m pip: %d shim_bypass alerts, fixture-dep seen %q; want 1 and %s", bypass, seen, pkgview.SeenMirrorOnly)
+	}
 }
 
 // TestShimAptInstall: the unprivileged agent's `apt-get update` and
