@@ -3,6 +3,7 @@ package npm
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The option table is npm 11's config definitions
@@ -22,7 +23,8 @@ const (
 	kindBoolEnum             // [null, Boolean] or ["always", Boolean]: takes true/false/null/always
 )
 
-var boolOpts = strings.Fields(`all allow-same-version audit bin-links bypass-2fa commit-hooks
+var boolOpts = sync.OnceValue(func() []string {
+	return strings.Fields(`all allow-same-version audit bin-links bypass-2fa commit-hooks
 	dangerously-allow-all-scripts description dev diff-ignore-all-space diff-name-only diff-no-prefix
 	diff-text dry-run engine-strict force foreground-scripts format-package-lock fund git-tag-version
 	global global-style if-present ignore-scripts include-staged include-workspace-root
@@ -33,13 +35,17 @@ var boolOpts = strings.Fields(`all allow-same-version audit bin-links bypass-2fa
 	save-prod packages-all shrinkwrap sign-git-commit sign-git-tag strict-peer-deps
 	strict-allow-scripts strict-ssl timing unicode update-notifier usage version versions
 	workspaces-update`)
+})
 
-var stringOpts = strings.Fields(`call diff-dst-prefix diff-src-prefix editor git heading
+var stringOpts = sync.OnceValue(func() []string {
+	return strings.Fields(`call diff-dst-prefix diff-src-prefix editor git heading
 	init-author-email init-author-name init-license init-type init.author.email init.author.name
 	init.license message pack-destination preid save-prefix scope searchexclude searchopts shell tag
 	tag-version-prefix user-agent viewer`)
+})
 
-var valueOpts = strings.Fields(`_auth access allow-directory allow-file allow-git allow-remote
+var valueOpts = sync.OnceValue(func() []string {
+	return strings.Fields(`_auth access allow-directory allow-file allow-git allow-remote
 	allow-scripts also audit-level auth-type before ca cache cache-max cache-min cafile cert cidr cpu
 	depth diff diff-unified expect-result-count expires fetch-retries fetch-retry-factor
 	fetch-retry-maxtimeout fetch-retry-mintimeout fetch-timeout globalconfig https-proxy include
@@ -49,17 +55,18 @@ var valueOpts = strings.Fields(`_auth access allow-directory allow-file allow-gi
 	orgs os otp package packages prefix provenance-file proxy registry replace-registry-host
 	sbom-format sbom-type scopes packages-and-scopes-permission orgs-permission password
 	token-description script-shell searchlimit searchstaleness umask userconfig which workspace`)
+})
 
 // options maps each of npm's config keys to its kind.
-var options = func() map[string]kind {
+var options = sync.OnceValue(func() map[string]kind {
 	m := map[string]kind{}
-	for _, k := range valueOpts {
+	for _, k := range valueOpts() {
 		m[k] = kindValue
 	}
-	for _, k := range stringOpts {
+	for _, k := range stringOpts() {
 		m[k] = kindString
 	}
-	for _, k := range boolOpts {
+	for _, k := range boolOpts() {
 		m[k] = kindBool
 	}
 	m["browser"] = kindBoolStr
@@ -67,16 +74,16 @@ var options = func() map[string]kind {
 		m[k] = kindBoolEnum
 	}
 	return m
-}()
+})
 
-var optionNames = func() []string {
+var optionNames = sync.OnceValue(func() []string {
 	var n []string
-	for k := range options {
+	for k := range options() {
 		n = append(n, k)
 	}
 	slices.Sort(n)
 	return n
-}()
+})
 
 // shorthands are npm 11's option shorthands.
 var shorthands = map[string][]string{
@@ -92,14 +99,14 @@ var shorthands = map[string][]string{
 	"H": {"--usage"}, "h": {"--usage"}, "v": {"--version"}, "w": {"--workspace"}, "y": {"--yes"},
 }
 
-var shorthandNames = func() []string {
+var shorthandNames = sync.OnceValue(func() []string {
 	var n []string
 	for k := range shorthands {
 		n = append(n, k)
 	}
 	slices.Sort(n)
 	return n
-}()
+})
 
 // abbrev resolves s as the abbrev package does over words: s itself when
 // it is one of them, else the one word that s is a prefix of.
@@ -180,10 +187,10 @@ func (c *config) option(args []string, i int, arg string, hadEq bool) int {
 		neg, no = true, !no
 		arg = arg[3:]
 	}
-	if full, ok := abbrev(optionNames, arg); ok {
+	if full, ok := abbrev(optionNames(), arg); ok {
 		arg = full
 	}
-	k, known := options[arg]
+	k, known := options()[arg]
 	la, hasLa := "", i+1 < len(args)
 	if hasLa {
 		la = args[i+1]
@@ -243,7 +250,7 @@ func looksShortOpt(s string) bool { return len(s) >= 2 && s[0] == '-' && s[1] !=
 // returns nil when arg is not one.
 func resolveShort(arg string) []string {
 	arg = strings.TrimLeft(arg, "-")
-	if full, ok := abbrev(optionNames, arg); ok && full == arg {
+	if full, ok := abbrev(optionNames(), arg); ok && full == arg {
 		return nil
 	}
 	if sh, ok := shorthands[arg]; ok {
@@ -256,10 +263,10 @@ func resolveShort(arg string) []string {
 		}
 		return out
 	}
-	if _, ok := abbrev(optionNames, arg); ok {
+	if _, ok := abbrev(optionNames(), arg); ok {
 		return nil
 	}
-	if full, ok := abbrev(shorthandNames, arg); ok {
+	if full, ok := abbrev(shorthandNames(), arg); ok {
 		return shorthands[full]
 	}
 	return nil
@@ -278,12 +285,14 @@ func singles(s string) bool {
 
 // commands are npm 11's commands (lib/utils/cmd-list.js), and aliases its
 // aliases.
-var commands = strings.Fields(`access adduser approve-scripts audit bugs cache ci completion config
+var commands = sync.OnceValue(func() []string {
+	return strings.Fields(`access adduser approve-scripts audit bugs cache ci completion config
 	dedupe deny-scripts deprecate diff dist-tag docs doctor edit exec explain explore find-dupes fund
 	get help help-search init install install-ci-test install-scripts install-test link ll login logout
 	ls org outdated owner pack ping pkg prefix profile prune publish query rebuild repo restart root run
 	sbom search set shrinkwrap stage star stars start stop team test token trust undeprecate uninstall
 	unpublish unstar update version view whoami`)
+})
 
 var aliases = map[string]string{
 	"author": "owner", "home": "docs", "issues": "bugs", "info": "view", "show": "view", "find": "search",
@@ -300,14 +309,14 @@ var aliases = map[string]string{
 	"add-user": "adduser",
 }
 
-var commandWords = func() []string {
-	w := slices.Clone(commands)
+var commandWords = sync.OnceValue(func() []string {
+	w := slices.Clone(commands())
 	for a := range aliases {
 		w = append(w, a)
 	}
 	slices.Sort(w)
 	return w
-}()
+})
 
 // deref is npm's deref: the command that c names, "" for none.
 func deref(c string) string {
@@ -325,13 +334,13 @@ func deref(c string) string {
 		}
 		c = b.String()
 	}
-	if slices.Contains(commands, c) {
+	if slices.Contains(commands(), c) {
 		return c
 	}
 	if a, ok := aliases[c]; ok {
 		return a
 	}
-	a, _ := abbrev(commandWords, c)
+	a, _ := abbrev(commandWords(), c)
 	for i := 0; i < 4 && aliases[a] != ""; i++ {
 		a = aliases[a]
 	}

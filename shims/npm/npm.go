@@ -105,7 +105,7 @@ func npxArgv(in []string) []string {
 				continue
 			}
 		}
-		k, known := options[key]
+		k, known := options()[key]
 		switch1 := known && (k == kindBool || k == kindBoolStr || k == kindBoolEnum)
 		switch1 = switch1 || slices.Contains([]string{"no-install", "quiet", "q", "version", "v", "help", "h"}, key)
 		if !hasV && !switch1 && (takesValue[key] || i+1 >= len(args) || !strings.HasPrefix(args[i+1], "-")) {

@@ -1,25 +1,32 @@
 package pip
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // pip's options (pip 23.0 to 23.2, install plus the general options),
 // reduced to whether each takes a value. optparse takes a long option's
 // value from "=" or the next argument, a short option's from the rest of
 // the argument or the next one, accepts any unique prefix of a long
 // option, and clusters short flags (-qqU).
-var valueLong = strings.Fields(`requirement constraint editable target platform python-version
+var valueLong = sync.OnceValue(func() []string {
+	return strings.Fields(`requirement constraint editable target platform python-version
 	implementation abi root prefix src source source-dir source-directory upgrade-strategy
 	config-settings install-option global-option no-binary only-binary progress-bar root-user-action
 	report index-url pypi-url extra-index-url find-links python log log-file local-log
 	keyring-provider proxy retries timeout default-timeout exists-action trusted-host cert client-cert
 	cache-dir use-feature use-deprecated hash`)
+})
 
-var flagLong = strings.Fields(`no-deps no-dependencies pre dry-run user no-user upgrade force-reinstall
+var flagLong = sync.OnceValue(func() []string {
+	return strings.Fields(`no-deps no-dependencies pre dry-run user no-user upgrade force-reinstall
 	ignore-installed ignore-requires-python no-build-isolation use-pep517 no-use-pep517
 	check-build-dependencies break-system-packages compile no-compile no-warn-script-location
 	no-warn-conflicts prefer-binary require-hashes no-clean no-index help debug isolated
 	require-virtualenv require-venv verbose version quiet no-input no-cache-dir
 	disable-pip-version-check no-color no-python-version-warning`)
+})
 
 // shortOpts maps each short option to its long name.
 var shortOpts = map[byte]string{'r': "requirement", 'c': "constraint", 'e': "editable", 't': "target",
@@ -31,26 +38,26 @@ var aliasOf = map[string]string{"pypi-url": "index-url", "no-dependencies": "no-
 	"source-dir": "src", "source-directory": "src", "log-file": "log", "local-log": "log",
 	"default-timeout": "timeout", "require-venv": "require-virtualenv"}
 
-var takesValue = func() map[string]bool {
+var takesValue = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
-	for _, o := range valueLong {
+	for _, o := range valueLong() {
 		m[o] = true
 	}
-	for _, o := range flagLong {
+	for _, o := range flagLong() {
 		m[o] = false
 	}
 	return m
-}()
+})
 
 // matchLong resolves a long option as optparse does: itself, else the
 // one option it is a prefix of. ok is false for an unknown or ambiguous
 // one.
 func matchLong(s string) (string, bool) {
-	if _, ok := takesValue[s]; ok {
+	if _, ok := takesValue()[s]; ok {
 		return canonical(s), true
 	}
 	found := ""
-	for o := range takesValue {
+	for o := range takesValue() {
 		if strings.HasPrefix(o, s) {
 			if found != "" && canonical(found) != canonical(o) {
 				return "", false
@@ -138,7 +145,7 @@ func (p *parsed) long(args []string, i int) int {
 		p.unknown = append(p.unknown, args[i])
 		return i
 	}
-	if takesValue[full] || takesValue[name] {
+	if takesValue()[full] || takesValue()[name] {
 		if !hasVal && i+1 < len(args) {
 			i++
 			val = args[i]
@@ -158,7 +165,7 @@ func (p *parsed) short(args []string, i int) int {
 			p.unknown = append(p.unknown, a)
 			return i
 		}
-		if !takesValue[name] {
+		if !takesValue()[name] {
 			p.opts = append(p.opts, opt{name, "", i})
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sandtrail/sandtrail/shims"
 )
@@ -246,7 +247,7 @@ func parseRequirement(s string) shims.Request {
 		return shims.Request{Name: name, Source: strings.TrimSpace(u)}
 	}
 	spec := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(rest, "("), ")"))
-	if !specRe.MatchString(spec) {
+	if !specRe().MatchString(spec) {
 		// Not a specifier pip would accept: keep it all as the source,
 		// so the request is not lost.
 		return shims.Request{Source: req}
@@ -256,7 +257,9 @@ func parseRequirement(s string) shims.Request {
 	return r
 }
 
-var specRe = regexp.MustCompile(`^(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(?:,|$))*$`)
+var specRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(?:,|$))*$`)
+})
 
 // exact is the version a specifier pins: ==X without a wildcard, or
 // ===X.
@@ -276,7 +279,7 @@ func exact(spec string) string {
 
 // normalize is PEP 503's normal form of a name.
 func normalize(name string) string {
-	return strings.ToLower(sepRe.ReplaceAllString(name, "-"))
+	return strings.ToLower(sepRe().ReplaceAllString(name, "-"))
 }
 
-var sepRe = regexp.MustCompile(`[-_.]+`)
+var sepRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[-_.]+`) })
