@@ -11,11 +11,16 @@ import (
 	"time"
 )
 
-// forwarded are the signals the shim passes on to the real manager. SIGINT,
-// SIGQUIT and SIGTSTP come from the terminal to the whole foreground
-// process group, the manager included: the shim ignores them instead, so
-// that it outlives the manager to record what it did.
-var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+// forwarded are the signals the shim passes on to the real manager. SIGINT
+// and SIGQUIT come from the terminal to the whole foreground process
+// group, the manager included: the shim catches and drops them (terminal),
+// so that it outlives the manager to record what it did. It must not
+// ignore them: an ignored signal stays ignored across exec, and Ctrl-C
+// would no longer stop the manager; a caught one is reset to the default.
+var (
+	forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+	terminal  = []os.Signal{syscall.SIGINT, syscall.SIGQUIT}
+)
 
 // status is how the real manager ended.
 type status struct {
@@ -40,10 +45,11 @@ func (s status) exit() int {
 // runForwarding runs cmd, passing the forwarded signals on, and returns how
 // it ended and its pid.
 func runForwarding(cmd *exec.Cmd) (status, int, error) {
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
-	sigs := make(chan os.Signal, 8)
+	sigs, dropped := make(chan os.Signal, 8), make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
+	signal.Notify(dropped, terminal...)
 	defer signal.Stop(sigs)
+	defer signal.Stop(dropped)
 	if err := cmd.Start(); err != nil {
 		return status{}, 0, err
 	}
@@ -53,6 +59,7 @@ func runForwarding(cmd *exec.Cmd) (status, int, error) {
 			select {
 			case sig := <-sigs:
 				_ = cmd.Process.Signal(sig)
+			case <-dropped:
 			case <-done:
 				return
 			}
@@ -60,7 +67,6 @@ func runForwarding(cmd *exec.Cmd) (status, int, error) {
 	}()
 	err := cmd.Wait()
 	close(done)
-	signal.Reset(syscall.SIGINT, syscall.SIGQUIT)
 	pid := cmd.Process.Pid
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

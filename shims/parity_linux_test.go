@@ -181,6 +181,7 @@ func TestTransparent(t *testing.T) {
 	}
 	fake := "#!/bin/sh\n" +
 		"read line; echo \"out:$line:$*\"; echo err >&2\n" +
+		"case \"$2\" in sigign) grep SigIgn /proc/self/status; exit 0 ;; esac\n" +
 		"case \"$2\" in die) kill -TERM $$ ;; esac\n" +
 		"exit 42\n"
 	if err := os.WriteFile(filepath.Join(realDir, "npm"), []byte(fake), 0o755); err != nil {
@@ -190,6 +191,14 @@ func TestTransparent(t *testing.T) {
 	got := runIn(t, dir, env, "hello\n", filepath.Join(shims, "npm"), "install", "left-pad")
 	if got.stdout != "out:hello:install left-pad\n" || got.stderr != "err\n" || got.code != 42 {
 		t.Errorf("through the shim: %+v, want stdin echoed, stderr passed, exit 42", got)
+	}
+	// Ctrl-C must still reach the manager: the shim catches SIGINT and
+	// SIGQUIT, never ignores them (an ignored signal stays ignored across
+	// exec). The manager's ignored set is the caller's.
+	direct := runIn(t, dir, env, "x\n", filepath.Join(realDir, "npm"), "install", "sigign")
+	got = runIn(t, dir, env, "x\n", filepath.Join(shims, "npm"), "install", "sigign")
+	if !strings.Contains(got.stdout, "SigIgn:") || got.stdout != direct.stdout {
+		t.Errorf("the manager's ignored signals through the shim: %q, directly %q", got.stdout, direct.stdout)
 	}
 	got = runIn(t, dir, env, "x\n", filepath.Join(shims, "npm"), "install", "die")
 	if got.signal != syscall.SIGTERM {
