@@ -24,7 +24,7 @@ type groupKey struct {
 func child(pid int32, parent *proc) *proc {
 	p := &proc{pid: pid}
 	if parent != nil {
-		p.shim, p.under, p.managerPid = parent.shim, parent.under|parent.self, parent.managerPid
+		p.shim, p.under, p.managerPid = parent.shim || parent.image, parent.under|parent.self, parent.managerPid
 		p.bypass, p.group = parent.bypass, parent.group
 	}
 	return p
@@ -59,9 +59,15 @@ func (s *state) exec(e *event.Event) {
 		s.keep(p)
 	}
 	var m manager
-	if s.o.isShim(pr.Exe, pr.Cwd) {
-		p.shim = true // a shim is named for its manager, and is not one
-	} else {
+	wasShim := p.image
+	p.image = s.o.isShim(pr.Exe, pr.Cwd)
+	switch {
+	case p.image:
+		p.viaShim = false // a shim is named for its manager, and is not one
+	case wasShim:
+		p.viaShim = true
+	}
+	if !p.image {
 		m = managerOf(pr.Exe, pr.Argv)
 	}
 	s.checkBypass(p, m, e)

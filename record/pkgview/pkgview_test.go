@@ -201,6 +201,15 @@ func TestBypass(t *testing.T) {
 			r.spawn(10, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "x")
 			r.exec(10, 1, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
 		}, nil},
+		{"a shim's exec covers its own pid, never what the manager then starts", nil, func(r *rec) {
+			// npm run x through the shim: no install intent, so the shim
+			// replaces itself with npm; x's own npm install is a bypass.
+			r.spawn(10, 1, shimNpm, "/w", "npm", "run", "x")
+			r.exec(10, 1, "/usr/bin/npm", "/w", "/usr/bin/env", "node", "/usr/bin/npm", "run", "x")
+			r.exec(10, 1, "/usr/bin/node", "/w", "node", "/usr/bin/npm", "run", "x")
+			r.spawn(11, 10, "/bin/sh", "/w", "sh", "-c", "/usr/bin/npm install git+https://example.invalid/e.git")
+			r.spawn(12, 11, "/usr/bin/npm", "/w", "/usr/bin/env", "node", "/usr/bin/npm", "install", "git+https://example.invalid/e.git")
+		}, []string{"shim_bypass[7]"}},
 		{"a fork without its exec still inherits the shim", nil, func(r *rec) {
 			r.spawn(10, 1, shimNpm, "/w", "npm", "install")
 			r.fork(11, 10)

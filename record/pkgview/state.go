@@ -60,8 +60,13 @@ type fetchRef struct {
 // proc is what the rules know of a live process.
 type proc struct {
 	pid int32
-	// shim: the process is, was, or descends from a shim.
-	shim bool
+	// shim: the process descends from a shim that ran its manager as a
+	// child (an install); image: its current image is a shim; viaShim: a
+	// shim replaced itself with this image (a call without install
+	// intent, exec'd), or with an image that in turn exec'd this one.
+	// A shim's own exec covers the process itself, never its children:
+	// `npm run x` through the shim must not exempt what x runs.
+	shim, image, viaShim bool
 	// under are the managers among its ancestors, self those it ran.
 	under, self manager
 	// managerPid is the outermost manager of its ancestry, itself included.
