@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/record/timeline"
@@ -28,7 +29,10 @@ journal first) and prints:
     indented beneath it, with its argv (masked as recorded), cwd, uid, exit
     code or signal, and how long it ran;
   - the session's lifecycle (create, start, pause, resume, terminate,
-    cleanup), its limit hits, losses and alerts, in order.
+    cleanup), its limit hits, losses and alerts, in order;
+  - its packages, one line each, joined as sandtrail packages joins them
+    (the shim's claim with what the mirror served; packages --session S
+    shows what their install scripts did).
 
 A process whose fork or exit was not recorded (it started before the
 session's cgroup was watched, or a loss) is still shown, under its parent
@@ -99,6 +103,12 @@ func writeTimeline(w io.Writer, tl *timeline.Timeline) {
 	for _, s := range tl.Steps {
 		fmt.Fprintf(w, "  %s  %-18s %s\n", s.TS.Local().Format("15:04:05.000"), s.Kind, s.Detail)
 	}
+	if len(tl.Packages) > 0 {
+		fmt.Fprintln(w, "\npackages (sandtrail packages --session "+tl.SessionID+" for the scripts' files and connections)")
+		for _, p := range tl.Packages {
+			fmt.Fprintf(w, "  %s\n", render.Clean(fmt.Sprintf("%s %s %s  %s%s", p.Ecosystem, p.Name, p.Version, p.Seen, scriptNote(p)), 200))
+		}
+	}
 }
 
 func writeProc(w io.Writer, p *timeline.Proc, depth int) {
@@ -139,4 +149,12 @@ func writeProc(w io.Writer, p *timeline.Proc, depth int) {
 	for _, c := range p.Children {
 		writeProc(w, c, depth+1)
 	}
+}
+
+// scriptNote says how many script processes a package started.
+func scriptNote(p *pkgview.Package) string {
+	if len(p.Processes) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (%d install-script processes)", len(p.Processes))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
@@ -23,6 +24,9 @@ type Timeline struct {
 	Processes []*Proc `json:"processes"`
 	// Steps are the lifecycle, limit, loss and alert events, in order.
 	Steps []Step `json:"steps"`
+	// Packages are the session's packages, as `sandtrail packages` joins
+	// them (record/pkgview).
+	Packages []*pkgview.Package `json:"packages"`
 }
 
 // Proc is one process of the tree.
@@ -68,16 +72,20 @@ type Builder struct {
 	tl    *Timeline
 	byPid map[int32]*Proc
 	all   []*Proc
+	pkgs  *pkgview.Builder
 }
 
 // New starts the timeline of session id.
 func New(id string) *Builder {
-	return &Builder{tl: &Timeline{SessionID: id, Processes: []*Proc{}, Steps: []Step{}}, byPid: map[int32]*Proc{}}
+	return &Builder{tl: &Timeline{SessionID: id, Processes: []*Proc{}, Steps: []Step{}}, byPid: map[int32]*Proc{},
+		pkgs: pkgview.New()}
 }
 
 // Add adds the event at seq.
 func (b *Builder) Add(seq uint64, e *event.Event) {
 	b.tl.Events++
+	e.Seq = seq
+	b.pkgs.Add(e)
 	pr := e.Proc
 	switch {
 	case pr != nil && e.Kind == event.KindFork:
@@ -129,6 +137,10 @@ func (b *Builder) node(pr *event.Proc, seq uint64) *Proc {
 // Timeline links each process under the latest process with its parent's
 // pid that was seen before it, and returns the timeline.
 func (b *Builder) Timeline() *Timeline {
+	b.tl.Packages = b.pkgs.View().Packages
+	if b.tl.Packages == nil {
+		b.tl.Packages = []*pkgview.Package{}
+	}
 	sort.SliceStable(b.all, func(i, j int) bool { return b.all[i].firstSeen < b.all[j].firstSeen })
 	seen := map[int32]*Proc{}
 	b.tl.Processes = []*Proc{}
