@@ -188,9 +188,18 @@ func TestMirrorNpmFixture(t *testing.T) {
 	if filter == nil || len(filter.Removed) != 1 || filter.Removed[0].Version != "1.1.0" || filter.Removed[0].Rule != "cooldown.min_age" {
 		t.Errorf("pkg.filter = %+v, want 1.1.0 removed by cooldown.min_age", filter)
 	}
+	// Pinned, the version inside the cooldown is refused by the shim
+	// before npm runs; with the shim bypassed, the mirror still hides it.
 	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", npmInstall("cool@1.1.0"))
+	if r.code == 0 || !strings.Contains(r.stdout, "refused") || !strings.Contains(r.stdout, "cooldown.min_age") {
+		t.Errorf("a pinned install of the version inside the cooldown: exit %d, want the shim's refusal by cooldown.min_age\n%s", r.code, r.stdout)
+	}
+	if b := kinds(e.events(r.summary.SessionID), event.KindPkgBlocked); len(b) != 1 || b[0].Pkg.Rule != "cooldown.min_age" {
+		t.Errorf("pkg.blocked = %v, want one by cooldown.min_age", b)
+	}
+	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", strings.ReplaceAll(npmInstall("cool@1.1.0"), "\nnpm install", "\n/usr/bin/npm install"))
 	if r.code == 0 || !strings.Contains(r.stdout, "No matching version") {
-		t.Errorf("a pinned install of the version inside the cooldown: exit %d, want npm's no-matching-version failure\n%s", r.code, r.stdout)
+		t.Errorf("a pinned install of the version inside the cooldown, past the shim: exit %d, want npm's no-matching-version failure\n%s", r.code, r.stdout)
 	}
 	if n := reg.Count(npmtest.TarballPath("cool", "1.1.0")); n != 0 {
 		t.Errorf("the fixture served the hidden version's tarball %d times", n)
