@@ -11,6 +11,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
@@ -66,7 +67,7 @@ func aptCheck(ctx context.Context, chk *checker, session string, reqs []shims.Re
 		if r.Name == "" && r.Source == "" && r.Registry == "" {
 			continue
 		}
-		checks = append(checks, ingest.Check{Manager: "apt", Ecosystem: "deb", Name: r.Name, Spec: r.Spec, Exact: r.Exact,
+		checks = append(checks, ingest.Check{Manager: "apt", Ecosystem: ecosystem.Deb, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
 			Source: r.Source, Registry: r.Registry})
 	}
 	for i, v := range chk.Check(ctx, session, checks) {
