@@ -11,7 +11,7 @@ import (
 // a plain package name always plans a request for it.
 func FuzzPlan(f *testing.F) {
 	for _, s := range []string{"install left-pad@^1", "-g i --prefix=/x a", "--reg http://x a", "x -p a -- b", "init @s",
-		"-- ci", "--no-save --save true add a@npm:b@1", "exec --package=git+ssh://x/y", "-C", "--=x"} {
+		"-- ci", "--no-save --save true add a@npm:b@1", "exec --package=git+ssh://x/y", "-C", "--=x", "audit fix --force", "rb", "pack git+https://x/y", "cache add a", "diff --diff=a@1", "--globalconfig=/x i a"} {
 		f.Add(s)
 	}
 	dir := f.TempDir()
@@ -52,6 +52,7 @@ func FuzzLock(f *testing.F) {
 func FuzzManifest(f *testing.F) {
 	f.Add([]byte(`{"dependencies":{"a":"^1","b":{"x":1}},"devDependencies":null}`))
 	f.Add([]byte("registry=${X}\n@s:registry=\\${Y}\n"))
+	f.Add([]byte("prefix=/p\nglobalconfig = \"${G}\"\nuserconfig=~/u\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := parseManifest(b); err == nil {
 			s := &session{cfg: &config{vals: map[string][]string{}}, c: shims.Context{Getenv: func(string) string { return "" }}}

@@ -16,6 +16,10 @@ import (
 	"github.com/sandtrail/sandtrail/shims"
 )
 
+// ErrNotRegular is the error of a manifest, lockfile or .npmrc that is
+// not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
 // maxFile caps what the planner reads of a lockfile or manifest.
 const maxFile = 64 << 20
 
@@ -87,13 +91,27 @@ func readLocks(files ...string) (lock, error) {
 	return all, nil
 }
 
-// readCapped reads a file of at most maxFile bytes.
+// readCapped reads a regular file of at most maxFile bytes. Anything else
+// (a FIFO, a device, a socket) is an error: it could answer the planner
+// and the real npm differently.
 func readCapped(name string) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if fi.IsDir() {
+		// npm fails to read it too, and a folder cannot answer
+		// differently: not ErrNotRegular, so an npmrc reads as empty.
+		return nil, fmt.Errorf("reading %s: a folder", name)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading %s: %w", name, ErrNotRegular)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)

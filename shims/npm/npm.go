@@ -9,22 +9,35 @@
 // Trust model: argv, package.json, .npmrc and the lockfiles are the
 // agent's. The parser errs toward install intent: every command that can
 // reify a tree (install, ci, update, dedupe, prune, uninstall, link, exec,
-// init <initializer>, their aliases and abbreviations) is planned, an
-// unreadable package.json is an error, and an unknown option never drops
-// a spec. What the read-back reports is the agent's account, which the
-// daemon checks against what the mirror served.
+// init <initializer>, audit fix, their aliases and abbreviations) is
+// planned, and so are rebuild (it runs install scripts) and the commands
+// that fetch a spec (pack <spec>, which clones a git spec and runs its
+// prepare script, cache add, diff --diff=<spec>). An unreadable
+// package.json is an error, and so is a package.json, lockfile or npmrc
+// that is not a regular file (a FIFO could answer the planner and npm
+// differently). An unknown option never drops a spec. What the read-back
+// reports is the agent's account, which the daemon checks against what
+// the mirror served.
 //
 // Registries: a request's Registry is what argv names (--registry and
 // its abbreviations, --@scope:registry=URL), else npm_config_registry
-// from the environment, else registry= or @scope:registry= in the
-// project's or the user's .npmrc; a configured registry that is the
-// session's mirror is not reported. Only the exact names
-// npm_config_registry/NPM_CONFIG_REGISTRY (and _prefix, _global,
-// _location, _userconfig, _cache) are read from the environment, since a
-// planner cannot list it.
+// from the environment, else registry= or @scope:registry= in the npmrc
+// files npm loads, the first that sets it winning: the project's, the
+// user's (userconfig), the global one (globalconfig, else
+// <prefix>/etc/npmrc) and the builtin <prefix>/lib/node_modules/npm/npmrc,
+// with userconfig, globalconfig and prefix themselves read from argv, the
+// environment and the files before them, as npm does; a configured
+// registry that is the session's mirror is not reported. Only the exact
+// names npm_config_<key>/NPM_CONFIG_<KEY> (registry, prefix, global,
+// location, userconfig, globalconfig, cache) and PREFIX, DESTDIR are read
+// from the environment, since a planner cannot list it. The builtin
+// npmrc is looked for under the default prefix (node's), which is where
+// a packaged npm lives.
 package npm
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,25 +51,56 @@ var _ shims.Planner = PlanNpx
 
 // Plan plans one npm invocation (args exclude argv[0]). It returns nil
 // for a command that installs nothing (npm --version, ls, run, config),
-// and an error when a manifest it must read cannot be read.
+// and an error when a manifest or npmrc it must read cannot be read.
 func Plan(args []string, c shims.Context) (*shims.Plan, error) {
 	cfg := parseArgv(args)
 	if len(cfg.remain) == 0 {
 		return nil, nil
 	}
 	s := newSession(cfg, c)
-	rest := cfg.remain[1:]
-	switch cmd := deref(cfg.remain[0]); cmd {
+	p, err := s.planCommand(deref(cfg.remain[0]), cfg.remain[1:])
+	if p == nil || err != nil {
+		return p, err
+	}
+	if s.npmrc(); s.rcErr != nil {
+		return nil, fmt.Errorf("reading npm's config: %w", s.rcErr)
+	}
+	return p, nil
+}
+
+// planCommand plans the commands that fetch, install or build packages.
+func (s *session) planCommand(cmd string, rest []string) (*shims.Plan, error) {
+	switch cmd {
 	case "install", "install-test", "ci", "install-ci-test", "update":
 		return s.planInstall(cmd, rest)
 	case "uninstall", "prune", "dedupe":
 		return s.planReify(rest)
+	case "audit":
+		// audit fix (with or without --force) reifies the tree that
+		// package.json and the lockfile describe.
+		if len(rest) > 0 && rest[0] == "fix" {
+			return s.planReify(nil)
+		}
+	case "rebuild":
+		// rebuild runs the install scripts of the installed packages.
+		return s.planReify(nil)
 	case "link":
 		return s.planLink(rest)
 	case "exec":
 		return s.planExec(rest)
 	case "init":
 		return s.planInit(rest)
+	case "pack":
+		// pack <spec> fetches it (a git spec is cloned and its prepare
+		// script run); pack alone packs the current folder.
+		return s.planFetch(positional(rest))
+	case "cache":
+		if len(rest) > 0 && rest[0] == "add" {
+			return s.planFetch(positional(rest[1:]))
+		}
+	case "diff":
+		// diff --diff=<spec> fetches the specs it compares.
+		return s.planFetch(s.diffSpecs())
 	}
 	return nil, nil
 }
@@ -123,6 +167,10 @@ type session struct {
 	// dir is the local prefix; roots are the trees whose lockfiles the
 	// read-back diffs.
 	dir string
+	// rc is the registry keys of the npmrc files, rcErr why they could
+	// not be read.
+	rc    map[string]string
+	rcErr error
 }
 
 func newSession(cfg *config, c shims.Context) *session {
@@ -178,7 +226,7 @@ func (s *session) localPrefix() string {
 }
 
 // globalPrefix is npm's global prefix: prefix from argv or the
-// environment, else $PREFIX, else the folder above node's bin folder.
+// environment, else the default one.
 func (s *session) globalPrefix() string {
 	if p := s.cfg.last("prefix"); p != "" && p != "true" {
 		return s.abs(p)
@@ -186,14 +234,25 @@ func (s *session) globalPrefix() string {
 	if p := s.getenv("npm_config_prefix"); p != "" {
 		return s.abs(p)
 	}
-	if p := s.c.Getenv("PREFIX"); s.c.Getenv != nil && p != "" {
+	return s.defaultPrefix()
+}
+
+// defaultPrefix is npm's default global prefix: $PREFIX, else the folder
+// above node's bin folder (under $DESTDIR when set).
+func (s *session) defaultPrefix() string {
+	if s.c.Getenv == nil {
+		return "/usr/local"
+	}
+	if p := s.c.Getenv("PREFIX"); p != "" {
 		return s.abs(p)
 	}
-	if s.c.Getenv != nil {
-		for _, d := range filepath.SplitList(s.c.Getenv("PATH")) {
-			if n, err := filepath.EvalSymlinks(filepath.Join(d, "node")); err == nil && filepath.IsAbs(n) {
-				return filepath.Dir(filepath.Dir(n))
+	for _, d := range filepath.SplitList(s.c.Getenv("PATH")) {
+		if n, err := filepath.EvalSymlinks(filepath.Join(d, "node")); err == nil && filepath.IsAbs(n) {
+			p := filepath.Dir(filepath.Dir(n))
+			if dd := s.c.Getenv("DESTDIR"); dd != "" {
+				p = filepath.Join(dd, p)
 			}
+			return p
 		}
 	}
 	return "/usr/local"
@@ -211,11 +270,16 @@ func treeLocks(dir string) []string {
 
 // workspaceRoot is a folder above dir whose package.json declares
 // workspaces, "" for none.
-func workspaceRoot(dir string) string {
+// A package.json that is not a regular file is an error.
+func workspaceRoot(dir string) (string, error) {
 	for d := filepath.Dir(dir); d != dir; dir, d = d, filepath.Dir(d) {
-		if b, err := readCapped(filepath.Join(d, "package.json")); err == nil && strings.Contains(string(b), `"workspaces"`) {
-			return d
+		b, err := readCapped(filepath.Join(d, "package.json"))
+		if errors.Is(err, ErrNotRegular) {
+			return "", err
+		}
+		if err == nil && strings.Contains(string(b), `"workspaces"`) {
+			return d, nil
 		}
 	}
-	return ""
+	return "", nil
 }

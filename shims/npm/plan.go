@@ -193,6 +193,32 @@ func (s *session) planLink(args []string) (*shims.Plan, error) {
 	return s.plan(ws, m, []bool{false, true})
 }
 
+// planFetch plans the commands that fetch specs without installing them
+// into a tree (pack, cache add, diff): the specs are the requests, and
+// nothing is read back. No spec, no plan.
+func (s *session) planFetch(specs []string) (*shims.Plan, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	return &shims.Plan{Requests: requests(s.argvWants(specs))}, nil
+}
+
+// diffSpecs are the --diff values of npm diff that name a package, not
+// a bare version of the current one.
+func (s *session) diffSpecs() []string {
+	var out []string
+	for _, v := range s.cfg.vals["diff"] {
+		if v == "" || v == "true" {
+			continue
+		}
+		if r, _ := parseSpec(v); r.Source == "" && r.Name != "" && r.Name[0] >= '0' && r.Name[0] <= '9' {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // planInit plans npm init <initializer>, which runs npm exec of
 // create-<initializer>; npm init alone writes a package.json.
 func (s *session) planInit(args []string) (*shims.Plan, error) {
@@ -303,7 +329,11 @@ func (s *session) snapshot(global bool) (*snapshot, error) {
 		sn.cache = s.cacheDir()
 	} else {
 		sn.root, sn.files = s.dir, treeLocks(s.dir)
-		if w := workspaceRoot(s.dir); w != "" {
+		w, err := workspaceRoot(s.dir)
+		if err != nil {
+			return nil, err
+		}
+		if w != "" {
 			sn.files = append(sn.files, treeLocks(w)...)
 		}
 	}

@@ -3,6 +3,7 @@ package npm
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -148,36 +149,93 @@ func (s *session) isMirror(u string) bool {
 	return s.c.Mirror != "" && strings.HasPrefix(u, strings.TrimSuffix(s.c.Mirror, "/"))
 }
 
-// npmrc reads the registry keys of the project's and the user's .npmrc,
-// the project's winning, with ${VAR} expanded as npm does.
+// npmrc is the registry keys of the npmrc files, read once per session.
 func (s *session) npmrc() map[string]string {
-	out := map[string]string{}
-	user := s.cfg.last("userconfig")
-	if user == "" || user == "true" {
-		user = s.getenv("npm_config_userconfig")
+	if s.rc == nil {
+		s.rc, s.rcErr = s.readNpmrcs()
 	}
-	if user == "" && s.getenv("HOME") != "" {
-		user = filepath.Join(s.getenv("HOME"), ".npmrc")
-	}
-	files := []string{filepath.Join(s.dir, ".npmrc")}
-	if user != "" {
-		files = append(files, s.abs(user))
-	}
-	for _, f := range files {
-		b, err := readCapped(f)
-		if err != nil {
-			continue
+	return s.rc
+}
+
+// readNpmrcs reads the registry keys of the npmrc files npm 11 loads, in
+// its order: the builtin one (<npm>/npmrc), the project's, the user's
+// (userconfig from argv, the environment, the project's or the builtin
+// file, else ~/.npmrc) and the global one (globalconfig likewise, else
+// <prefix>/etc/npmrc with prefix from argv, the environment or those
+// files). The project's wins, then the user's, the global and the
+// builtin one, with ${VAR} expanded as npm does. A file that is there
+// but is not a regular file is an error.
+func (s *session) readNpmrcs() (map[string]string, error) {
+	var builtin, project, user, global map[string]string
+	get := func(key string) string {
+		if v := s.cfg.last(key); v != "" && v != "true" {
+			return v
 		}
-		for k, v := range parseNpmrc(b, s.getenv) {
-			if _, ok := out[k]; !ok {
+		if v := s.getenv("npm_config_" + key); v != "" {
+			return v
+		}
+		for _, l := range []map[string]string{project, user, builtin} {
+			if v := l[key]; v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	var err error
+	if builtin, err = loadNpmrc(filepath.Join(s.defaultPrefix(), "lib", "node_modules", "npm", "npmrc"), s.getenv); err != nil {
+		return nil, err
+	}
+	projectFile := filepath.Join(s.dir, ".npmrc")
+	if project, err = loadNpmrc(projectFile, s.getenv); err != nil {
+		return nil, err
+	}
+	userFile := get("userconfig")
+	if userFile == "" && s.getenv("HOME") != "" {
+		userFile = filepath.Join(s.getenv("HOME"), ".npmrc")
+	}
+	if userFile != "" && s.abs(userFile) != projectFile {
+		if user, err = loadNpmrc(s.abs(userFile), s.getenv); err != nil {
+			return nil, err
+		}
+	}
+	globalFile := get("globalconfig")
+	if globalFile == "" {
+		prefix := get("prefix")
+		if prefix == "" {
+			prefix = s.defaultPrefix()
+		}
+		globalFile = filepath.Join(s.abs(prefix), "etc", "npmrc")
+	}
+	if global, err = loadNpmrc(s.abs(globalFile), s.getenv); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range []map[string]string{project, user, global, builtin} {
+		for k, v := range l {
+			if _, ok := out[k]; !ok && (k == "registry" || strings.HasSuffix(k, ":registry")) {
 				out[k] = v
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
-// parseNpmrc reads the registry and @scope:registry keys of an .npmrc
+// loadNpmrc reads one npmrc file; an absent or unreadable one is empty,
+// one that is not a regular file an error.
+func loadNpmrc(f string, getenv func(string) string) (map[string]string, error) {
+	b, err := readCapped(f)
+	if errors.Is(err, ErrNotRegular) {
+		return nil, err
+	}
+	if err != nil {
+		return map[string]string{}, nil
+	}
+	return parseNpmrc(b, getenv), nil
+}
+
+// parseNpmrc reads the registry and @scope:registry keys of an .npmrc,
+// and the prefix, userconfig and globalconfig keys that move the other
+// files
 // (ini: key = value, ; and # comments, quoted values, ${VAR}).
 func parseNpmrc(b []byte, getenv func(string) string) map[string]string {
 	out := map[string]string{}
@@ -196,7 +254,7 @@ func parseNpmrc(b []byte, getenv func(string) string) map[string]string {
 		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
 			v = v[1 : len(v)-1]
 		}
-		if k == "registry" || strings.HasSuffix(k, ":registry") {
+		if k == "registry" || strings.HasSuffix(k, ":registry") || k == "prefix" || k == "userconfig" || k == "globalconfig" {
 			out[k] = expandEnv(v, getenv)
 		}
 	}

@@ -5,7 +5,8 @@ import (
 	"sync"
 )
 
-// pip's options (pip 23.0 to 23.2, install plus the general options),
+// pip's options (pip 23.0 to 23.2, install, download and wheel plus the
+// general options; an option of one command is read in the others too),
 // reduced to whether each takes a value. optparse takes a long option's
 // value from "=" or the next argument, a short option's from the rest of
 // the argument or the next one, accepts any unique prefix of a long
@@ -16,7 +17,8 @@ var valueLong = sync.OnceValue(func() []string {
 	config-settings install-option global-option no-binary only-binary progress-bar root-user-action
 	report index-url pypi-url extra-index-url find-links python log log-file local-log
 	keyring-provider proxy retries timeout default-timeout exists-action trusted-host cert client-cert
-	cache-dir use-feature use-deprecated hash`)
+	cache-dir use-feature use-deprecated hash dest destination-dir destination-directory wheel-dir
+	build-option`)
 })
 
 var flagLong = sync.OnceValue(func() []string {
@@ -25,18 +27,19 @@ var flagLong = sync.OnceValue(func() []string {
 	check-build-dependencies break-system-packages compile no-compile no-warn-script-location
 	no-warn-conflicts prefer-binary require-hashes no-clean no-index help debug isolated
 	require-virtualenv require-venv verbose version quiet no-input no-cache-dir
-	disable-pip-version-check no-color no-python-version-warning`)
+	disable-pip-version-check no-color no-python-version-warning no-verify`)
 })
 
 // shortOpts maps each short option to its long name.
 var shortOpts = map[byte]string{'r': "requirement", 'c': "constraint", 'e': "editable", 't': "target",
 	'C': "config-settings", 'i': "index-url", 'f': "find-links", 'U': "upgrade", 'I': "ignore-installed",
-	'h': "help", 'v': "verbose", 'V': "version", 'q': "quiet"}
+	'h': "help", 'v': "verbose", 'V': "version", 'q': "quiet", 'd': "dest", 'w': "wheel-dir"}
 
 // aliasOf maps an option's other spellings to the name the planner uses.
 var aliasOf = map[string]string{"pypi-url": "index-url", "no-dependencies": "no-deps", "source": "src",
 	"source-dir": "src", "source-directory": "src", "log-file": "log", "local-log": "log",
-	"default-timeout": "timeout", "require-venv": "require-virtualenv"}
+	"default-timeout": "timeout", "require-venv": "require-virtualenv", "destination-dir": "dest",
+	"destination-directory": "dest"}
 
 var takesValue = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
@@ -78,8 +81,9 @@ func canonical(o string) string {
 // opt is one option read from argv or a requirements file.
 type opt struct {
 	name, value string
-	// at is the index of the argument that held the option.
-	at int
+	// at is the index of the argument that held the option's value, from
+	// that of the option itself.
+	at, from int
 }
 
 // parsed is a parsed argv: options in order, and positional arguments
@@ -139,6 +143,7 @@ func parseArgs(args []string, start int, interspersed bool) *parsed {
 }
 
 func (p *parsed) long(args []string, i int) int {
+	from := i
 	name, val, hasVal := strings.Cut(args[i][2:], "=")
 	full, ok := matchLong(name)
 	if !ok {
@@ -150,15 +155,15 @@ func (p *parsed) long(args []string, i int) int {
 			i++
 			val = args[i]
 		}
-		p.opts = append(p.opts, opt{full, val, i})
+		p.opts = append(p.opts, opt{name: full, value: val, at: i, from: from})
 		return i
 	}
-	p.opts = append(p.opts, opt{full, "", i})
+	p.opts = append(p.opts, opt{name: full, at: i, from: from})
 	return i
 }
 
 func (p *parsed) short(args []string, i int) int {
-	a := args[i]
+	a, from := args[i], i
 	for j := 1; j < len(a); j++ {
 		name, ok := shortOpts[a[j]]
 		if !ok {
@@ -166,7 +171,7 @@ func (p *parsed) short(args []string, i int) int {
 			return i
 		}
 		if !takesValue()[name] {
-			p.opts = append(p.opts, opt{name, "", i})
+			p.opts = append(p.opts, opt{name: name, at: i, from: from})
 			continue
 		}
 		val := a[j+1:]
@@ -174,7 +179,7 @@ func (p *parsed) short(args []string, i int) int {
 			i++
 			val = args[i]
 		}
-		p.opts = append(p.opts, opt{name, val, i})
+		p.opts = append(p.opts, opt{name: name, value: val, at: i, from: from})
 		return i
 	}
 	return i

@@ -2,6 +2,8 @@ package pip
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +14,7 @@ import (
 // plans a request for zzpkg.
 func FuzzPlan(f *testing.F) {
 	for _, s := range []string{"-i x a", "--index=x -r r.txt", "-qqUe .", "--report - a==1", "-- -x", "--extra=x --find=y",
-		"--python install install", "a[x]>=1;python_version<'3'"} {
+		"--python install install", "a[x]>=1;python_version<'3'", "--rep=x a", "--report - --report=y", "--isolated -d x"} {
 		f.Add(s)
 	}
 	dir := f.TempDir()
@@ -21,6 +23,7 @@ func FuzzPlan(f *testing.F) {
 		c := shims.Context{Dir: dir, Getenv: func(string) string { return "" }, TempDir: dir}
 		Plan(args, c)
 		Plan(append([]string{"install"}, args...), c)
+		Plan(append([]string{"download"}, args...), c)
 		p, err := Plan(append([]string{"install", "zzpkg"}, args...), c)
 		if err != nil {
 			return // a -r file that does not exist
@@ -57,5 +60,25 @@ func FuzzReport(f *testing.F) {
 	f.Add([]byte(`{"install":[{"download_info":{"archive_info":null}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ParseReport(b, []shims.Request{{Name: "a"}, {Source: "u"}})
+	})
+}
+
+// FuzzINI: any pip.conf parses without a panic, and a file that parses
+// gives options without one.
+func FuzzINI(f *testing.F) {
+	f.Add([]byte("[global]\nindex-url = x\n  y\n; c\n[install]\nfind_links: a b\n[DEFAULT]\nno-index=yes\n"))
+	f.Add([]byte("[a] b]\nk=v\n\n\tk2\n"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := parseINI(b); err != nil {
+			return
+		}
+		conf := filepath.Join(dir, "pip.conf")
+		if err := os.WriteFile(conf, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"PIP_CONFIG_FILE": conf, "XDG_CONFIG_DIRS": dir}
+		c := shims.Context{Dir: dir, Getenv: func(k string) string { return env[k] }, TempDir: dir}
+		Plan([]string{"install", "a"}, c)
 	})
 }

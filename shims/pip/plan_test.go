@@ -1,6 +1,7 @@
 package pip
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,7 +21,18 @@ func TestPlanRequests(t *testing.T) {
 		want []shims.Request // nil: no plan
 	}{
 		{"version", []string{"--version"}, nil, nil},
-		{"download", []string{"download", "a"}, nil, nil},
+		{"download", []string{"download", "a"}, nil, []shims.Request{{Name: "a", Origin: "argv"}}},
+		{"download dest", []string{"download", "-d", "out", "--dest=o2", "--destination-dir", "o3", "git+https://example.invalid/r.git"}, nil, []shims.Request{{Source: "git+https://example.invalid/r.git", Origin: "argv"}}},
+		{"wheel", []string{"wheel", "-w", "out", "--no-deps", "./src", "-i", idx}, nil, []shims.Request{{Source: "./src", Origin: "argv"}}},
+		{"wheel index", []string{"wheel", "--wheel-dir=out", "b"}, map[string]string{"PIP_INDEX_URL": idx}, []shims.Request{{Name: "b", Registry: idx, Origin: "argv"}}},
+		{"freeze", []string{"freeze"}, map[string]string{"PIP_EDITABLE": "."}, nil},
+		{"env editable", []string{"install"}, map[string]string{"PIP_EDITABLE": "/src/x ./y"}, []shims.Request{{Source: "/src/x", Origin: "env PIP_EDITABLE"}, {Source: "./y", Origin: "env PIP_EDITABLE"}}},
+		{"env editable lower", []string{"install"}, map[string]string{"PIP_editable": "/src/x"}, []shims.Request{{Source: "/src/x", Origin: "env PIP_editable"}}},
+		{"env pypi url", []string{"install", "a"}, map[string]string{"PIP_PYPI_URL": idx}, []shims.Request{{Name: "a", Registry: idx, Origin: "argv"}}},
+		{"argv index beats env", []string{"install", "a", "-i", "https://a.example.invalid/"}, map[string]string{"PIP_INDEX_URL": idx}, []shims.Request{{Name: "a", Registry: "https://a.example.invalid/", Origin: "argv"}}},
+		{"env find links", []string{"install", "a", "-f", "/w2"}, map[string]string{"PIP_FIND_LINKS": "/w1"}, []shims.Request{{Name: "a", Origin: "argv"}, {Registry: "/w1", Origin: "env PIP_FIND_LINKS"}, {Registry: "/w2", Origin: "argv"}}},
+		{"env no index", []string{"install", "a"}, map[string]string{"PIP_NO_INDEX": "yes", "PIP_INDEX_URL": idx}, []shims.Request{{Name: "a", Origin: "argv"}}},
+		{"abbreviated isolated reads env", []string{"--isol", "install", "a"}, map[string]string{"PIP_INDEX_URL": idx}, []shims.Request{{Name: "a", Registry: idx, Origin: "argv"}}},
 		{"list", []string{"-v", "list"}, nil, nil},
 		{"plain", []string{"install", "a"}, nil, []shims.Request{{Name: "a", Origin: "argv"}}},
 		{"pep508", []string{"install", "a[x,y]>=1,<2; python_version<'3.9'"}, nil, []shims.Request{{Name: "a", Spec: ">=1,<2", Origin: "argv"}}},
@@ -76,17 +88,67 @@ func TestPlanArgs(t *testing.T) {
 	if want := []string{"-q", "install", "--report", filepath.Join(tmp, "pip-report.json"), "a"}; !slices.Equal(p.Args, want) {
 		t.Errorf("Plan(-q install a).Args = %q, want %q", p.Args, want)
 	}
-	p, _ = Plan([]string{"install", "--report", "r.json", "a"}, c)
-	if p.Args != nil || p.Collect == nil {
-		t.Errorf("Plan(install --report r.json a) = %+v, want the args untouched and a Collect", p)
+	own := filepath.Join(tmp, "pip-report.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"file", []string{"install", "--report", "r.json", "a"}, []string{"install", "--report", own, "a"}},
+		{"stdout", []string{"install", "--report", "-", "a"}, []string{"install", "--report", own, "a"}},
+		{"eq and abbrev", []string{"-q", "install", "--rep=/dev/null", "a", "--report", "x"}, []string{"-q", "install", "--report", own, "a"}},
+		{"download untouched", []string{"download", "--report", "x", "a"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Plan(tc.args, c)
+			if err != nil || !slices.Equal(p.Args, tc.want) {
+				t.Errorf("Plan(%q).Args = %q, %v, want %q", tc.args, p.Args, err, tc.want)
+			}
+		})
 	}
-	p, _ = Plan([]string{"install", "--report", "-", "a"}, c)
-	if p.Args != nil || p.Collect != nil {
-		t.Errorf("Plan(install --report - a) = %+v, want no Args and no Collect", p)
-	}
-	p, _ = Plan([]string{"install", "--dry-run", "a"}, c)
-	if p.Collect != nil {
-		t.Errorf("Plan(install --dry-run a).Collect is not nil")
+}
+
+// TestReportCopy: the report pip wrote to the shim's file reaches the
+// file or stdout the agent asked for (argv, else PIP_REPORT), and is read
+// back, even with --dry-run.
+func TestReportCopy(t *testing.T) {
+	const rep = `{"install":[{"metadata":{"name":"a","version":"1"},"download_info":{"url":"u"},"requested":true}]}`
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		file    string // relative to the working directory; "" for stdout
+		wantPks int
+	}{
+		{"file", []string{"install", "--report", "r.json", "a"}, nil, "r.json", 1},
+		{"stdout", []string{"install", "--report", "-", "a"}, nil, "", 1},
+		{"env", []string{"install", "a"}, map[string]string{"PIP_REPORT": "e.json"}, "e.json", 1},
+		{"argv beats env", []string{"install", "a", "--report=r.json"}, map[string]string{"PIP_REPORT": "-"}, "r.json", 1},
+		{"dry run", []string{"install", "--dry-run", "--report", "-", "a"}, nil, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, tmp := t.TempDir(), t.TempDir()
+			var out bytes.Buffer
+			stdout = &out
+			defer func() { stdout = os.Stdout }()
+			p, err := Plan(tc.args, shims.Context{Dir: dir, Getenv: func(k string) string { return tc.env[k] }, TempDir: tmp})
+			if err != nil || p.Collect == nil {
+				t.Fatalf("Plan(%q) = %+v, %v", tc.args, p, err)
+			}
+			write(t, filepath.Join(tmp, "pip-report.json"), rep)
+			pks, err := p.Collect(0)
+			if err != nil || len(pks) != tc.wantPks {
+				t.Errorf("Collect = %+v, %v, want %d packages", pks, err, tc.wantPks)
+			}
+			got := out.String()
+			if tc.file != "" {
+				b, _ := os.ReadFile(filepath.Join(dir, tc.file))
+				got = string(b) + "\n"
+			}
+			if got != rep+"\n" {
+				t.Errorf("report copied as %q, want %q", got, rep+"\n")
+			}
+		})
 	}
 }
 

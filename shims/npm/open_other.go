@@ -1,0 +1,5 @@
+//go:build !unix
+
+package npm
+
+const openFlags = 0

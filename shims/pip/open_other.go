@@ -1,0 +1,5 @@
+//go:build !unix
+
+package pip
+
+const openFlags = 0
