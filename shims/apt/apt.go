@@ -14,8 +14,19 @@
 // is planned as an install of unknown packages. update, list, search,
 // show, policy, the apt-cache and apt-config queries, clean and --version
 // have no install intent. A local .deb (a path) is a request whose Source
-// is the path. Plan does not read back: the broker does, from the hook
-// and from --print-uris, and writes the pkg.install events.
+// is the path. A name with a regular expression's or glob's characters
+// (*?[]^$|(), which Debian's names never hold; satisfy's dependency
+// expressions aside) adds a request of unknown packages: apt-get would
+// match it against every package name.
+//
+// Plan does not read back: the broker does, from the hook and from
+// --print-uris (checking what apt would install, dependencies included,
+// against the policy), and writes the pkg.install events. Where root runs
+// apt itself (no broker), the shim's check sees argv's names only: not
+// the dependencies, not a name that apt reads as a pattern only because
+// no package has it ("netcat-traditiona."), not what -o, -c, APT_CONFIG
+// or apt.conf.d configure (a later -o Acquire::http::Proxy replaces the
+// mirror's), and no pkg.install event is written for that run.
 package apt
 
 import (
@@ -137,6 +148,11 @@ func Plan(args []string, c shims.Context) (*shims.Plan, error) {
 		return nil, nil
 	}
 	p := &shims.Plan{Requests: Requests(a)}
+	for _, s := range a.Positional {
+		if a.Command != "satisfy" && strings.ContainsAny(s, "*?[]^$|()") {
+			p.Requests = append(p.Requests, shims.Request{Origin: "argv pattern " + s})
+		}
+	}
 	if c.Mirror != "" {
 		p.Args = append([]string{"-o", "Acquire::http::Proxy=" + strings.TrimSuffix(c.Mirror, "/") + "/"}, args...)
 	}

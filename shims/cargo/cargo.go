@@ -18,9 +18,30 @@
 // Requests: a git dependency's Source is its URL; a path dependency's
 // Source is "path:" and the path as written. A request with no name is a
 // package this planner could not read (an unreadable manifest, a bare
-// `cargo install` in a package directory). A --config on the command
-// line that touches sources, registries or patches is a request whose
-// Registry is that setting, so that the policy sees it.
+// `cargo install` in a package directory).
+//
+// Configuration (config.go): aliases are expanded as cargo does before
+// planning (CARGO_ALIAS_<NAME>, [alias] of the --config values and the
+// config files; a built-in command cannot be aliased away, except that
+// an alias of a command without install intent is planned anyway, in
+// case the real cargo predates the command). The [source], [registries]
+// and [patch] tables of the same configuration, and
+// CARGO_REGISTRIES_<NAME>_INDEX for each registry named, are requests
+// (a source's or registry's URL as Registry, a git source's as Source,
+// a directory source as "path:"). An argv --config setting net or http is
+// a request whose Registry names it, which no policy approves.
+//
+// What the shim refuses (Plan returns an error; the shim refuses an
+// invocation it cannot check, whatever the policy's on_unknown_source):
+// a configuration source that cannot be read or parsed (so an alias
+// cannot be expanded), an include, an alias of another type or mixing
+// strings and arrays, a recursive alias; with a mirror, any configuration
+// of the mirror's source and an argv --config of crates-io's (cargo takes
+// the last --config, which would beat the shim's; config files rank
+// below it); a manifest, lock, config file or .crates2.json that is not a
+// regular file (a FIFO could answer the shim and cargo differently).
+// A marker Registry would not do for these: an unknown registry is only
+// refused when on_unknown_source is block.
 //
 // Read-back: for everything but install, the packages of Cargo.lock that
 // are new or changed, or whose .crate file this run downloaded into
@@ -35,6 +56,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/shims"
@@ -69,8 +91,10 @@ var commandValue = map[string]bool{
 
 // invocation is a parsed cargo argv.
 type invocation struct {
-	toolchain    string // "+nightly", or ""
-	cmd          string
+	toolchain string // "+nightly", or ""
+	cmd       string
+	// cmdAt is the command's index in argv, -1 without one.
+	cmdAt        int
 	manifestPath string
 	chdir        string
 	// positional are the command's positional arguments.
@@ -86,9 +110,10 @@ type invocation struct {
 // parseArgs reads cargo's argv. Options may come before or after the
 // command and as --opt=value; parsing stops at "--".
 func parseArgs(args []string) invocation {
-	inv := invocation{opts: map[string]string{}, flags: map[string]bool{}}
+	inv := invocation{opts: map[string]string{}, flags: map[string]bool{}, cmdAt: -1}
+	off := 0
 	if len(args) > 0 && strings.HasPrefix(args[0], "+") {
-		inv.toolchain, args = args[0], args[1:]
+		inv.toolchain, args, off = args[0], args[1:], 1
 	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -115,7 +140,7 @@ func parseArgs(args []string) invocation {
 		case strings.HasPrefix(a, "-") && a != "-":
 			inv.flags[name] = true
 		case inv.cmd == "":
-			inv.cmd = a
+			inv.cmd, inv.cmdAt = a, i+off
 		default:
 			inv.positional = append(inv.positional, a)
 		}
@@ -142,18 +167,48 @@ func optValue(a string) (name, val string, ok bool) {
 
 // Plan plans a cargo invocation (args exclude argv[0]); see the package
 // doc for what it reads. A manifest it cannot read becomes a request of
-// unknown packages, never a call without install intent.
+// unknown packages, never a call without install intent; a configuration
+// it cannot read (so an alias it cannot expand) is an error.
 func Plan(args []string, c shims.Context) (*shims.Plan, error) {
+	return plan(args, args, c, nil)
+}
+
+// plan plans args, which are orig with the aliases in expanded (the
+// commands, in order) expanded.
+func plan(orig, args []string, c shims.Context, expanded []string) (*shims.Plan, error) {
 	inv := parseArgs(args)
-	if inv.cmd == "" || noInstall[inv.cmd] {
+	if inv.cmd == "" {
 		return nil, nil
 	}
 	dir := c.Dir
 	if inv.chdir != "" {
 		dir = absIn(c.Dir, inv.chdir)
 	}
-	p := &shims.Plan{Args: mirrorArgs(args, inv.toolchain, c.Mirror), Requests: configRequests(inv.configs)}
 	home := cargoHome(c)
+	cfgs, err := loadConfigs(inv, dir, home)
+	if err != nil {
+		return nil, fmt.Errorf("planning cargo %s: %w", inv.cmd, err)
+	}
+	// An alias of a built-in command is ignored by cargo; that of one
+	// without install intent is planned anyway (a cargo older than the
+	// command runs it).
+	if !builtin[inv.cmd] || noInstall[inv.cmd] && !slices.Contains(expanded, inv.cmd) {
+		if next, err := expandAlias(inv, args, cfgs, c, expanded); err != nil || next != nil {
+			if err != nil {
+				return nil, err
+			}
+			return plan(orig, next, c, append(expanded, inv.cmd))
+		}
+	}
+	if noInstall[inv.cmd] {
+		return nil, nil
+	}
+	creqs, err := configRequests(cfgs, c.Mirror != "")
+	if err != nil {
+		return nil, fmt.Errorf("planning cargo %s: %w", inv.cmd, err)
+	}
+	p := &shims.Plan{Args: mirrorArgs(orig, inv.toolchain, c.Mirror), Requests: creqs}
+	defer func() { p.Requests = append(p.Requests, registryEnv(p.Requests, inv, c)...) }()
 	if inv.cmd == "install" {
 		return planInstall(p, inv, dir, home, c)
 	}
@@ -175,12 +230,12 @@ func Plan(args []string, c shims.Context) (*shims.Plan, error) {
 	}
 	p.Requests = append(p.Requests, reqs...)
 	lock := filepath.Join(root, "Cargo.lock")
-	before, berr := snapshot(lock, home)
+	before, err := snapshot(lock, home)
+	if err != nil {
+		return nil, fmt.Errorf("reading Cargo.lock before cargo ran: %w", err)
+	}
 	all := p.Requests
 	p.Collect = func(int) ([]shims.Package, error) {
-		if berr != nil {
-			return nil, fmt.Errorf("reading Cargo.lock before cargo ran: %w", berr)
-		}
 		after, err := snapshot(lock, home)
 		if err != nil {
 			return nil, fmt.Errorf("reading Cargo.lock after cargo ran: %w", err)
@@ -207,19 +262,23 @@ func mirrorArgs(args []string, toolchain, mirror string) []string {
 	return append(out, rest...)
 }
 
-// configRequests turns --config settings of sources, registries and
-// patches (and --config files, which may hold them) into requests.
-func configRequests(configs []string) []shims.Request {
-	var out []shims.Request
-	for _, c := range configs {
-		k, _, isKV := strings.Cut(c, "=")
-		k = strings.ToLower(strings.TrimSpace(k))
-		if !isKV || strings.HasPrefix(k, "source") || strings.HasPrefix(k, "registr") ||
-			strings.HasPrefix(k, "patch") || strings.HasPrefix(k, "net") || strings.HasPrefix(k, "http") || strings.HasPrefix(k, "\"") {
-			out = append(out, shims.Request{Registry: c, Origin: "argv --config"})
+// expandAlias returns args with inv's command replaced by its alias,
+// nil when it is no alias.
+func expandAlias(inv invocation, args []string, cfgs []configDoc, c shims.Context, expanded []string) ([]string, error) {
+	exp, ok, err := aliasOf(inv.cmd, cfgs, c)
+	if err != nil || !ok {
+		return nil, err
+	}
+	for _, e := range expanded {
+		if e == inv.cmd {
+			return nil, fmt.Errorf("expanding cargo alias %s: it is recursive", inv.cmd)
 		}
 	}
-	return out
+	if len(expanded) >= maxAliasDepth {
+		return nil, fmt.Errorf("expanding cargo alias %s: more than %d aliases deep", inv.cmd, maxAliasDepth)
+	}
+	next := append(append(append([]string{}, args[:inv.cmdAt]...), exp...), args[inv.cmdAt+1:]...)
+	return next, nil
 }
 
 // addRequests reads cargo add's crate specs.
@@ -268,12 +327,12 @@ func planInstall(p *shims.Plan, inv invocation, dir, home string, c shims.Contex
 		p.Requests = append(p.Requests, base)
 	}
 	root := firstOf(absOrEmpty(dir, inv.opts["--root"]), absOrEmpty(dir, getenv(c, "CARGO_INSTALL_ROOT")), home)
-	before, berr := installs(root)
+	before, err := installs(root)
+	if err != nil {
+		return nil, fmt.Errorf("reading .crates2.json before cargo ran: %w", err)
+	}
 	reqs := p.Requests
 	p.Collect = func(int) ([]shims.Package, error) {
-		if berr != nil {
-			return nil, fmt.Errorf("reading .crates2.json before cargo ran: %w", berr)
-		}
 		after, err := installs(root)
 		if err != nil {
 			return nil, fmt.Errorf("reading .crates2.json after cargo ran: %w", err)

@@ -70,10 +70,10 @@ func TestPlanInstall(t *testing.T) {
 		{name: "registry", args: []string{"install", "--registry", "corp", "tool", "--locked", "-j4"}, want: []shims.Request{{Name: "tool", Registry: "corp", Origin: "argv"}}},
 		{name: "index", args: []string{"install", "--index", "sparse+https://example.invalid/", "tool"}, want: []shims.Request{{Name: "tool", Registry: "sparse+https://example.invalid/", Origin: "argv"}}},
 		{name: "flags before", args: []string{"--locked", "--color", "never", "-Zx", "install", "-F", "a,b", "tool"}, want: []shims.Request{{Name: "tool", Origin: "argv"}}},
-		{name: "config source", args: []string{"--config", "source.crates-io.replace-with='evil'", "install", "tool"}, want: []shims.Request{
-			{Registry: "source.crates-io.replace-with='evil'", Origin: "argv --config"}, {Name: "tool", Origin: "argv"}}},
-		{name: "config file", args: []string{"--config=x.toml", "install", "tool"}, want: []shims.Request{
-			{Registry: "x.toml", Origin: "argv --config"}, {Name: "tool", Origin: "argv"}}},
+		{name: "config registry", args: []string{"--config", "registries.corp.index='sparse+https://example.invalid/'", "install", "tool"}, want: []shims.Request{
+			{Registry: "sparse+https://example.invalid/", Origin: "argv --config [registries.corp]"}, {Name: "tool", Origin: "argv"}}},
+		{name: "config net", args: []string{"--config", "http.proxy='http://example.invalid'", "install", "tool"}, want: []shims.Request{
+			{Registry: "argv --config http", Origin: "argv --config"}, {Name: "tool", Origin: "argv"}}},
 		{name: "harmless config", args: []string{"--config", "build.jobs=2", "install", "tool"}, want: []shims.Request{{Name: "tool", Origin: "argv"}}},
 		{name: "after --", args: []string{"install", "tool", "--", "other"}, want: []shims.Request{{Name: "tool", Origin: "argv"}}},
 		{name: "no crate", args: []string{"install"}, want: []shims.Request{{Origin: "argv"}}},

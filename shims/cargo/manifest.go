@@ -34,12 +34,21 @@ func readTOML(path string) (map[string]any, error) {
 	return doc, nil
 }
 
+// readCapped reads a regular file of at most maxManifest bytes; anything
+// else (a FIFO, a device) could answer the shim and the real cargo
+// differently, and is an error. It opens without blocking, so a FIFO put
+// in place after the check cannot hang the shim.
 func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)

@@ -222,8 +222,9 @@ func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []in
 	defer os.RemoveAll(tmp)
 	var uris []apt.URI
 	if cmd != "update" {
-		if uris, err = b.printURIs(ctx, argv, req); err != nil {
-			b.log.Warn("print-uris failed", "error", err)
+		var rep *apt.BrokerReply
+		if uris, rep = b.checkURIs(ctx, p, argv, req, fds, tmp); rep != nil {
+			return *rep
 		}
 	}
 	out := filepath.Join(tmp, "hook.jsonl")
@@ -262,16 +263,56 @@ func (b *Broker) installArgs(argv []string, out string) []string {
 	return append(a, argv...)
 }
 
-// printURIs asks apt-get what it would fetch, with hashes.
-func (b *Broker) printURIs(ctx context.Context, argv []string, req apt.BrokerRequest) ([]apt.URI, error) {
-	a := append(b.baseArgs(), "--print-uris", "-qq", "-o", "Acquire::ForceHash=sha256")
-	cmd := exec.CommandContext(ctx, b.cfg.AptGet, append(a, argv...)...)
-	cmd.Env = b.env(req)
-	out, err := cmd.Output()
+// checkURIs asks apt-get what the install would fetch and the policy
+// about each package of it, dependencies included: apt-get reads a name
+// that matches no package as a regular expression or a glob
+// ("netcat-traditiona."), so argv's names are not what it installs. A
+// non-nil reply ends the request: apt's own failure (its exit code and
+// its stderr, passed on) or the policy's refusal.
+func (b *Broker) checkURIs(ctx context.Context, p peer, argv []string, req apt.BrokerRequest, fds []int, tmp string) ([]apt.URI, *apt.BrokerReply) {
+	uris, exit, stderr, err := b.printURIs(ctx, argv, req, tmp)
 	if err != nil {
-		return nil, fmt.Errorf("running apt-get --print-uris: %w", err)
+		b.log.Warn("print-uris failed", "error", err)
+		return nil, &apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot list what apt-get would install: " + err.Error()}
 	}
-	return apt.PrintURIs(out)
+	if exit != 0 {
+		syscall.Write(fds[2], stderr)
+		return nil, &apt.BrokerReply{Exit: exit}
+	}
+	reqs := uriRequests(uris)
+	if b.cfg.Check != nil && len(reqs) > 0 {
+		if blocked, rule, msg := b.cfg.Check(ctx, p.session, reqs); blocked {
+			b.emitBlocked(p, reqs, rule, msg)
+			return nil, &apt.BrokerReply{Exit: 100, Refused: true, Message: msg}
+		}
+	}
+	return uris, nil
+}
+
+// printURIs asks apt-get what it would fetch, with hashes, with an empty
+// archive cache of its own under tmp (so that a package already in the
+// cache is listed too). A failure of apt-get's own is its exit code and
+// stderr; err is for not running or reading it.
+func (b *Broker) printURIs(ctx context.Context, argv []string, req apt.BrokerRequest, tmp string) ([]apt.URI, int, []byte, error) {
+	archives := filepath.Join(tmp, "archives")
+	if err := os.MkdirAll(filepath.Join(archives, "partial"), 0o700); err != nil {
+		return nil, 0, nil, fmt.Errorf("making an archive cache for --print-uris: %w", err)
+	}
+	a := append(b.baseArgs(), "--print-uris", "-qq", "-o", "Acquire::ForceHash=sha256", "-o", "Dir::Cache::Archives="+archives+"/")
+	cmd := exec.CommandContext(ctx, b.cfg.AptGet, append(a, argv...)...)
+	cmd.Env, cmd.Dir = b.env(req), "/"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return nil, ee.ExitCode(), stderr.Bytes(), nil
+	}
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("running apt-get --print-uris: %w", err)
+	}
+	uris, err := apt.PrintURIs(out)
+	return uris, 0, nil, err
 }
 
 var (

@@ -166,7 +166,8 @@ func start(t *testing.T) *fixture {
 	if err := os.WriteFile(f.bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.arch = debtest.Start(t, debtest.Options{}, debtest.Package{Name: "hello", Version: "2.10-3"})
+	f.arch = debtest.Start(t, debtest.Options{}, debtest.Package{Name: "hello", Version: "2.10-3"},
+		debtest.Package{Name: "fx-evil", Version: "1:1.0-1"})
 	mirror := httptest.NewServer(f.prx)
 	t.Cleanup(mirror.Close)
 	conf := scratchApt(t, filepath.Join(dir, "apt"), "deb [signed-by="+f.arch.Keyring+"] "+f.arch.URL+" stable main")
@@ -175,8 +176,8 @@ func start(t *testing.T) *fixture {
 		Session: func(pid int32, uid uint32) (string, bool) { return "s1", uid == 65534 },
 		Check: func(_ context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			for _, r := range reqs {
-				if r.Name == "evil" {
-					return true, "blocklist", "evil is on the blocklist"
+				if r.Name == "evil" || r.Name == "fx-evil" {
+					return true, "blocklist", r.Name + " is on the blocklist"
 				}
 			}
 			return false, "", ""
@@ -292,6 +293,31 @@ func TestRefused(t *testing.T) {
 				t.Errorf("client(%q): events %s, want none", tt.args, js(evs))
 			}
 		})
+	}
+}
+
+// TestPatternName: apt-get reads a name that matches no package as a
+// regular expression, so `install fx-evi.` would install the blocklisted
+// fx-evil; the broker checks what --print-uris says apt would fetch, and
+// refuses with nothing installed.
+func TestPatternName(t *testing.T) {
+	f := start(t)
+	if out, errOut, code := f.client(t, "update"); code != 0 {
+		t.Fatalf("update through the broker: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f.rec.take()
+	for _, name := range []string{"fx-evi.", "fx-evil"} {
+		out, errOut, code := f.client(t, "install", "-y", name)
+		if code != 100 || !strings.Contains(errOut, "REFUSED") || !strings.Contains(errOut, "fx-evil is on the blocklist") {
+			t.Errorf("install %s: exit %d, stdout %q, stderr %q, want a refusal", name, code, out, errOut)
+		}
+		if _, err := os.Stat(filepath.Join(f.root, "var/lib/dpkg/info/fx-evil.list")); err == nil {
+			t.Fatalf("install %s: fx-evil is installed in the scratch root", name)
+		}
+		evs := f.rec.take()
+		if len(evs) != 1 || evs[0].Kind != event.KindPkgBlocked || evs[0].Pkg.Name != "fx-evil" {
+			t.Errorf("install %s: events %s, want one pkg.blocked of fx-evil", name, js(evs))
+		}
 	}
 }
 

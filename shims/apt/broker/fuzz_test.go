@@ -3,6 +3,8 @@ package broker
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/shims/apt"
 )
 
 // FuzzValidate: whatever passes has no -o/-c, no path, no shell
@@ -64,4 +66,43 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDebFile(t *testing.T) {
+	tests := []struct {
+		file, name, version string
+		ok                  bool
+	}{
+		{"hello_2.10-3_amd64.deb", "hello", "2.10-3", true},
+		{"fx-evil_1%3a1.0-1_all.deb", "fx-evil", "1:1.0-1", true},
+		{"libc6_2.36-9+deb12u1_amd64.deb", "libc6", "2.36-9+deb12u1", true},
+		{"hello_2.10-3_amd64.udeb", "", "", false},
+		{"hello_amd64.deb", "", "", false},
+		{"a_b_c_d.deb", "", "", false},
+		{"Bad_1_all.deb", "", "", false},
+		{"x_%zz_all.deb", "", "", false},
+	}
+	for _, tt := range tests {
+		name, version, ok := debFile(tt.file)
+		if name != tt.name || version != tt.version || ok != tt.ok {
+			t.Errorf("debFile(%q) = %q, %q, %v, want %q, %q, %v", tt.file, name, version, ok, tt.name, tt.version, tt.ok)
+		}
+	}
+}
+
+// FuzzDebFile: a file name reads as a package or not at all, and a
+// package's name is one of Debian's grammar.
+func FuzzDebFile(f *testing.F) {
+	for _, s := range []string{"hello_2.10-3_amd64.deb", "fx-evil_1%3a1.0-1_all.deb", "_._.deb", "a%5f_1_all.deb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		name, version, ok := debFile(s)
+		if ok && (!pkgRe.MatchString(name) || version == "") || !ok && (name != "" || version != "") {
+			t.Fatalf("debFile(%q) = %q, %q, %v", s, name, version, ok)
+		}
+		if reqs := uriRequests([]apt.URI{{URL: "http://127.0.0.1/" + s, File: s}}); len(reqs) != 1 || reqs[0].Name == "" && reqs[0].Source == "" {
+			t.Fatalf("uriRequests(%q) = %+v, want one checkable request", s, reqs)
+		}
+	})
 }

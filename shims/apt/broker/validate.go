@@ -19,6 +19,17 @@
 // from the kernel (SO_PEERCRED), never from the request. If the client's
 // connection closes, apt-get is stopped.
 //
+// What the policy is asked about is what apt-get would install: argv's
+// names first, then every package `apt-get --print-uris` lists (with an
+// empty archive cache of the broker's, so that a cached package is listed
+// too), dependencies included, by the name and version of its file. A
+// name that matches no package is a pattern to apt-get ("fx-evi."
+// installs fx-evil), so a name is not refused for looking like one
+// (Validate refuses *?[]^$|() anyway, and '.' is in Debian's grammar):
+// the package it resolves to is checked. What the check cannot see: a
+// change of the archive between --print-uris and the install (an
+// update by another client in between).
+//
 // The shim binary must not import this package (it imports the daemon's
 // dependencies); the client half is apt.Broker.
 package broker
