@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -246,14 +245,11 @@ func cachedHash(cargoHome, name, version string) string {
 	if len(m) != 1 {
 		return ""
 	}
-	f, err := os.OpenFile(m[0], os.O_RDONLY|openNonblock, 0)
+	f, err := shims.OpenRegular(m[0])
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return ""

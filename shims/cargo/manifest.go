@@ -2,7 +2,6 @@ package cargo
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,31 +31,6 @@ func readTOML(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("parsing %s: %w", path, err)
 	}
 	return doc, nil
-}
-
-// readCapped reads a regular file of at most maxManifest bytes; anything
-// else (a FIFO, a device) could answer the shim and the real cargo
-// differently, and is an error. It opens without blocking, so a FIFO put
-// in place after the check cannot hang the shim.
-func readCapped(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("reading %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxManifest {
-		return nil, fmt.Errorf("reading %s: larger than %d bytes", path, maxManifest)
-	}
-	return b, nil
 }
 
 // manifestDeps returns the requests a parsed manifest makes: its
@@ -279,3 +253,7 @@ func rel(base, path string) string {
 	}
 	return path
 }
+
+// readCapped reads a regular file of at most maxManifest bytes
+// (shims.ReadFile).
+func readCapped(path string) ([]byte, error) { return shims.ReadFile(path, maxManifest) }

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -16,9 +14,8 @@ import (
 	"github.com/sandtrail/sandtrail/shims"
 )
 
-// ErrNotRegular is the error of a manifest, lockfile or .npmrc that is
-// not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
+// ErrNotRegular is shims.ErrNotRegular, for errors.Is.
+var ErrNotRegular = shims.ErrNotRegular
 
 // maxFile caps what the planner reads of a lockfile or manifest.
 const maxFile = 64 << 20
@@ -89,37 +86,6 @@ func readLocks(files ...string) (lock, error) {
 		}
 	}
 	return all, nil
-}
-
-// readCapped reads a regular file of at most maxFile bytes. Anything else
-// (a FIFO, a device, a socket) is an error: it could answer the planner
-// and the real npm differently.
-func readCapped(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|openFlags, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if fi.IsDir() {
-		// npm fails to read it too, and a folder cannot answer
-		// differently: not ErrNotRegular, so an npmrc reads as empty.
-		return nil, fmt.Errorf("reading %s: a folder", name)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("reading %s: %w", name, ErrNotRegular)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(b) > maxFile {
-		return nil, fmt.Errorf("reading %s: larger than %d bytes", name, maxFile)
-	}
-	return b, nil
 }
 
 // pkgName is the name of the package at path p of the lock: its entry's
@@ -276,3 +242,6 @@ func (l lock) packageOf(p string) shims.Package {
 	}
 	return pk
 }
+
+// readCapped reads a regular file of at most maxFile bytes (shims.ReadFile).
+func readCapped(name string) ([]byte, error) { return shims.ReadFile(name, maxFile) }

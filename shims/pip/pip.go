@@ -239,35 +239,11 @@ func isMirror(c shims.Context, u string) bool {
 // maxFile caps what the planner reads of a requirements file or report.
 const maxFile = 64 << 20
 
-// ErrNotRegular is the error of a requirements or configuration file
-// that is not a regular file (a FIFO could answer the planner and pip
-// differently).
-var ErrNotRegular = errors.New("not a regular file")
+// ErrNotRegular is shims.ErrNotRegular, for errors.Is.
+var ErrNotRegular = shims.ErrNotRegular
 
-// readCapped reads a regular file of at most maxFile bytes; a FIFO is
-// opened without blocking and refused.
-func readCapped(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|openFlags, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("reading %s: %w", name, ErrNotRegular)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(b) > maxFile {
-		return nil, fmt.Errorf("reading %s: larger than %d bytes", name, maxFile)
-	}
-	return b, nil
-}
+// readCapped reads a regular file of at most maxFile bytes (shims.ReadFile).
+func readCapped(name string) ([]byte, error) { return shims.ReadFile(name, maxFile) }
 
 func exists(p string) bool {
 	_, err := os.Stat(p)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/resolver/purl"
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt"
@@ -23,7 +24,7 @@ func (b *Broker) emitBlocked(p peer, reqs []shims.Request, rule, msg string) {
 	for _, r := range reqs {
 		e := b.base(event.KindPkgBlocked, p)
 		direct := true
-		e.Pkg = &event.Pkg{Manager: "apt", Ecosystem: "deb", Name: r.Name, Requested: r.Spec, Registry: r.Registry,
+		e.Pkg = &event.Pkg{Manager: "apt", Ecosystem: ecosystem.Deb, Name: r.Name, Requested: r.Spec, Registry: r.Registry,
 			Verdict: "block", Rule: rule, Reason: msg, Direct: &direct}
 		b.cfg.Emit(e)
 	}
@@ -58,9 +59,9 @@ func (b *Broker) emitInstalls(p peer, reqs []shims.Request, uris []apt.URI, out 
 				break
 			}
 		}
-		e.Pkg = &event.Pkg{Manager: "apt", Ecosystem: "deb", Name: rec.Name, Resolved: rec.Version, SourceURL: u.URL,
+		e.Pkg = &event.Pkg{Manager: "apt", Ecosystem: ecosystem.Deb, Name: rec.Name, Resolved: rec.Version, SourceURL: u.URL,
 			Hash: "sha256:" + rec.SHA256, Direct: &direct, Requested: spec, ManagerPid: pid,
-			Purl: purl.Purl{Type: "deb", Namespace: "debian", Name: rec.Name, Version: rec.Version,
+			Purl: purl.Purl{Type: ecosystem.Deb, Namespace: "debian", Name: rec.Name, Version: rec.Version,
 				Qualifiers: map[string]string{"arch": rec.Arch}}.String()}
 		if u.SHA256 != "" && u.SHA256 != rec.SHA256 {
 			e.Pkg.Reason = "the .deb's hash differs from the archive index's " + u.SHA256

@@ -1,8 +1,8 @@
 //go:build unix
 
-package cargo
+package shims
 
 import "syscall"
 
-// openNonblock keeps opening a FIFO from blocking.
+// openNonblock opens a FIFO without waiting for a writer.
 const openNonblock = syscall.O_NONBLOCK

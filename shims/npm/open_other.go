@@ -1,5 +1,0 @@
-//go:build !unix
-
-package npm
-
-const openFlags = 0

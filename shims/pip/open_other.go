@@ -1,5 +1,0 @@
-//go:build !unix
-
-package pip
-
-const openFlags = 0
