@@ -508,6 +508,7 @@ func TestPreInstall(t *testing.T) {
 		{"unpinned: no cooldown check", PackageRequest{Ecosystem: "npm", Name: "left-pad", Registry: reg}, Allow, "sources.registries.npm[0]"},
 		{"direct URL without a name", PackageRequest{Ecosystem: "pypi", Source: "https://example.invalid/x.whl"}, Block, "on_unknown_source"},
 		{"git URL", PackageRequest{Ecosystem: "npm", Source: "git+https://example.invalid/x.git"}, Block, "on_unknown_source"},
+		{"an apt pattern", PackageRequest{Ecosystem: "deb", Source: "apt-pattern:netcat-trad*"}, Block, "on_unknown_source"},
 		{"extra index not approved", PackageRequest{Ecosystem: "pypi", Registry: "https://pypi.example.invalid/simple/"}, Block, "on_unknown_source"},
 		{"nothing named", PackageRequest{Ecosystem: "npm"}, Block, ""},
 	}

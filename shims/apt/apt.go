@@ -16,8 +16,9 @@
 // have no install intent. A local .deb (a path) is a request whose Source
 // is the path. A name with a regular expression's or glob's characters
 // (*?[]^$|(), which Debian's names never hold; satisfy's dependency
-// expressions aside) adds a request of unknown packages: apt-get would
-// match it against every package name.
+// expressions aside) adds a request whose Source is "apt-pattern:NAME",
+// which the policy checks as an unknown source: apt-get would match it
+// against every package name.
 //
 // Plan does not read back: the broker does, from the hook and from
 // --print-uris (checking what apt would install, dependencies included,
@@ -150,7 +151,10 @@ func Plan(args []string, c shims.Context) (*shims.Plan, error) {
 	p := &shims.Plan{Requests: Requests(a)}
 	for _, s := range a.Positional {
 		if a.Command != "satisfy" && strings.ContainsAny(s, "*?[]^$|()") {
-			p.Requests = append(p.Requests, shims.Request{Origin: "argv pattern " + s})
+			// A pattern is a source the policy cannot approve: it is
+			// checked as one, and refused unless the policy only flags
+			// unknown sources.
+			p.Requests = append(p.Requests, shims.Request{Source: "apt-pattern:" + s, Origin: "argv pattern " + s})
 		}
 	}
 	if c.Mirror != "" {

@@ -23,7 +23,7 @@ func TestPlan(t *testing.T) {
 		{name: "remove", args: []string{"remove", "hello"}},
 		{name: "install", args: []string{"install", "-y", "hello"}, want: []shims.Request{{Name: "hello", Origin: "argv"}}},
 		{name: "glob", args: []string{"install", "-y", "netcat-trad*"}, want: []shims.Request{
-			{Name: "netcat-trad*", Origin: "argv"}, {Origin: "argv pattern netcat-trad*"}}},
+			{Name: "netcat-trad*", Origin: "argv"}, {Source: "apt-pattern:netcat-trad*", Origin: "argv pattern netcat-trad*"}}},
 		{name: "pin", args: []string{"install", "hello=2.10-3", "curl:amd64"}, want: []shims.Request{
 			{Name: "hello", Spec: "=2.10-3", Exact: "2.10-3", Origin: "argv"}, {Name: "curl", Origin: "argv"}}},
 		{name: "release", args: []string{"install", "hello/bookworm-backports"}, want: []shims.Request{{Name: "hello", Registry: "bookworm-backports", Origin: "argv"}}},
