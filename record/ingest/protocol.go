@@ -284,33 +284,8 @@ func DecodeBatch(b []byte) (*Batch, error) {
 				return nil, malformed("repeated key events")
 			}
 			haveEvs = true
-			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-				return nil, malformed("events is not an array")
-			}
-			for dec.More() {
-				if batch.Len() == MaxBatch {
-					return nil, malformed("more than %d events", MaxBatch)
-				}
-				start := dec.InputOffset()
-				e := new(event.Event)
-				err := dec.Decode(e)
-				size := int(dec.InputOffset() - start)
-				var se *json.SyntaxError
-				if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-					return nil, malformed("event %d: %v", batch.Len(), err)
-				}
-				switch {
-				case err != nil:
-					e, err = nil, fmt.Errorf("%w: decoding: %v", event.ErrInvalid, err)
-				case size > event.MaxEncodedSize:
-					e, err = nil, fmt.Errorf("%w: %d bytes exceeds %d", event.ErrInvalid, size, event.MaxEncodedSize)
-				}
-				batch.Events = append(batch.Events, e)
-				batch.Errs = append(batch.Errs, err)
-				batch.Sizes = append(batch.Sizes, size)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, malformed("events: %v", err)
+			if err := batch.decodeEvents(dec, malformed); err != nil {
+				return nil, err
 			}
 		case "checks":
 			if batch.Checks != nil {
@@ -346,6 +321,40 @@ func DecodeBatch(b []byte) (*Batch, error) {
 		return nil, malformed("no events")
 	}
 	return &batch, nil
+}
+
+// decodeEvents decodes the events array at dec's position into b, each
+// event on its own (see DecodeBatch).
+func (b *Batch) decodeEvents(dec *json.Decoder, malformed func(string, ...any) error) error {
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return malformed("events is not an array")
+	}
+	for dec.More() {
+		if b.Len() == MaxBatch {
+			return malformed("more than %d events", MaxBatch)
+		}
+		start := dec.InputOffset()
+		e := new(event.Event)
+		err := dec.Decode(e)
+		size := int(dec.InputOffset() - start)
+		var se *json.SyntaxError
+		if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return malformed("event %d: %v", b.Len(), err)
+		}
+		switch {
+		case err != nil:
+			e, err = nil, fmt.Errorf("%w: decoding: %v", event.ErrInvalid, err)
+		case size > event.MaxEncodedSize:
+			e, err = nil, fmt.Errorf("%w: %d bytes exceeds %d", event.ErrInvalid, size, event.MaxEncodedSize)
+		}
+		b.Events = append(b.Events, e)
+		b.Errs = append(b.Errs, err)
+		b.Sizes = append(b.Sizes, size)
+	}
+	if _, err := dec.Token(); err != nil {
+		return malformed("events: %v", err)
+	}
+	return nil
 }
 
 // DecodeEvent parses one untrusted event of a request. Unknown fields,
