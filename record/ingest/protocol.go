@@ -221,7 +221,15 @@ func DecodeRequest(b []byte) (*Request, error) {
 	if req.V != ProtocolVersion {
 		return nil, fmt.Errorf("%w: unsupported protocol version %d (want %d)", ErrMalformed, req.V, ProtocolVersion)
 	}
-	if len(req.Events) == 0 {
+	switch {
+	case req.Checks != nil && req.Events != nil:
+		return nil, fmt.Errorf("%w: a request has events or checks, not both", ErrMalformed)
+	case req.Checks != nil:
+		if len(req.Checks) == 0 || len(req.Checks) > MaxChecks {
+			return nil, fmt.Errorf("%w: %d checks: want 1 to %d", ErrMalformed, len(req.Checks), MaxChecks)
+		}
+		return &req, nil
+	case len(req.Events) == 0:
 		return nil, fmt.Errorf("%w: no events", ErrMalformed)
 	}
 	if len(req.Events) > MaxBatch {

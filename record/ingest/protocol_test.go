@@ -299,6 +299,8 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"x"}},"s",{"x":1}]}`))
 	f.Add([]byte(`{"events":[null],"v":1}`))
 	f.Add([]byte(`{"v":1,"events":[{"kind":}]}`))
+	f.Add([]byte(`{"v":1,"checks":[{"manager":"npm","ecosystem":"npm","name":"left-pad","spec":"^1.3.0"}]}`))
+	f.Add([]byte(`{"v":1,"checks":[],"events":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		batch, err := DecodeBatch(b)
 		if err != nil {
@@ -310,6 +312,9 @@ func FuzzDecodeBatch(f *testing.F) {
 		req, err := DecodeRequest(b)
 		if err != nil {
 			t.Fatalf("DecodeBatch accepted what DecodeRequest refuses: %v", err)
+		}
+		if len(req.Checks) != len(batch.Checks) {
+			t.Fatalf("DecodeBatch found %d checks, DecodeRequest %d", len(batch.Checks), len(req.Checks))
 		}
 		if len(req.Events) != batch.Len() {
 			t.Fatalf("DecodeBatch found %d events, DecodeRequest %d", batch.Len(), len(req.Events))
