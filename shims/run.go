@@ -167,7 +167,7 @@ func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok
 	defer cancel()
 	vs, err := client.Check(ctx, checks)
 	if err != nil {
-		if s.Getenv("SANDTRAIL_SESSION_ID") != "" || !errors.Is(err, ingest.ErrUnavailable) {
+		if s.inSession() || !errors.Is(err, ingest.ErrUnavailable) {
 			s.say("refused: %s: the install cannot be checked against the policy: %v", m.Name, err)
 			return ExitRefused, false
 		}
@@ -195,6 +195,33 @@ func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok
 		return ExitRefused, false
 	}
 	return 0, true
+}
+
+// inSession reports whether the shim runs in a sandtrail session: by its
+// environment, or, since the agent controls that, by its cgroup, which it
+// cannot leave (a session's v2 cgroup is sandtrail-<id>; the daemon's own
+// is sandtrail-daemon). Inside a session an install that cannot be
+// checked is refused; outside one it runs with a warning.
+func (s *Shim) inSession() bool {
+	if s.Getenv("SANDTRAIL_SESSION_ID") != "" {
+		return true
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		_, path, ok := strings.Cut(line, "::") // the v2 line: 0::/PATH
+		if !ok {
+			continue
+		}
+		for _, dir := range strings.Split(path, "/") {
+			if strings.HasPrefix(dir, "sandtrail-") && dir != "sandtrail-daemon" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // record sends one pkg.install per package; the client spools them when

@@ -99,10 +99,17 @@ func TestShimNpmRegistry(t *testing.T) {
 
 // TestShimBlocks: installs from unapproved sources are stopped before the
 // manager runs, with a message naming the rule, exit code 77 and a
-// pkg.blocked event in the session.
+// pkg.blocked event in the session. An agent that points its shim away
+// from the daemon and drops the session's variables is refused too: the
+// shim knows the session by its cgroup.
 func TestShimBlocks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	r := e.run("--user", "nobody", "--", "sh", "-c",
+		`cd "$HOME" && env -u SANDTRAIL_SESSION_ID SANDTRAIL_SOCKET=/nonexistent npm install --no-audit --no-fund left-pad@1.3.0`)
+	if r.code != 77 || !strings.Contains(r.stderr, "cannot be checked") {
+		t.Errorf("an install whose check the agent made impossible: exit %d, want 77, refused as unchecked\n%s", r.code, r.stderr)
+	}
 	for _, tt := range []struct{ name, cmd, source string }{
 		{"npm git", "npm install git+https://example.invalid/x.git", "git+https://example.invalid/x.git"},
 	} {
