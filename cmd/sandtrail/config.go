@@ -37,6 +37,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("checkpoint.interval", time.Second)
 	v.SetDefault("ingest.socket_mode", "0666")
 	v.SetDefault("ingest.max_conns", 256)
+	v.SetDefault("ingest.max_conns_per_peer", 32)
 	v.SetDefault("ingest.dedup_size", 1<<18)
 	v.SetDefault("ingest.idle_timeout", 2*time.Minute)
 	v.SetDefault("ingest.drain_timeout", 30*time.Second)

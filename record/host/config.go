@@ -82,8 +82,12 @@ type IngestConfig struct {
 	// SocketMode is the socket file's mode, in octal. Attribution by
 	// peer credentials, not the mode, decides what a peer may send.
 	SocketMode string `mapstructure:"socket_mode"`
-	// MaxConns caps concurrent connections.
+	// MaxConns caps concurrent connections; an eighth is reserved for
+	// root outside sessions.
 	MaxConns int `mapstructure:"max_conns"`
+	// MaxConnsPerPeer caps the connections of one peer: a session, or a
+	// uid outside sessions (not root). 0 removes this cap.
+	MaxConnsPerPeer int `mapstructure:"max_conns_per_peer"`
 	// DedupSize is how many journaled event ids are remembered (and loaded
 	// from the journal's tail at start) to drop replayed events.
 	DedupSize int `mapstructure:"dedup_size"`

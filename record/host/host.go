@@ -219,6 +219,7 @@ func (h *Host) startIngest() error {
 		server.WithLogger(h.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),
+		server.WithMaxConnsPerPeer(cfg.Ingest.MaxConnsPerPeer),
 		server.WithDedupSize(cfg.Ingest.DedupSize),
 		server.WithIdleTimeout(cfg.Ingest.IdleTimeout),
 		server.WithChecker(chk))

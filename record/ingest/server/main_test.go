@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "hold":
+		if err := holdRole(os.Getenv(envSock), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "hold role:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "sleep":
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
@@ -86,6 +92,84 @@ func clientRole(sock string, in io.Reader, out io.Writer) error {
 		fmt.Fprintf(out, "%s\n", b)
 	}
 	return sc.Err()
+}
+
+// holdRole opens and holds connections to sock, as told by the lines of
+// in: "open N" opens N more and answers "admitted=A busy=B" (each
+// connection is pinged with a request the server answers, so which were
+// turned away is known without timing); "close" closes every held one and
+// "churn N" opens and at once closes N, each answering "done".
+func holdRole(sock string, in io.Reader, out io.Writer) error {
+	var held []net.Conn
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		var n int
+		switch cmd := sc.Text(); {
+		case cmd == "close":
+			for _, c := range held {
+				c.Close()
+			}
+			held = nil
+			fmt.Fprintln(out, "done")
+		case strings.HasPrefix(cmd, "churn "):
+			if _, err := fmt.Sscanf(cmd, "churn %d", &n); err != nil {
+				return err
+			}
+			for range n {
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					return err
+				}
+				c.Close()
+			}
+			fmt.Fprintln(out, "done")
+		case strings.HasPrefix(cmd, "open "):
+			if _, err := fmt.Sscanf(cmd, "open %d", &n); err != nil {
+				return err
+			}
+			admitted, busy := 0, 0
+			for range n {
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					return err
+				}
+				code, err := ping(c)
+				switch {
+				case err != nil:
+					return err
+				case code == ingest.CodeBusy:
+					busy++
+					c.Close()
+				default:
+					admitted++
+					held = append(held, c)
+				}
+			}
+			fmt.Fprintf(out, "admitted=%d busy=%d\n", admitted, busy)
+		default:
+			return fmt.Errorf("unknown command %q", cmd)
+		}
+	}
+	return sc.Err()
+}
+
+// ping sends c a request without events, which a server that admitted c
+// answers malformed, and returns the reply's code: busy when the server
+// turned c away (it sends that on accept and closes, so the write may
+// fail; the reply is read all the same).
+func ping(c net.Conn) (ingest.Code, error) {
+	_ = ingest.WriteFrame(c, []byte(`{"v":1,"events":[]}`))
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := ingest.ReadFrame(c, ingest.MaxFrame)
+	if err != nil {
+		return "", fmt.Errorf("reading the reply to a ping: %w", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	rep, err := ingest.DecodeReply(b)
+	if err != nil {
+		return "", err
+	}
+	return rep.Code, nil
 }
 
 // handoffRole connects to sock, sends one batch (so the server has taken
@@ -272,8 +356,14 @@ type child struct {
 // startChild runs the test binary as a client of sock, configured by attr.
 func startChild(t *testing.T, exe, sock string, attr *syscall.SysProcAttr) *child {
 	t.Helper()
+	return startRole(t, exe, "client", sock, attr)
+}
+
+// startRole runs the test binary in role, with sock, configured by attr.
+func startRole(t *testing.T, exe, role, sock string, attr *syscall.SysProcAttr) *child {
+	t.Helper()
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envRole+"=client", envSock+"="+sock)
+	cmd.Env = append(os.Environ(), envRole+"="+role, envSock+"="+sock)
 	cmd.SysProcAttr = attr
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -315,4 +405,16 @@ func (c *child) stop() {
 		c.in = nil
 		_ = c.cmd.Wait()
 	}
+}
+
+// do sends one command line to a hold-role process and returns its answer.
+func (c *child) do(t *testing.T, cmd string) string {
+	t.Helper()
+	if _, err := fmt.Fprintln(c.in, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if !c.out.Scan() {
+		t.Fatalf("hold process gave no answer to %q: %v", cmd, c.out.Err())
+	}
+	return c.out.Text()
 }

@@ -29,7 +29,17 @@
 //
 // Malformed, oversized and garbage frames get an error reply and are counted;
 // they never stop the server. Each connection has its own goroutine, read
-// deadlines and a place under a cap on connections.
+// deadlines and a place under the caps on connections.
+//
+// Connection caps. Right after accept, in the connection's goroutine and
+// before any frame is read, the server attributes the peer and counts the
+// connection under a peer key: the session for a peer in one (every process
+// and cgroup of a session is one peer), the uid otherwise. A peer may hold
+// WithMaxConnsPerPeer connections; all peers but the orchestrator (root
+// outside every session) share the global cap minus a reserve of one
+// eighth, which only the orchestrator may use, and the orchestrator has no
+// cap of its own. A connection over a cap gets the busy reply and is
+// closed; so an agent holding many connections cannot starve root's.
 package server
 
 import (
@@ -72,7 +82,8 @@ var (
 type Stats struct {
 	Conns       int64  // connections open now
 	Accepted    uint64 // connections accepted in total
-	Busy        uint64 // connections turned away at the cap
+	Busy        uint64 // connections turned away at a cap
+	PeerBusy    uint64 // of Busy, those turned away at their peer's cap
 	Batches     uint64 // requests answered
 	Events      uint64 // events appended to the journal
 	Duplicates  uint64 // events dropped as already journaled
@@ -94,6 +105,8 @@ type Server struct {
 	cg       cgroup.Mount
 	cgErr    error
 	maxConns int
+	perPeer  int
+	caps     *connCaps
 	maxFrame int
 	idle     time.Duration
 	frameTO  time.Duration
@@ -112,6 +125,7 @@ type Server struct {
 	conns64     atomic.Int64
 	accepted    atomic.Uint64
 	busy        atomic.Uint64
+	peerBusy    atomic.Uint64
 	batches     atomic.Uint64
 	events      atomic.Uint64
 	duplicates  atomic.Uint64
@@ -122,6 +136,8 @@ type Server struct {
 	refused     atomic.Uint64
 	unavailable atomic.Uint64
 	timeouts    atomic.Uint64
+
+	lastBusyWarn atomic.Int64 // unix nanoseconds of the last warnBusy line
 }
 
 // Option configures a Server.
@@ -133,8 +149,15 @@ func WithLogger(l hclog.Logger) Option { return func(s *Server) { s.log = l.Name
 // WithHost sets the host written into every accepted event.
 func WithHost(h string) Option { return func(s *Server) { s.host = h } }
 
-// WithMaxConns caps concurrent connections (default 256).
+// WithMaxConns caps concurrent connections (default 256). One eighth of
+// them (at least one, when n > 1) is reserved for root outside every
+// session: other peers share the rest.
 func WithMaxConns(n int) Option { return func(s *Server) { s.maxConns = n } }
+
+// WithMaxConnsPerPeer caps the connections one peer (a session, or a uid
+// outside sessions) may hold open (default DefaultMaxConnsPerPeer); n <= 0
+// removes the per-peer cap. Root outside every session has none.
+func WithMaxConnsPerPeer(n int) Option { return func(s *Server) { s.perPeer = n } }
 
 // WithMaxFrame lowers the largest accepted frame (default and upper bound
 // ingest.MaxFrame).
@@ -168,6 +191,7 @@ func New(app Appender, sessions Sessions, opts ...Option) *Server {
 		sessions: sessions,
 		log:      hclog.NewNullLogger(),
 		maxConns: 256,
+		perPeer:  DefaultMaxConnsPerPeer,
 		maxFrame: ingest.MaxFrame,
 		idle:     2 * time.Minute,
 		frameTO:  10 * time.Second,
@@ -183,6 +207,7 @@ func New(app Appender, sessions Sessions, opts ...Option) *Server {
 	if s.dedup == nil {
 		s.dedup = newDedup(DefaultDedupSize)
 	}
+	s.caps = newConnCaps(s.maxConns, s.perPeer)
 	if s.cgErr != nil {
 		s.log.Warn("no cgroup v2 hierarchy, no peer can be attributed to a session", "error", s.cgErr)
 	}
@@ -234,7 +259,7 @@ func (s *Server) Remembered() int { return s.dedup.len() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Conns: s.conns64.Load(), Accepted: s.accepted.Load(), Busy: s.busy.Load(),
+		Conns: s.conns64.Load(), Accepted: s.accepted.Load(), Busy: s.busy.Load(), PeerBusy: s.peerBusy.Load(),
 		Batches: s.batches.Load(), Events: s.events.Load(), Duplicates: s.duplicates.Load(),
 		Rejected: s.rejected.Load(), Failed: s.failed.Load(), Malformed: s.malformed.Load(),
 		Oversized: s.oversized.Load(), Refused: s.refused.Load(), Unavailable: s.unavailable.Load(),
@@ -388,13 +413,8 @@ func (s *Server) armRead(c *net.UnixConn) bool {
 func (s *Server) serveConn(c *net.UnixConn) {
 	defer s.untrack(c)
 	defer c.Close()
-	n := s.conns64.Add(1)
+	s.conns64.Add(1)
 	defer s.conns64.Add(-1)
-	if n > int64(s.maxConns) {
-		s.busy.Add(1)
-		s.reply(c, &ingest.Reply{Code: ingest.CodeBusy, Error: "too many connections"})
-		return
-	}
 	p, err := newPeer(c, !s.noPidfd)
 	if err != nil {
 		s.unavailable.Add(1)
@@ -403,6 +423,11 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		return
 	}
 	defer p.close()
+	release := s.admitConn(c, p)
+	if release == nil {
+		return
+	}
+	defer release()
 	for s.armRead(c) {
 		size, err := ingest.ReadFrameHeader(c, s.maxFrame)
 		switch {
