@@ -36,5 +36,5 @@ func LogStats(log hclog.Logger, msg string, st server.Stats) {
 	log.Info(msg, "conns", st.Conns, "batches", st.Batches, "events", st.Events,
 		"duplicates", st.Duplicates, "rejected", st.Rejected, "failed", st.Failed,
 		"malformed", st.Malformed, "oversized", st.Oversized, "refused", st.Refused,
-		"unavailable", st.Unavailable, "busy", st.Busy, "timeouts", st.Timeouts)
+		"unavailable", st.Unavailable, "busy", st.Busy, "peer_busy", st.PeerBusy, "timeouts", st.Timeouts)
 }
