@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
 	"github.com/sandtrail/sandtrail/record/ingest"
@@ -33,6 +34,12 @@ func (h *Host) startApt(chk *checker) error {
 	shim, err := filepath.EvalSymlinks(filepath.Join(h.cfg.ShimDir, "apt-get"))
 	if err != nil {
 		return fmt.Errorf("apt broker: finding the shim binary for apt's hook: %w", err)
+	}
+	// apt runs the hook as root: nobody else may be able to replace it.
+	for _, p := range []string{shim, filepath.Dir(shim)} {
+		if err := rootOnly(p); err != nil {
+			return fmt.Errorf("apt broker: the hook %s: %w", shim, err)
+		}
 	}
 	mount, err := cgroup.ReadV2()
 	if err != nil {
@@ -119,4 +126,17 @@ func aptState(dataDir string) (string, error) {
 		return "", fmt.Errorf("apt broker: %w", err)
 	}
 	return conf, nil
+}
+
+// rootOnly checks that p is owned by root and writable by nobody else.
+func rootOnly(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s must be root's and writable by root alone (it is %v)", p, fi.Mode().Perm())
+	}
+	return nil
 }
