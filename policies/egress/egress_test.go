@@ -1,9 +1,6 @@
 package egress
 
-import (
-	"net/netip"
-	"testing"
-)
+import "testing"
 
 func TestPortRangeMatch(t *testing.T) {
 	for _, tt := range []struct {
@@ -43,33 +40,5 @@ func TestVerdictPast(t *testing.T) {
 		if got := tt.v.Past(); got != tt.want {
 			t.Errorf("Verdict(%q).Past() = %q, want %q", tt.v, got, tt.want)
 		}
-	}
-}
-
-func TestLoopback(t *testing.T) {
-	for _, tt := range []struct {
-		name, ip, lo, reached string
-	}{
-		{"unspecified v4", "0.0.0.0", "127.0.0.1", "127.0.0.1"},
-		{"this network", "0.1.2.3", "127.0.0.1", "0.1.2.3"},
-		{"top of this network", "0.255.255.255", "127.0.0.1", "0.255.255.255"},
-		{"unspecified v6", "::", "::1", "::1"},
-		{"mapped unspecified", "::ffff:0.0.0.0", "127.0.0.1", "127.0.0.1"},
-		{"mapped this network", "::ffff:0.1.2.3", "127.0.0.1", "0.1.2.3"},
-		{"loopback", "127.0.0.1", "", "127.0.0.1"},
-		{"v6 loopback", "::1", "", "::1"},
-		{"v4-compatible", "::0.1.2.3", "", "::1:203"},
-		{"after this network", "1.0.0.0", "", "1.0.0.0"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ip := netip.MustParseAddr(tt.ip)
-			lo, ok := Loopback(ip)
-			if got := map[bool]string{true: lo.String(), false: ""}[ok]; got != tt.lo {
-				t.Errorf("Loopback(%s) = %q, want %q", ip, got, tt.lo)
-			}
-			if got := Reached(ip).String(); got != tt.reached {
-				t.Errorf("Reached(%s) = %s, want %s", ip, got, tt.reached)
-			}
-		})
 	}
 }
