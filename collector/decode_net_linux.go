@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -50,6 +51,12 @@ func (d *decoder) net1(kind processEventKind, raw []byte) (*event.Event, *oomVic
 	}
 	if dst.IsValid() && kind != processEventKindKIND_NET_LISTEN {
 		n.DstIP, n.DstPort = dst.String(), r.Dst.Port
+		if kind == processEventKindKIND_NET_CONNECT {
+			// A connect or send to 0.0.0.0 or :: names the loopback
+			// address the kernel connects it to, as its net.close
+			// does; the reason of a verdict names both.
+			n.DstIP = egress.Reached(dst).String()
+		}
 		// A connect or send names the domain only when the kernel knew
 		// it at the decision: one learned later must not explain it.
 		known := kind != processEventKindKIND_NET_CONNECT || netNetFlags(r.Flags)&netNetFlagsNET_DOMAIN_KNOWN != 0

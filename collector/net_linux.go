@@ -224,7 +224,9 @@ type cidrEntry struct {
 
 // cidrFlags returns the prefixes of t with their flags, each prefix
 // carrying as well the blocked and allowed flags of every prefix that
-// contains it, so that the longest match answers for all.
+// contains it, so that the longest match answers for all. The prefixes
+// 0.0.0.0/8 and ::/128 are always there, so that addresses counted as
+// loopback (egress.Loopback) match an entry of loopbackFlags'.
 func cidrFlags(t egress.Table) []cidrEntry {
 	var entries []cidrEntry
 	add := func(p netip.Prefix, f uint8) {
@@ -245,6 +247,8 @@ func cidrFlags(t egress.Table) []cidrEntry {
 	for _, a := range t.DoHAddrs {
 		add(netip.PrefixFrom(a, a.BitLen()), uint8(netCidrFlagsCIDR_DOH))
 	}
+	add(netip.MustParsePrefix("0.0.0.0/8"), 0)
+	add(netip.MustParsePrefix("::/128"), 0)
 	const inherited = uint8(netCidrFlagsCIDR_BLOCKED | netCidrFlagsCIDR_ALLOWED)
 	out := make([]cidrEntry, len(entries))
 	for i, e := range entries {
@@ -255,7 +259,42 @@ func cidrFlags(t egress.Table) []cidrEntry {
 		}
 		out[i] = e
 	}
-	return out
+	return loopbackFlags(out)
+}
+
+// loopbackFlags combines the flags of each entry within 0.0.0.0/8 or ::/128
+// with those of its loopback address (egress.Loopback), as egress.Table
+// decides: blocked or DoH when either is, allowed when both are. entries
+// carry their inherited flags.
+func loopbackFlags(entries []cidrEntry) []cidrEntry {
+	const (
+		either = uint8(netCidrFlagsCIDR_BLOCKED | netCidrFlagsCIDR_DOH)
+		both   = uint8(netCidrFlagsCIDR_ALLOWED)
+	)
+	// lookup is the trie's longest match; a loopback address is outside
+	// the entries this changes, so the order does not matter.
+	lookup := func(a netip.Addr) uint8 {
+		best, f := -1, uint8(0)
+		for _, e := range entries {
+			if e.p.Contains(a) && e.p.Bits() > best {
+				best, f = e.p.Bits(), e.flags
+			}
+		}
+		return f
+	}
+	for i, e := range entries {
+		lo, ok := egress.Loopback(e.p.Addr())
+		within := 128 // bits of ::/128, or of 0.0.0.0/8
+		if lo.Is4() {
+			within = 8
+		}
+		if !ok || e.p.Bits() < within {
+			continue
+		}
+		l := lookup(lo)
+		entries[i].flags = (e.flags|l)&either | e.flags&l&both
+	}
+	return entries
 }
 
 // writeCIDRs puts entries in the IPv4 and IPv6 tries.

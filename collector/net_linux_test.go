@@ -609,34 +609,58 @@ egress:
   default: block
   allowed_domains: [registry.npmjs.org, "*.github.com"]
   blocked_domains: [evil.github.com]
-  allowed_cidrs: [10.0.0.0/8, "2001:db8::/32", 127.0.0.0/8]
-  blocked_cidrs: [169.254.169.254, 10.6.6.0/24, "2001:db8:bad::/48", 127.0.0.66]
-  allowed_ports: [443, 80/tcp, 8000-8100, 53/udp]
+  allowed_cidrs: [10.0.0.0/8, "2001:db8::/32", 127.0.0.0/8, 0.0.0.0/30, "::1", "::/128"]
+  blocked_cidrs: [169.254.169.254, 10.6.6.0/24, "2001:db8:bad::/48", 127.0.0.66, 0.0.0.1]
+  allowed_ports: [443, 80/tcp, 8000-8100, 8443, 53/udp]
   blocked_ports: [25, 6000-6010/udp]
-  doh_endpoints: [dns.google, 1.1.1.1, "2001:db8::1111"]
+  doh_endpoints: [dns.google, 1.1.1.1, "2001:db8::1111", 10.1.9.9]
   doh_action: block
 `)
-	cg, r := startWatched(t, "sess-net-diff", WithEgress(eng))
 	learned := map[netip.Addr]string{
 		netip.MustParseAddr("104.16.0.1"):   "registry.npmjs.org",
 		netip.MustParseAddr("140.82.0.5"):   "api.github.com",
 		netip.MustParseAddr("140.82.0.6"):   "evil.github.com",
 		netip.MustParseAddr("8.8.8.8"):      "dns.google",
+		netip.MustParseAddr("10.2.0.1"):     "dns.google",
 		netip.MustParseAddr("93.184.0.1"):   "example.com",
 		netip.MustParseAddr("2606:4700::1"): "registry.npmjs.org",
 		netip.MustParseAddr("10.6.6.7"):     "registry.npmjs.org",
 	}
+	ips := []string{"10.1.2.3", "10.6.6.6", "10.6.6.7", "169.254.169.254", "1.1.1.1", "1.1.1.2", "2001:db8::1", "2001:db8::1111",
+		"2001:db8:bad::1", "2001:db9::1", "127.0.0.1", "127.0.0.66", "::ffff:10.1.2.3", "::ffff:169.254.169.254", "192.168.1.1",
+		"10.1.9.9", "0.0.0.0", "0.0.0.1", "0.0.0.2", "0.1.2.3", "::", "::ffff:0.0.0.0", "::1"}
+	egressDifferential(t, "sess-net-diff", eng, learned, ips)
+}
+
+// TestNetEgressDifferentialLoopback: with loopback blocked, the kernel
+// blocks 0.0.0.0/8, :: and ::ffff:0.0.0.0 as Engine.Egress does.
+func TestNetEgressDifferentialLoopback(t *testing.T) {
+	eng := newEngine(t, `
+egress:
+  default: allow
+  blocked_cidrs: [127.0.0.0/8, "::1"]
+  doh_endpoints: ["::1", 1.1.1.1]
+  doh_action: block
+`)
+	ips := []string{"0.0.0.0", "0.0.0.1", "0.1.2.3", "0.255.255.255", "::", "::ffff:0.0.0.0", "::ffff:0.1.2.3", "::2", "1.0.0.0", "1.1.1.1", "127.0.0.1", "::1"}
+	egressDifferential(t, "sess-net-diff-lo", eng, nil, ips)
+}
+
+// egressDifferential dials ips (with learned domains) on many ports, and
+// random addresses, from a session with eng's egress policy, and compares
+// the kernel's verdicts with eng.Egress.
+func egressDifferential(t *testing.T, sid string, eng *policy.Engine, learned map[netip.Addr]string, ips []string) {
+	t.Helper()
+	cg, r := startWatched(t, sid, WithEgress(eng))
 	for ip, d := range learned {
 		if err := r.c.LearnDomain(ip, d, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ips := []string{"10.1.2.3", "10.6.6.6", "10.6.6.7", "169.254.169.254", "1.1.1.1", "1.1.1.2", "2001:db8::1", "2001:db8::1111",
-		"2001:db8:bad::1", "2001:db9::1", "127.0.0.1", "127.0.0.66", "::ffff:10.1.2.3", "::ffff:169.254.169.254", "192.168.1.1"}
 	for ip := range learned {
 		ips = append(ips, ip.String())
 	}
-	ports := []uint16{1, 22, 25, 53, 79, 80, 81, 443, 853, 5999, 6000, 6005, 6010, 6011, 7999, 8000, 8050, 8100, 8101}
+	ports := []uint16{1, 22, 25, 53, 79, 80, 81, 443, 853, 5999, 6000, 6005, 6010, 6011, 7999, 8000, 8050, 8100, 8101, 8443}
 	rng := rand.New(rand.NewPCG(7, 11))
 	var cases []dialCase
 	for _, s := range ips {
@@ -647,9 +671,14 @@ egress:
 		}
 	}
 	for range 300 {
-		ip := netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
-		if rng.IntN(3) == 0 {
+		var ip netip.Addr
+		switch rng.IntN(4) {
+		case 0:
 			ip = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0x0b, 0xad, 0, byte(rng.IntN(2)), 9: byte(rng.IntN(256)), 15: 1})
+		case 1:
+			ip = netip.AddrFrom4([4]byte{0, byte(rng.IntN(2)), byte(rng.IntN(256)), byte(rng.IntN(4))})
+		default:
+			ip = netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
 		}
 		cases = append(cases, dialCase{[]string{"tcp", "udp"}[rng.IntN(2)], ip, uint16(1 + rng.IntN(65535))})
 	}
@@ -909,6 +938,14 @@ func TestNetDecode(t *testing.T) {
 			r.Op, r.Proto, r.Verdict = uint8(netNetOpNET_OP_SEND), unix.IPPROTO_UDP, uint8(netNetVerdictNET_BLOCK)
 			v6(&r.Dst, "2001:db8::1", 53)
 		}), "net.send {send udp  0 2001:db8::1 53 blocked }", false},
+		{"unspecified names loopback", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
+			r.Op, r.Proto, r.Verdict = uint8(netNetOpNET_OP_CONNECT), unix.IPPROTO_TCP, uint8(netNetVerdictNET_BLOCK)
+			v4(&r.Dst, "0.0.0.0", 8080)
+		}), "net.connect {connect tcp  0 127.0.0.1 8080 blocked }", false},
+		{"v6 unspecified names loopback", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
+			r.Op, r.Proto = uint8(netNetOpNET_OP_SEND), unix.IPPROTO_UDP
+			v6(&r.Dst, "::", 8080)
+		}), "net.send {send udp  0 ::1 8080 allowed }", false},
 		{"redirected", mk(processEventKindKIND_NET_CONNECT, func(r *netNetEvent) {
 			r.Op, r.Proto, r.Flags = uint8(netNetOpNET_OP_SEND), unix.IPPROTO_UDP, uint8(netNetFlagsNET_REDIRECTED)
 			v4(&r.Dst, "192.0.2.53", 53)
@@ -956,8 +993,9 @@ func TestNetDecode(t *testing.T) {
 	}
 }
 
-// TestNetEgressFlag: a DoH endpoint with doh_action flag is reached and
-// recorded as flagged, with the policy's reason.
+// TestNetEgressFlag: a DoH endpoint with doh_action flag, by address or by
+// name, is reached and recorded as flagged, with the policy's reason, on
+// any port (8443 too) but plain DNS's.
 func TestNetEgressFlag(t *testing.T) {
 	eng := newEngine(t, "egress:\n  doh_endpoints: [127.0.0.3, doh.example]\n  doh_action: flag\n")
 	cg, r := startWatched(t, "sess-net-flag", WithEgress(eng))
@@ -969,7 +1007,9 @@ func TestNetEgressFlag(t *testing.T) {
 		{"tcp", netip.MustParseAddr("127.0.0.3"), 443},
 		{"udp", netip.MustParseAddr("127.0.0.3"), 853},
 		{"tcp", byName, 443},
-		{"tcp", netip.MustParseAddr("127.0.0.3"), 80},
+		{"tcp", netip.MustParseAddr("127.0.0.3"), 8443},
+		{"tcp", byName, 8443},
+		{"udp", netip.MustParseAddr("127.0.0.3"), 53},
 	}
 	res := dialAll(t, netns.New(t), cg, cases)
 	for i, c := range cases {
@@ -982,7 +1022,7 @@ func TestNetEgressFlag(t *testing.T) {
 		}
 		ev := r.wait(t, kind, netEvent(kind, func(n *event.Net) bool { return n.DstIP == c.ip.String() && n.DstPort == c.port }))
 		want, reason := VerdictFlagged, "DNS-over-HTTPS"
-		if c.port == 80 {
+		if c.port == 53 {
 			want, reason = VerdictAllowed, ""
 		}
 		if ev.Net.Verdict != want || !strings.Contains(ev.Net.Reason, reason) || (reason == "") != (ev.Net.Reason == "") {
@@ -1094,7 +1134,49 @@ func TestCIDRFlags(t *testing.T) {
 		pfx("10.1.9.9/32"):   doh | blocked | allowed,
 		pfx("1.1.1.1/32"):    doh,
 		pfx("2001:db8::/32"): allowed,
+		pfx("0.0.0.0/8"):     0,
+		pfx("::/128"):        0,
 	}
+	checkCIDRFlags(t, tab, want)
+}
+
+// TestCIDRFlagsLoopback: entries within 0.0.0.0/8 and ::/128 are blocked
+// or DoH when they or their loopback address are, allowed when both are.
+func TestCIDRFlagsLoopback(t *testing.T) {
+	const (
+		blocked = uint8(netCidrFlagsCIDR_BLOCKED)
+		allowed = uint8(netCidrFlagsCIDR_ALLOWED)
+		doh     = uint8(netCidrFlagsCIDR_DOH)
+	)
+	pfx := netip.MustParsePrefix
+	tab := egress.Table{
+		BlockedCIDRs: []netip.Prefix{pfx("127.0.0.0/8"), pfx("0.1.0.0/16")},
+		AllowedCIDRs: []netip.Prefix{pfx("0.0.0.0/0"), pfx("::1/128"), pfx("::/0")},
+		DoHAddrs:     []netip.Addr{netip.MustParseAddr("::1"), netip.MustParseAddr("0.0.0.7")},
+	}
+	want := map[netip.Prefix]uint8{
+		pfx("127.0.0.0/8"): blocked | allowed,
+		pfx("0.0.0.0/0"):   allowed,
+		pfx("::/0"):        allowed,
+		pfx("::1/128"):     allowed | doh,
+		// 127.0.0.1 is blocked, so all of 0.0.0.0/8 is.
+		pfx("0.1.0.0/16"): blocked | allowed,
+		pfx("0.0.0.7/32"): blocked | allowed | doh,
+		pfx("0.0.0.0/8"):  blocked | allowed,
+		// :: takes ::1's DoH flag.
+		pfx("::/128"): allowed | doh,
+	}
+	checkCIDRFlags(t, tab, want)
+	// ::'s own allowed flag is not enough without ::1's.
+	tab.AllowedCIDRs = []netip.Prefix{pfx("0.0.0.0/0"), pfx("::/128")}
+	delete(want, pfx("::/0"))
+	want[pfx("::1/128")] = doh
+	want[pfx("::/128")] = doh
+	checkCIDRFlags(t, tab, want)
+}
+
+func checkCIDRFlags(t *testing.T, tab egress.Table, want map[netip.Prefix]uint8) {
+	t.Helper()
 	got := map[netip.Prefix]uint8{}
 	for _, e := range cidrFlags(tab) {
 		if _, dup := got[e.p]; dup {

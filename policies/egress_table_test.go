@@ -6,26 +6,34 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/policies/egress"
 )
 
 // tableVerdict evaluates t the way the collector's BPF connect hooks do: it
 // is the model that TestEgressTable holds against Engine.Egress.
 func tableVerdict(t EgressTable, dc DomainClass, ip netip.Addr, port uint16, proto string) Verdict {
 	ip = ip.Unmap()
-	in := func(ps []netip.Prefix) bool {
-		return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(ip) })
+	lo, isLo := egress.Loopback(ip)
+	inAny := func(ps []netip.Prefix, a netip.Addr) bool {
+		return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
 	}
+	// An address that counts as loopback is blocked (and a DoH address)
+	// when it or its loopback address is, allowed when both are.
+	blocked := inAny(t.BlockedCIDRs, ip) || (isLo && inAny(t.BlockedCIDRs, lo))
+	allowed := inAny(t.AllowedCIDRs, ip) && (!isLo || inAny(t.AllowedCIDRs, lo))
+	doh := slices.Contains(t.DoHAddrs, ip) || (isLo && slices.Contains(t.DoHAddrs, lo))
 	ports := func(rs []PortRange) bool {
 		return slices.ContainsFunc(rs, func(r PortRange) bool { return r.Match(port, proto) })
 	}
 	switch {
-	case dc.Blocked, in(t.BlockedCIDRs), ports(t.BlockedPorts):
+	case dc.Blocked, blocked, ports(t.BlockedPorts):
 		return Block
-	case (port == 443 || port == 853 || port == 0) && (dc.DoH || slices.Contains(t.DoHAddrs, ip)):
+	case port != 53 && (dc.DoH || doh):
 		return t.DoHAction
 	}
 	if t.AllowedDests || len(t.AllowedPorts) > 0 {
-		dest := !t.AllowedDests || dc.Allowed || in(t.AllowedCIDRs)
+		dest := !t.AllowedDests || dc.Allowed || allowed
 		portOK := len(t.AllowedPorts) == 0 || ports(t.AllowedPorts)
 		if dest && portOK {
 			return Allow
@@ -42,10 +50,14 @@ func TestEgressTable(t *testing.T) {
 		{"empty", "egress: {}\n"},
 		{"ports only", "egress:\n  default: block\n  allowed_ports: [443/tcp, 53/udp]\n  doh_endpoints: [9.9.9.9]\n  doh_action: flag\n"},
 		{"cidrs", "egress:\n  default: allow\n  blocked_cidrs: [\"::/0\", 127.0.0.2, \"::ffff:10.0.0.0/104\"]\n  allowed_cidrs: [127.0.0.0/8]\n  blocked_ports: [1-100/udp]\n"},
+		{"loopback blocked", "egress:\n  default: allow\n  blocked_cidrs: [127.0.0.0/8, \"::1\"]\n"},
+		{"loopback allowed", "egress:\n  default: block\n  allowed_cidrs: [127.0.0.1, \"::1\", 0.0.0.0/24]\n  blocked_cidrs: [0.0.0.128/25]\n  doh_endpoints: [127.0.0.1, \"::\"]\n  doh_action: flag\n"},
+		{"zero net", "egress:\n  default: block\n  allowed_cidrs: [0.0.0.0/0, \"::/0\"]\n  blocked_cidrs: [0.1.0.0/16, 127.0.0.5]\n"},
 	}
 	domains := []string{"", "registry.npmjs.org", "api.github.com", "github.com", "evil.github.com", "dns.google", "example.com", "Registry.NPMJS.org."}
-	ips := []string{"10.1.2.3", "10.6.6.6", "169.254.169.254", "::ffff:169.254.169.254", "2001:db8::1", "::1", "1.1.1.1", "9.9.9.9", "127.0.0.1", "127.0.0.2", "8.8.8.8", "::ffff:10.1.2.3"}
-	ports := []uint16{0, 1, 22, 25, 53, 80, 100, 443, 853, 8000, 8050, 8100, 8101, 65535}
+	ips := []string{"10.1.2.3", "10.6.6.6", "169.254.169.254", "::ffff:169.254.169.254", "2001:db8::1", "::1", "1.1.1.1", "9.9.9.9", "127.0.0.1", "127.0.0.2", "8.8.8.8", "::ffff:10.1.2.3",
+		"0.0.0.0", "0.0.0.1", "0.0.0.200", "0.1.2.3", "0.255.255.255", "::", "::ffff:0.0.0.0", "::ffff:0.1.2.3", "::2", "127.0.0.5", "1.0.0.0"}
+	ports := []uint16{0, 1, 22, 25, 53, 80, 100, 443, 853, 8000, 8443, 8050, 8100, 8101, 65535}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, p := range policies {
 		t.Run(p.name, func(t *testing.T) {
@@ -70,9 +82,12 @@ func TestEgressTable(t *testing.T) {
 			// Random addresses and ports as well.
 			for range 2000 {
 				var ip netip.Addr
-				if rng.IntN(2) == 0 {
+				switch rng.IntN(3) {
+				case 0:
 					ip = netip.AddrFrom4([4]byte{byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
-				} else {
+				case 1:
+					ip = netip.AddrFrom4([4]byte{0, byte(rng.IntN(2)), byte(rng.IntN(2)), byte(rng.IntN(256))})
+				default:
 					var b [16]byte
 					for i := range b {
 						b[i] = byte(rng.IntN(256))
@@ -134,6 +149,37 @@ func TestEgressReason(t *testing.T) {
 			want := e.Egress(tt.domain, ip, tt.port, tt.proto).Reason
 			if got := e.EgressReason(tt.domain, ip, tt.port, tt.proto); got != want || got == "" {
 				t.Errorf("EgressReason(%q, %v, %d, %s) = %q, want Egress's reason %q", tt.domain, ip, tt.port, tt.proto, got, want)
+			}
+		})
+	}
+}
+
+// TestEgressLoopbackAddr: the addresses of egress.Loopback and
+// egress.Reached. (Here, not in package egress's tests, since this file is
+// data the address guard knows.)
+func TestEgressLoopbackAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name, ip, lo, reached string
+	}{
+		{"unspecified v4", "0.0.0.0", "127.0.0.1", "127.0.0.1"},
+		{"this network", "0.1.2.3", "127.0.0.1", "0.1.2.3"},
+		{"top of this network", "0.255.255.255", "127.0.0.1", "0.255.255.255"},
+		{"unspecified v6", "::", "::1", "::1"},
+		{"mapped unspecified", "::ffff:0.0.0.0", "127.0.0.1", "127.0.0.1"},
+		{"mapped this network", "::ffff:0.1.2.3", "127.0.0.1", "0.1.2.3"},
+		{"loopback", "127.0.0.1", "", "127.0.0.1"},
+		{"v6 loopback", "::1", "", "::1"},
+		{"v4-compatible", "::0.1.2.3", "", "::1:203"},
+		{"after this network", "1.0.0.0", "", "1.0.0.0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ip := netip.MustParseAddr(tt.ip)
+			lo, ok := egress.Loopback(ip)
+			if got := map[bool]string{true: lo.String(), false: ""}[ok]; got != tt.lo {
+				t.Errorf("Loopback(%s) = %q, want %q", ip, got, tt.lo)
+			}
+			if got := egress.Reached(ip).String(); got != tt.reached {
+				t.Errorf("Reached(%s) = %s, want %s", ip, got, tt.reached)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -465,20 +466,18 @@ func (e *Engine) checkScripts(req PackageRequest) Check {
 // Egress decides a connection to domain (the name it was looked up as,
 // empty if unknown), ip (invalid if unknown), port and proto (tcp or udp).
 // Rules are tried in order and the first that matches decides: blocked
-// domains, blocked CIDRs, blocked ports, DoH endpoints (on ports 443 and
-// 853, or an unknown port 0), allowed destinations, then the default.
+// domains, blocked CIDRs, blocked ports, DoH endpoints (on every port but
+// 53, plain DNS), allowed destinations, then the default. An address of
+// 0.0.0.0/8 or :: counts as loopback too (egress.Loopback): it is blocked
+// when it or its loopback address is, and allowed only when both are.
 func (e *Engine) Egress(domain string, ip netip.Addr, port uint16, proto string) Decision {
 	c := e.c
 	host := strings.TrimSuffix(strings.ToLower(domain), ".")
 	ip = ip.Unmap()
-	dest := host
-	if ip.IsValid() {
-		if dest != "" {
-			dest += " "
-		}
-		dest += ip.String()
-	}
-	dest = fmt.Sprintf("%s port %d/%s", dest, port, proto)
+	lo, isLo := egress.Loopback(ip)
+	// in reports whether ip is in p, or its loopback address is.
+	in := func(p netip.Prefix) bool { return p.Contains(ip) || (isLo && p.Contains(lo)) }
+	dest := fmt.Sprintf("%s port %d/%s", egressDest(host, ip), port, proto)
 	if host != "" {
 		for _, d := range c.blockedDomains {
 			if d.match(host) {
@@ -488,7 +487,7 @@ func (e *Engine) Egress(domain string, ip netip.Addr, port uint16, proto string)
 	}
 	if ip.IsValid() {
 		for _, r := range c.blockedCIDRs {
-			if r.prefix.Contains(ip) {
+			if in(r.prefix) {
 				return Decision{Verdict: Block, Rule: r.field, Reason: fmt.Sprintf("%s: address is in blocked %s", dest, r.prefix)}
 			}
 		}
@@ -498,44 +497,84 @@ func (e *Engine) Egress(domain string, ip netip.Addr, port uint16, proto string)
 			return Decision{Verdict: Block, Rule: r.field, Reason: fmt.Sprintf("%s: port is blocked", dest)}
 		}
 	}
-	if port == 443 || port == 853 || port == 0 {
+	if port != egress.DNSPort {
 		for _, r := range c.doh {
-			if (r.domain != nil && host != "" && r.domain.match(host)) || (r.addr.IsValid() && r.addr == ip) {
+			if (r.domain != nil && host != "" && r.domain.match(host)) || (r.addr.IsValid() && (r.addr == ip || (isLo && r.addr == lo))) {
 				return Decision{Verdict: c.dohAction, Rule: r.field, Reason: fmt.Sprintf("%s: DNS-over-HTTPS endpoint, whose lookups bypass the DNS record", dest)}
 			}
 		}
 	}
-	if len(c.allowedDomains)+len(c.allowedCIDRs)+len(c.allowedPorts) > 0 {
-		destRule := ""
-		if len(c.allowedDomains)+len(c.allowedCIDRs) == 0 {
-			destRule = "egress.allowed_ports"
-		}
-		for _, d := range c.allowedDomains {
-			if host != "" && d.match(host) {
-				destRule = d.field
-				break
-			}
-		}
-		if destRule == "" && ip.IsValid() {
-			for _, r := range c.allowedCIDRs {
-				if r.prefix.Contains(ip) {
-					destRule = r.field
-					break
-				}
-			}
-		}
-		portOK := len(c.allowedPorts) == 0
-		for _, r := range c.allowedPorts {
-			if r.match(port, proto) {
-				portOK = true
-				break
-			}
-		}
-		if destRule != "" && portOK {
-			return Decision{Verdict: Allow, Rule: destRule, Reason: fmt.Sprintf("%s: allowed destination", dest)}
-		}
+	if d, ok := e.egressAllowed(host, ip, port, proto); ok {
+		d.Reason = fmt.Sprintf("%s: allowed destination", dest)
+		return d
 	}
 	return Decision{Verdict: c.egressDefault, Rule: "egress.default", Reason: fmt.Sprintf("%s: no egress rule matches; default %s", dest, c.egressDefault)}
+}
+
+// egressDest names a destination in a reason: the domain and the address,
+// and for an address that counts as loopback, the loopback address.
+func egressDest(host string, ip netip.Addr) string {
+	dest := host
+	if ip.IsValid() {
+		if dest != "" {
+			dest += " "
+		}
+		dest += ip.String()
+		if lo, ok := egress.Loopback(ip); ok {
+			how := "counted as"
+			if ip.IsUnspecified() {
+				how = "reaches"
+			}
+			dest += fmt.Sprintf(" (%s loopback %s)", how, lo)
+		}
+	}
+	return dest
+}
+
+// egressAllowed decides the allowed destinations and ports of Egress: it
+// returns an allow decision with its rule, and whether they allow the
+// connection. An address that counts as loopback must be in an allowed
+// CIDR, and so must its loopback address.
+func (e *Engine) egressAllowed(host string, ip netip.Addr, port uint16, proto string) (Decision, bool) {
+	c := e.c
+	if len(c.allowedDomains)+len(c.allowedCIDRs)+len(c.allowedPorts) == 0 {
+		return Decision{}, false
+	}
+	destRule := ""
+	if len(c.allowedDomains)+len(c.allowedCIDRs) == 0 {
+		destRule = "egress.allowed_ports"
+	}
+	for _, d := range c.allowedDomains {
+		if host != "" && d.match(host) {
+			destRule = d.field
+			break
+		}
+	}
+	allowedCIDR := func(a netip.Addr) string {
+		for _, r := range c.allowedCIDRs {
+			if r.prefix.Contains(a) {
+				return r.field
+			}
+		}
+		return ""
+	}
+	if destRule == "" && ip.IsValid() {
+		destRule = allowedCIDR(ip)
+		if lo, ok := egress.Loopback(ip); ok && allowedCIDR(lo) == "" {
+			destRule = ""
+		}
+	}
+	portOK := len(c.allowedPorts) == 0
+	for _, r := range c.allowedPorts {
+		if r.match(port, proto) {
+			portOK = true
+			break
+		}
+	}
+	if destRule == "" || !portOK {
+		return Decision{}, false
+	}
+	return Decision{Verdict: Allow, Rule: destRule}, true
 }
 
 // FileRead decides a read of path (absolute, as resolved by the caller

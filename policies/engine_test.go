@@ -228,6 +228,9 @@ func TestEgress(t *testing.T) {
 		{name: "blocked port", domain: "registry.npmjs.org", port: 25, proto: "tcp", verdict: Block, rule: "egress.blocked_ports[0]"},
 		{name: "doh by name", domain: "dns.google", ip: addr("8.8.8.8"), port: 443, proto: "tcp", verdict: Block, rule: "egress.doh_endpoints[0]"},
 		{name: "doh by address", ip: addr("1.1.1.1"), port: 443, proto: "tcp", verdict: Block, rule: "egress.doh_endpoints[1]"},
+		{name: "doh by name on another port", domain: "dns.google", ip: addr("8.8.8.8"), port: 8443, proto: "tcp", verdict: Block, rule: "egress.doh_endpoints[0]"},
+		{name: "doh by address on another port", ip: addr("1.1.1.1"), port: 8443, proto: "tcp", verdict: Block, rule: "egress.doh_endpoints[1]"},
+		{name: "doh by address on an allowed port", ip: addr("1.1.1.1"), port: 8050, proto: "udp", verdict: Block, rule: "egress.doh_endpoints[1]"},
 		{name: "plain dns to a doh address is not doh", ip: addr("1.1.1.1"), port: 53, proto: "udp", verdict: Block, rule: "egress.default"},
 		{name: "unknown destination", domain: "example.com", ip: addr("93.184.216.34"), port: 443, proto: "tcp", verdict: Block, rule: "egress.default"},
 	}
@@ -236,6 +239,42 @@ func TestEgress(t *testing.T) {
 			d := e.Egress(tt.domain, tt.ip, tt.port, tt.proto)
 			if d.Verdict != tt.verdict || (tt.rule != "" && d.Rule != tt.rule) {
 				t.Errorf("Egress(%q, %v, %d, %s) = %s %q [%s], want %s [%s]", tt.domain, tt.ip, tt.port, tt.proto, d.Verdict, d.Reason, d.Rule, tt.verdict, tt.rule)
+			}
+		})
+	}
+}
+
+// TestEgressLoopback: 0.0.0.0/8, :: and ::ffff:0.0.0.0 count as loopback,
+// which Linux connects them to: blocked with it, allowed only with it.
+func TestEgressLoopback(t *testing.T) {
+	blocked := newTestEngine(t, "egress:\n  default: allow\n  blocked_cidrs: [127.0.0.0/8, \"::1\"]\n")
+	allowed := newTestEngine(t, "egress:\n  default: block\n  allowed_cidrs: [127.0.0.0/8, \"::1\", 0.0.0.0/32]\n")
+	doh := newTestEngine(t, "egress:\n  doh_endpoints: [127.0.0.1]\n  doh_action: flag\n")
+	addr := netip.MustParseAddr
+	tests := []struct {
+		name    string
+		e       *Engine
+		ip      netip.Addr
+		port    uint16
+		verdict Verdict
+		rule    string
+		reason  string
+	}{
+		{"unspecified v4", blocked, addr("0.0.0.0"), 8080, Block, "egress.blocked_cidrs[0]", "0.0.0.0 (reaches loopback 127.0.0.1) port 8080/tcp: address is in blocked 127.0.0.0/8"},
+		{"this network", blocked, addr("0.1.2.3"), 8080, Block, "egress.blocked_cidrs[0]", "0.1.2.3 (counted as loopback 127.0.0.1) port 8080/tcp: address is in blocked 127.0.0.0/8"},
+		{"unspecified v6", blocked, addr("::"), 8080, Block, "egress.blocked_cidrs[1]", ":: (reaches loopback ::1) port 8080/tcp: address is in blocked ::1/128"},
+		{"mapped unspecified", blocked, addr("::ffff:0.0.0.0"), 8080, Block, "egress.blocked_cidrs[0]", "0.0.0.0 (reaches loopback 127.0.0.1) port 8080/tcp: address is in blocked 127.0.0.0/8"},
+		{"other address", blocked, addr("1.0.0.0"), 8080, Allow, "egress.default", ""},
+		{"allowed when both are", allowed, addr("0.0.0.0"), 8080, Allow, "egress.allowed_cidrs[2]", ""},
+		{"not allowed as loopback alone", allowed, addr("0.1.2.3"), 8080, Block, "egress.default", ""},
+		{"v6 not allowed as loopback alone", allowed, addr("::"), 8080, Block, "egress.default", ""},
+		{"doh as its loopback address", doh, addr("0.0.0.0"), 8443, Flag, "egress.doh_endpoints[0]", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := tt.e.Egress("", tt.ip, tt.port, "tcp")
+			if d.Verdict != tt.verdict || d.Rule != tt.rule || (tt.reason != "" && d.Reason != tt.reason) {
+				t.Errorf("Egress(%v, %d) = %s %q [%s], want %s %q [%s]", tt.ip, tt.port, d.Verdict, d.Reason, d.Rule, tt.verdict, tt.reason, tt.rule)
 			}
 		})
 	}

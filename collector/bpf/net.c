@@ -263,7 +263,9 @@ static __always_inline __u8 egress_verdict(struct net_addr *dst, __u8 proto, __u
 		return NET_BLOCK;
 	if (pf & (tcp ? PORT_BLOCKED_TCP : PORT_BLOCKED_UDP))
 		return NET_BLOCK;
-	if ((port == 443 || port == 853 || port == 0) && ((dom & DOMAIN_DOH) || (cidr & CIDR_DOH)))
+	/* A DoH endpoint on any port but plain DNS's (which the DNS proxy
+	 * takes). */
+	if (port != DNS_PORT && ((dom & DOMAIN_DOH) || (cidr & CIDR_DOH)))
 		return cf->doh_action;
 	if (cf->allowed_dests || cf->allowed_ports) {
 		bool dest = !cf->allowed_dests || (dom & DOMAIN_ALLOWED) || (cidr & CIDR_ALLOWED);

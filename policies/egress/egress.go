@@ -50,8 +50,8 @@ func (v Verdict) Past() string {
 //  1. the domain is blocked (DomainClass.Blocked) → block;
 //  2. the address is in a BlockedCIDRs prefix → block;
 //  3. the port matches a BlockedPorts range → block;
-//  4. on ports 443, 853 (and 0), the domain is a DoH endpoint
-//     (DomainClass.DoH) or the address is in DoHAddrs → DoHAction;
+//  4. on any port but 53, the domain is a DoH endpoint (DomainClass.DoH)
+//     or the address is in DoHAddrs → DoHAction;
 //  5. when AllowedDests or AllowedPorts is set: the destination is allowed
 //     (no AllowedDests, or DomainClass.Allowed, or the address is in an
 //     AllowedCIDRs prefix) and the port matches an AllowedPorts range (or
@@ -61,6 +61,11 @@ func (v Verdict) Past() string {
 // Addresses are compared unmapped: a v4-mapped IPv6 address is its IPv4
 // address. Prefixes are kept as written (masked), so an IPv4-mapped prefix
 // in the policy matches nothing, as in policy.Engine.Egress.
+//
+// An address of 0.0.0.0/8 or :: counts as loopback as well ([Loopback]):
+// Linux connects 0.0.0.0 and :: to the local host (127.0.0.1, ::1). Such
+// an address is in BlockedCIDRs, or in DoHAddrs, when it or its loopback
+// address is; it is in AllowedCIDRs only when both are.
 type Table struct {
 	Default   Verdict
 	DoHAction Verdict
@@ -75,6 +80,45 @@ type Table struct {
 	// AllowedDests is true when the policy lists allowed domains or
 	// allowed CIDRs, so that a destination must match one of them.
 	AllowedDests bool
+}
+
+// DNSPort is plain DNS, the one port on which a DoH endpoint is not DoH:
+// the session's DNS proxy takes what is sent there.
+const DNSPort = 53
+
+var (
+	zeroNet   = netip.MustParsePrefix("0.0.0.0/8")
+	loopback4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+)
+
+// Loopback returns the loopback address that ip (unmapped) counts as in
+// every verdict: 127.0.0.1 for 0.0.0.0/8, ::1 for ::. Linux connects (and
+// sends) to 0.0.0.0 and :: on the local host, through the loopback device,
+// which is how the "0.0.0.0-day" reached local services; the rest of
+// 0.0.0.0/8, reserved as "this network", is counted with it. ok is false
+// for every other address.
+func Loopback(ip netip.Addr) (lo netip.Addr, ok bool) {
+	ip = ip.Unmap()
+	switch {
+	case ip.Is4() && zeroNet.Contains(ip):
+		return loopback4, true
+	case ip.Is6() && ip.IsUnspecified():
+		return netip.IPv6Loopback(), true
+	}
+	return netip.Addr{}, false
+}
+
+// Reached returns the address a connect or send to ip (unmapped) reaches:
+// 127.0.0.1 for 0.0.0.0, ::1 for ::, and ip itself otherwise. (A socket
+// bound to another local address reaches that address instead; it is
+// still this host.)
+func Reached(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
+	if ip.IsUnspecified() {
+		lo, _ := Loopback(ip)
+		return lo
+	}
+	return ip
 }
 
 // PortRange is an inclusive range of ports for a protocol.
