@@ -293,6 +293,7 @@ type summary struct {
 	ByCategory map[string]uint64 `json:"by_category"`
 	Limits     []string          `json:"limit_hits"`
 	Lost       uint64            `json:"lost"`
+	Workdir    string            `json:"workdir"`
 	Journal    struct {
 		Status string `json:"status"`
 	} `json:"journal"`

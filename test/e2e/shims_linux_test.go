@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -371,5 +372,71 @@ func TestShimPackagesView(t *testing.T) {
 	// The live rule raised it in the journal too.
 	if a := kinds(e.events(r.summary.SessionID), event.KindAlert); len(a) == 0 {
 		t.Errorf("no alert event in the session's record")
+	}
+}
+
+// paritySession is a session's script that runs each case once through
+// the shim (its name, first on PATH) and once straight (the real binary's
+// path), in the same directory made fresh each time, and keeps stdout,
+// stderr and the exit code of each run in $HOME/parity/<case>.<shim|direct>.
+const paritySession = `set -u
+cd "$HOME"; mkdir -p parity
+run() { # NAME WHICH CMD...
+	name=$1 which=$2; shift 2
+	rm -rf w && mkdir w && cd w
+	mkdir -p local && echo '{"name":"local","version":"1.0.0"}' >local/package.json
+	echo '{"name":"p","version":"1.0.0"}' >package.json
+	"$@" >"../parity/$name.$which.out" 2>"../parity/$name.$which.err"
+	echo $? >"../parity/$name.$which.code"
+	cd ..
+}
+npmf="--no-audit --no-fund --no-update-notifier --logs-max=0"
+for which in shim direct; do
+	npm=npm pip=pip
+	[ $which = direct ] && npm=/usr/bin/npm pip=/usr/bin/pip
+	run npm-version $which $npm --version
+	run npm-install-fails $which $npm install ./missing $npmf
+	run npm-install-succeeds $which $npm install ./local $npmf
+	run pip-version $which $pip --version
+	run pip-install-fails $which $pip install --no-index --disable-pip-version-check nonexistent-xyz
+done
+`
+
+// TestShimParitySession: in a real session, as the agent, stdout, stderr
+// and the exit code of npm and pip through the shim equal a direct run's,
+// for calls without install intent and for installs that succeed and fail
+// (npm's "in 339ms" aside). TestOutputParity covers cargo and apt-get, and
+// more cases, outside a session.
+func TestShimParitySession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Local packages are direct sources: this policy allows them, so that
+	// the installs run through the shim as they run directly.
+	pol := writePolicy(t, "sources:\n  registries:\n    npm: [https://registry.npmjs.org/]\n    pypi: [https://pypi.org/simple/]\n  allow_direct_urls: true\n")
+	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", paritySession)
+	if r.code != 0 {
+		t.Fatalf("parity session: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	sum := r.summary
+	if sum.Workdir == "" {
+		t.Fatalf("run's summary names no workdir\n%s", r.stderr)
+	}
+	took := regexp.MustCompile(`in [0-9.]+m?s\b`)
+	for _, c := range []string{"npm-version", "npm-install-fails", "npm-install-succeeds", "pip-version", "pip-install-fails"} {
+		for _, part := range []string{"out", "err", "code"} {
+			read := func(which string) string {
+				b, err := os.ReadFile(filepath.Join(sum.Workdir, "parity", c+"."+which+"."+part))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return took.ReplaceAllString(string(b), "in TIME")
+			}
+			if got, want := read("shim"), read("direct"); got != want {
+				t.Errorf("%s %s through the shim = %q, directly %q", c, part, got, want)
+			}
+		}
+	}
+	if code, _ := os.ReadFile(filepath.Join(sum.Workdir, "parity", "npm-install-succeeds.shim.code")); strings.TrimSpace(string(code)) != "0" {
+		t.Errorf("npm install ./local through the shim exited %s, want a success to compare", code)
 	}
 }
