@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
@@ -135,76 +128,15 @@ func shareToolchain(sysroot string) (string, error) {
 	return dir, nil
 }
 
-// fixtureCrate is a crate version of a crateIndex, with its .crate file
-// (cratestest.CrateFile's when nil).
-type fixtureCrate struct {
-	name string
-	v    cratestest.Version
-	file []byte
-}
-
-// crateIndex is a loopback sparse index, laid out as cratestest's
-// (IndexPath, CratePath under DefaultDL, Line). cratestest.Registry builds
-// each .crate itself, of Cargo.toml and src/lib.rs only, so it cannot
-// serve a crate with a build script; this one serves the files it is given.
-type crateIndex struct {
-	*httptest.Server
-	lines map[string][]string // index path → lines
-	files map[string][]byte   // .crate path → file
-}
-
-func startCrateIndex(t *testing.T, crates ...fixtureCrate) *crateIndex {
-	ix := &crateIndex{lines: map[string][]string{}, files: map[string][]byte{}}
-	for i, c := range crates {
-		if c.file == nil {
-			crates[i].file = cratestest.CrateFile(c.name, c.v)
-		}
-		p := cratestest.IndexPath(c.name)
-		ix.lines[p] = append(ix.lines[p], cratestest.Line(c.name, c.v, crates[i].file))
-		ix.files[cratestest.CratePath(c.name, c.v.Version)] = crates[i].file
-	}
-	ix.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
-		case p == "/config.json":
-			json.NewEncoder(w).Encode(map[string]string{"dl": ix.URL + cratestest.DefaultDL, "api": ix.URL})
-		case ix.files[p] != nil:
-			w.Write(ix.files[p])
-		case ix.lines[p] != nil:
-			fmt.Fprint(w, strings.Join(ix.lines[p], "\n")+"\n")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(ix.Close)
-	return ix
-}
-
-// scriptCrate is the .crate of fx-script 0.1.0, whose build script writes
+// buildScript is fx-script's build.rs: it writes
 // $OUT_DIR/fx-script-was-here and connects to 127.0.0.1:port.
-func scriptCrate(port int) []byte {
-	dir := "fx-script-0.1.0/"
-	files := []struct{ path, body string }{
-		{dir + "Cargo.toml", "[package]\nname = \"fx-script\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"build.rs\"\n" +
-			"license = \"MIT\"\ndescription = \"a fixture with a build script\"\n"},
-		{dir + "build.rs", fmt.Sprintf(`fn main() {
+func buildScript(port int) string {
+	return fmt.Sprintf(`fn main() {
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     std::fs::write(format!("{}/fx-script-was-here", out), "built").expect("writing OUT_DIR");
     let _ = std::net::TcpStream::connect("127.0.0.1:%d");
 }
-`, port)},
-		{dir + "src/lib.rs", "pub fn version() -> &'static str {\n    \"0.1.0\"\n}\n"},
-	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for _, f := range files {
-		tw.WriteHeader(&tar.Header{Name: f.path, Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Unix(499162500, 0),
-			Typeflag: tar.TypeReg, Format: tar.FormatUSTAR})
-		tw.Write([]byte(f.body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+`, port)
 }
 
 // cargoBuild is a session script: cargo build of a new project of the
@@ -263,15 +195,13 @@ func TestShimCargoBuild(t *testing.T) {
 	t.Parallel()
 	tc := rustToolchain(t)
 	port, accepted := listenLoopback(t)
-	leaf := cratestest.Version{Version: "1.0.0"}
-	crates := []fixtureCrate{
-		{name: "fx-leaf", v: leaf},
-		{name: "fx-mid", v: cratestest.Version{Version: "0.2.0", Deps: []cratestest.Dep{{Name: "fx-leaf", Req: "^1"}}}},
-		{name: "fx-mid", v: cratestest.Version{Version: "0.2.1", Deps: []cratestest.Dep{{Name: "fx-leaf", Req: "^1"}}}},
-		{name: "fx-mid", v: cratestest.Version{Version: "0.3.0"}},
-		{name: "fx-script", v: cratestest.Version{Version: "0.1.0"}, file: scriptCrate(port)},
+	leafDep := []cratestest.Dep{{Name: "fx-leaf", Req: "^1"}}
+	crates := []cratestest.Crate{
+		{Name: "fx-leaf", Versions: []cratestest.Version{{Version: "1.0.0"}}},
+		{Name: "fx-mid", Versions: []cratestest.Version{{Version: "0.2.0", Deps: leafDep}, {Version: "0.2.1", Deps: leafDep}, {Version: "0.3.0"}}},
+		{Name: "fx-script", Versions: []cratestest.Version{{Version: "0.1.0", Files: map[string]string{"build.rs": buildScript(port)}}}},
 	}
-	ix := startCrateIndex(t, crates...)
+	ix := cratestest.Start(t, crates...)
 	e := newEnv(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte("mirror:\n  upstreams:\n    cargo: "+ix.URL+"/\n"), 0o644); err != nil {
@@ -298,11 +228,13 @@ func TestShimCargoBuild(t *testing.T) {
 // checkCargoInstalls checks the session's pkg.install events against want
 // (name@version → requested spec and requested_by): manager cargo, the
 // sha256 of the fixture's .crate, and a verified pkg.fetch of it.
-func checkCargoInstalls(t *testing.T, evs []*event.Event, crates []fixtureCrate, want map[string]struct{ requested, by string }) {
+func checkCargoInstalls(t *testing.T, evs []*event.Event, crates []cratestest.Crate, want map[string]struct{ requested, by string }) {
 	t.Helper()
 	sums := map[string]string{}
 	for _, c := range crates {
-		sums[c.name+"@"+c.v.Version] = cratestest.Cksum(c.file)
+		for _, v := range c.Versions {
+			sums[c.Name+"@"+v.Version] = cratestest.Cksum(cratestest.CrateFile(c.Name, v))
+		}
 	}
 	got, served := installs(evs), fetches(evs)
 	if len(got) != len(want) {

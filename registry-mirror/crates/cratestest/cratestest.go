@@ -34,6 +34,10 @@ type Version struct {
 	NoPubtime bool
 	Deps      []Dep
 	Yanked    bool
+	// Files are more files of the crate, by path beneath its directory
+	// ("build.rs"); with a build.rs, Cargo.toml names it as the build
+	// script.
+	Files map[string]string
 }
 
 // Crate is a fixture crate.

@@ -6,18 +6,23 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
 
 // CrateFile builds the .crate of a version: a gzipped tar of
-// <name>-<version>/Cargo.toml and <name>-<version>/src/lib.rs, the same
-// bytes every time.
+// <name>-<version>/Cargo.toml, <name>-<version>/src/lib.rs and the
+// version's Files, the same bytes every time.
 func CrateFile(name string, v Version) []byte {
 	var toml strings.Builder
 	fmt.Fprintf(&toml, "[package]\nname = %q\nversion = %q\nedition = \"2021\"\nlicense = \"MIT\"\ndescription = \"a fixture\"\n", name, v.Version)
+	if _, ok := v.Files["build.rs"]; ok {
+		toml.WriteString("build = \"build.rs\"\n")
+	}
 	if len(v.Deps) > 0 {
 		toml.WriteString("\n[dependencies]\n")
 		for _, d := range v.Deps {
@@ -28,6 +33,9 @@ func CrateFile(name string, v Version) []byte {
 	files := []struct{ path, body string }{
 		{dir + "Cargo.toml", toml.String()},
 		{dir + "src/lib.rs", fmt.Sprintf("//! %s %s, a fixture crate.\n\npub fn version() -> &'static str {\n    %q\n}\n", name, v.Version, v.Version)},
+	}
+	for _, p := range slices.Sorted(maps.Keys(v.Files)) {
+		files = append(files, struct{ path, body string }{dir + p, v.Files[p]})
 	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
