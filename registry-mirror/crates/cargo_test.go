@@ -22,20 +22,6 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/crates/cratestest"
 )
 
-// cargoBin finds the real cargo, or skips the test.
-func cargoBin(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("cargo"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	if p := filepath.Join(home, ".cargo", "bin", "cargo"); exec.Command(p, "--version").Run() == nil {
-		return p
-	}
-	t.Skip("cargo is not installed (neither on PATH nor in ~/.cargo/bin): the end-to-end crates tests need the real client")
-	return ""
-}
-
 // events collects a mirror's events.
 type events struct {
 	mu       sync.Mutex
@@ -161,7 +147,7 @@ func cargo(t *testing.T, bin, home, mirrorURL, dir string, args ...string) (stri
 // with the upstream cut off is served from the mirror's cache, on stale
 // metadata.
 func TestCargoFetch(t *testing.T) {
-	bin := cargoBin(t)
+	bin := cratestest.Cargo(t)
 	reg := cratestest.Start(t, fixtureCrates()...)
 	url, evs := startMirror(t, reg)
 	dir := project(t, `mid = "0.2"`, `x = "0.1"`, `xy = "0.1"`)
@@ -217,7 +203,7 @@ func TestCargoFetch(t *testing.T) {
 // recorded; a dependency pinned to the version inside the cooldown does
 // not resolve.
 func TestCargoRefused(t *testing.T) {
-	bin := cargoBin(t)
+	bin := cratestest.Cargo(t)
 	reg := cratestest.Start(t, fixtureCrates()...)
 	reg.Tamper("x", "0.1.0")
 	url, evs := startMirror(t, reg)

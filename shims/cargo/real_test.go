@@ -13,20 +13,6 @@ import (
 	"github.com/sandtrail/sandtrail/shims"
 )
 
-// cargoBin finds the real cargo, or skips the test.
-func cargoBin(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("cargo"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	if p := filepath.Join(home, ".cargo", "bin", "cargo"); exec.Command(p, "--version").Run() == nil {
-		return p
-	}
-	t.Skip("cargo is not installed (neither on PATH nor in ~/.cargo/bin): the read-back test needs the real client")
-	return ""
-}
-
 // TestRealCargo: the plan's Args point a real cargo fetch at a stand-in
 // for the mirror's /crates/index/ (the loopback fixture index), and
 // Collect reads back both crates with their checksums, the direct one
@@ -34,7 +20,7 @@ func cargoBin(t *testing.T) string {
 // new CARGO_HOME from the now unchanged lock reports both again (they
 // were downloaded), and a third in the same home reports nothing.
 func TestRealCargo(t *testing.T) {
-	bin := cargoBin(t)
+	bin := cratestest.Cargo(t)
 	old := time.Now().Add(-30 * 24 * time.Hour)
 	crates := []cratestest.Crate{
 		{Name: "leaf", Versions: []cratestest.Version{{Version: "1.0.0", Published: old}}},

@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -161,4 +164,19 @@ func CratePath(name, version string) string {
 func Cksum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// Cargo finds the real cargo (on PATH, or rustup's ~/.cargo/bin), or skips
+// the test: the tests against the fixture index use the real client.
+func Cargo(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("cargo"); err == nil {
+		return p
+	}
+	home, _ := os.UserHomeDir()
+	if p := filepath.Join(home, ".cargo", "bin", "cargo"); exec.Command(p, "--version").Run() == nil {
+		return p
+	}
+	t.Skip("cargo is not installed (neither on PATH nor in ~/.cargo/bin): this test needs the real client")
+	return ""
 }
