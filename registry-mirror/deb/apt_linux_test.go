@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -122,41 +121,10 @@ type apt struct {
 func newApt(t *testing.T, source, proxy string) *apt {
 	t.Helper()
 	a := &apt{dir: t.TempDir()}
-	for _, d := range []string{"state/lists/partial", "cache/archives/partial", "etc/trusted.gpg.d", "etc/preferences.d", "etc/no-parts", "log", "dl"} {
-		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if proxy == "" {
 		proxy = "DIRECT"
 	}
-	conf := fmt.Sprintf(`Dir::Etc::main "/dev/null";
-Dir::Etc::Parts "%[1]s/etc/no-parts";
-Dir::State "%[1]s/state";
-Dir::State::status "%[1]s/state/status";
-Dir::Cache "%[1]s/cache";
-Dir::Log "%[1]s/log";
-Dir::Etc::SourceList "%[1]s/etc/sources.list";
-Dir::Etc::SourceParts "%[1]s/etc/no-sources.d";
-Dir::Etc::Trusted "%[1]s/etc/trusted.gpg";
-Dir::Etc::TrustedParts "%[1]s/etc/trusted.gpg.d";
-Dir::Etc::Preferences "%[1]s/etc/preferences";
-Dir::Etc::PreferencesParts "%[1]s/etc/preferences.d";
-Debug::NoLocking "1";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
-Acquire::Languages "none";
-Acquire::Retries "0";
-Acquire::http::Proxy "%[2]s";
-Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled "false";
-APT::Sandbox::User "root";
-`, a.dir, proxy)
-	files := map[string]string{"apt.conf": conf, "etc/sources.list": source + "\n", "state/status": ""}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(a.dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	debtest.ScratchApt(t, a.dir, source, proxy, "")
 	return a
 }
 

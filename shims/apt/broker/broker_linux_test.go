@@ -98,42 +98,7 @@ func (p *proxy) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.n }
 // scratchApt writes an apt configuration with its own state, sources and
 // a dpkg root of its own, so that nothing touches the system.
 func scratchApt(t *testing.T, dir, source string) string {
-	root := filepath.Join(dir, "root")
-	for _, d := range []string{"state/lists/partial", "cache/archives/partial", "etc/trusted.gpg.d", "etc/preferences.d",
-		"etc/no-parts", "log", "root/var/lib/dpkg/info", "root/var/lib/dpkg/updates", "root/var/lib/dpkg/triggers"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf := fmt.Sprintf(`Dir::Etc::main "/dev/null";
-Dir::Etc::Parts "%[1]s/etc/no-parts";
-Dir::State "%[1]s/state";
-Dir::State::status "%[2]s/var/lib/dpkg/status";
-Dir::Cache "%[1]s/cache";
-Dir::Log "%[1]s/log";
-Dir::Etc::SourceList "%[1]s/etc/sources.list";
-Dir::Etc::SourceParts "%[1]s/etc/no-sources.d";
-Dir::Etc::Trusted "%[1]s/etc/trusted.gpg";
-Dir::Etc::TrustedParts "%[1]s/etc/trusted.gpg.d";
-Dir::Etc::Preferences "%[1]s/etc/preferences";
-Dir::Etc::PreferencesParts "%[1]s/etc/preferences.d";
-Debug::NoLocking "1";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
-Acquire::Languages "none";
-Acquire::Retries "0";
-Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled "false";
-APT::Sandbox::User "root";
-DPkg::Options { "--root=%[2]s"; "--admindir=%[2]s/var/lib/dpkg"; "--log=%[1]s/log/dpkg.log"; };
-DPkg::Chroot-Directory "/";
-`, dir, root)
-	files := map[string]string{"apt.conf": conf, "etc/sources.list": source + "\n", "root/var/lib/dpkg/status": "", "root/var/lib/dpkg/available": ""}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "apt.conf")
+	return debtest.ScratchApt(t, dir, source, "", filepath.Join(dir, "root"))
 }
 
 type fixture struct {
