@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/netns"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 func init() {
@@ -76,26 +77,12 @@ func egressDial(proto string, ip netip.Addr, port int) string {
 // namespace) and counts what arrives: accepted connections or datagrams.
 func egressListen(t *testing.T, proto string, lo netip.Addr) (uint16, *atomic.Int64) {
 	t.Helper()
-	var n atomic.Int64
 	addr := netip.AddrPortFrom(lo, 0).String()
 	if proto == "tcp" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				n.Add(1)
-				c.Close()
-			}
-		}()
-		return uint16(ln.Addr().(*net.TCPAddr).Port), &n
+		ln, n := testnet.StartCountingServer(t, "tcp", addr)
+		return uint16(ln.Addr().(*net.TCPAddr).Port), n
 	}
+	var n atomic.Int64
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates/cratestest"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 // toolchain is a Rust toolchain that the agent user can run.
@@ -162,28 +162,6 @@ func cargoEnv(tc toolchain) []string {
 	return []string{"--env", "SANDTRAIL_REAL_CARGO=" + tc.cargo, "--env", "RUSTC=" + tc.rustc, "--env", "CARGO_TERM_COLOR=never"}
 }
 
-// listenLoopback accepts connections on a loopback port until the test
-// ends, counting them.
-func listenLoopback(t *testing.T) (int, *atomic.Int32) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, &n
-}
-
 // TestShimCargoBuild: a real `cargo build` through the shim and the mirror,
 // from a loopback fixture index, of a project depending on fx-mid = "0.2"
 // (which depends on fx-leaf) and fx-script, whose build script writes into
@@ -194,7 +172,8 @@ func listenLoopback(t *testing.T) (int, *atomic.Int32) {
 func TestShimCargoBuild(t *testing.T) {
 	t.Parallel()
 	tc := rustToolchain(t)
-	port, accepted := listenLoopback(t)
+	ln, accepted := testnet.StartCountingServer(t, "tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
 	leafDep := []cratestest.Dep{{Name: "fx-leaf", Req: "^1"}}
 	crates := []cratestest.Crate{
 		{Name: "fx-leaf", Versions: []cratestest.Version{{Version: "1.0.0"}}},

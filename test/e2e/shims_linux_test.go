@@ -17,6 +17,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 	"github.com/sandtrail/sandtrail/test/shimtest"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 // buildShims builds sandtrail-shim into dir (or copies SANDTRAIL_E2E_SHIM)
@@ -287,20 +288,7 @@ func (e *env) packagesView(id string) *pkgview.View {
 // packages are still in the view, from the mirror's records.
 func TestShimPackagesView(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := testnet.StartDropServer(t, "tcp", "127.0.0.1:0")
 	port := ln.Addr().(*net.TCPAddr).Port
 	script := fmt.Sprintf(`node -e "require('fs').readFileSync(require('os').homedir()+'/.npmrc');`+
 		`const s=require('net').connect(%d,'127.0.0.1');s.on('connect',()=>s.end());s.on('error',()=>{})"`, port)

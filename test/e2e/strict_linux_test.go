@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 // strictZone is what TestRunStrictPolicy's upstream answers: an allowed
@@ -156,23 +157,8 @@ func (e *env) startStrictServers() (up, resolver *dnstest.Server) {
 // and counts the connections it accepts.
 func strictListen(t *testing.T, addr string, port uint16) (uint16, *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", netip.AddrPortFrom(netip.MustParseAddr(addr), port).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	return uint16(ln.Addr().(*net.TCPAddr).Port), &n
+	ln, n := testnet.StartCountingServer(t, "tcp", netip.AddrPortFrom(netip.MustParseAddr(addr), port).String())
+	return uint16(ln.Addr().(*net.TCPAddr).Port), n
 }
 
 // checkStrictConnects checks the verdicts of the session's net.connect

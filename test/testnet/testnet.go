@@ -122,21 +122,31 @@ func Get(url string) (int64, error) {
 // listener is closed when the test ends.
 func StartDropServer(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
+	ln, _ := StartCountingServer(t, network, addr)
+	return ln
+}
+
+// StartCountingServer is StartDropServer that also counts the connections
+// it accepted.
+func StartCountingServer(t testing.TB, network, addr string) (net.Listener, *atomic.Int64) {
+	t.Helper()
 	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	var n atomic.Int64
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			n.Add(1)
 			c.Close()
 		}
 	}()
-	return ln
+	return ln, &n
 }
 
 // Within5 reports whether got is within 5% of want: the margin the tests
