@@ -147,19 +147,7 @@ func (s *Shim) install(client *ingest.Client, m Manager, real string, argv []str
 // check asks the daemon about the plan's requests. ok is false when the
 // install must not run; code is then its exit code.
 func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok bool) {
-	// A request that names nothing (`apt-get upgrade`, an unreadable
-	// manifest) has nothing to check before the install: the mirror
-	// checks every artifact it is asked for.
-	var reqs []Request
-	var checks []ingest.Check
-	for _, r := range plan.Requests {
-		if r.Name == "" && r.Source == "" && r.Registry == "" {
-			continue
-		}
-		reqs = append(reqs, r)
-		checks = append(checks, ingest.Check{Manager: m.Manager, Ecosystem: m.Ecosystem, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
-			Source: r.Source, Registry: r.Registry})
-	}
+	reqs, checks := Checks(plan.Requests, m.Manager, m.Ecosystem)
 	if len(checks) == 0 {
 		return 0, true
 	}
@@ -195,6 +183,24 @@ func (s *Shim) check(client *ingest.Client, m Manager, plan *Plan) (code int, ok
 		return ExitRefused, false
 	}
 	return 0, true
+}
+
+// Checks are the checks that reqs ask the daemon, with the requests they
+// stand for, in order. A request that names nothing (`apt-get upgrade`,
+// an unreadable manifest) has nothing to check before the install and is
+// left out: the mirror checks every artifact it is asked for.
+func Checks(reqs []Request, manager, ecosystem string) ([]Request, []ingest.Check) {
+	var kept []Request
+	var checks []ingest.Check
+	for _, r := range reqs {
+		if r.Name == "" && r.Source == "" && r.Registry == "" {
+			continue
+		}
+		kept = append(kept, r)
+		checks = append(checks, ingest.Check{Manager: manager, Ecosystem: ecosystem, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
+			Source: r.Source, Registry: r.Registry})
+	}
+	return kept, checks
 }
 
 // inSession reports whether the shim runs in a sandtrail session: by its

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup"
-	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/shims"
@@ -69,14 +68,7 @@ func (h *Host) startApt(chk *checker) error {
 
 // aptCheck decides an apt install's requests: blocked by the first block.
 func aptCheck(ctx context.Context, chk *checker, session string, reqs []shims.Request) (blocked bool, rule, message string) {
-	checks := make([]ingest.Check, 0, len(reqs))
-	for _, r := range reqs {
-		if r.Name == "" && r.Source == "" && r.Registry == "" {
-			continue
-		}
-		checks = append(checks, ingest.Check{Manager: "apt", Ecosystem: ecosystem.Deb, Name: r.Name, Spec: r.Spec, Exact: r.Exact,
-			Source: r.Source, Registry: r.Registry})
-	}
+	_, checks := shims.Checks(reqs, "apt", ecosystem.Deb)
 	for i, v := range chk.Check(ctx, session, checks) {
 		if v.Verdict == "block" {
 			return true, v.Rule, fmt.Sprintf("%s: %s (rule %s)", checks[i].Name, v.Reason, v.Rule)
