@@ -55,7 +55,9 @@ When CMD exits (or a limit, the timeout or a signal to run ends the session)
 run terminates the session with the reason, cleans it up as --keep says, and
 prints a summary on stderr: the session id, the reason, the exit status, the
 duration, the events by category, alerts, limit hits, losses, and whether the
-journal verifies. It exits with CMD's exit status (128+signal when a signal
+journal verifies from the newest signed checkpoint before the session to its
+end (so its cost is what the session added; "sandtrail verify" checks the
+whole journal). It exits with CMD's exit status (128+signal when a signal
 killed it).
 
 When a daemon is running, run asks it to host the session over its control
@@ -288,11 +290,14 @@ type journalSummary struct {
 	Entries   uint64 `json:"entries"`
 	Covered   uint64 `json:"covered"`
 	Uncovered uint64 `json:"uncovered"`
-	Error     string `json:"error,omitempty"`
+	// VerifiedFrom is the seq verification began at (journal.VerifyFrom).
+	VerifiedFrom uint64 `json:"verified_from"`
+	Error        string `json:"error,omitempty"`
 }
 
 // summarize reads the session's events back from the journal (from the
-// seq the session began at) and verifies the journal.
+// seq the session began at) and verifies the journal from the newest
+// checkpoint before that seq (journal.VerifyFrom).
 func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 	d := res.Ended.Sub(res.Started)
 	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
@@ -329,9 +334,9 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
 		return sum
 	}
-	rep, err := journal.Verify(cfg.JournalDir(), vs, nil)
+	rep, err := journal.VerifyFrom(cfg.JournalDir(), vs, res.From)
 	if rep != nil {
-		sum.Journal.Status, sum.Journal.Entries = string(rep.Status), rep.Entries
+		sum.Journal.Status, sum.Journal.Entries, sum.Journal.VerifiedFrom = string(rep.Status), rep.Entries, rep.From
 		sum.Journal.Covered, sum.Journal.Uncovered = rep.Covered, rep.Uncovered
 	}
 	if err != nil {
@@ -373,7 +378,7 @@ func (s *runSummary) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  workdir   %s\n", ws)
 	j := s.Journal
-	fmt.Fprintf(w, "  journal   %s: %d entries, %d covered by a signed checkpoint (%s)\n", j.Status, j.Entries, j.Covered, j.Dir)
+	fmt.Fprintf(w, "  journal   %s from seq %d: %d entries, %d covered by a signed checkpoint (%s)\n", j.Status, j.VerifiedFrom, j.Entries, j.Covered, j.Dir)
 	if j.Error != "" {
 		fmt.Fprintf(w, "            %s\n", j.Error)
 	}

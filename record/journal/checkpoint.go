@@ -218,10 +218,11 @@ type storedCheckpoint struct {
 	text []byte
 }
 
-// readCheckpoints reads every checkpoint file of dir. Temporary files left
-// by a crash are skipped; any other unexpected name is returned with ok
-// false in bad.
-func readCheckpoints(dir string) (files []storedCheckpoint, bad []string, err error) {
+// readCheckpoints reads the latest checkpoint file of dir and every other
+// one for which want (nil for all) returns true, given the size its name
+// claims. Temporary files left by a crash are skipped; any other
+// unexpected name is returned in bad.
+func readCheckpoints(dir string, want func(size uint64) bool) (files []storedCheckpoint, bad []string, err error) {
 	d := filepath.Join(dir, cpDir)
 	ents, err := os.ReadDir(d)
 	if errors.Is(err, os.ErrNotExist) {
@@ -241,6 +242,9 @@ func readCheckpoints(dir string) (files []storedCheckpoint, bad []string, err er
 		}
 		if !ok || !e.Type().IsRegular() {
 			bad = append(bad, name)
+			continue
+		}
+		if want != nil && name != cpLatest && !want(size) {
 			continue
 		}
 		text, err := readLimited(filepath.Join(d, name), maxCheckpointSize)

@@ -555,7 +555,7 @@ func (j *Journal) rebuildHashes(from, size uint64, cp *Checkpoint) error {
 // latestStored returns the newest checkpoint in the directory, parsed but
 // not signature-checked (the writer holds only the signing key).
 func (j *Journal) latestStored() (*Checkpoint, error) {
-	files, _, err := readCheckpoints(j.dir)
+	files, _, err := readCheckpoints(j.dir, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func buildTamperFixture(t *testing.T) {
 			return
 		}
 		f.held, f.err = os.ReadFile(filepath.Join(f.dir, cpDir, cpLatest))
-		files, _, _ := readCheckpoints(f.dir)
+		files, _, _ := readCheckpoints(f.dir, nil)
 		for _, c := range files {
 			if c.name != cpLatest {
 				f.ckpts = append(f.ckpts, c.size)
@@ -198,7 +198,7 @@ func TestTamperFlipSegments(t *testing.T) {
 // TestTamperFlipCheckpoints flips bytes across every checkpoint file.
 func TestTamperFlipCheckpoints(t *testing.T) {
 	dir := tamperCopy(t)
-	files, _, err := readCheckpoints(dir)
+	files, _, err := readCheckpoints(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestTamperEntries(t *testing.T) {
 				}
 			}
 			// The attacker also removes every checkpoint above 9000.
-			files, _, _ := readCheckpoints(dir)
+			files, _, _ := readCheckpoints(dir, nil)
 			var best []byte
 			var bestSize uint64
 			for _, c := range files {
@@ -420,7 +420,7 @@ func TestTamperCheckpointKeys(t *testing.T) {
 		held bool
 	}{
 		{"re-signed with another key", func(t *testing.T, dir string) {
-			files, _, _ := readCheckpoints(dir)
+			files, _, _ := readCheckpoints(dir, nil)
 			for _, c := range files {
 				cp, err := parseUnverified(c.text)
 				if err != nil {
@@ -448,7 +448,7 @@ func TestTamperCheckpointKeys(t *testing.T) {
 		{"truncated and re-signed to match", func(t *testing.T, dir string) {
 			locs := frameLocs(t, dir)
 			os.Truncate(locs[9500].path, locs[9500].offset)
-			files, _, _ := readCheckpoints(dir)
+			files, _, _ := readCheckpoints(dir, nil)
 			for _, c := range files {
 				os.Remove(filepath.Join(dir, cpDir, c.name))
 			}

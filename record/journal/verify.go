@@ -69,8 +69,12 @@ type Report struct {
 	// ended (all of them unless an entry was bad).
 	Entries uint64 `json:"entries"`
 	// Root is the tree hash of those entries.
-	Root     tlog.Hash `json:"root"`
-	Segments int       `json:"segments"`
+	Root tlog.Hash `json:"root"`
+	// From is the seq the recomputation began at: 0 for Verify, the size
+	// of the checkpoint it started from for VerifyFrom, whose entries
+	// before it were not read again.
+	From     uint64 `json:"from"`
+	Segments int    `json:"segments"`
 	// Checkpoints counts the checkpoints (stored and held) whose signature
 	// verified and whose root matched the recomputed tree.
 	Checkpoints int `json:"checkpoints"`
@@ -154,13 +158,110 @@ func Verify(dir string, verifiers note.Verifiers, held [][]byte, opts ...VerifyO
 		return nil, fmt.Errorf("verifying journal: %w", err)
 	}
 	rep := &Report{}
-	cps, err := loadCheckpoints(dir, verifiers, held, o.origin, rep)
+	cps, err := loadCheckpoints(dir, verifiers, held, o.origin, rep, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyEntries(dir, cps, rep, o); err != nil {
+	if err := verifyEntries(dir, cps, rep, o, &edge{}); err != nil {
 		return nil, err
 	}
+	return conclude(rep)
+}
+
+// VerifyFrom verifies what was appended to the journal since seq from, at a
+// cost proportional to it rather than to the whole journal: it starts at
+// the newest stored checkpoint of size at most from whose signature
+// verifies, takes the tree's right edge at that size from the hash file
+// (trusted only because it hashes to the checkpoint's signed root), and
+// recomputes the tree from there to the end, checking every later
+// checkpoint as Verify does. Entries before that checkpoint are not read
+// again, and older checkpoints are not checked: a full Verify remains the
+// check of the whole journal. When no such checkpoint verifies or the hash
+// file does not match it, VerifyFrom is Verify. Report.From says where it
+// began.
+func VerifyFrom(dir string, verifiers note.Verifiers, from uint64, opts ...VerifyOption) (*Report, error) {
+	if verifiers == nil {
+		return nil, errors.New("journal: verify: no verifier keys")
+	}
+	var o verifyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	base, start := baseCheckpoint(dir, verifiers, from, o.origin)
+	if base == nil {
+		return Verify(dir, verifiers, nil, opts...)
+	}
+	rep := &Report{From: base.Size}
+	cps, err := loadCheckpoints(dir, verifiers, nil, base.Origin, rep, func(size uint64) bool { return size >= base.Size })
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyEntries(dir, cps, rep, o, start); err != nil {
+		return nil, err
+	}
+	return conclude(rep)
+}
+
+// baseCheckpoint returns the newest stored checkpoint of size at most from
+// (and above 0) whose signature verifies, with the tree's right edge at its
+// size read from the hash file, or nil when there is none or the hash
+// file's edge does not hash to its root.
+func baseCheckpoint(dir string, verifiers note.Verifiers, from uint64, origin string) (*Checkpoint, *edge) {
+	ents, err := os.ReadDir(filepath.Join(dir, cpDir))
+	if err != nil {
+		return nil, nil
+	}
+	var sizes []uint64
+	for _, e := range ents {
+		if n, ok := parseCheckpointName(e.Name()); ok && n > 0 && n <= from && e.Type().IsRegular() {
+			sizes = append(sizes, n)
+		}
+	}
+	slices.Sort(sizes)
+	// A few tries: a bad newest checkpoint is for the full Verify to name.
+	for i := len(sizes) - 1; i >= 0 && i >= len(sizes)-4; i-- {
+		text, err := readLimited(filepath.Join(dir, cpDir, checkpointName(sizes[i])), maxCheckpointSize)
+		if err != nil {
+			continue
+		}
+		cp, err := ParseCheckpoint(text, verifiers)
+		if err != nil || cp.Size != sizes[i] || origin != "" && cp.Origin != origin {
+			continue
+		}
+		if e := storedEdge(dir, cp); e != nil {
+			return cp, e
+		}
+		return nil, nil
+	}
+	return nil, nil
+}
+
+// storedEdge reads the right edge of cp's tree from the hash file and
+// returns it when it hashes to cp's root, else nil.
+func storedEdge(dir string, cp *Checkpoint) *edge {
+	f, err := os.Open(filepath.Join(dir, hashFile))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
+	if hr.count < tlog.StoredHashCount(int64(cp.Size)) {
+		return nil
+	}
+	e, err := loadEdge(cp.Size, hr)
+	if err != nil || e.root(newHasher()) != cp.Root {
+		return nil
+	}
+	return e
+}
+
+// conclude sets the report's status and returns it, with an error wrapping
+// ErrTampered when the journal is tampered.
+func conclude(rep *Report) (*Report, error) {
 	switch {
 	case len(rep.Problems) > 0:
 		rep.Status = StatusTampered
@@ -182,10 +283,11 @@ func Verify(dir string, verifiers note.Verifiers, held [][]byte, opts ...VerifyO
 	return rep, nil
 }
 
-// loadCheckpoints reads, checks and sorts the stored and held checkpoints,
+// loadCheckpoints reads, checks and sorts the stored checkpoints (those
+// that want, when not nil, accepts: see readCheckpoints) and the held ones,
 // recording problems in rep.
-func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin string, rep *Report) ([]heldCheckpoint, error) {
-	files, bad, err := readCheckpoints(dir)
+func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin string, rep *Report, want func(size uint64) bool) ([]heldCheckpoint, error) {
+	files, bad, err := readCheckpoints(dir, want)
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +337,13 @@ func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin
 	return cps, nil
 }
 
-// verifyEntries reads every segment, recomputing the tree and comparing it
-// with each checkpoint as the tree reaches its size. A reader goroutine
+// verifyEntries reads the segments from the entry at start.n, appending to
+// start (the tree's right edge at that size) and comparing the tree with
+// each checkpoint as it reaches its size. A reader goroutine
 // checks the frames and packs payloads into chunks, workers hash the leaves
 // of each chunk in parallel, and this goroutine folds them into the tree in
 // order (see readChunks).
-func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOptions) error {
+func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOptions, start *edge) error {
 	segs, err := listSegments(dir)
 	if errors.Is(err, ErrCorrupt) {
 		rep.problem(Problem{Msg: err.Error()})
@@ -250,12 +353,19 @@ func verifyEntries(dir string, cps []heldCheckpoint, rep *Report, o verifyOption
 	if err != nil {
 		return err
 	}
+	first := 0
+	for i, s := range segs {
+		if s.first <= start.n {
+			first = i
+		}
+	}
+	segs = segs[first:]
 	rep.Segments = len(segs)
-	v := &verifier{dir: dir, segs: segs, cps: cps, rep: rep, x: newHasher()}
+	v := &verifier{dir: dir, segs: segs, cps: cps, rep: rep, x: newHasher(), e: *start}
 	v.stopped = !v.compare()
 	if !v.stopped {
 		quit := make(chan struct{})
-		chunks := readChunks(segs, o.decode, quit)
+		chunks := readChunks(segs, start.n, o.decode, quit)
 		v.consume(chunks)
 		close(quit)
 		for c := range chunks { // let the reader and the workers finish
@@ -485,11 +595,11 @@ func (c *chunk) hash(x *hasher) {
 }
 
 // readChunks reads the segments in a goroutine, checking every frame, and
-// returns their entries as chunks, in order, each hashed by a pool of
+// returns their entries from seq from on as chunks, in order, each hashed by a pool of
 // workers before its ready channel closes. Reading ends at the first bad
 // frame or segment gap, at a torn tail, or when quit closes; the last chunk
 // says why in stop.
-func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk {
+func readChunks(segs []segment, from uint64, decode bool, quit <-chan struct{}) <-chan *chunk {
 	workers := min(runtime.GOMAXPROCS(0), 4)
 	out := make(chan *chunk, 2*workers)
 	work := make(chan *chunk, 2*workers)
@@ -503,7 +613,7 @@ func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk
 			}
 		}()
 	}
-	r := &chunkReader{segs: segs, decode: decode, quit: quit, out: out, work: work, pool: pool}
+	r := &chunkReader{segs: segs, from: from, decode: decode, quit: quit, out: out, work: work, pool: pool}
 	go r.run()
 	return out
 }
@@ -513,6 +623,7 @@ func readChunks(segs []segment, decode bool, quit <-chan struct{}) <-chan *chunk
 // workers.
 type chunkReader struct {
 	segs   []segment
+	from   uint64 // entries before it are checked but not sent
 	decode bool
 	quit   <-chan struct{}
 	out    chan<- *chunk
@@ -526,6 +637,10 @@ func (r *chunkReader) run() {
 	defer close(r.work)
 	r.c = r.pool.Get().(*chunk)
 	want := uint64(0)
+	if len(r.segs) > 0 && r.segs[0].first <= r.from {
+		// Verifying from r.from: the segments before this one are not read.
+		want = r.segs[0].first
+	}
 	for i, s := range r.segs {
 		next, ok := r.segment(i, s, want)
 		if !ok {
@@ -565,7 +680,7 @@ func (r *chunkReader) segment(i int, s segment, want uint64) (uint64, bool) {
 	if len(r.c.ends) > 0 && !r.emit(want, i) {
 		return 0, false
 	}
-	r.c.first, r.c.seg = want, i
+	r.c.first, r.c.seg = max(want, r.from), i
 	sr, err := openSegmentReader(s.path, s.first)
 	if err != nil {
 		r.c.stop = &chunkStop{err: err}
@@ -583,6 +698,9 @@ func (r *chunkReader) segment(i int, s segment, want uint64) (uint64, bool) {
 			sr.Close()
 			r.emit(sr.seq, i)
 			return 0, false
+		}
+		if sr.seq <= r.from {
+			continue // the frame's seq, sr.seq-1, is before from
 		}
 		r.c.add(p, off)
 		if sr.seq%chunkEntries == 0 && !r.emit(sr.seq, i) {
