@@ -43,6 +43,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -237,7 +238,13 @@ func (s *Server) RememberTail(size, n uint64, scan ScanFunc) (int, error) {
 		from = size - n
 	}
 	loaded := 0
+	idKey := []byte(`"event_id":`)
 	err := scan(from, func(_ uint64, raw []byte) error {
+		// Most entries (the kernel's) have no id: skip them unparsed. An
+		// entry is event.Marshal's output, whose keys have no spaces.
+		if !bytes.Contains(raw, idKey) {
+			return nil
+		}
 		var e struct {
 			EventID string `json:"event_id"`
 		}
