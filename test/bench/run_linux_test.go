@@ -92,7 +92,7 @@ func runData(b *testing.B, bin, dir, name string, n int) string {
 	for i := 0; i < n; i += batch {
 		for k := range evs {
 			evs[k] = &event.Event{Kind: event.KindExec, Source: event.SourceKernel, SessionID: "bench-filler",
-				TS: t0.Add(time.Duration(i+k) * time.Microsecond),
+				TS:   t0.Add(time.Duration(i+k) * time.Microsecond),
 				Proc: &event.Proc{Pid: int32(1000 + k), Comm: "filler", Exe: "/usr/bin/true", Argv: []string{"true", fmt.Sprint(i + k)}}}
 		}
 		if err := j.Append(context.Background(), evs[:min(batch, n-i)]...); err != nil {
