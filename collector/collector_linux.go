@@ -59,26 +59,28 @@ type Collector struct {
 	received, kernelDrops, queueDrops, decodeErrors atomic.Uint64
 
 	// Owned by the reader goroutine.
-	counters    []*lossCounter    // the kernel's drop counters (set by load)
-	lostQueue   map[string]uint64 // queue drops not yet reported, by event kind
-	batch       []*event.Event    // events read and not yet sent (emit)
+	counters    []*lossCounter // the kernel's drop counters (set by load)
+	lost        map[lossKey]uint64
+	cgDrops     cgroupDrops
+	batch       []*event.Event // events read and not yet sent (emit)
 	seenMisses  map[*ebpf.Program]uint64
-	lostMisses  [numKinds]uint64 // recursion misses not yet reported
 	nextAccount time.Time
 }
 
-// lossCounter follows one per-CPU drop counter of a BPF map: what the kernel
-// counted and what of it is not reported yet.
+// lossKey is what one collector.loss event reports lost: the session ("" for
+// a host-wide loss, whose session cannot be known), the kind and the source.
+type lossKey struct{ session, kind, source string }
+
+// lossCounter follows one per-CPU drop counter of a BPF map.
 type lossCounter struct {
 	m      *ebpf.Map
 	key    uint32
 	kind   string // the lost kind reported
 	source string // the loss source reported
 	seen   uint64 // the kernel's sum already counted
-	lost   uint64 // counted, not reported yet
 }
 
-// read adds what the kernel counted since the last read to lost and returns it.
+// read returns what the kernel counted since the last read.
 func (l *lossCounter) read() (uint64, error) {
 	var per []uint64
 	if err := l.m.Lookup(l.key, &per); err != nil {
@@ -89,8 +91,18 @@ func (l *lossCounter) read() (uint64, error) {
 		sum += v
 	}
 	d := sum - l.seen
-	l.seen, l.lost = sum, l.lost+d
+	l.seen = sum
 	return d, nil
+}
+
+// cgroupDrops follows the kernel's ring-buffer drops per watched cgroup
+// (cgroup_drops, shared.h), so that a session's losses are reported as its
+// own; what the per-kind counters hold beyond them is host-wide.
+type cgroupDrops struct {
+	seen map[processDropKey]uint64
+	// own counts, per kind, the drops reported for a session so far;
+	// host, the host-wide ones.
+	own, host [numKinds]uint64
 }
 
 // progKind is a loaded program and the record kind lost when the kernel
@@ -146,7 +158,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		closing:   make(chan struct{}),
 		sessions:  make(map[uint64]string),
 		removed:   make(map[uint64]time.Time),
-		lostQueue: make(map[string]uint64),
+		lost:      make(map[lossKey]uint64),
 	}
 	c.dec = decoder{bootOffset: off, host: o.host, session: c.session}
 
@@ -550,7 +562,7 @@ func (c *Collector) flushBatch() {
 				n = ev.File.Count
 			}
 			c.queueDrops.Add(n)
-			c.lostQueue[ev.Kind] += n
+			c.lost[lossKey{ev.SessionID, ev.Kind, LossSourceQueue}] += n
 		}
 	}
 	c.batch = c.batch[:0]
@@ -570,22 +582,20 @@ func (c *Collector) account(final bool) {
 	if off, err := bootOffset(); err == nil {
 		c.dec.bootOffset = off
 	}
-	c.mu.Lock()
-	for id, at := range c.removed {
-		if time.Since(at) > unwatchGrace {
-			delete(c.removed, id)
-			delete(c.sessions, id)
-		}
-	}
-	c.mu.Unlock()
-
+	// The per-kind counters before the per-cgroup ones (count_drop).
 	for _, l := range c.counters {
 		d, err := l.read()
 		if err != nil {
 			c.log.Error("reading drop counters", "error", err)
 		}
 		c.kernelDrops.Add(d)
+		if l.source != LossSourceRingbuf {
+			c.lost[lossKey{"", l.kind, l.source}] += d
+		}
 	}
+	c.readCgroupDrops()
+	c.hostDrops()
+	c.expireSessions()
 	if c.seenMisses == nil {
 		c.seenMisses = make(map[*ebpf.Program]uint64)
 	}
@@ -596,7 +606,7 @@ func (c *Collector) account(final bool) {
 		}
 		if d := ps.RecursionMisses - c.seenMisses[pk.p]; d > 0 {
 			c.seenMisses[pk.p] = ps.RecursionMisses
-			c.lostMisses[pk.k] += d
+			c.lost[lossKey{"", kindName[pk.k], LossSourceRecursion}] += d
 		}
 	}
 	var deadline <-chan time.Time
@@ -605,32 +615,97 @@ func (c *Collector) account(final bool) {
 		defer t.Stop()
 		deadline = t.C
 	}
-	for _, l := range c.counters {
-		l.lost = c.sendLoss(l.kind, l.source, l.lost, deadline)
-	}
-	for k := 1; k < numKinds; k++ {
-		c.lostMisses[k] = c.sendLoss(kindName[k], LossSourceRecursion, c.lostMisses[k], deadline)
-	}
-	for kind, n := range c.lostQueue {
-		if c.lostQueue[kind] = c.sendLoss(kind, LossSourceQueue, n, deadline); c.lostQueue[kind] == 0 {
-			delete(c.lostQueue, kind)
+	for k, n := range c.lost {
+		if left := c.sendLoss(k, n, deadline); left > 0 {
+			c.lost[k] = left
+		} else {
+			delete(c.lost, k)
 		}
 	}
 }
 
-// sendLoss sends one loss event for records of kind and returns what is still
-// unreported.
-func (c *Collector) sendLoss(kind, source string, n uint64, deadline <-chan time.Time) uint64 {
+// readCgroupDrops adds what the kernel counted per watched cgroup since the
+// last read to the losses of the cgroup's session. A cgroup whose session
+// is no longer known is left to hostDrops.
+func (c *Collector) readCgroupDrops() {
+	cd := &c.cgDrops
+	if cd.seen == nil {
+		cd.seen = make(map[processDropKey]uint64)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var k processDropKey
+	var v uint64
+	it := c.objs.CgroupDrops.Iterate()
+	for it.Next(&k, &v) {
+		// The kernel never lowers a count (Go deletes keys: expireSessions).
+		d := v - cd.seen[k]
+		cd.seen[k] = v
+		sid := c.sessions[k.Cgroup]
+		if d == 0 || sid == "" || int(k.Kind) >= numKinds {
+			continue
+		}
+		cd.own[k.Kind] += d
+		c.lost[lossKey{sid, kindName[k.Kind], LossSourceRingbuf}] += d
+	}
+	if err := it.Err(); err != nil {
+		c.log.Error("reading per-session drop counters", "error", err)
+	}
+}
+
+// hostDrops reports as host-wide the ring-buffer drops of each kind beyond
+// those reported for a session. The per-kind counters are read first and
+// the kernel counts a drop's cgroup before its kind, so this never takes a
+// session's drop for a host-wide one; what it has not yet attributed it
+// reports at a later call.
+func (c *Collector) hostDrops() {
+	cd := &c.cgDrops
+	for _, l := range c.counters {
+		if l.source != LossSourceRingbuf {
+			continue
+		}
+		if done := cd.own[l.key] + cd.host[l.key]; l.seen > done {
+			cd.host[l.key] += l.seen - done
+			c.lost[lossKey{"", l.kind, LossSourceRingbuf}] += l.seen - done
+		}
+	}
+}
+
+// expireSessions forgets the cgroups unwatched longer than unwatchGrace
+// ago, with their per-cgroup drop counters.
+func (c *Collector) expireSessions() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, at := range c.removed {
+		if time.Since(at) <= unwatchGrace {
+			continue
+		}
+		delete(c.removed, id)
+		delete(c.sessions, id)
+		for k := range c.cgDrops.seen {
+			if k.Cgroup == id {
+				if err := c.objs.CgroupDrops.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					c.log.Error("deleting per-session drop counter", "error", err)
+				}
+				delete(c.cgDrops.seen, k)
+			}
+		}
+	}
+}
+
+// sendLoss sends one loss event for k and returns what is still unreported.
+func (c *Collector) sendLoss(k lossKey, n uint64, deadline <-chan time.Time) uint64 {
 	if n == 0 {
 		return 0
 	}
 	ev := &event.Event{
-		V:      event.SchemaVersion,
-		TS:     time.Now().UTC(),
-		Host:   c.opts.host,
-		Kind:   event.KindLoss,
-		Source: event.SourceKernel,
-		Loss:   &event.Loss{Count: n, Source: source, LostKind: kind},
+		V:         event.SchemaVersion,
+		TS:        time.Now().UTC(),
+		Host:      c.opts.host,
+		SessionID: k.session,
+		Kind:      event.KindLoss,
+		Source:    event.SourceKernel,
+		Loss:      &event.Loss{Count: n, Source: k.source, LostKind: k.kind, HostWide: k.session == ""},
 	}
 	if deadline == nil {
 		select {
@@ -644,7 +719,7 @@ func (c *Collector) sendLoss(kind, source string, n uint64, deadline <-chan time
 	case c.out <- ev:
 		return 0
 	case <-deadline:
-		c.log.Error("consumer did not take the final loss event", "lost_kind", kind, "source", source, "count", n)
+		c.log.Error("consumer did not take the final loss event", "session", k.session, "lost_kind", k.kind, "source", k.source, "count", n)
 		return n
 	}
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type fileDropKey struct {
+	_      structs.HostLayout
+	Cgroup uint64
+	Kind   uint32
+	Pad    uint32
+}
+
 type fileFileConfig uint32
 
 const (
@@ -132,6 +139,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	fileMapCgroupDrops           = "cgroup_drops"
 	fileMapDrops                 = "drops"
 	fileMapEvents                = "events"
 	fileMapFileAnchor            = "file_anchor"
@@ -203,6 +211,7 @@ type fileProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fileMapSpecs struct {
+	CgroupDrops   *ebpf.MapSpec `ebpf:"cgroup_drops"`
 	Drops         *ebpf.MapSpec `ebpf:"drops"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	FileAnchor    *ebpf.MapSpec `ebpf:"file_anchor"`
@@ -250,6 +259,7 @@ func (o *fileObjects) Close() error {
 //
 // It can be passed to loadFileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fileMaps struct {
+	CgroupDrops   *ebpf.Map `ebpf:"cgroup_drops"`
 	Drops         *ebpf.Map `ebpf:"drops"`
 	Events        *ebpf.Map `ebpf:"events"`
 	FileAnchor    *ebpf.Map `ebpf:"file_anchor"`
@@ -264,6 +274,7 @@ type fileMaps struct {
 
 func (m *fileMaps) Close() error {
 	return _FileClose(
+		m.CgroupDrops,
 		m.Drops,
 		m.Events,
 		m.FileAnchor,

@@ -73,6 +73,13 @@ const (
 	netDomainClassDOMAIN_ALLOWED netDomainClass = 4
 )
 
+type netDropKey struct {
+	_      structs.HostLayout
+	Cgroup uint64
+	Kind   uint32
+	Pad    uint32
+}
+
 type netEgressConfig struct {
 	_            structs.HostLayout
 	Enabled      uint8
@@ -166,6 +173,7 @@ type netSendKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netMapCgroupDrops        = "cgroup_drops"
 	netMapCidr4              = "cidr4"
 	netMapCidr6              = "cidr6"
 	netMapConns              = "conns"
@@ -262,6 +270,7 @@ type netProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netMapSpecs struct {
+	CgroupDrops  *ebpf.MapSpec `ebpf:"cgroup_drops"`
 	Cidr4        *ebpf.MapSpec `ebpf:"cidr4"`
 	Cidr6        *ebpf.MapSpec `ebpf:"cidr6"`
 	Conns        *ebpf.MapSpec `ebpf:"conns"`
@@ -318,6 +327,7 @@ func (o *netObjects) Close() error {
 //
 // It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netMaps struct {
+	CgroupDrops  *ebpf.Map `ebpf:"cgroup_drops"`
 	Cidr4        *ebpf.Map `ebpf:"cidr4"`
 	Cidr6        *ebpf.Map `ebpf:"cidr6"`
 	Conns        *ebpf.Map `ebpf:"conns"`
@@ -341,6 +351,7 @@ type netMaps struct {
 
 func (m *netMaps) Close() error {
 	return _NetClose(
+		m.CgroupDrops,
 		m.Cidr4,
 		m.Cidr6,
 		m.Conns,

@@ -21,6 +21,13 @@ const (
 	processConfigKeyCONFIG_MAX          processConfigKey = 2
 )
 
+type processDropKey struct {
+	_      structs.HostLayout
+	Cgroup uint64
+	Kind   uint32
+	Pad    uint32
+}
+
 type processEventHeader struct {
 	_        structs.HostLayout
 	Kind     uint32
@@ -124,6 +131,7 @@ type processOomEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	processMapCgroupDrops           = "cgroup_drops"
 	processMapDrops                 = "drops"
 	processMapEvents                = "events"
 	processMapExecScratch           = "exec_scratch"
@@ -202,6 +210,7 @@ type processProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processMapSpecs struct {
+	CgroupDrops *ebpf.MapSpec `ebpf:"cgroup_drops"`
 	Drops       *ebpf.MapSpec `ebpf:"drops"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
 	ExecScratch *ebpf.MapSpec `ebpf:"exec_scratch"`
@@ -246,6 +255,7 @@ func (o *processObjects) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processMaps struct {
+	CgroupDrops *ebpf.Map `ebpf:"cgroup_drops"`
 	Drops       *ebpf.Map `ebpf:"drops"`
 	Events      *ebpf.Map `ebpf:"events"`
 	ExecScratch *ebpf.Map `ebpf:"exec_scratch"`
@@ -257,6 +267,7 @@ type processMaps struct {
 
 func (m *processMaps) Close() error {
 	return _ProcessClose(
+		m.CgroupDrops,
 		m.Drops,
 		m.Events,
 		m.ExecScratch,

@@ -77,6 +77,17 @@ func TestExecStorm(t *testing.T) {
 					t.Errorf("%s: received %d + lost %d = %d, want %d", kind, got, lost[kind], got+lost[kind], stormExecs)
 				}
 			}
+			// Every ring-buffer and queue drop of the storm is its
+			// session's: only a skipped program run (recursion) is host-wide.
+			for _, ev := range evs {
+				if ev.Kind != event.KindLoss {
+					continue
+				}
+				own := ev.Loss.Source == LossSourceRingbuf || ev.Loss.Source == LossSourceQueue
+				if own && (ev.SessionID != sid || ev.Loss.HostWide) || !own && (ev.SessionID != "" || !ev.Loss.HostWide) {
+					t.Errorf("loss %+v of session %q, want session %q for ring-buffer and queue drops, else host-wide", *ev.Loss, ev.SessionID, sid)
+				}
+			}
 			s := r.c.Stats()
 			t.Logf("stats %+v, losses %v", s, lost)
 			var total uint64

@@ -276,12 +276,15 @@ type runSummary struct {
 	ByCategory map[string]uint64 `json:"by_category"`
 	Alerts     []string          `json:"alerts"`
 	Limits     []string          `json:"limit_hits"`
-	Lost       uint64            `json:"lost"`
-	Workdir    string            `json:"workdir"`
-	Keep       string            `json:"keep"`
-	Snapshot   string            `json:"snapshot_sha256,omitempty"`
-	Journal    journalSummary    `json:"journal"`
-	Errors     []string          `json:"errors,omitempty"`
+	// Lost sums the session's own loss events; LostHostWide the host-wide
+	// ones (no session) journaled while it ran.
+	Lost         uint64         `json:"lost"`
+	LostHostWide uint64         `json:"lost_host_wide"`
+	Workdir      string         `json:"workdir"`
+	Keep         string         `json:"keep"`
+	Snapshot     string         `json:"snapshot_sha256,omitempty"`
+	Journal      journalSummary `json:"journal"`
+	Errors       []string       `json:"errors,omitempty"`
 }
 
 type journalSummary struct {
@@ -319,6 +322,8 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 			sum.Alerts = append(sum.Alerts, fmt.Sprintf("%s %s: %s", e.Alert.Level, e.Alert.RuleID, e.Alert.Title))
 		case e.Limit != nil:
 			sum.Limits = append(sum.Limits, render.Limit(e))
+		case e.Loss != nil && e.SessionID == "":
+			sum.LostHostWide += e.Loss.Count
 		case e.Loss != nil:
 			sum.Lost += e.Loss.Count
 		case e.Session != nil && e.Session.Op == "cleanup":
@@ -370,7 +375,10 @@ func (s *runSummary) writeText(w io.Writer) {
 	writeList(w, "alerts", s.Alerts)
 	writeList(w, "limits", s.Limits)
 	if s.Lost > 0 {
-		fmt.Fprintf(w, "  lost      %d events (see collector.loss events)\n", s.Lost)
+		fmt.Fprintf(w, "  lost      %d events (see the session's collector.loss events)\n", s.Lost)
+	}
+	if s.LostHostWide > 0 {
+		fmt.Fprintf(w, "  lost      %d events host-wide while it ran, whose session is not known\n", s.LostHostWide)
 	}
 	ws := s.Keep + " at " + s.Workdir
 	if s.Snapshot != "" {

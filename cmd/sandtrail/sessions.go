@@ -67,6 +67,7 @@ type sessionJSON struct {
 	Net        uint64    `json:"net"`
 	Pkg        uint64    `json:"pkg"`
 	Alert      uint64    `json:"alert"`
+	Lost       uint64    `json:"lost"`
 	Ended      bool      `json:"ended"`
 	End        time.Time `json:"end,omitzero"`
 	EndReason  string    `json:"end_reason,omitempty"`
@@ -75,7 +76,7 @@ type sessionJSON struct {
 
 func toSessionJSON(s index.Session) sessionJSON {
 	return sessionJSON{SessionID: s.ID, First: s.First, Last: s.Last, Events: s.Events, Process: s.Procs,
-		File: s.Files, Net: s.Nets, Pkg: s.Pkgs, Alert: s.Alerts, Ended: s.Ended, End: s.End,
+		File: s.Files, Net: s.Nets, Pkg: s.Pkgs, Alert: s.Alerts, Lost: s.Lost, Ended: s.Ended, End: s.End,
 		EndReason: s.EndReason, ExitStatus: s.ExitStatus}
 }
 
@@ -88,7 +89,7 @@ func printSessions(ctx context.Context, out io.Writer, ix *index.Index, f query.
 	switch format {
 	case "table":
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SESSION\tFIRST\tLAST\tEVENTS\tPROC\tFILE\tNET\tPKG\tALERT\tEND\tEXIT")
+		fmt.Fprintln(tw, "SESSION\tFIRST\tLAST\tEVENTS\tPROC\tFILE\tNET\tPKG\tALERT\tLOST\tEND\tEXIT")
 		for _, s := range ss {
 			end, exit := "-", "-"
 			if s.Ended {
@@ -101,8 +102,8 @@ func printSessions(ctx context.Context, out io.Writer, ix *index.Index, f query.
 				}
 			}
 			const tf = "2006-01-02T15:04:05Z07:00"
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", render.Clean(s.ID, 40), s.First.Format(tf), s.Last.Format(tf),
-				s.Events, s.Procs, s.Files, s.Nets, s.Pkgs, s.Alerts, end, exit)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", render.Clean(s.ID, 40), s.First.Format(tf), s.Last.Format(tf),
+				s.Events, s.Procs, s.Files, s.Nets, s.Pkgs, s.Alerts, s.Lost, end, exit)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

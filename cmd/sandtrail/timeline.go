@@ -89,7 +89,11 @@ func buildTimeline(ctx context.Context, ix *index.Index, id string) (*timeline.T
 
 // writeTimeline prints tl as text.
 func writeTimeline(w io.Writer, tl *timeline.Timeline) {
-	fmt.Fprintf(w, "session %s: %d events\n\nprocesses\n", tl.SessionID, tl.Events)
+	lost := ""
+	if tl.Lost > 0 {
+		lost = fmt.Sprintf(", %d lost (see the collector.loss steps)", tl.Lost)
+	}
+	fmt.Fprintf(w, "session %s: %d events%s\n\nprocesses\n", tl.SessionID, tl.Events, lost)
 	if len(tl.Processes) == 0 {
 		fmt.Fprintln(w, "  (none recorded)")
 	}

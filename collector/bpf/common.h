@@ -67,6 +67,13 @@ enum config_key {
 };
 
 /* The common header of every record. */
+/* A key of cgroup_drops (shared.h): a watched cgroup and a record kind. */
+struct drop_key {
+	__u64 cgroup;
+	__u32 kind;
+	__u32 _pad;
+};
+
 struct event_header {
 	__u32 kind;
 	__u32 pid;       /* thread-group id */

@@ -478,7 +478,7 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (bpf_ringbuf_output(&events, e, size, wakeup()))
-		count_drop(KIND_FILE);
+		count_drop(KIND_FILE, e->hdr.watched);
 	return 0;
 }
 

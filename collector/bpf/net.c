@@ -392,7 +392,7 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, __u8 op, bool v6
 	fill_header(&e.hdr, KIND_NET_CONNECT, task);
 	e.uid = (__u32)bpf_get_current_uid_gid();
 	if (bpf_ringbuf_output(&events, &e, sizeof(e), wakeup()))
-		count_drop(KIND_NET_CONNECT);
+		count_drop(KIND_NET_CONNECT, e.hdr.watched);
 	return e.verdict == NET_BLOCK ? 0 : 1;
 }
 
@@ -560,7 +560,7 @@ static __always_inline void emit(struct net_event *e, __u32 kind)
 {
 	e->hdr.kind = kind;
 	if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup()))
-		count_drop(kind);
+		count_drop(kind, e->hdr.watched);
 }
 
 /* sock_cookie returns sk's cookie, 0 when it was never asked for (then the

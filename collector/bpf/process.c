@@ -177,7 +177,7 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (bpf_ringbuf_output(&events, e, size, wakeup()))
-		count_drop(KIND_EXEC);
+		count_drop(KIND_EXEC, e->hdr.watched);
 	return 0;
 }
 
@@ -193,7 +193,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	struct fork_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop(KIND_FORK);
+		count_drop(KIND_FORK, h.watched);
 		return 0;
 	}
 	e->hdr = h;
@@ -216,7 +216,7 @@ int BPF_PROG(handle_exit, struct task_struct *task)
 		return 0;
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop(KIND_EXIT);
+		count_drop(KIND_EXIT, h.watched);
 		return 0;
 	}
 	e->hdr = h;
@@ -246,7 +246,7 @@ static __always_inline int exit_exec(long ret, int arg)
 		return 0;
 	struct exec_failed_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop(KIND_EXEC_FAILED);
+		count_drop(KIND_EXEC_FAILED, h.watched);
 		return 0;
 	}
 	e->hdr = h;
@@ -289,7 +289,7 @@ int BPF_PROG(handle_oom_victim, struct task_struct *task, uid_t uid)
 		return 0;
 	struct oom_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop(KIND_OOM_VICTIM);
+		count_drop(KIND_OOM_VICTIM, h.watched);
 		return 0;
 	}
 	e->hdr = h;

@@ -44,8 +44,36 @@ struct {
 	__type(value, __u32);
 } settings SEC(".maps");
 
-static __always_inline void count_drop(__u32 kind)
+/* The same drops per watched cgroup (its session) and kind, so that each
+ * session's losses are its own: Go deletes a cgroup's keys when it stops
+ * watching it. A drop whose cgroup is not known, or that finds the table
+ * full, is only in drops, and Go reports what drops holds beyond this table
+ * as host-wide. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct drop_key);
+	__type(value, __u64);
+} cgroup_drops SEC(".maps");
+
+/* count_drop counts a record of kind that did not fit in the ring buffer,
+ * for the watched cgroup (0: none) it was about. The cgroup's count goes
+ * first: Go reads cgroup_drops before drops, so a drop it sees in one and
+ * not yet in the other is never taken for a host-wide one. */
+static __always_inline void count_drop(__u32 kind, __u64 watched)
 {
+	if (watched) {
+		struct drop_key k = {.cgroup = watched, .kind = kind};
+		__u64 *c = bpf_map_lookup_elem(&cgroup_drops, &k);
+		if (!c) {
+			__u64 zero = 0;
+			/* Another CPU may insert it first: the lookup then finds that. */
+			bpf_map_update_elem(&cgroup_drops, &k, &zero, BPF_NOEXIST);
+			c = bpf_map_lookup_elem(&cgroup_drops, &k);
+		}
+		if (c)
+			__sync_fetch_and_add(c, 1);
+	}
 	__u64 *n = bpf_map_lookup_elem(&drops, &kind);
 	if (n)
 		*n += 1;

@@ -344,6 +344,9 @@ type Loss struct {
 	// LostKind is the kind of the events lost ("process.exec"), when the
 	// producer knows it.
 	LostKind string `json:"lost_kind,omitempty"`
+	// HostWide is set when the producer cannot know the session of what
+	// it lost (the event then has no session_id).
+	HostWide bool `json:"host_wide,omitempty"`
 }
 
 // Journal describes something the journal did to itself, such as cutting a

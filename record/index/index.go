@@ -48,7 +48,7 @@ import (
 
 // SchemaVersion is the version of the index schema, kept in SQLite's
 // user_version. An index of another version must be rebuilt.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Errors returned by the index.
 var (
@@ -132,6 +132,7 @@ var tables = []string{
 		nets INTEGER NOT NULL DEFAULT 0,
 		pkgs INTEGER NOT NULL DEFAULT 0,
 		alerts INTEGER NOT NULL DEFAULT 0,
+		lost INTEGER NOT NULL DEFAULT 0,
 		end_ts INTEGER, end_reason TEXT, exit_status INTEGER)`,
 	`CREATE TABLE IF NOT EXISTS events(
 		seq INTEGER PRIMARY KEY,
@@ -327,6 +328,7 @@ type row struct {
 type sessionAgg struct {
 	first, last                              int64
 	events, procs, files, nets, pkgs, alerts int64
+	lost                                     int64 // the counts of its loss events
 	endTS                                    int64
 	ended                                    bool
 	endReason                                string
@@ -412,7 +414,7 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 			first_ts = CASE WHEN first_ts IS NULL OR ?1 < first_ts THEN ?1 ELSE first_ts END,
 			last_ts = CASE WHEN last_ts IS NULL OR ?2 > last_ts THEN ?2 ELSE last_ts END,
 			events = events + ?3, procs = procs + ?4, files = files + ?5, nets = nets + ?6,
-			pkgs = pkgs + ?7, alerts = alerts + ?8,
+			pkgs = pkgs + ?7, alerts = alerts + ?8, lost = lost + ?14,
 			end_reason = CASE WHEN ?9 AND (end_ts IS NULL OR ?10 >= end_ts) THEN ?11 ELSE end_reason END,
 			exit_status = CASE WHEN ?9 AND (end_ts IS NULL OR ?10 >= end_ts) THEN ?12 ELSE exit_status END,
 			end_ts = CASE WHEN ?9 AND (end_ts IS NULL OR ?10 >= end_ts) THEN ?10 ELSE end_ts END
@@ -533,7 +535,7 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 			reason = a.endReason
 		}
 		if _, err := st.sessUpd.ExecContext(ctx, a.first, a.last, a.events, a.procs, a.files, a.nets, a.pkgs, a.alerts,
-			a.ended, a.endTS, reason, exit, sid); err != nil {
+			a.ended, a.endTS, reason, exit, sid, a.lost); err != nil {
 			return fmt.Errorf("updating session summary: %w", err)
 		}
 	}
@@ -573,6 +575,9 @@ func (a *sessionAgg) add(ev *event.Event, ts int64) {
 		a.pkgs++
 	case "alert":
 		a.alerts++
+	}
+	if ev.Loss != nil {
+		a.lost += int64(ev.Loss.Count)
 	}
 	if ev.Session != nil && (ev.Kind == event.KindSessionTerminate || ev.Session.Op == "terminate") {
 		if !a.ended || ts >= a.endTS {

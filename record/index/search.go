@@ -29,6 +29,9 @@ type Session struct {
 	First, Last time.Time
 	// Events counts every event; the others count the categories.
 	Events, Procs, Files, Nets, Pkgs, Alerts uint64
+	// Lost sums the counts of the session's own loss events (collector.loss
+	// with its session_id): events it had that are not in the record.
+	Lost uint64
 	// Ended is set once a session.terminate was indexed; End, EndReason
 	// and ExitStatus come from the latest one.
 	Ended      bool
@@ -372,7 +375,7 @@ func (ix *Index) Query(ctx context.Context, f query.Filter) ([]Hit, error) {
 	return out, err
 }
 
-const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.files, s.nets, s.pkgs, s.alerts, s.end_ts, s.end_reason, s.exit_status`
+const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.files, s.nets, s.pkgs, s.alerts, s.lost, s.end_ts, s.end_reason, s.exit_status`
 
 // sessionPlan compiles f into a query for the sessions that have at least
 // one event matching f.
@@ -468,12 +471,13 @@ func (ix *Index) readSessions(ctx context.Context, q string, args ...any) ([]Ses
 		var s Session
 		var first, last, endTS, exit sql.NullInt64
 		var reason sql.NullString
-		var ev, pr, fi, ne, pk, al int64
-		if err := rows.Scan(&s.ID, &first, &last, &ev, &pr, &fi, &ne, &pk, &al, &endTS, &reason, &exit); err != nil {
+		var ev, pr, fi, ne, pk, al, lo int64
+		if err := rows.Scan(&s.ID, &first, &last, &ev, &pr, &fi, &ne, &pk, &al, &lo, &endTS, &reason, &exit); err != nil {
 			return nil, fmt.Errorf("reading sessions: %w", err)
 		}
 		s.First, s.Last = time.Unix(0, first.Int64).UTC(), time.Unix(0, last.Int64).UTC()
 		s.Events, s.Procs, s.Files, s.Nets, s.Pkgs, s.Alerts = uint64(ev), uint64(pr), uint64(fi), uint64(ne), uint64(pk), uint64(al)
+		s.Lost = uint64(lo)
 		if endTS.Valid {
 			s.Ended, s.End, s.EndReason = true, time.Unix(0, endTS.Int64).UTC(), reason.String
 			if exit.Valid {

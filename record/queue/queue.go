@@ -324,6 +324,7 @@ func toLossEvent(k dropKey, count uint64, host string, now time.Time) *event.Eve
 	if e.Validate() != nil {
 		e.Source, e.SessionID = event.SourceJournal, ""
 	}
+	e.Loss.HostWide = e.SessionID == ""
 	return e
 }
 

@@ -19,8 +19,11 @@ import (
 
 // Timeline is one session's process tree and its other notable events.
 type Timeline struct {
-	SessionID string  `json:"session_id"`
-	Events    int     `json:"events"`
+	SessionID string `json:"session_id"`
+	Events    int    `json:"events"`
+	// Lost sums the session's loss events: events it had that are not in
+	// the record (each loss event is also a step).
+	Lost      uint64  `json:"lost"`
 	Processes []*Proc `json:"processes"`
 	// Steps are the lifecycle, limit, loss and alert events, in order.
 	Steps []Step `json:"steps"`
@@ -111,6 +114,9 @@ func (b *Builder) Add(seq uint64, e *event.Event) {
 		}
 		p.ExitCode, p.Signal, p.Exited, p.End = pr.ExitCode, pr.Signal, true, e.TS
 	default:
+		if e.Loss != nil {
+			b.tl.Lost += e.Loss.Count
+		}
 		switch e.Category() {
 		case "session", "limit", "collector", "alert":
 			b.tl.Steps = append(b.tl.Steps, Step{Seq: seq, TS: e.TS, Kind: e.Kind, Detail: render.Step(e)})

@@ -651,11 +651,11 @@ func TestRunExecStorm(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("sandtrail run exit code = %d, want 0\n%s", r.code, r.stderr)
 	}
-	// The collector's own loss events name no session (the kernel's ring
-	// buffer is shared); this journal holds only this session, so read
-	// them all.
+	// This journal holds only this session: read everything, host-wide
+	// losses (no session) too.
 	count := map[string]uint64{}
 	lost := map[string]uint64{}
+	var own uint64 // the session's own losses
 	for _, ev := range e.events("") {
 		if ev.SessionID != r.summary.SessionID && !(ev.SessionID == "" && ev.Loss != nil) {
 			t.Fatalf("event of another session in this data dir: %+v", ev)
@@ -665,7 +665,20 @@ func TestRunExecStorm(t *testing.T) {
 			count[ev.Kind]++
 		case "collector.loss":
 			lost[ev.Loss.LostKind] += ev.Loss.Count
+			if ev.SessionID != "" {
+				own += ev.Loss.Count
+			}
 		}
+	}
+	// query --session S --kind collector.loss sums to what run reports.
+	var queried uint64
+	for _, ev := range e.events(r.summary.SessionID) {
+		if ev.Kind == "collector.loss" {
+			queried += ev.Loss.Count
+		}
+	}
+	if queried != r.summary.Lost || own != r.summary.Lost {
+		t.Errorf("the session's collector.loss events sum to %d (query --session) and %d, run reported lost %d", queried, own, r.summary.Lost)
 	}
 	// sh itself plus n runs of /bin/true.
 	const want = n + 1
