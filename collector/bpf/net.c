@@ -12,7 +12,12 @@
  *    address is turned back into the original DNS server's in replies and
  *    in getpeername;
  *  - tp_btf/inet_sock_set_state: net.listen, net.accept and net.close (with
- *    the bytes of the connection) for TCP.
+ *    the bytes of the connection) for TCP;
+ *  - cgroup/connect_unix, sendmsg_unix: net.connect and net.send of unix
+ *    sockets (KIND_NET_UNIX) with the egress.unix allowlist enforced;
+ *  - cgroup/sock_create and syscalls/sys_exit_socket: net.socket for
+ *    socket(2) of unusual families and types, refused ones too, and
+ *    egress.raw_sockets: block enforced for raw inet sockets.
  *
  * The ring buffer, the drop counters, the watched table and the settings are
  * process.c's (shared.h).
@@ -948,18 +953,17 @@ int net_sendmsg_unix(struct bpf_sock_addr *ctx)
 }
 
 /* raw_socket reports whether socket(family, type) is one that
- * egress.raw_sockets refuses: a raw socket of inet or inet6, or a packet
- * socket. */
+ * egress.raw_sockets refuses: a raw socket of inet or inet6. */
 static __always_inline bool raw_socket(__u32 family, __u32 type)
 {
-	if (family == AF_INET || family == AF_INET6)
-		return type == SOCK_RAW || type == SOCK_PACKET;
-	return family == 17; /* AF_PACKET */
+	return (family == AF_INET || family == AF_INET6) && (type == SOCK_RAW || type == SOCK_PACKET);
 }
 
 /* net_sock_create refuses, under egress.raw_sockets: block, the raw
- * sockets of watched tasks that the kernel runs it for; the socket(2) exit
- * records them as blocked. */
+ * sockets of watched tasks; the socket(2) exit records them as blocked.
+ * The kernel runs it for inet and inet6 sockets only (inet_create,
+ * inet6_create), after its own CAP_NET_RAW check: a packet socket is
+ * recorded but cannot be refused here. */
 SEC("cgroup/sock_create")
 int net_sock_create(struct bpf_sock *ctx)
 {
