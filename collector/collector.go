@@ -143,6 +143,9 @@ type options struct {
 	// egress is enforced by the socket hooks; nil allows everything.
 	egress       EgressPolicy
 	domainLookup func(netip.Addr) string
+	// unixAllowed are the unix socket addresses always allowed
+	// (WithUnixAllowed).
+	unixAllowed []string
 	// sensitive and readExceptions are the host-wide read rules
 	// (WithSensitiveReads).
 	sensitive, readExceptions []string
@@ -273,6 +276,23 @@ type EgressPolicy interface {
 func WithEgress(p EgressPolicy) Option {
 	return func(o *options) error {
 		o.egress = p
+		return nil
+	}
+}
+
+// WithUnixAllowed allows every session to connect and send to the unix
+// socket addresses addrs (egress.ParseUnixEntry syntax) whatever the egress
+// policy's unix default says: the daemon's own sockets that sessions must
+// reach (the ingest socket, the apt broker's). New fails for an address
+// that does not parse.
+func WithUnixAllowed(addrs ...string) Option {
+	return func(o *options) error {
+		for _, a := range addrs {
+			if _, err := egress.ParseUnixEntry(a); err != nil {
+				return err
+			}
+		}
+		o.unixAllowed = append(o.unixAllowed, addrs...)
 		return nil
 	}
 }

@@ -57,6 +57,10 @@ var kindName = [...]string{
 	processEventKindKIND_NET_CLOSE:   event.KindNetClose,
 	processEventKindKIND_NET_LISTEN:  event.KindNetListen,
 	processEventKindKIND_NET_ACCEPT:  event.KindNetAccept,
+	// Kernel drops of unix records are counted for connects and sends
+	// together, as net.connect.
+	processEventKindKIND_NET_UNIX:   event.KindNetConnect,
+	processEventKindKIND_NET_SOCKET: event.KindNetSocket,
 }
 
 const numKinds = int(processEventKindKIND_MAX)
@@ -132,6 +136,10 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		return d.execFailed1(raw)
 	case processEventKindKIND_NET_CONNECT, processEventKindKIND_NET_CLOSE, processEventKindKIND_NET_LISTEN, processEventKindKIND_NET_ACCEPT:
 		return d.net1(kind, raw)
+	case processEventKindKIND_NET_UNIX:
+		return d.unix1(raw)
+	case processEventKindKIND_NET_SOCKET:
+		return d.socket1(raw)
 	case processEventKindKIND_FILE:
 		return d.file1(raw)
 	case processEventKindKIND_OOM_VICTIM:

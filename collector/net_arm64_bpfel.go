@@ -87,7 +87,9 @@ type netEgressConfig struct {
 	DohAction    uint8
 	AllowedDests uint8
 	AllowedPorts uint8
-	Pad          [3]uint8
+	UnixDef      uint8
+	RawBlock     uint8
+	Pad          uint8
 }
 
 type netListenKey struct {
@@ -169,6 +171,79 @@ type netSendKey struct {
 	Verdict uint32
 }
 
+type netSocketEvent struct {
+	_   structs.HostLayout
+	Hdr struct {
+		_        structs.HostLayout
+		Kind     uint32
+		Pid      uint32
+		Ts       uint64
+		CgroupId uint64
+		Watched  uint64
+		Comm     [16]int8
+	}
+	Ret      int64
+	Uid      uint32
+	Family   uint32
+	Type     uint32
+	Protocol uint32
+	Verdict  uint8
+	Pad      [7]uint8
+}
+
+type netUnixAllowVal struct {
+	_        structs.HostLayout
+	ExactLen uint16
+	Pad      uint16
+}
+
+type netUnixEvent struct {
+	_   structs.HostLayout
+	Hdr struct {
+		_        structs.HostLayout
+		Kind     uint32
+		Pid      uint32
+		Ts       uint64
+		CgroupId uint64
+		Watched  uint64
+		Comm     [16]int8
+	}
+	Cookie   uint64
+	Count    uint64
+	Uid      uint32
+	Op       uint8
+	Verdict  uint8
+	SockType uint8
+	Pad      uint8
+	Len      uint32
+	Pad2     uint32
+	Name     [109]uint8
+	Pad3     [3]uint8
+}
+
+type netUnixKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Data      [117]uint8
+	_         [3]byte
+}
+
+type netUnixScratch struct {
+	_ structs.HostLayout
+	E netUnixEvent
+	K netUnixKey
+	_ [4]byte
+}
+
+type netUnixSendKey struct {
+	_       structs.HostLayout
+	Cookie  uint64
+	Verdict uint32
+	Len     uint32
+	Name    [109]uint8
+	Pad     [3]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -190,18 +265,26 @@ const (
 	netMapPorts              = "ports"
 	netMapSends              = "sends"
 	netMapSettings           = "settings"
+	netMapSocketRefused      = "socket_refused"
 	netMapSubmitted          = "submitted"
+	netMapUnixAllow          = "unix_allow"
+	netMapUnixScratch        = "unix_scratch"
+	netMapUnixSends          = "unix_sends"
 	netMapWatched            = "watched"
 	netMapWokenAt            = "woken_at"
 	netProgNetConnect4       = "net_connect4"
 	netProgNetConnect6       = "net_connect6"
+	netProgNetConnectUnix    = "net_connect_unix"
 	netProgNetGetpeername4   = "net_getpeername4"
 	netProgNetGetpeername6   = "net_getpeername6"
 	netProgNetRecvmsg4       = "net_recvmsg4"
 	netProgNetRecvmsg6       = "net_recvmsg6"
 	netProgNetSendmsg4       = "net_sendmsg4"
 	netProgNetSendmsg6       = "net_sendmsg6"
+	netProgNetSendmsgUnix    = "net_sendmsg_unix"
+	netProgNetSockCreate     = "net_sock_create"
 	netProgNetSockState      = "net_sock_state"
+	netProgNetSocketExit     = "net_socket_exit"
 	netVarUnusedCidrFlags    = "unused_cidr_flags"
 	netVarUnusedDnsTarget    = "unused_dns_target"
 	netVarUnusedDomainClass  = "unused_domain_class"
@@ -211,6 +294,10 @@ const (
 	netVarUnusedNetOp        = "unused_net_op"
 	netVarUnusedNetVerdict   = "unused_net_verdict"
 	netVarUnusedPortFlags    = "unused_port_flags"
+	netVarUnusedSocketEvent  = "unused_socket_event"
+	netVarUnusedUnixAllowVal = "unused_unix_allow_val"
+	netVarUnusedUnixEvent    = "unused_unix_event"
+	netVarUnusedUnixKey      = "unused_unix_key"
 )
 
 // loadNet returns the embedded CollectionSpec for net.
@@ -257,39 +344,47 @@ type netSpecs struct {
 type netProgramSpecs struct {
 	NetConnect4     *ebpf.ProgramSpec `ebpf:"net_connect4"`
 	NetConnect6     *ebpf.ProgramSpec `ebpf:"net_connect6"`
+	NetConnectUnix  *ebpf.ProgramSpec `ebpf:"net_connect_unix"`
 	NetGetpeername4 *ebpf.ProgramSpec `ebpf:"net_getpeername4"`
 	NetGetpeername6 *ebpf.ProgramSpec `ebpf:"net_getpeername6"`
 	NetRecvmsg4     *ebpf.ProgramSpec `ebpf:"net_recvmsg4"`
 	NetRecvmsg6     *ebpf.ProgramSpec `ebpf:"net_recvmsg6"`
 	NetSendmsg4     *ebpf.ProgramSpec `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.ProgramSpec `ebpf:"net_sendmsg6"`
+	NetSendmsgUnix  *ebpf.ProgramSpec `ebpf:"net_sendmsg_unix"`
+	NetSockCreate   *ebpf.ProgramSpec `ebpf:"net_sock_create"`
 	NetSockState    *ebpf.ProgramSpec `ebpf:"net_sock_state"`
+	NetSocketExit   *ebpf.ProgramSpec `ebpf:"net_socket_exit"`
 }
 
 // netMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netMapSpecs struct {
-	CgroupDrops  *ebpf.MapSpec `ebpf:"cgroup_drops"`
-	Cidr4        *ebpf.MapSpec `ebpf:"cidr4"`
-	Cidr6        *ebpf.MapSpec `ebpf:"cidr6"`
-	Conns        *ebpf.MapSpec `ebpf:"conns"`
-	DnsOriginals *ebpf.MapSpec `ebpf:"dns_originals"`
-	DnsRedirect  *ebpf.MapSpec `ebpf:"dns_redirect"`
-	Domains      *ebpf.MapSpec `ebpf:"domains"`
-	Drops        *ebpf.MapSpec `ebpf:"drops"`
-	EgressConf   *ebpf.MapSpec `ebpf:"egress_conf"`
-	Events       *ebpf.MapSpec `ebpf:"events"`
-	ListenPorts  *ebpf.MapSpec `ebpf:"listen_ports"`
-	ListenerKeys *ebpf.MapSpec `ebpf:"listener_keys"`
-	Listeners    *ebpf.MapSpec `ebpf:"listeners"`
-	NetDrops     *ebpf.MapSpec `ebpf:"net_drops"`
-	Ports        *ebpf.MapSpec `ebpf:"ports"`
-	Sends        *ebpf.MapSpec `ebpf:"sends"`
-	Settings     *ebpf.MapSpec `ebpf:"settings"`
-	Submitted    *ebpf.MapSpec `ebpf:"submitted"`
-	Watched      *ebpf.MapSpec `ebpf:"watched"`
-	WokenAt      *ebpf.MapSpec `ebpf:"woken_at"`
+	CgroupDrops   *ebpf.MapSpec `ebpf:"cgroup_drops"`
+	Cidr4         *ebpf.MapSpec `ebpf:"cidr4"`
+	Cidr6         *ebpf.MapSpec `ebpf:"cidr6"`
+	Conns         *ebpf.MapSpec `ebpf:"conns"`
+	DnsOriginals  *ebpf.MapSpec `ebpf:"dns_originals"`
+	DnsRedirect   *ebpf.MapSpec `ebpf:"dns_redirect"`
+	Domains       *ebpf.MapSpec `ebpf:"domains"`
+	Drops         *ebpf.MapSpec `ebpf:"drops"`
+	EgressConf    *ebpf.MapSpec `ebpf:"egress_conf"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	ListenPorts   *ebpf.MapSpec `ebpf:"listen_ports"`
+	ListenerKeys  *ebpf.MapSpec `ebpf:"listener_keys"`
+	Listeners     *ebpf.MapSpec `ebpf:"listeners"`
+	NetDrops      *ebpf.MapSpec `ebpf:"net_drops"`
+	Ports         *ebpf.MapSpec `ebpf:"ports"`
+	Sends         *ebpf.MapSpec `ebpf:"sends"`
+	Settings      *ebpf.MapSpec `ebpf:"settings"`
+	SocketRefused *ebpf.MapSpec `ebpf:"socket_refused"`
+	Submitted     *ebpf.MapSpec `ebpf:"submitted"`
+	UnixAllow     *ebpf.MapSpec `ebpf:"unix_allow"`
+	UnixScratch   *ebpf.MapSpec `ebpf:"unix_scratch"`
+	UnixSends     *ebpf.MapSpec `ebpf:"unix_sends"`
+	Watched       *ebpf.MapSpec `ebpf:"watched"`
+	WokenAt       *ebpf.MapSpec `ebpf:"woken_at"`
 }
 
 // netVariableSpecs contains global variables before they are loaded into the kernel.
@@ -305,6 +400,10 @@ type netVariableSpecs struct {
 	UnusedNetOp        *ebpf.VariableSpec `ebpf:"unused_net_op"`
 	UnusedNetVerdict   *ebpf.VariableSpec `ebpf:"unused_net_verdict"`
 	UnusedPortFlags    *ebpf.VariableSpec `ebpf:"unused_port_flags"`
+	UnusedSocketEvent  *ebpf.VariableSpec `ebpf:"unused_socket_event"`
+	UnusedUnixAllowVal *ebpf.VariableSpec `ebpf:"unused_unix_allow_val"`
+	UnusedUnixEvent    *ebpf.VariableSpec `ebpf:"unused_unix_event"`
+	UnusedUnixKey      *ebpf.VariableSpec `ebpf:"unused_unix_key"`
 }
 
 // netObjects contains all objects after they have been loaded into the kernel.
@@ -327,26 +426,30 @@ func (o *netObjects) Close() error {
 //
 // It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netMaps struct {
-	CgroupDrops  *ebpf.Map `ebpf:"cgroup_drops"`
-	Cidr4        *ebpf.Map `ebpf:"cidr4"`
-	Cidr6        *ebpf.Map `ebpf:"cidr6"`
-	Conns        *ebpf.Map `ebpf:"conns"`
-	DnsOriginals *ebpf.Map `ebpf:"dns_originals"`
-	DnsRedirect  *ebpf.Map `ebpf:"dns_redirect"`
-	Domains      *ebpf.Map `ebpf:"domains"`
-	Drops        *ebpf.Map `ebpf:"drops"`
-	EgressConf   *ebpf.Map `ebpf:"egress_conf"`
-	Events       *ebpf.Map `ebpf:"events"`
-	ListenPorts  *ebpf.Map `ebpf:"listen_ports"`
-	ListenerKeys *ebpf.Map `ebpf:"listener_keys"`
-	Listeners    *ebpf.Map `ebpf:"listeners"`
-	NetDrops     *ebpf.Map `ebpf:"net_drops"`
-	Ports        *ebpf.Map `ebpf:"ports"`
-	Sends        *ebpf.Map `ebpf:"sends"`
-	Settings     *ebpf.Map `ebpf:"settings"`
-	Submitted    *ebpf.Map `ebpf:"submitted"`
-	Watched      *ebpf.Map `ebpf:"watched"`
-	WokenAt      *ebpf.Map `ebpf:"woken_at"`
+	CgroupDrops   *ebpf.Map `ebpf:"cgroup_drops"`
+	Cidr4         *ebpf.Map `ebpf:"cidr4"`
+	Cidr6         *ebpf.Map `ebpf:"cidr6"`
+	Conns         *ebpf.Map `ebpf:"conns"`
+	DnsOriginals  *ebpf.Map `ebpf:"dns_originals"`
+	DnsRedirect   *ebpf.Map `ebpf:"dns_redirect"`
+	Domains       *ebpf.Map `ebpf:"domains"`
+	Drops         *ebpf.Map `ebpf:"drops"`
+	EgressConf    *ebpf.Map `ebpf:"egress_conf"`
+	Events        *ebpf.Map `ebpf:"events"`
+	ListenPorts   *ebpf.Map `ebpf:"listen_ports"`
+	ListenerKeys  *ebpf.Map `ebpf:"listener_keys"`
+	Listeners     *ebpf.Map `ebpf:"listeners"`
+	NetDrops      *ebpf.Map `ebpf:"net_drops"`
+	Ports         *ebpf.Map `ebpf:"ports"`
+	Sends         *ebpf.Map `ebpf:"sends"`
+	Settings      *ebpf.Map `ebpf:"settings"`
+	SocketRefused *ebpf.Map `ebpf:"socket_refused"`
+	Submitted     *ebpf.Map `ebpf:"submitted"`
+	UnixAllow     *ebpf.Map `ebpf:"unix_allow"`
+	UnixScratch   *ebpf.Map `ebpf:"unix_scratch"`
+	UnixSends     *ebpf.Map `ebpf:"unix_sends"`
+	Watched       *ebpf.Map `ebpf:"watched"`
+	WokenAt       *ebpf.Map `ebpf:"woken_at"`
 }
 
 func (m *netMaps) Close() error {
@@ -368,7 +471,11 @@ func (m *netMaps) Close() error {
 		m.Ports,
 		m.Sends,
 		m.Settings,
+		m.SocketRefused,
 		m.Submitted,
+		m.UnixAllow,
+		m.UnixScratch,
+		m.UnixSends,
 		m.Watched,
 		m.WokenAt,
 	)
@@ -387,6 +494,10 @@ type netVariables struct {
 	UnusedNetOp        *ebpf.Variable `ebpf:"unused_net_op"`
 	UnusedNetVerdict   *ebpf.Variable `ebpf:"unused_net_verdict"`
 	UnusedPortFlags    *ebpf.Variable `ebpf:"unused_port_flags"`
+	UnusedSocketEvent  *ebpf.Variable `ebpf:"unused_socket_event"`
+	UnusedUnixAllowVal *ebpf.Variable `ebpf:"unused_unix_allow_val"`
+	UnusedUnixEvent    *ebpf.Variable `ebpf:"unused_unix_event"`
+	UnusedUnixKey      *ebpf.Variable `ebpf:"unused_unix_key"`
 }
 
 // netPrograms contains all programs after they have been loaded into the kernel.
@@ -395,26 +506,34 @@ type netVariables struct {
 type netPrograms struct {
 	NetConnect4     *ebpf.Program `ebpf:"net_connect4"`
 	NetConnect6     *ebpf.Program `ebpf:"net_connect6"`
+	NetConnectUnix  *ebpf.Program `ebpf:"net_connect_unix"`
 	NetGetpeername4 *ebpf.Program `ebpf:"net_getpeername4"`
 	NetGetpeername6 *ebpf.Program `ebpf:"net_getpeername6"`
 	NetRecvmsg4     *ebpf.Program `ebpf:"net_recvmsg4"`
 	NetRecvmsg6     *ebpf.Program `ebpf:"net_recvmsg6"`
 	NetSendmsg4     *ebpf.Program `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.Program `ebpf:"net_sendmsg6"`
+	NetSendmsgUnix  *ebpf.Program `ebpf:"net_sendmsg_unix"`
+	NetSockCreate   *ebpf.Program `ebpf:"net_sock_create"`
 	NetSockState    *ebpf.Program `ebpf:"net_sock_state"`
+	NetSocketExit   *ebpf.Program `ebpf:"net_socket_exit"`
 }
 
 func (p *netPrograms) Close() error {
 	return _NetClose(
 		p.NetConnect4,
 		p.NetConnect6,
+		p.NetConnectUnix,
 		p.NetGetpeername4,
 		p.NetGetpeername6,
 		p.NetRecvmsg4,
 		p.NetRecvmsg6,
 		p.NetSendmsg4,
 		p.NetSendmsg6,
+		p.NetSendmsgUnix,
+		p.NetSockCreate,
 		p.NetSockState,
+		p.NetSocketExit,
 	)
 }
 

@@ -88,6 +88,11 @@ func (n *netCollector) load(c *Collector, shared *ebpf.CollectionOptions) error 
 	if err := n.writeEgress(); err != nil {
 		return err
 	}
+	if n.egress != nil {
+		if err := n.writeUnix(n.egress.EgressTable(), c.opts.unixAllowed); err != nil {
+			return err
+		}
+	}
 	c.dec.net = n
 	return nil
 }
@@ -125,6 +130,10 @@ func (n *netCollector) attach(c *Collector) error {
 		{n.objs.NetSendmsg6, ebpf.AttachCGroupUDP6Sendmsg, false},
 		{n.objs.NetRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg, false},
 		{n.objs.NetRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg, false},
+		// Unix sockets (Linux 6.7+) and socket creation.
+		{n.objs.NetConnectUnix, ebpf.AttachCgroupUnixConnect, false},
+		{n.objs.NetSendmsgUnix, ebpf.AttachCgroupUnixSendmsg, false},
+		{n.objs.NetSockCreate, ebpf.AttachCGroupInetSockCreate, false},
 		// getpeername of a redirected connected socket names the proxy
 		// without these; nothing else depends on them.
 		{n.objs.NetGetpeername4, ebpf.AttachCgroupInet4GetPeername, true},
@@ -146,6 +155,11 @@ func (n *netCollector) attach(c *Collector) error {
 		return fmt.Errorf("%w: attaching tp_btf program inet_sock_set_state: %v", ErrNotSupported, err)
 	}
 	c.links = append(c.links, l)
+	l, err = link.Tracepoint("syscalls", "sys_exit_socket", n.objs.NetSocketExit, nil)
+	if err != nil {
+		return fmt.Errorf("%w: attaching tracepoint syscalls/sys_exit_socket: %v", ErrNotSupported, err)
+	}
+	c.links = append(c.links, l)
 	n.stop, n.done = make(chan struct{}), make(chan struct{})
 	go n.sweep()
 	return nil
@@ -160,6 +174,9 @@ func (n *netCollector) programs() []progKind {
 		{n.objs.NetConnect6, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSendmsg4, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSendmsg6, processEventKindKIND_NET_CONNECT},
+		{n.objs.NetConnectUnix, processEventKindKIND_NET_UNIX},
+		{n.objs.NetSendmsgUnix, processEventKindKIND_NET_UNIX},
+		{n.objs.NetSocketExit, processEventKindKIND_NET_SOCKET},
 		// The state tracepoint loses listen, accept and close records;
 		// it is accounted as net.close, the most frequent.
 		{n.objs.NetSockState, processEventKindKIND_NET_CLOSE},
@@ -371,6 +388,12 @@ func egressConfig(t egress.Table) netEgressConfig {
 	}
 	if len(t.AllowedPorts) > 0 {
 		cf.AllowedPorts = 1
+	}
+	if t.UnixDefault != "" {
+		cf.UnixDef = verdictCode(t.UnixDefault)
+	}
+	if t.RawSockets == egress.Block {
+		cf.RawBlock = 1
 	}
 	return cf
 }

@@ -51,7 +51,9 @@ const (
 	processEventKindKIND_NET_CLOSE   processEventKind = 8
 	processEventKindKIND_NET_LISTEN  processEventKind = 9
 	processEventKindKIND_NET_ACCEPT  processEventKind = 10
-	processEventKindKIND_MAX         processEventKind = 11
+	processEventKindKIND_NET_UNIX    processEventKind = 11
+	processEventKindKIND_NET_SOCKET  processEventKind = 12
+	processEventKindKIND_MAX         processEventKind = 13
 )
 
 type processExecEvent struct {

@@ -77,6 +77,9 @@ type compiled struct {
 	blockedPorts   []portRule
 	doh            []dohRule
 	dohAction      Verdict
+	unixDefault    Verdict
+	unixAllowed    []string
+	rawSockets     Verdict
 
 	sensitive      []pathRule
 	readExceptions []pathRule
@@ -298,6 +301,15 @@ func compileEgress(c *errs, out *compiled, e *Egress) {
 	out.allowedPorts = ports(c, "egress.allowed_ports", e.AllowedPorts)
 	out.blockedPorts = ports(c, "egress.blocked_ports", e.BlockedPorts)
 	out.doh = dohEndpoints(c, "egress.doh_endpoints", e.DoHEndpoints)
+	out.unixDefault = verdictField(c, "egress.unix.default", e.Unix.Default, Allow, Allow, Flag, Block)
+	out.rawSockets = verdictField(c, "egress.raw_sockets", e.RawSockets, Allow, Allow, Block)
+	for i, raw := range e.Unix.Allowed {
+		if _, err := egress.ParseUnixEntry(raw); err != nil {
+			c.add(fmt.Sprintf("egress.unix.allowed[%d]", i), "%v", err)
+			continue
+		}
+		out.unixAllowed = append(out.unixAllowed, raw)
+	}
 }
 
 // dohEndpoints compiles DoH endpoints, each an address or a host name.

@@ -27,6 +27,9 @@ func (e *Engine) EgressTable() EgressTable {
 		Default:      c.egressDefault,
 		DoHAction:    c.dohAction,
 		AllowedDests: len(c.allowedDomains)+len(c.allowedCIDRs) > 0,
+		UnixDefault:  c.unixDefault,
+		UnixAllowed:  slices.Clone(c.unixAllowed),
+		RawSockets:   c.rawSockets,
 	}
 	for _, r := range c.blockedCIDRs {
 		t.BlockedCIDRs = append(t.BlockedCIDRs, r.prefix)

@@ -111,6 +111,24 @@ type Egress struct {
 	// DoHAction is the verdict for a connection to a DoH endpoint: flag
 	// (the default), block or allow.
 	DoHAction string `mapstructure:"doh_action" yaml:"doh_action" json:"doh_action"`
+	// Unix decides connects and addressed sends of unix sockets.
+	Unix Unix `mapstructure:"unix" yaml:"unix" json:"unix"`
+	// RawSockets is allow (the default) or block: block refuses raw
+	// sockets of inet and inet6, and packet sockets, to a session's
+	// processes that the kernel would let create them.
+	RawSockets string `mapstructure:"raw_sockets" yaml:"raw_sockets" json:"raw_sockets"`
+}
+
+// Unix decides unix socket addresses (egress.unix). The daemon's own
+// sockets (ingest, apt broker) are always allowed.
+type Unix struct {
+	// Default is the verdict for an address Allowed does not list: allow
+	// (the default), flag or block.
+	Default string `mapstructure:"default" yaml:"default" json:"default"`
+	// Allowed are "/dir/" (every pathname beneath dir), "/path" (that
+	// pathname), "@name" (that abstract name) and "@prefix*" (abstract
+	// names beginning with prefix); \xNN writes a byte.
+	Allowed []string `mapstructure:"allowed" yaml:"allowed" json:"allowed"`
 }
 
 // Files names sensitive and protected paths. Entries are absolute path
@@ -175,6 +193,8 @@ func (p *Policy) Effective() *Policy {
 	set(&q.ProvenanceLoss, string(Allow))
 	set(&q.Egress.Default, string(Allow))
 	set(&q.Egress.DoHAction, string(Flag))
+	set(&q.Egress.Unix.Default, string(Allow))
+	set(&q.Egress.RawSockets, string(Allow))
 	set(&q.Files.SensitiveReadAction, string(Flag))
 	set(&q.Files.ProtectedWriteAction, string(Block))
 	set(&q.ToolIO.Verbosity, VerbosityNames)

@@ -46,7 +46,11 @@ enum event_kind {
 	KIND_NET_CLOSE = 8,
 	KIND_NET_LISTEN = 9,
 	KIND_NET_ACCEPT = 10,
-	KIND_MAX = 11,
+	/* net.c: net.connect and net.send of unix sockets (struct unix_event),
+	 * and net.socket (struct socket_event). */
+	KIND_NET_UNIX = 11,
+	KIND_NET_SOCKET = 12,
+	KIND_MAX = 13,
 };
 
 /* exec_event flags. */

@@ -64,7 +64,9 @@ struct egress_config {
 	__u8 doh_action;    /* enum net_verdict of egress.doh_action */
 	__u8 allowed_dests; /* allowed domains or CIDRs exist */
 	__u8 allowed_ports; /* allowed ports exist */
-	__u8 _pad[3];
+	__u8 unix_def;      /* enum net_verdict of egress.unix.default */
+	__u8 raw_block;     /* egress.raw_sockets: block */
+	__u8 _pad;
 };
 
 /* An IPv4 or IPv6 address and port: addr[0] holds an IPv4 address; all four
@@ -104,6 +106,57 @@ struct net_event {
 	__u8 flags;    /* enum net_flags */
 	struct net_addr src;
 	struct net_addr dst;
+};
+
+/* The bytes of a sun_path (UNIX_PATH_MAX), and one more for the NUL that a
+ * pathname of the full length lacks. */
+#define UNIX_NAME_MAX 109
+
+/* The key of the unix allowlist (unix_allow, an LPM trie): the cgroup the
+ * entry is for (0: every session) as 8 bytes, then the address: a
+ * pathname's bytes up to its NUL and zeros after; an abstract name's NUL
+ * and its bytes, then zeros. A pathname entry ends in "/" (everything
+ * beneath) or includes its NUL (that path only). */
+struct unix_key {
+	__u32 prefixlen;
+	__u8 data[8 + UNIX_NAME_MAX];
+};
+
+/* The value of a unix_allow entry. exact_len, for an abstract name
+ * allowed alone, is its length with the leading NUL; 0 for a prefix. */
+struct unix_allow_val {
+	__u16 exact_len;
+	__u16 _pad;
+};
+
+/* A connect(2) or an addressed send of a unix socket (KIND_NET_UNIX). */
+struct unix_event {
+	struct event_header hdr;
+	__u64 cookie;
+	__u64 count; /* send: the sends this record stands for */
+	__u32 uid;
+	__u8 op;        /* enum net_op */
+	__u8 verdict;   /* enum net_verdict */
+	__u8 sock_type; /* SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET */
+	__u8 _pad;
+	__u32 len; /* bytes of name: the sun_path's (without a pathname's NUL) */
+	__u32 _pad2;
+	__u8 name[UNIX_NAME_MAX]; /* an abstract name starts with its NUL */
+	__u8 _pad3[3];
+};
+
+/* A socket(2) of an unusual family or type (KIND_NET_SOCKET): any family
+ * but unix, inet, inet6 and netlink, and raw and packet sockets of inet and
+ * inet6. */
+struct socket_event {
+	struct event_header hdr;
+	__s64 ret; /* the fd, or -errno */
+	__u32 uid;
+	__u32 family;
+	__u32 type; /* without SOCK_NONBLOCK and SOCK_CLOEXEC */
+	__u32 protocol;
+	__u8 verdict; /* NET_BLOCK: refused by egress.raw_sockets */
+	__u8 _pad[7];
 };
 
 #endif

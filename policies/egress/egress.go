@@ -14,7 +14,9 @@
 package egress
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -80,6 +82,77 @@ type Table struct {
 	// AllowedDests is true when the policy lists allowed domains or
 	// allowed CIDRs, so that a destination must match one of them.
 	AllowedDests bool
+
+	// UnixDefault is the verdict on a unix socket connect or addressed
+	// send whose address no entry of UnixAllowed (nor the enforcer's own
+	// always-allowed sockets) allows; "" is Allow.
+	UnixDefault Verdict
+	// UnixAllowed are the unix socket addresses allowed whatever
+	// UnixDefault says ([UnixEntry] syntax), with ~/ not expanded: the
+	// enforcer adds each session's own (policy.Engine.UnixAllowed).
+	UnixAllowed []string
+	// RawSockets is Block to refuse raw sockets of inet and inet6 and
+	// packet sockets; "" is Allow.
+	RawSockets Verdict
+}
+
+// UnixEntry is one entry of an allowlist of unix socket addresses, parsed:
+// "/dir/" allows every pathname beneath dir, "/path" that pathname alone,
+// "@name" that abstract name alone and "@prefix*" every abstract name
+// beginning with prefix. A byte may be written \xNN (a NUL in an abstract
+// name, a "*" at the end of one). Name is the bytes of sun_path (an
+// abstract name with its leading NUL), without the "*".
+type UnixEntry struct {
+	Name   []byte
+	Prefix bool
+}
+
+// UnixPathMax is the size of sun_path.
+const UnixPathMax = 108
+
+// ParseUnixEntry parses an entry of UnixAllowed. It returns an error for a
+// relative path, a path with a "." or ".." component, an empty name, or a
+// name longer than sun_path.
+func ParseUnixEntry(s string) (UnixEntry, error) {
+	var e UnixEntry
+	raw, ok := strings.CutPrefix(s, "@")
+	if ok {
+		e.Prefix = strings.HasSuffix(raw, "*")
+		raw = strings.TrimSuffix(raw, "*")
+		e.Name = []byte{0}
+	} else {
+		if !strings.HasPrefix(s, "/") {
+			return e, fmt.Errorf("unix address %q: neither an absolute path nor @name", s)
+		}
+		for _, c := range strings.Split(s, "/") {
+			if c == "." || c == ".." {
+				return e, fmt.Errorf("unix address %q: has a %q component", s, c)
+			}
+		}
+		e.Prefix = strings.HasSuffix(s, "/")
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			e.Name = append(e.Name, raw[i])
+			continue
+		}
+		if i+3 >= len(raw) || raw[i+1] != 'x' {
+			return e, fmt.Errorf("unix address %q: a \\ not followed by xNN", s)
+		}
+		v, err := strconv.ParseUint(raw[i+2:i+4], 16, 8)
+		if err != nil {
+			return e, fmt.Errorf("unix address %q: a \\ not followed by xNN", s)
+		}
+		e.Name = append(e.Name, byte(v))
+		i += 3
+	}
+	switch {
+	case len(e.Name) == 1 && e.Name[0] == 0 && !e.Prefix:
+		return e, fmt.Errorf("unix address %q: empty abstract name", s)
+	case len(e.Name) > UnixPathMax:
+		return e, fmt.Errorf("unix address %q: longer than %d bytes", s, UnixPathMax)
+	}
+	return e, nil
 }
 
 // DNSPort is plain DNS, the one port on which a DoH endpoint is not DoH:

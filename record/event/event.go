@@ -152,8 +152,9 @@ type File struct {
 
 // Net describes a network operation.
 type Net struct {
-	// Op is connect, send, close, listen, accept or dns.
-	Op       string `json:"op"`
+	// Op is connect, send, close, listen, accept, dns or socket.
+	Op string `json:"op"`
+	// Proto is tcp, udp or unix.
 	Proto    string `json:"proto,omitempty"`
 	SrcIP    string `json:"src_ip,omitempty"`
 	SrcPort  uint16 `json:"src_port,omitempty"`
@@ -173,6 +174,20 @@ type Net struct {
 	// blocked or flagged it.
 	Reason string `json:"reason,omitempty"`
 	DNS    *DNS   `json:"dns,omitempty"`
+	// UnixPath is the address of a unix socket connect or send (proto
+	// unix): a path as the caller gave it, or "@" and an abstract name, as
+	// ss(8) prints them. Bytes outside printable ASCII, and "\\", are
+	// written as \xNN.
+	UnixPath string `json:"unix_path,omitempty"`
+	// Family, SockType and Protocol are the arguments of socket(2)
+	// (net.socket), or the socket type of a unix connect or send: family
+	// inet, inet6, packet, ... (af_N for others), sock_type stream, dgram,
+	// raw, seqpacket, packet, ... (type_N for others), protocol as given.
+	Family   string `json:"family,omitempty"`
+	SockType string `json:"sock_type,omitempty"`
+	Protocol uint32 `json:"protocol,omitempty"`
+	// Errno names the error that socket(2) failed with (net.socket).
+	Errno string `json:"errno,omitempty"`
 }
 
 // DNS describes one name lookup: the query and its answer.

@@ -92,6 +92,7 @@ func examples() map[string]*event.Event {
 	netOp(event.KindNetClose, 142, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 41234, DstIP: "10.88.0.1", DstPort: 4873, BytesOut: 812, BytesIn: 318455})
 	netOp(event.KindNetListen, 143, &event.Net{Proto: "tcp", SrcIP: "0.0.0.0", SrcPort: 8080})
 	netOp(event.KindNetAccept, 144, &event.Net{Proto: "tcp", SrcIP: "10.88.0.7", SrcPort: 8080, DstIP: "10.88.0.9", DstPort: 50522})
+	netOp(event.KindNetSocket, 146, &event.Net{Family: "packet", SockType: "raw", Protocol: 768, Verdict: "allowed", Errno: "EPERM"})
 	netOp(event.KindNetDNS, 145, &event.Net{Proto: "udp", DstIP: "10.88.0.1", DstPort: 53, Verdict: "allowed",
 		DNS: &event.DNS{Query: "registry.npmjs.org.", QType: "A", RCode: "NOERROR", Answers: []event.DNSAnswer{
 			{Type: "CNAME", Data: "registry.npmjs.org.cdn.cloudflare.net.", TTL: 300},

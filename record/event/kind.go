@@ -41,6 +41,9 @@ const (
 	KindNetListen  = "net.listen"
 	KindNetAccept  = "net.accept"
 	KindNetDNS     = "net.dns"
+	// KindNetSocket is a socket(2) of an unusual family or type (packet,
+	// raw), refused ones too.
+	KindNetSocket = "net.socket"
 
 	KindPkgInstall = "pkg.install"
 	KindPkgFetch   = "pkg.fetch"
@@ -72,7 +75,7 @@ var Kinds = []string{
 	KindExec, KindExecFailed, KindFork, KindExit,
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod,
-	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS,
+	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS, KindNetSocket,
 	KindPkgInstall, KindPkgFetch, KindPkgFilter, KindPkgBlocked,
 	KindToolCall, KindModelCall,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,

@@ -21,6 +21,19 @@ func (c *Config) AptSocket() string {
 	return filepath.Join(filepath.Dir(c.Socket), "apt.sock")
 }
 
+// OwnSockets are the daemon's sockets that a session's processes must
+// reach whatever the policy says about unix sockets: the ingest socket and
+// the apt broker's, as absolute paths.
+func (c *Config) OwnSockets() []string {
+	var out []string
+	for _, p := range []string{c.Socket, c.AptSocket()} {
+		if a, err := filepath.Abs(p); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // startApt serves the apt broker (docs/shims.md): a session's agent, not
 // being root, has its apt installs run by the host, checked with the
 // host's policy and recorded in its session. It needs apt-get and the shim
