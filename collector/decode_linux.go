@@ -278,9 +278,14 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 	if r.Auid != ^uint32(0) {
 		e.Proc.AUID = event.U32(r.Auid)
 	}
-	d.exe = exeID{dev: e.Proc.ExeDev, ino: r.ExeIno, ctimeSec: r.ExeCtimeSec, ctimeNsec: r.ExeCtimeNsec}
+	d.exe = exeID{dev: e.Proc.ExeDev, ino: r.ExeIno, ctimeSec: r.ExeCtimeSec, ctimeNsec: r.ExeCtimeNsec &^ ctimeQueried}
 	return e, nil, nil
 }
+
+// ctimeQueried is the flag that multigrain timestamps (Linux 6.13+) keep in
+// the top bit of inode.i_ctime_nsec (I_CTIME_QUERIED); the change time is
+// the rest, as inode_get_ctime_nsec reads it.
+const ctimeQueried = 1 << 31
 
 // splitExecData cuts data into the consecutive parts of the given lengths.
 func splitExecData(data []byte, lens ...uint32) ([][]byte, error) {
