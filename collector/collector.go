@@ -3,9 +3,11 @@
 // the processes in watched session cgroups (Watch), or of the whole host
 // (WithHostWide):
 //
-//   - processes (bpf/process.c): exec (with exact argv, cwd and the pipes on
-//     fd 0 and 1), fork, exit and failed exec, and the victims of the
-//     kernel's OOM killer (WithOOMHandler);
+//   - processes (bpf/process.c): exec (with the identity of the file the
+//     kernel executed, its sha256, exact argv with its tail, cwd, the pipes
+//     on fd 0 and 1, and the environment variables named by WithExecEnv),
+//     fork, exit and failed exec, and the victims of the kernel's OOM
+//     killer (WithOOMHandler);
 //   - files (bpf/file.c): opens, deletes, renames, truncates, chmods and
 //     mounts with absolute paths; reads only beneath sensitive paths
 //     (WithSensitiveReads, AddSensitive), and repeats merged into one event
@@ -152,6 +154,8 @@ type options struct {
 	// mergeWindow is how long identical file events of one process are
 	// merged (file.count).
 	mergeWindow time.Duration
+	// execEnv names the environment variables recorded at exec.
+	execEnv []string
 }
 
 // Option configures New.
@@ -337,6 +341,30 @@ func WithMergeWindow(d time.Duration) Option {
 			return fmt.Errorf("merge window %v: must not be negative", d)
 		}
 		o.mergeWindow = d
+		return nil
+	}
+}
+
+// MaxExecEnv is the most environment variable names WithExecEnv accepts.
+const MaxExecEnv = 128
+
+// WithExecEnv records, at every exec, the NAME=value entries of the new
+// program's environment whose names are listed (exact, case-sensitive
+// names), redacted with event.Redact, in proc.env. The kernel copies the
+// first 16 KiB of the environment only when names is not empty; a longer
+// environment sets proc.env_truncated. It returns an error for an empty
+// name, one holding '=' or NUL, or more than MaxExecEnv names.
+func WithExecEnv(names []string) Option {
+	return func(o *options) error {
+		if len(o.execEnv)+len(names) > MaxExecEnv {
+			return fmt.Errorf("exec env: %d names, want at most %d", len(o.execEnv)+len(names), MaxExecEnv)
+		}
+		for _, n := range names {
+			if n == "" || strings.ContainsAny(n, "=\x00") {
+				return fmt.Errorf("exec env name %q: must be non-empty, without '=' or NUL", n)
+			}
+		}
+		o.execEnv = append(o.execEnv, names...)
 		return nil
 	}
 }

@@ -43,7 +43,9 @@ type Collector struct {
 	rd    *ringbuf.Reader
 	out   chan *event.Event
 	dec   decoder
-	done  chan struct{}
+	// hash puts the executed file's sha256 on exec events.
+	hash *exeHasher
+	done chan struct{}
 	// closing is closed when Close starts.
 	closing chan struct{}
 
@@ -160,7 +162,10 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		removed:   make(map[uint64]time.Time),
 		lost:      make(map[lossKey]uint64),
 	}
-	c.dec = decoder{bootOffset: off, host: o.host, session: c.session}
+	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}}
+	for _, n := range o.execEnv {
+		c.dec.env[n] = struct{}{}
+	}
 
 	if err := c.load(); err != nil {
 		c.teardown()
@@ -176,6 +181,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		c.teardown()
 		return nil, err
 	}
+	c.hash = newExeHasher()
 	log.Debug("collector started", "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide, "wakeup_bytes", o.wakeupBytes, "poll", o.poll)
 	go c.run()
 	return c, nil
@@ -267,6 +273,13 @@ func (c *Collector) load() error {
 	}
 	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_WAKEUP_BYTES), uint32(c.opts.wakeupBytes)); err != nil {
 		return fmt.Errorf("writing wake-up setting: %w", err)
+	}
+	var env uint32
+	if len(c.opts.execEnv) > 0 {
+		env = 1
+	}
+	if err := c.objs.Settings.Put(uint32(processConfigKeyCONFIG_EXEC_ENV), env); err != nil {
+		return fmt.Errorf("writing exec env setting: %w", err)
 	}
 	c.progs = []progKind{
 		{c.objs.HandleExec, processEventKindKIND_EXEC},
@@ -454,6 +467,7 @@ func (c *Collector) Close() error {
 		// Read what is in the ring buffer, then stop.
 		c.rd.Flush()
 		<-c.done
+		c.hash.close()
 		final := c.progStats()
 		c.mu.Lock()
 		c.final, c.haveFinal = final, true
@@ -481,6 +495,7 @@ func (c *Collector) run() {
 			c.account(false)
 		}
 		c.file.tick(c, now) // send merged file events whose window ended
+		c.drainHashes()
 		if len(c.batch) > 0 && c.rd.AvailableBytes() == 0 {
 			c.flushBatch() // the burst is read: hand it over before waiting
 		}
@@ -495,10 +510,12 @@ func (c *Collector) run() {
 			// wrote after the flush.
 			c.rd.Flush()
 		case errors.Is(err, ringbuf.ErrFlushed), errors.Is(err, ringbuf.ErrClosed):
+			c.finishHashes()
 			c.account(true)
 			return
 		default:
 			c.log.Error("reading ring buffer", "error", err)
+			c.finishHashes()
 			c.account(true)
 			return
 		}
@@ -526,11 +543,47 @@ func (c *Collector) handle(raw []byte) {
 	if ev == nil {
 		return // a file read that is not sensitive
 	}
+	if ev.Kind == event.KindExec && !c.hash.fill(ev, c.dec.exe) {
+		return // it comes back from the hasher (drainHashes)
+	}
 	// File events: repeats are merged (file_linux.go).
 	if ev.File != nil && !c.file.merge(c, ev) {
 		return
 	}
 	c.emit(ev)
+}
+
+// drainHashes emits the exec events whose hash is done.
+func (c *Collector) drainHashes() {
+	for {
+		select {
+		case ev := <-c.hash.done:
+			c.emit(ev)
+		default:
+			return
+		}
+	}
+}
+
+// finishHashes waits, at most the drain timeout, for the exec events still
+// being hashed and emits them; those still waiting after it are counted as
+// lost.
+func (c *Collector) finishHashes() {
+	t := time.NewTimer(c.opts.drainTimeout)
+	defer t.Stop()
+	for c.hash.pending() > 0 {
+		select {
+		case ev := <-c.hash.done:
+			c.emit(ev)
+		case <-t.C:
+			n := uint64(c.hash.pending())
+			c.queueDrops.Add(n)
+			// Their sessions are in the jobs the workers hold: host-wide.
+			c.lost[lossKey{"", event.KindExec, LossSourceQueue}] += n
+			return
+		}
+	}
+	c.drainHashes()
 }
 
 // maxBatch bounds the events the reader holds before handing them over.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,10 @@ type decoder struct {
 	// session maps a watched cgroup id to its session id.
 	session func(watched uint64) string
 	exec    processExecEvent
+	// exe is the executed file of the last exec record decoded.
+	exe exeID
+	// env names the environment variables recorded at exec.
+	env envNames
 	// net names addresses and gives reasons in net events; nil for none.
 	net *netCollector
 	// file holds the read rules and the scratch record of file events;
@@ -234,6 +239,8 @@ func oom1(raw []byte) (*event.Event, *oomVictim, error) {
 // execDataOffset is where exec_event.data starts.
 var execDataOffset = int(unsafe.Offsetof(processExecEvent{}.Data))
 
+// exec1 converts an exec record (struct exec_event) to a process.exec
+// event, and leaves the executed file's identity in d.exe for the hash.
 func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 	if len(raw) < execDataOffset {
 		return nil, nil, fmt.Errorf("%w: exec record of %d bytes, want at least %d", errDecode, len(raw), execDataOffset)
@@ -242,13 +249,11 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 	buf := asBytes(r)
 	n := copy(buf, raw)
 	data := buf[execDataOffset:n]
-	fl, cl, al := uint64(r.FilenameLen), uint64(r.CwdLen), uint64(r.ArgvLen)
-	if fl+cl+al > uint64(len(data)) {
-		return nil, nil, fmt.Errorf("%w: exec lengths %d+%d+%d exceed %d data bytes", errDecode, fl, cl, al, len(data))
+	parts, err := splitExecData(data, r.FilenameLen, r.CwdLen, r.ExeLen, r.ArgvLen, r.TailLen, r.EnvLen)
+	if err != nil {
+		return nil, nil, err
 	}
-	filename := data[:fl]
-	cwd := data[fl : fl+cl]
-	argv := data[fl+cl : fl+cl+al]
+	filename, cwd, exe, argv, tail, env := parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]
 	flags := processExecFlags(r.Flags)
 
 	e := d.envelope(event.KindExec, &r.Hdr)
@@ -259,19 +264,132 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 		EUID:          event.U32(r.Euid),
 		Comm:          cString(r.Hdr.Comm[:]),
 		Exe:           string(filename),
-		Argv:          event.RedactArgv(splitArgv(argv)),
+		ExePath:       exePath(exe, flags),
+		ExeDev:        userDev(r.ExeDev),
+		ExeIno:        r.ExeIno,
+		Fileless:      r.ExeIno != 0 && r.ExeNlink == 0,
 		ArgvTruncated: flags&processExecFlagsEXEC_ARGV_TRUNCATED != 0,
+		Argc:          event.U32(r.Argc),
 		Cwd:           joinCwd(cwd, flags&processExecFlagsEXEC_CWD_TRUNCATED != 0),
 		StartTS:       d.wall(r.StartTime),
 		CgroupID:      r.Hdr.CgroupId,
 		StdinPipe:     r.StdinPipe,
 		StdoutPipe:    r.StdoutPipe,
 	}
+	setArgv(e.Proc, argv, tail)
+	if e.Proc.ArgvTruncated {
+		e.Proc.ArgvSize = uint64(r.ArgvSize)
+	}
+	e.Proc.Env = d.env.pick(env)
+	e.Proc.EnvTruncated = flags&processExecFlagsEXEC_ENV_TRUNCATED != 0
 	// (uid_t)-1 is the loginuid of a task that never logged in.
 	if r.Auid != ^uint32(0) {
 		e.Proc.AUID = event.U32(r.Auid)
 	}
+	d.exe = exeID{dev: e.Proc.ExeDev, ino: r.ExeIno, ctimeSec: r.ExeCtimeSec, ctimeNsec: r.ExeCtimeNsec &^ ctimeQueried}
 	return e, nil, nil
+}
+
+// ctimeQueried is the flag that multigrain timestamps (Linux 6.13+) keep in
+// the top bit of inode.i_ctime_nsec (I_CTIME_QUERIED); the change time is
+// the rest, as inode_get_ctime_nsec reads it.
+const ctimeQueried = 1 << 31
+
+// splitExecData cuts data into the consecutive parts of the given lengths.
+func splitExecData(data []byte, lens ...uint32) ([][]byte, error) {
+	out := make([][]byte, len(lens))
+	var at uint64
+	for i, l := range lens {
+		end := at + uint64(l)
+		if end > uint64(len(data)) {
+			return nil, fmt.Errorf("%w: exec lengths %v exceed %d data bytes", errDecode, lens, len(data))
+		}
+		out[i] = data[at:end]
+		at = end
+	}
+	return out, nil
+}
+
+// exePath names the executed file as the kernel's d_path does: the path of
+// bprm->file, with " (deleted)" for an unlinked or pseudo file.
+func exePath(exe []byte, flags processExecFlags) string {
+	if len(exe) == 0 {
+		return ""
+	}
+	p := joinCwd(exe, flags&processExecFlagsEXEC_EXE_TRUNCATED != 0)
+	if flags&processExecFlagsEXEC_EXE_DELETED != 0 {
+		p += " (deleted)"
+	}
+	return p
+}
+
+// userDev converts the kernel's internal dev_t (12 bits of major, 20 of
+// minor) to the encoding of stat's st_dev.
+func userDev(k uint32) uint64 {
+	if k == 0 {
+		return 0
+	}
+	return unix.Mkdev(k>>20, k&0xfffff)
+}
+
+// setArgv fills argv, its raw bytes when they are not valid UTF-8, and the
+// tail of a truncated argv, all redacted. The tail is redacted as the
+// continuation of the same command line, so that a flag's value after the
+// padding is masked as it would be in argv.
+func setArgv(p *event.Proc, argv, tail []byte) {
+	p.Argv = event.RedactArgv(splitArgv(argv))
+	if !utf8.Valid(argv) {
+		p.ArgvRaw = joinArgv(p.Argv, bytes.HasSuffix(argv, []byte{0}))
+	}
+	if len(tail) == 0 {
+		return
+	}
+	prog := ""
+	if len(p.Argv) > 0 {
+		prog = p.Argv[0]
+	}
+	t := event.RedactArgv(append([]string{prog}, splitArgv(tail)...))[1:]
+	p.ArgvTail = t
+	if !utf8.Valid(tail) {
+		p.ArgvTailRaw = joinArgv(t, bytes.HasSuffix(tail, []byte{0}))
+	}
+}
+
+// joinArgv lays arguments out as the kernel does, each NUL-terminated; the
+// last one only when nul is set (an argument cut by truncation has none).
+func joinArgv(args []string, nul bool) []byte {
+	var b []byte
+	for i, a := range args {
+		b = append(b, a...)
+		if i < len(args)-1 || nul {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// envNames is the set of environment variables recorded at exec
+// (WithExecEnv).
+type envNames map[string]struct{}
+
+// pick returns the NAME=value entries of the environment area env whose
+// names are in the set, in order and redacted. Entries without "=" are not
+// variables and are skipped.
+func (n envNames) pick(env []byte) []string {
+	if len(n) == 0 || len(env) == 0 {
+		return nil
+	}
+	var out []string
+	for entry := range bytes.SplitSeq(bytes.TrimSuffix(env, []byte{0}), []byte{0}) {
+		name, _, ok := bytes.Cut(entry, []byte{'='})
+		if !ok {
+			continue
+		}
+		if _, want := n[string(name)]; want {
+			out = append(out, event.Redact(string(entry)))
+		}
+	}
+	return out
 }
 
 // splitArgv splits the argument area at the NULs that end each argument.

@@ -56,6 +56,29 @@ func execRecord(filename string, cwdLeafFirst []string, argv string, flags proce
 	return slices.Clone(asBytes(&ev)[:execDataOffset+off])
 }
 
+// identityRecord is an exec record with the executed file's identity, a
+// path walk of a memfd, non-UTF-8 argv bytes, an argv tail and an
+// environment.
+func identityRecord() []byte {
+	var ev processExecEvent
+	ev.Hdr = header(processEventKindKIND_EXEC, 100, "x")
+	ev.Auid = ^uint32(0)
+	data := asBytes(&ev.Data)
+	parts := []string{"/proc/self/fd/3", "", "memfd:x\x00", "x\x00a\xffb\x00--token\x00ghp", "_t\x00--token\x00s3cr3t\x00",
+		"HOME=/h\x00LD_PRELOAD=/tmp/p.so\x00http_proxy=http://u:pw@127.0.0.1:3128\x00"}
+	lens := []*uint32{&ev.FilenameLen, &ev.CwdLen, &ev.ExeLen, &ev.ArgvLen, &ev.TailLen, &ev.EnvLen}
+	off := 0
+	for i, p := range parts {
+		off += copy(data[off:], p)
+		*lens[i] = uint32(len(p))
+	}
+	ev.Flags = uint32(processExecFlagsEXEC_EXE_DELETED | processExecFlagsEXEC_ARGV_TRUNCATED)
+	ev.ExeIno, ev.ExeDev, ev.ExeNlink = 1030, 1, 0
+	ev.ExeCtimeNsec = 5 | ctimeQueried
+	ev.ArgvSize, ev.Argc = 99999, 7
+	return slices.Clone(asBytes(&ev)[:execDataOffset+off])
+}
+
 func fixedRecord[T any](v T) []byte { return slices.Clone(asBytes(&v)) }
 
 func exitRecord(code uint32) []byte {
@@ -79,11 +102,13 @@ func seeds() map[string][]byte {
 		"exec-failed":    failedRecord("/missing", -2),
 		"oom":            fixedRecord(processOomEvent{Hdr: header(processEventKindKIND_OOM_VICTIM, 100, "tail"), Uid: 0}),
 		"short":          {1, 0, 0, 0},
+		"exec-identity":  identityRecord(),
 	}
 }
 
 func TestToEvent(t *testing.T) {
-	d := &decoder{bootOffset: 1_700_000_000_000_000_000, session: func(w uint64) string { return fmt.Sprintf("s%d", w) }}
+	d := &decoder{bootOffset: 1_700_000_000_000_000_000, session: func(w uint64) string { return fmt.Sprintf("s%d", w) },
+		env: envNames{"LD_PRELOAD": {}, "http_proxy": {}}}
 	wall := func(boot int64) time.Time { return time.Unix(0, boot+d.bootOffset).UTC() }
 	tooLong := execRecord("/bin/true", nil, "x\x00", 0)
 	binary.NativeEndian.PutUint32(tooLong[unsafe.Offsetof(processExecEvent{}.ArgvLen):], 1<<20)
@@ -106,9 +131,27 @@ func TestToEvent(t *testing.T) {
 				t.Errorf("toEvent(exec) uid, euid, auid = %v, %v, %v, want 1000, 0, nil", deref(p.UID), deref(p.EUID), deref(p.AUID))
 			}
 			got := *p
-			got.UID, got.EUID, want.UID, want.EUID = nil, nil, nil, nil
+			got.UID, got.EUID, want.UID, want.EUID, got.Argc = nil, nil, nil, nil, nil
 			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 				t.Errorf("toEvent(exec).proc = %+v, want %+v", got, want)
+			}
+		}},
+		{name: "exec identity", raw: seeds()["exec-identity"], kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
+			if p.Exe != "/proc/self/fd/3" || p.ExePath != "/memfd:x (deleted)" || !p.Fileless || p.ExeIno != 1030 || p.ExeDev != 1 {
+				t.Errorf("toEvent() exe, exe_path, fileless, ino, dev = %q, %q, %v, %d, %d, want /proc/self/fd/3, /memfd:x (deleted), true, 1030, 1",
+					p.Exe, p.ExePath, p.Fileless, p.ExeIno, p.ExeDev)
+			}
+			if want := "x\x00a\xffb\x00--token\x00***"; string(p.ArgvRaw) != want {
+				t.Errorf("toEvent().argv_raw = %q, want %q", p.ArgvRaw, want)
+			}
+			if want := []string{"_t", "--token", "***"}; !slices.Equal(p.ArgvTail, want) || p.ArgvTailRaw != nil {
+				t.Errorf("toEvent().argv_tail, raw = %q, %q, want %q (the flag's value masked), nil", p.ArgvTail, p.ArgvTailRaw, want)
+			}
+			if p.ArgvSize != 99999 || p.Argc == nil || *p.Argc != 7 {
+				t.Errorf("toEvent().argv_size, argc = %d, %v, want 99999, 7", p.ArgvSize, deref(p.Argc))
+			}
+			if want := []string{"LD_PRELOAD=/tmp/p.so", "http_proxy=http://u:***@127.0.0.1:3128"}; !slices.Equal(p.Env, want) {
+				t.Errorf("toEvent().env = %q, want %q", p.Env, want)
 			}
 		}},
 		{name: "empty argument kept", raw: seeds()["exec-empty-arg"], kind: event.KindExec, check: func(t *testing.T, p *event.Proc) {
@@ -213,7 +256,7 @@ func FuzzToEvent(f *testing.F) {
 	for _, b := range seeds() {
 		f.Add(b)
 	}
-	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }}
+	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, env: envNames{"LD_PRELOAD": {}, "http_proxy": {}}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		ev, oom, err := d.toEvent(raw)
 		if err != nil {

@@ -18,7 +18,8 @@ type processConfigKey uint32
 const (
 	processConfigKeyCONFIG_HOST_WIDE    processConfigKey = 0
 	processConfigKeyCONFIG_WAKEUP_BYTES processConfigKey = 1
-	processConfigKeyCONFIG_MAX          processConfigKey = 2
+	processConfigKeyCONFIG_EXEC_ENV     processConfigKey = 2
+	processConfigKeyCONFIG_MAX          processConfigKey = 3
 )
 
 type processDropKey struct {
@@ -57,20 +58,32 @@ const (
 )
 
 type processExecEvent struct {
-	_           structs.HostLayout
-	Hdr         processEventHeader
-	Ppid        uint32
-	Uid         uint32
-	Euid        uint32
-	Auid        uint32
-	StartTime   uint64
-	StdinPipe   uint64
-	StdoutPipe  uint64
-	FilenameLen uint32
-	CwdLen      uint32
-	ArgvLen     uint32
-	Flags       uint32
-	Data        [49152]int8
+	_            structs.HostLayout
+	Hdr          processEventHeader
+	Ppid         uint32
+	Uid          uint32
+	Euid         uint32
+	Auid         uint32
+	StartTime    uint64
+	StdinPipe    uint64
+	StdoutPipe   uint64
+	FilenameLen  uint32
+	CwdLen       uint32
+	ArgvLen      uint32
+	Flags        uint32
+	ExeIno       uint64
+	ExeCtimeSec  int64
+	ExeCtimeNsec uint32
+	ExeDev       uint32
+	ExeNlink     uint32
+	ExeLen       uint32
+	ArgvSize     uint32
+	Argc         uint32
+	EnvSize      uint32
+	Envc         uint32
+	TailLen      uint32
+	EnvLen       uint32
+	Data         [69632]int8
 }
 
 type processExecFailedEvent struct {
@@ -90,6 +103,9 @@ const (
 	processExecFlagsEXEC_CWD_TRUNCATED      processExecFlags = 2
 	processExecFlagsEXEC_FILENAME_TRUNCATED processExecFlags = 4
 	processExecFlagsEXEC_ARGV_FAULT         processExecFlags = 8
+	processExecFlagsEXEC_EXE_TRUNCATED      processExecFlags = 16
+	processExecFlagsEXEC_EXE_DELETED        processExecFlags = 32
+	processExecFlagsEXEC_ENV_TRUNCATED      processExecFlags = 64
 )
 
 type processExitEvent struct {
@@ -114,6 +130,9 @@ const (
 	processLimitsARGV_MAX         processLimits = 32768
 	processLimitsARGV_CHUNK       processLimits = 4096
 	processLimitsARGV_CHUNKS      processLimits = 8
+	processLimitsARGV_TAIL        processLimits = 4096
+	processLimitsENV_MAX          processLimits = 16384
+	processLimitsENV_CHUNKS       processLimits = 4
 	processLimitsFILENAME_MAX_LEN processLimits = 4096
 	processLimitsCWD_MAX          processLimits = 4096
 	processLimitsCWD_MAX_DEPTH    processLimits = 64

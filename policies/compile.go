@@ -81,7 +81,9 @@ type compiled struct {
 	unixAllowed    []string
 	rawSockets     Verdict
 
-	sensitive      []pathRule
+	sensitive []pathRule
+	// execEnv names the environment variables recorded at exec.
+	execEnv        []string
 	readExceptions []pathRule
 	readAction     Verdict
 	protected      []pathRule
@@ -177,6 +179,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.provenance = verdictField(c, "provenance_loss", p.ProvenanceLoss, Allow, Allow, Flag, Block)
 	compileEgress(c, out, &p.Egress)
 	compileFiles(c, out, &p.Files)
+	out.execEnv = execEnv(c, p.Exec.Env)
 	out.toolIO = toolIO(c, &p.ToolIO)
 	out.limits = limits(c, &p.Limits)
 	out.uid0 = agentUID0(c, p.AgentUID0)
@@ -339,6 +342,33 @@ func compileFiles(c *errs, out *compiled, f *Files) {
 	out.protected = paths(c, "files.protected_write", f.ProtectedWrite)
 	out.readAction = verdictField(c, "files.sensitive_read_action", f.SensitiveReadAction, Flag, Flag, Block)
 	out.writeAction = verdictField(c, "files.protected_write_action", f.ProtectedWriteAction, Block, Flag, Block)
+}
+
+// maxExecEnv bounds exec.env (the collector takes at most 128 names).
+const maxExecEnv = 128
+
+// execEnv compiles exec.env: environment variable names, each non-empty,
+// without '=' or NUL, listed once.
+func execEnv(c *errs, names []string) []string {
+	if len(names) > maxExecEnv {
+		c.add("exec.env", "%d names, want at most %d", len(names), maxExecEnv)
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i, n := range names {
+		f := fmt.Sprintf("exec.env[%d]", i)
+		switch {
+		case n == "" || strings.ContainsAny(n, "=\x00"):
+			c.add(f, "invalid name %q (want a variable name, without '=' or NUL)", n)
+		case seen[n]:
+			c.add(f, "%q is listed twice", n)
+		default:
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // toolIO compiles the tool_io section.

@@ -682,6 +682,10 @@ func (e *Engine) SensitiveReads(home string) (sensitive, exceptions []string) {
 // unlimited.
 func (e *Engine) Limits() event.Limits { return e.c.limits }
 
+// ExecEnv returns exec.env: the names of the environment variables whose
+// values the collector records at every exec.
+func (e *Engine) ExecEnv() []string { return append([]string(nil), e.c.execEnv...) }
+
 // ToolIO returns how much tool I/O to keep: the verbosity (names, summaries
 // or full) and, for full, the age recipients to seal it to.
 func (e *Engine) ToolIO() ToolIO {

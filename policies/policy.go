@@ -31,6 +31,9 @@ type Policy struct {
 	Egress Egress `mapstructure:"egress" yaml:"egress" json:"egress"`
 	// Files names paths that are sensitive to read or protected from writes.
 	Files Files `mapstructure:"files" yaml:"files" json:"files"`
+	// Exec says what the record keeps of each exec beyond its identity and
+	// argv.
+	Exec Exec `mapstructure:"exec" yaml:"exec" json:"exec"`
 	// ToolIO says how much of each tool invocation's input and output is kept.
 	ToolIO ToolIO `mapstructure:"tool_io" yaml:"tool_io" json:"tool_io"`
 	// Limits are the default resource limits of a session.
@@ -146,6 +149,14 @@ type Files struct {
 	ProtectedWrite []string `mapstructure:"protected_write" yaml:"protected_write" json:"protected_write"`
 	// ProtectedWriteAction is block (the default) or flag.
 	ProtectedWriteAction string `mapstructure:"protected_write_action" yaml:"protected_write_action" json:"protected_write_action"`
+}
+
+// Exec says what the record keeps of each exec.
+type Exec struct {
+	// Env names the environment variables whose values are recorded at
+	// every exec (exact, case-sensitive names), redacted like argv. Empty
+	// records none.
+	Env []string `mapstructure:"env" yaml:"env" json:"env"`
 }
 
 // ToolIO says how much of the agent's tool I/O is kept.

@@ -12,6 +12,14 @@ enum limits {
 	ARGV_MAX = 32768,
 	ARGV_CHUNK = 4096,
 	ARGV_CHUNKS = ARGV_MAX / ARGV_CHUNK,
+	/* The last bytes of an argv longer than ARGV_MAX, kept besides its
+	 * first ARGV_MAX bytes. */
+	ARGV_TAIL = 4096,
+	/* The most environment bytes kept per exec, when the loader asks for
+	 * the environment (CONFIG_EXEC_ENV); the Go side keeps only the
+	 * variables the policy names. */
+	ENV_MAX = 16384,
+	ENV_CHUNKS = ENV_MAX / ARGV_CHUNK,
 	FILENAME_MAX_LEN = 4096,
 	CWD_MAX = 4096,
 	CWD_MAX_DEPTH = 64,
@@ -24,11 +32,12 @@ enum limits {
 };
 
 /* Offsets inside exec_event.data: the filename starts at 0; the cwd follows
- * it; argv follows the cwd. The data array is sized so that every masked
- * offset plus the largest single read stays inside it. */
+ * it; the executed file's path follows the cwd; argv follows that, then the
+ * argv tail, then the environment. The data array is sized so that every
+ * masked offset plus the largest single read stays inside it. */
 #define EXEC_DATA_MASK_CWD 0x1fff  /* offsets below 8 KiB */
 #define EXEC_DATA_MASK_ARGV 0x3fff /* offsets below 16 KiB */
-#define EXEC_DATA_SIZE (16384 + ARGV_MAX)
+#define EXEC_DATA_SIZE (16384 + ARGV_MAX + ARGV_TAIL + ENV_MAX)
 
 /* Event kinds: the first field of every record in the ring buffer and the
  * index of the per-kind drop counters. */
@@ -59,6 +68,13 @@ enum exec_flags {
 	EXEC_CWD_TRUNCATED = 2,
 	EXEC_FILENAME_TRUNCATED = 4,
 	EXEC_ARGV_FAULT = 8,
+	/* The executed file's path walk was cut short. */
+	EXEC_EXE_TRUNCATED = 16,
+	/* The executed file's dentry is unlinked, or a pseudo file's (a
+	 * memfd): the kernel names it with " (deleted)". */
+	EXEC_EXE_DELETED = 32,
+	/* The environment was longer than ENV_MAX, or could not be read. */
+	EXEC_ENV_TRUNCATED = 64,
 };
 
 /* config map keys (an array of u32). */
@@ -67,7 +83,10 @@ enum config_key {
 	/* Wake the reader only once this many bytes wait in the ring buffer
 	 * (the reader also polls on a timer); 0 wakes it for every record. */
 	CONFIG_WAKEUP_BYTES = 1,
-	CONFIG_MAX = 2,
+	/* Non-zero: copy each exec's environment (the Go side keeps the
+	 * variables the policy names). */
+	CONFIG_EXEC_ENV = 2,
+	CONFIG_MAX = 3,
 };
 
 /* The common header of every record. */
@@ -89,9 +108,12 @@ struct event_header {
 
 /* process.exec. data holds the filename (filename_len bytes, no NUL), then
  * the cwd components from the leaf up to the root (cwd_len bytes, each
- * component NUL-terminated), then argv exactly as the kernel laid it out at
- * mm->arg_start (argv_len bytes, each argument NUL-terminated unless cut).
- * Only the used part of data is sent. */
+ * component NUL-terminated), then the components of the path of the file
+ * the kernel executed (bprm->file), the same way (exe_len bytes), then argv
+ * exactly as the kernel laid it out at mm->arg_start (argv_len bytes, each
+ * argument NUL-terminated unless cut), then, when argv is longer than
+ * ARGV_MAX, its last bytes (tail_len), then the environment as laid out at
+ * mm->env_start (env_len bytes). Only the used part of data is sent. */
 struct exec_event {
 	struct event_header hdr;
 	__u32 ppid;
@@ -105,6 +127,21 @@ struct exec_event {
 	__u32 cwd_len;
 	__u32 argv_len;
 	__u32 flags;
+	/* The executed file: its inode, the kernel's dev_t of its super block,
+	 * its link count and change time (the hash cache's key). */
+	__u64 exe_ino;
+	__s64 exe_ctime_sec;
+	__u32 exe_ctime_nsec;
+	__u32 exe_dev;
+	__u32 exe_nlink;
+	__u32 exe_len;
+	/* The whole argument and environment areas and their counts. */
+	__u32 argv_size;
+	__u32 argc;
+	__u32 env_size;
+	__u32 envc;
+	__u32 tail_len;
+	__u32 env_len;
 	char data[EXEC_DATA_SIZE];
 };
 

@@ -87,7 +87,60 @@ static __always_inline __u32 read_cwd(struct task_struct *task, struct exec_even
 	return w.off - w.start;
 }
 
-struct argv_copy {
+static long exe_step(__u64 i, void *arg)
+{
+	struct exec_event *e = exec_record();
+	if (!e)
+		return 1;
+	return path_walk_step(arg, e->data, EXEC_DATA_MASK_ARGV);
+}
+
+/* read_exe fills the identity of the file the kernel executed (bprm->file:
+ * the binary itself, whatever name or descriptor the caller passed, and
+ * the script for a #! script) and writes its path's components as read_cwd
+ * does. A pseudo file (a memfd) has no path: its one component is its name,
+ * as the kernel's d_path names it ("/memfd:NAME (deleted)"). It returns the
+ * number of bytes written. */
+static __always_inline __u32 read_exe(struct task_struct *task, struct linux_binprm *bprm,
+				      struct exec_event *e, __u32 off)
+{
+	struct file *f = bprm->file;
+	if (!f)
+		return 0;
+	struct inode *ino = f->f_inode;
+	if (ino) {
+		e->exe_ino = ino->i_ino;
+		e->exe_dev = ino->i_sb->s_dev;
+		e->exe_nlink = ino->__i_nlink;
+		e->exe_ctime_sec = ino->i_ctime_sec;
+		e->exe_ctime_nsec = ino->i_ctime_nsec;
+	}
+	struct dentry *d = f->f_path.dentry;
+	struct vfsmount *mnt = f->f_path.mnt;
+	struct path_walk w;
+	path_walk_init(&w, task, d, mnt, off);
+	bpf_loop(CWD_MAX_DEPTH, exe_step, &w, 0);
+	bool pseudo = d && d->d_parent == d && d != mnt->mnt_root;
+	if (pseudo && w.off == w.start) {
+		__u64 at = off;
+		/* Keep the bound where the verifier sees it. */
+		asm volatile("%[a] &= 0x3fff" : [a] "+r"(at));
+		long n = bpf_probe_read_kernel_str(&e->data[at], NAME_MAX_LEN, d->d_name.name);
+		if (n > 0)
+			w.off += n;
+		w.done = true;
+	}
+	if (!w.done)
+		e->flags |= EXEC_EXE_TRUNCATED;
+	/* d_unlinked (or a pseudo file's simple_dname): " (deleted)". */
+	if (pseudo || (d && d->d_parent != d && !d->d_hash.pprev))
+		e->flags |= EXEC_EXE_DELETED;
+	return w.off - w.start;
+}
+
+/* A copy of user memory into exec_event.data: len bytes from start, to
+ * data[off], in ARGV_CHUNK pieces, one per bpf_loop step. */
+struct user_copy {
 	unsigned long start;
 	__u64 len;
 	__u64 off;
@@ -95,15 +148,15 @@ struct argv_copy {
 	bool fault;
 };
 
-static long argv_step(__u64 i, void *arg)
+static long copy_step(__u64 i, void *arg)
 {
-	struct argv_copy *a = arg;
+	struct user_copy *a = arg;
 	if (a->got >= a->len)
 		return 1;
 	__u64 n = a->len - a->got;
 	if (n > ARGV_CHUNK)
 		n = ARGV_CHUNK;
-	__u64 at = (a->off & EXEC_DATA_MASK_ARGV) + (a->got & (ARGV_MAX - 1));
+	__u64 at = a->off + a->got;
 	if (at > EXEC_DATA_SIZE - ARGV_CHUNK)
 		return 1;
 	struct exec_event *e = exec_record();
@@ -117,24 +170,69 @@ static long argv_step(__u64 i, void *arg)
 	return 0;
 }
 
-/* read_argv copies the argument area of the new program, at most ARGV_MAX
- * bytes, in chunks, starting at data[off]. */
-static __always_inline __u32 read_argv(struct task_struct *task, struct exec_event *e, __u32 off)
+/* copy_user runs a user_copy of at most chunks steps. It returns the bytes
+ * copied and sets *fault when a read failed. */
+static __always_inline __u32 copy_user(unsigned long start, __u64 len, __u32 off, __u32 chunks, bool *fault)
 {
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	unsigned long start = BPF_CORE_READ(mm, arg_start);
-	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	struct user_copy a = {.start = start, .len = len, .off = off};
+	bpf_loop(chunks, copy_step, &a, 0);
+	*fault = a.fault;
+	return a.got;
+}
+
+/* read_argv copies the argument area of the new program, at most ARGV_MAX
+ * bytes, starting at data[off], and when it is longer, also its last
+ * ARGV_TAIL bytes right after (tail_len). It returns the bytes written. */
+static __always_inline __u32 read_argv(struct mm_struct *mm, struct exec_event *e, __u32 off)
+{
+	unsigned long start = mm->arg_start;
+	unsigned long end = mm->arg_end;
 	if (end <= start)
 		return 0;
-	struct argv_copy a = {.start = start, .len = end - start, .off = off};
-	if (a.len > ARGV_MAX) {
-		a.len = ARGV_MAX;
+	__u64 len = end - start;
+	e->argv_size = len;
+	if (len > ARGV_MAX) {
+		len = ARGV_MAX;
 		e->flags |= EXEC_ARGV_TRUNCATED;
 	}
-	bpf_loop(ARGV_CHUNKS, argv_step, &a, 0);
-	if (a.fault)
+	bool fault;
+	__u32 got = copy_user(start, len, off, ARGV_CHUNKS, &fault);
+	e->argv_len = got;
+	if (fault) {
 		e->flags |= EXEC_ARGV_FAULT | EXEC_ARGV_TRUNCATED;
-	return a.got;
+		return got;
+	}
+	if (end - start <= ARGV_MAX)
+		return got;
+	e->tail_len = copy_user(end - ARGV_TAIL, ARGV_TAIL, off + got, 1, &fault);
+	return got + e->tail_len;
+}
+
+/* read_env copies the environment area of the new program, at most ENV_MAX
+ * bytes, when the loader asked for it (CONFIG_EXEC_ENV). It returns the
+ * bytes written. */
+static __always_inline __u32 read_env(struct mm_struct *mm, struct exec_event *e, __u32 off)
+{
+	__u32 key = CONFIG_EXEC_ENV;
+	__u32 *on = bpf_map_lookup_elem(&settings, &key);
+	if (!on || !*on)
+		return 0;
+	unsigned long start = mm->env_start;
+	unsigned long end = mm->env_end;
+	if (end <= start)
+		return 0;
+	__u64 len = end - start;
+	e->env_size = len;
+	if (len > ENV_MAX) {
+		len = ENV_MAX;
+		e->flags |= EXEC_ENV_TRUNCATED;
+	}
+	bool fault;
+	__u32 got = copy_user(start, len, off, ENV_CHUNKS, &fault);
+	if (fault)
+		e->flags |= EXEC_ENV_TRUNCATED;
+	e->env_len = got;
+	return got;
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -154,6 +252,18 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	e->stdin_pipe = pipe_ino(task, 0);
 	e->stdout_pipe = pipe_ino(task, 1);
 	e->flags = 0;
+	e->exe_ino = 0;
+	e->exe_dev = 0;
+	e->exe_nlink = 0;
+	e->exe_ctime_sec = 0;
+	e->exe_ctime_nsec = 0;
+	e->argv_len = 0;
+	e->argv_size = 0;
+	e->argc = bprm->argc;
+	e->envc = bprm->envc;
+	e->env_size = 0;
+	e->tail_len = 0;
+	e->env_len = 0;
 
 	__u32 off = 0;
 	const char *filename = BPF_CORE_READ(bprm, filename);
@@ -169,9 +279,15 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	e->cwd_len = cl;
 	off += cl;
 
-	__u32 al = read_argv(task, e, off);
-	e->argv_len = al;
-	off += al;
+	__u32 xl = read_exe(task, bprm, e, off);
+	e->exe_len = xl;
+	off += xl;
+
+	struct mm_struct *mm = task->mm;
+	if (mm) {
+		off += read_argv(mm, e, off);
+		off += read_env(mm, e, off);
+	}
 
 	__u64 size = offsetof(struct exec_event, data) + off;
 	if (size > sizeof(*e))

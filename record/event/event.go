@@ -34,8 +34,10 @@ import (
 const SchemaVersion = 1
 
 // MaxEncodedSize is the largest canonical encoding accepted for one event.
-// It leaves room for a 32 KiB argv together with every other field.
-const MaxEncodedSize = 256 << 10
+// It leaves room for a process.exec at its worst: a 32 KiB argv of bytes
+// that JSON escapes six-fold, its raw bytes, its 4 KiB tail both ways and
+// 16 KiB of recorded environment, together with every other field.
+const MaxEncodedSize = 512 << 10
 
 // Source says who produced an event, and so how far it can be trusted.
 type Source string
@@ -106,20 +108,54 @@ type Event struct {
 
 // Proc describes a process.
 type Proc struct {
-	Pid           int32     `json:"pid,omitempty"`
-	PPid          int32     `json:"ppid,omitempty"`
-	UID           *uint32   `json:"uid,omitempty"`
-	EUID          *uint32   `json:"euid,omitempty"`
-	AUID          *uint32   `json:"auid,omitempty"`
-	Comm          string    `json:"comm,omitempty"`
-	Exe           string    `json:"exe,omitempty"`
-	Argv          []string  `json:"argv,omitempty"`
-	ArgvTruncated bool      `json:"argv_truncated,omitempty"`
-	Cwd           string    `json:"cwd,omitempty"`
-	ExitCode      *int32    `json:"exit_code,omitempty"`
-	Signal        int32     `json:"signal,omitempty"`
-	StartTS       time.Time `json:"start_ts,omitzero"`
-	CgroupID      uint64    `json:"cgroup_id,omitempty"`
+	Pid  int32   `json:"pid,omitempty"`
+	PPid int32   `json:"ppid,omitempty"`
+	UID  *uint32 `json:"uid,omitempty"`
+	EUID *uint32 `json:"euid,omitempty"`
+	AUID *uint32 `json:"auid,omitempty"`
+	Comm string  `json:"comm,omitempty"`
+	// Exe is the executable's name as the caller passed it to execve.
+	Exe string `json:"exe,omitempty"`
+	// ExePath is the path of the file the kernel executed, as the kernel
+	// names it (/proc/PID/exe): a symlink's target, the binary behind a
+	// descriptor, "/memfd:NAME (deleted)" for a memfd, a script's
+	// interpreter. ExeDev and ExeIno are that file's device (as stat's
+	// st_dev) and inode number. Fileless is true when it has no name in
+	// any directory: a memfd, or a file unlinked before or during the
+	// exec.
+	ExePath  string `json:"exe_path,omitempty"`
+	ExeDev   uint64 `json:"exe_dev,omitempty"`
+	ExeIno   uint64 `json:"exe_ino,omitempty"`
+	Fileless bool   `json:"fileless,omitempty"`
+	// ExeSHA256 is the hex sha256 of the executed file; when it could not
+	// be computed, ExeSHA256Missing says why instead.
+	ExeSHA256        string   `json:"exe_sha256,omitempty"`
+	ExeSHA256Missing string   `json:"exe_sha256_missing,omitempty"`
+	Argv             []string `json:"argv,omitempty"`
+	// ArgvRaw is argv's exact bytes, each argument NUL-terminated, when
+	// they are not valid UTF-8 (which Argv cannot hold); redacted as Argv.
+	ArgvRaw       []byte `json:"argv_raw,omitempty"`
+	ArgvTruncated bool   `json:"argv_truncated,omitempty"`
+	// Argc is the number of arguments the kernel counted (present even
+	// when 0). ArgvSize is the size in bytes of the whole argument area,
+	// and ArgvTail its last 4 KiB, split at NULs (the first element is
+	// cut), when argv was truncated; ArgvTailRaw holds the tail's exact
+	// bytes when they are not valid UTF-8.
+	Argc        *uint32  `json:"argc,omitempty"`
+	ArgvSize    uint64   `json:"argv_size,omitempty"`
+	ArgvTail    []string `json:"argv_tail,omitempty"`
+	ArgvTailRaw []byte   `json:"argv_tail_raw,omitempty"`
+	// Env holds the NAME=value entries of the exec's environment whose
+	// names the policy lists, in the environment's order, redacted.
+	// EnvTruncated is true when the environment was longer than the
+	// collector reads, so a listed variable may be missing.
+	Env          []string  `json:"env,omitempty"`
+	EnvTruncated bool      `json:"env_truncated,omitempty"`
+	Cwd          string    `json:"cwd,omitempty"`
+	ExitCode     *int32    `json:"exit_code,omitempty"`
+	Signal       int32     `json:"signal,omitempty"`
+	StartTS      time.Time `json:"start_ts,omitzero"`
+	CgroupID     uint64    `json:"cgroup_id,omitempty"`
 	// StdinPipe and StdoutPipe are the pipefs inode numbers of fd 0 and fd 1
 	// when they are anonymous pipes: equal numbers join the two ends of a
 	// pipeline such as `curl | sh`.

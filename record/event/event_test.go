@@ -146,7 +146,7 @@ func TestUnmarshal(t *testing.T) {
 		{"oversized field", []byte(`{"v":1,"pkg":{"reason":"` + big.Pkg.Reason + `"}}`), "exceeds"},
 		{"grows past the limit when re-encoded", []byte(`{"v":1,"seq":0,"ts":"2026-03-14T09:26:53Z","session_id":"s-1","kind":"pkg.install","source":"shim","pkg":{"ecosystem":"npm","name":"` + strings.Repeat("<", event.MaxEncodedSize/2) + `"}}`), "re-encoding"},
 		{"grows past the limit by invalid UTF-8", []byte(`{"v":1,"seq":0,"ts":"2026-03-14T09:26:53Z","session_id":"s-1","kind":"pkg.install","source":"shim","pkg":{"ecosystem":"npm","name":"` + strings.Repeat("\xff", event.MaxEncodedSize/2) + `"}}`), "re-encoding"},
-		{"grows past the limit by empty answers", []byte(`{"v":1,"seq":0,"ts":"2026-03-14T09:26:53Z","session_id":"s-1","kind":"net.dns","source":"kernel","net":{"op":"dns","dns":{"query":"a.","qtype":"A","answers":[` + strings.Repeat("{},", 9000) + `{}]}}}`), "re-encoding"},
+		{"grows past the limit by empty answers", []byte(`{"v":1,"seq":0,"ts":"2026-03-14T09:26:53Z","session_id":"s-1","kind":"net.dns","source":"kernel","net":{"op":"dns","dns":{"query":"a.","qtype":"A","answers":[` + strings.Repeat("{},", event.MaxEncodedSize/28) + `{}]}}}`), "re-encoding"},
 		{"truncated", good[:len(good)-1], "decoding: unexpected EOF"},
 		{"wrong type", bytes.Replace(good, []byte(`"seq":0`), []byte(`"seq":"0"`), 1), "decoding"},
 		{"negative unsigned", bytes.Replace(good, []byte(`"seq":0`), []byte(`"seq":-1`), 1), "decoding"},

@@ -111,7 +111,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	}
 	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
 		collector.WithEgress(pol), collector.WithSensitiveReads(pol.SensitiveReads("")),
-		collector.WithUnixAllowed(cfg.OwnSockets()...)},
+		collector.WithUnixAllowed(cfg.OwnSockets()...), collector.WithExecEnv(pol.ExecEnv())},
 		h.dnsCollectorOptions()...)...)
 	if err != nil {
 		return h, fmt.Errorf("starting the process collector: %w", err)

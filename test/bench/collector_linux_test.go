@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -253,8 +254,18 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 		}
 		base.add(d, collectorCPU()-cpu)
 	}
+	// The collector as the host runs it: every exec's identity and hash,
+	// and the default policy's environment variables.
+	pol, err := policy.Parse("default.yaml", policy.DefaultYAML())
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := policy.New(pol)
+	if err != nil {
+		b.Fatal(err)
+	}
 	runCollector := func() {
-		c, err := collector.New(nil, collector.WithQueueSize(1<<16))
+		c, err := collector.New(nil, collector.WithQueueSize(1<<16), collector.WithExecEnv(eng.ExecEnv()))
 		if err != nil {
 			b.Fatalf("collector.New() = %v", err)
 		}
