@@ -8,10 +8,12 @@
 //     on fd 0 and 1, and the environment variables named by WithExecEnv),
 //     fork, exit and failed exec, and the victims of the kernel's OOM
 //     killer (WithOOMHandler);
-//   - files (bpf/file.c): opens, deletes, renames, truncates, chmods and
-//     mounts with absolute paths; reads only beneath sensitive paths
-//     (WithSensitiveReads, AddSensitive), and repeats merged into one event
-//     (file.count, WithMergeWindow);
+//   - files (bpf/file.c): opens, directory creations, deletes, renames,
+//     links, truncates, chmods and mounts with absolute paths; reads only
+//     beneath sensitive paths (WithSensitiveReads, AddSensitive), decided
+//     at the open, and repeats merged into one event (file.count,
+//     WithMergeWindow); and ptrace attach, seize and traceme requests
+//     (process.ptrace);
 //   - network (bpf/net.c): connects and UDP sends with the verdict of the
 //     egress policy, which the cgroup socket hooks enforce (WithEgress, fed
 //     by LearnDomain: a blocked connect fails with EPERM), listens, accepts
@@ -316,10 +318,12 @@ func WithDomainLookup(f func(netip.Addr) string) Option {
 // the absolute paths in prefixes, except beneath the paths in exceptions:
 // the nearest listed ancestor of the file decides, so an exception inside a
 // prefix is not recorded and a prefix inside an exception is. "/" makes every
-// read sensitive. Paths that do not exist yet are matched when they appear.
+// read sensitive. Paths that do not exist yet are matched when they appear,
+// by the kernel at the open (up to 8 missing components beneath an existing
+// directory; deeper, by path when the record is decoded).
 // AddSensitive adds rules for one session. Without any rule no read is
-// recorded; writes, creates, deletes, renames, truncates, chmods and mounts
-// are recorded everywhere. It returns an error for a relative path.
+// recorded; writes, creates (of directories too), deletes, renames, links,
+// truncates, chmods and mounts are recorded everywhere. It returns an error for a relative path.
 func WithSensitiveReads(prefixes, exceptions []string) Option {
 	return func(o *options) error {
 		if err := checkAbs(prefixes, exceptions); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -21,6 +23,15 @@ var fileOpName = [...]string{
 	fileFileOpFILE_OP_MOUNT:    "mount",
 	fileFileOpFILE_OP_TRUNCATE: "truncate",
 	fileFileOpFILE_OP_CHMOD:    "chmod",
+	fileFileOpFILE_OP_LINK:     "link",
+	fileFileOpFILE_OP_PTRACE:   "ptrace",
+}
+
+// ptraceRequest names the ptrace requests that file.c records.
+var ptraceRequest = map[uint32]string{
+	unix.PTRACE_TRACEME: "traceme",
+	unix.PTRACE_ATTACH:  "attach",
+	unix.PTRACE_SEIZE:   "seize",
 }
 
 // fileDataOffset is where file_event.data starts.
@@ -55,6 +66,10 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 		parts[i] = data[off : off+uint64(l)]
 		off += uint64(l)
 	}
+	if r.Op == uint32(fileFileOpFILE_OP_PTRACE) {
+		e, err := d.ptrace1(r)
+		return e, nil, err
+	}
 	fl := fileFileRecordFlags(r.Rflags)
 	op := fileOpName[r.Op]
 	if fl&fileFileRecordFlagsFILE_UMOUNT != 0 {
@@ -79,33 +94,75 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 			}
 		}
 	}
-	f := &event.File{Op: op, Path: p, Flags: r.Flags}
-	if r.Op == uint32(fileFileOpFILE_OP_RENAME) {
-		f.NewPath = joinPath(parts[fileFilePartFILE_PART_NEW_PATH], parts[fileFilePartFILE_PART_NEW_BASE],
+	f := &event.File{Op: op, Path: p, Flags: r.Flags, Dir: fl&fileFileRecordFlagsFILE_DIR != 0}
+	newPath := func() string {
+		return joinPath(parts[fileFilePartFILE_PART_NEW_PATH], parts[fileFilePartFILE_PART_NEW_BASE],
 			fl&fileFileRecordFlagsFILE_NO_NEW_BASE == 0, fl&fileFileRecordFlagsFILE_NEW_BASE_CUT != 0)
 	}
-	if op == "mount" {
+	switch {
+	case r.Op == uint32(fileFileOpFILE_OP_RENAME):
+		f.NewPath = newPath()
+	case r.Op == uint32(fileFileOpFILE_OP_LINK) && fl&fileFileRecordFlagsFILE_SYMLINK != 0:
+		// A symbolic link's target is stored as given: relative to
+		// the link's directory, never the caller's.
+		f.Target, f.Symlink = string(parts[fileFilePartFILE_PART_SOURCE]), true
+	case r.Op == uint32(fileFileOpFILE_OP_LINK):
+		f.Target = newPath()
+	case op == "mount":
 		f.Source = string(parts[fileFilePartFILE_PART_SOURCE])
 		f.FSType = string(parts[fileFilePartFILE_PART_FSTYPE])
 	}
-	if r.Ret < 0 {
-		if r.Ret < -4095 {
-			return nil, nil, fmt.Errorf("%w: file result %d", errDecode, r.Ret)
-		}
-		f.Errno = errnoName(int32(-r.Ret))
-	} else {
+	errno, err := resultErrno(r.Ret)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.Errno = errno; errno == "" {
 		f.Result = event.I64(r.Ret)
 	}
-	hdr := processEventHeader(r.Hdr)
-	e := d.envelope(event.FileKind(op), &hdr)
+	e := d.envelope(event.FileKind(op), (*processEventHeader)(&r.Hdr))
 	e.File = f
-	e.Proc = &event.Proc{
+	e.Proc = fileProc(r)
+	return e, nil, nil
+}
+
+// ptrace1 converts the record of a ptrace request to a process.ptrace
+// event.
+func (d *decoder) ptrace1(r *fileFileEvent) (*event.Event, error) {
+	req, ok := ptraceRequest[r.Flags]
+	if !ok {
+		return nil, fmt.Errorf("%w: ptrace request %d", errDecode, r.Flags)
+	}
+	errno, err := resultErrno(r.Ret)
+	if err != nil {
+		return nil, err
+	}
+	e := d.envelope(event.KindPtrace, (*processEventHeader)(&r.Hdr))
+	e.Proc = fileProc(r)
+	e.Proc.Errno = errno
+	e.Proc.Ptrace = &event.Ptrace{Request: req, TargetPid: int32(r.TargetPid)}
+	return e, nil
+}
+
+// fileProc is the process of a file record.
+func fileProc(r *fileFileEvent) *event.Proc {
+	return &event.Proc{
 		Pid:      int32(r.Hdr.Pid),
 		UID:      event.U32(r.Uid),
 		Comm:     cString(r.Hdr.Comm[:]),
 		CgroupID: r.Hdr.CgroupId,
 	}
-	return e, nil, nil
+}
+
+// resultErrno returns the symbolic error of a syscall's result, "" for a
+// success, and an error for a result below -4095 (no errno).
+func resultErrno(ret int64) (string, error) {
+	if ret >= 0 {
+		return "", nil
+	}
+	if ret < -4095 {
+		return "", fmt.Errorf("%w: file result %d", errDecode, ret)
+	}
+	return errnoName(int32(-ret)), nil
 }
 
 // joinPath makes a path passed by a caller absolute: an absolute path is

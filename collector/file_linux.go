@@ -27,8 +27,9 @@ const maxHeld = 4096
 
 // fileSyscalls are the syscalls file.c traces, by tracepoint name (umount is
 // umount2's), and the id file_exit knows each by (its attach cookie). Those
-// missing on an architecture (open, creat, unlink, rename, chmod, ... on
-// arm64) are skipped.
+// missing on an architecture (open, creat, unlink, rename, chmod, mkdir,
+// symlink, link, ... on arm64) are skipped. ptrace is among them because
+// file_exit records its requests too.
 var fileSyscalls = []struct {
 	name string
 	sys  fileFileSys
@@ -44,6 +45,10 @@ var fileSyscalls = []struct {
 	{"truncate", fileFileSysFILE_SYS_TRUNCATE}, {"ftruncate", fileFileSysFILE_SYS_FTRUNCATE},
 	{"chmod", fileFileSysFILE_SYS_CHMOD}, {"fchmodat", fileFileSysFILE_SYS_FCHMODAT},
 	{"fchmodat2", fileFileSysFILE_SYS_FCHMODAT2}, {"fchmod", fileFileSysFILE_SYS_FCHMOD},
+	{"mkdirat", fileFileSysFILE_SYS_MKDIRAT}, {"mkdir", fileFileSysFILE_SYS_MKDIR},
+	{"symlinkat", fileFileSysFILE_SYS_SYMLINKAT}, {"symlink", fileFileSysFILE_SYS_SYMLINK},
+	{"linkat", fileFileSysFILE_SYS_LINKAT}, {"link", fileFileSysFILE_SYS_LINK},
+	{"ptrace", fileFileSysFILE_SYS_PTRACE},
 }
 
 // fileCollector is the file part (bpf/file.c): the syscall tracepoints, the
@@ -59,6 +64,8 @@ type fileCollector struct {
 	keys  map[fileFileKey]uint32
 	// anchors are the nonzero words of the kernel's file_anchor.
 	anchors map[uint32]uint64
+	// nodes number the trie nodes of the keys.
+	nodes fileNodes
 	// match decides reads by path in Go; swapped whole on every change.
 	match atomic.Pointer[readMatcher]
 
@@ -197,7 +204,7 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 	} else {
 		f.rules[owner] = r
 	}
-	want, m, err := compileRules(f.rules)
+	want, m, err := compileRules(f.rules, &f.nodes)
 	if err != nil {
 		return err
 	}
@@ -211,6 +218,7 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 	if err := f.syncKeys(want); err != nil {
 		return err
 	}
+	f.nodes.release()
 	if err := f.trimAnchors(anchors); err != nil {
 		return err
 	}
@@ -222,18 +230,13 @@ func (f *fileCollector) setRules(owner uint64, r readRules) error {
 	return nil
 }
 
-// compileRules turns the read rules of every owner into the kernel keys
-// they need, with their verdicts (FILE_MAYBE where two rules disagree on a
-// key), and the Go matcher.
-func compileRules(rules map[uint64]readRules) (map[fileFileKey]uint32, *readMatcher, error) {
-	want := map[fileFileKey]uint32{}
+// compileRules turns the read rules of every owner into the Go matcher and
+// the kernel keys that decide the same reads at the open (keysOf). Each
+// key's verdict is the matcher's for the path the key names, so a key and
+// the matcher never disagree.
+func compileRules(rules map[uint64]readRules, nodes *fileNodes) (map[fileFileKey]uint32, *readMatcher, error) {
 	m := &readMatcher{}
-	put := func(k fileFileKey, v uint32) {
-		if old, ok := want[k]; ok && old != v {
-			v = uint32(fileFileVerdictFILE_MAYBE)
-		}
-		want[k] = v
-	}
+	var resolved []resolvedRule
 	for _, rr := range rules {
 		for _, l := range []struct {
 			paths     []string
@@ -248,18 +251,170 @@ func compileRules(rules map[uint64]readRules) (map[fileFileKey]uint32, *readMatc
 					}
 					continue
 				}
-				real, k, v, err := sensitiveKey(p, l.sensitive)
+				r, err := resolveRule(p)
 				if err != nil {
 					return nil, nil, err
 				}
-				if real != p {
+				if real := filepath.Join(append([]string{r.dir}, r.names...)...); real != p {
 					m.add(real, l.sensitive)
 				}
-				put(k, v)
+				resolved = append(resolved, r)
 			}
 		}
 	}
+	m.sort()
+	want := map[fileFileKey]uint32{}
+	for _, r := range resolved {
+		if err := keysOf(r, m, nodes, want); err != nil {
+			return nil, nil, err
+		}
+	}
 	return want, m, nil
+}
+
+// resolvedRule is a rule's path with symbolic links resolved: an existing
+// directory and the names beneath it. For a path that exists, names is its
+// last component; for one that does not, the components missing beneath
+// its nearest existing ancestor.
+type resolvedRule struct {
+	dir   string
+	names []string
+}
+
+// resolveRule resolves the absolute path p (not "/").
+func resolveRule(p string) (resolvedRule, error) {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		if real == "/" {
+			// A link to the root: everything beneath it.
+			return resolvedRule{}, fmt.Errorf("sensitive path %q: resolves to /, list / itself", p)
+		}
+		return resolvedRule{filepath.Dir(real), []string{filepath.Base(real)}}, nil
+	}
+	var names []string
+	for dir := p; ; dir = filepath.Dir(dir) {
+		parent := filepath.Dir(dir)
+		names = append([]string{filepath.Base(dir)}, names...)
+		r, err := filepath.EvalSymlinks(parent)
+		if err == nil {
+			return resolvedRule{r, names}, nil
+		}
+		if parent == "/" {
+			return resolvedRule{}, fmt.Errorf("resolving sensitive path %q: %w", p, err)
+		}
+	}
+}
+
+// keysOf adds to want the keys of r: the first name beneath the inode of
+// r.dir, and each further (missing) name beneath the trie node of the one
+// above it (bpf/file.h), with the verdict of m for the path each names.
+// Past FILE_NODE_DEPTH nodes the last key is FILE_MAYBE, and Go decides the
+// reads beneath it by their path.
+func keysOf(r resolvedRule, m *readMatcher, nodes *fileNodes, want map[fileFileKey]uint32) error {
+	var st unix.Stat_t
+	if err := unix.Stat(r.dir, &st); err != nil {
+		return fmt.Errorf("reading sensitive path %q: %w", r.dir, err)
+	}
+	dir, p := st.Ino, r.dir
+	for i, name := range r.names {
+		p = filepath.Join(p, name)
+		v := uint32(fileFileVerdictFILE_EXCEPTION)
+		if m.sensitive(p) {
+			v = uint32(fileFileVerdictFILE_SENSITIVE)
+		}
+		last := i == len(r.names)-1
+		var node uint32
+		switch {
+		case !last && i == int(fileFileVerdictFILE_NODE_DEPTH):
+			v, last = uint32(fileFileVerdictFILE_MAYBE), true
+		case !last:
+			id, err := nodes.id(p)
+			if err != nil {
+				return err
+			}
+			node = id
+		}
+		putKey(want, fileKey(dir, name), v|node<<fileFileVerdictFILE_NODE_SHIFT)
+		if last {
+			return nil
+		}
+		dir = fileNodeIno | uint64(node)
+	}
+	return nil
+}
+
+// putKey adds the key k with value v to want. Two rules name one key when
+// their paths are one directory entry (through links or bind mounts): a
+// FILE_MAYBE verdict wins, then a sensitive one, and a node is kept.
+func putKey(want map[fileFileKey]uint32, k fileFileKey, v uint32) {
+	old, ok := want[k]
+	if !ok {
+		want[k] = v
+		return
+	}
+	const mask = uint32(fileFileVerdictFILE_VERDICT_MASK)
+	ov, nv := old&mask, v&mask
+	verdict := min(ov, nv) // FILE_SENSITIVE before FILE_EXCEPTION
+	if ov == uint32(fileFileVerdictFILE_MAYBE) || nv == uint32(fileFileVerdictFILE_MAYBE) {
+		verdict = uint32(fileFileVerdictFILE_MAYBE)
+	}
+	node := old &^ mask
+	if node == 0 {
+		node = v &^ mask
+	}
+	want[k] = verdict | node
+}
+
+// fileNodeIno is bpf/file.h's FILE_NODE_INO: the ino of the keys beneath a
+// trie node is fileNodeIno | node.
+const fileNodeIno = 1 << 63
+
+// fileNodes numbers the trie nodes of missing directories (bpf/file.h) by
+// their paths, and keeps the numbers from one set of rules to the next, so
+// that a change of rules rewrites few keys. A number freed by one change is
+// reused only by a later one (after the kernel's keys have changed).
+type fileNodes struct {
+	ids  map[string]uint32
+	used map[string]bool
+	free []uint32
+	next uint32
+}
+
+// maxNode is the largest node number a value holds above FILE_NODE_SHIFT.
+const maxNode = 1<<(32-fileFileVerdictFILE_NODE_SHIFT) - 1
+
+// id returns the number of the node of path p, numbering it if it is new.
+func (n *fileNodes) id(p string) (uint32, error) {
+	if n.ids == nil {
+		n.ids, n.used = map[string]uint32{}, map[string]bool{}
+	}
+	n.used[p] = true
+	if id, ok := n.ids[p]; ok {
+		return id, nil
+	}
+	var id uint32
+	switch {
+	case len(n.free) > 0:
+		id, n.free = n.free[len(n.free)-1], n.free[:len(n.free)-1]
+	case n.next < maxNode:
+		n.next++
+		id = n.next
+	default:
+		return 0, fmt.Errorf("adding sensitive path %q: all %d trie nodes are in use", p, maxNode)
+	}
+	n.ids[p] = id
+	return id, nil
+}
+
+// release frees the numbers of the nodes that id was not asked for since
+// the last release.
+func (n *fileNodes) release() {
+	for p, id := range n.ids {
+		if !n.used[p] {
+			delete(n.ids, p)
+			n.free = append(n.free, id)
+		}
+	}
+	clear(n.used)
 }
 
 // keyAnchors returns the words of file_anchor that the keys need: the bits
@@ -267,6 +422,9 @@ func compileRules(rules map[uint64]readRules) (map[fileFileKey]uint32, *readMatc
 func keyAnchors(keys map[fileFileKey]uint32) map[uint32]uint64 {
 	anchors := map[uint32]uint64{}
 	for k := range keys {
+		if k.Ino&fileNodeIno != 0 {
+			continue // beneath a trie node: looked up without the bits
+		}
 		for _, b := range []uint32{anchorBit(k.Ino), nameBit(k)} {
 			anchors[b/64] |= 1 << (b % 64)
 		}
@@ -342,45 +500,6 @@ func (f *fileCollector) writeReadsMode(m *readMatcher) error {
 	return nil
 }
 
-// sensitiveKey returns the kernel key of the absolute path p: its parent
-// directory's inode and its name, with the verdict, and p with
-// symbolic links resolved. When p does not exist, the key names the first
-// missing component beneath the nearest existing ancestor, with verdict
-// FILE_MAYBE: reads beneath it are decided in Go by their path.
-func sensitiveKey(p string, sensitive bool) (string, fileFileKey, uint32, error) {
-	v := uint32(fileFileVerdictFILE_SENSITIVE)
-	if !sensitive {
-		v = uint32(fileFileVerdictFILE_EXCEPTION)
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		// Name the first missing component beneath the nearest existing
-		// ancestor.
-		v = uint32(fileFileVerdictFILE_MAYBE)
-		dir, rest := p, ""
-		for {
-			parent, name := filepath.Dir(dir), filepath.Base(dir)
-			rest = filepath.Join(name, rest)
-			r, err := filepath.EvalSymlinks(parent)
-			if err == nil {
-				real = filepath.Join(r, rest)
-				k, err := fileKeyOf(r, name)
-				return real, k, v, err
-			}
-			if parent == "/" {
-				return "", fileFileKey{}, 0, fmt.Errorf("resolving sensitive path %q: %w", p, err)
-			}
-			dir = parent
-		}
-	}
-	if real == "/" {
-		// A link to the root: everything beneath it.
-		return real, fileFileKey{}, 0, fmt.Errorf("sensitive path %q: resolves to /, list / itself", p)
-	}
-	k, err := fileKeyOf(filepath.Dir(real), filepath.Base(real))
-	return real, k, v, err
-}
-
 // The bit set file_anchor (bpf/file.h): the bit of a directory (anchorBit)
 // and of a key (nameBit).
 const (
@@ -408,18 +527,15 @@ func nameBit(k fileFileKey) uint32 {
 	return uint32(x >> (64 - anchorLog))
 }
 
-// fileKeyOf returns the kernel key of the entry name in the directory dir.
-func fileKeyOf(dir, name string) (fileFileKey, error) {
-	var k fileFileKey
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return k, fmt.Errorf("reading sensitive path %q: %w", dir, err)
-	}
-	k.Ino = st.Ino
+// fileKey returns the kernel key of the entry name beneath the directory (or
+// trie node) ino; a name is cut at FILE_KEY_NAME - 1 bytes, like the
+// kernel's copy.
+func fileKey(ino uint64, name string) fileFileKey {
+	k := fileFileKey{Ino: ino}
 	for i := 0; i < len(name) && i < len(k.Name)-1; i++ {
 		k.Name[i] = int8(name[i])
 	}
-	return k, nil
+	return k
 }
 
 // readMatcher decides reads by path: the longest rule that is the path or
@@ -462,11 +578,12 @@ func (m *readMatcher) sensitive(p string) bool {
 // mergeKey is what makes two file events identical. The comm is not in
 // it: threads of one process may have different ones.
 type mergeKey struct {
-	session, kind, path, newPath, errno, source, fstype string
-	pid                                                 int32
-	uid                                                 uint32
-	flags                                               uint32
-	cgroup                                              uint64
+	session, kind, path, newPath, target, errno, source, fstype string
+	pid                                                         int32
+	uid                                                         uint32
+	flags                                                       uint32
+	cgroup                                                      uint64
+	dir, symlink                                                bool
 }
 
 // heldFile is the merge of one mergeKey: the window it started, and the
@@ -479,7 +596,8 @@ type heldFile struct {
 
 func keyOf(ev *event.Event) mergeKey {
 	k := mergeKey{session: ev.SessionID, kind: ev.Kind, path: ev.File.Path, newPath: ev.File.NewPath,
-		errno: ev.File.Errno, source: ev.File.Source, fstype: ev.File.FSType, flags: ev.File.Flags}
+		target: ev.File.Target, errno: ev.File.Errno, source: ev.File.Source, fstype: ev.File.FSType,
+		flags: ev.File.Flags, dir: ev.File.Dir, symlink: ev.File.Symlink}
 	if p := ev.Proc; p != nil {
 		k.pid, k.cgroup = p.Pid, p.CgroupID
 		if p.UID != nil {

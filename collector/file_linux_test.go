@@ -5,9 +5,11 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -343,6 +345,62 @@ func TestFileReadRulesLater(t *testing.T) {
 	checkReads(t, r, cg, want, unwanted)
 }
 
+// TestFileReadsDecidedAtOpen (issue 14, gap 1): reads beneath rules whose
+// directories did not exist when they were added (~/.ssh, ~/.aws, the
+// nested ~/.config/gcloud and ~/.docker/config.json, and an exception
+// inside a missing ~/.ssh) are decided by the kernel at the open: they are
+// recorded though the rules are gone (Unwatch) before the reader, held
+// back until then, decodes them.
+func TestFileReadsDecidedAtOpen(t *testing.T) {
+	requireKernel(t)
+	cg := cgrouptest.New(t)
+	home := t.TempDir()
+	gate := make(chan struct{})
+	r := startRecorder(t, false, withReaderGate(gate))
+	if err := r.c.Watch(cg.ID, "sess-open"); err != nil {
+		t.Fatalf("Watch() = %v", err)
+	}
+	in := func(rel string) string { return filepath.Join(home, rel) }
+	if err := r.c.AddSensitive(cg.ID, []string{in(".ssh"), in(".aws"), in(".config/gcloud"), in(".docker/config.json")},
+		[]string{in(".ssh/known_hosts")}); err != nil {
+		t.Fatalf("AddSensitive() = %v", err)
+	}
+	files := []string{".ssh/id_rsa", ".ssh/known_hosts", ".aws/credentials", ".config/gcloud/adc.json", ".config/other",
+		".docker/config.json", ".docker/other"}
+	var paths []string
+	for _, f := range files {
+		p := in(f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	cmd := exec.Command("/bin/cat", paths...)
+	cmd.SysProcAttr = cg.SysProcAttr(t, -1)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cat: %v: %s", err, out)
+	}
+	if err := r.c.Unwatch(cg.ID); err != nil {
+		t.Fatalf("Unwatch() = %v", err)
+	}
+	close(gate)
+	got := map[string]bool{}
+	for _, ev := range r.stop(t) {
+		if ev.Kind == event.KindFileRead && ev.Proc.Pid == int32(cmd.Process.Pid) {
+			got[ev.File.Path] = true
+		}
+	}
+	for _, f := range files {
+		want := !strings.Contains(f, "other") && f != ".ssh/known_hosts"
+		if got[in(f)] != want {
+			t.Errorf("file.read of %s recorded = %v, want %v", in(f), got[in(f)], want)
+		}
+	}
+}
+
 // checkReads has cat in cg read every file of want and unwanted, stops r,
 // and checks that cat's file.read events name each of want and none of
 // unwanted.
@@ -559,30 +617,60 @@ func TestReadRules(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "d"), filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		t.Fatal(err)
+	ino := func(p string) uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	const (
+		sens  = uint32(fileFileVerdictFILE_SENSITIVE)
+		exc   = uint32(fileFileVerdictFILE_EXCEPTION)
+		maybe = uint32(fileFileVerdictFILE_MAYBE)
+	)
+	node := func(n uint32) uint32 { return n << fileFileVerdictFILE_NODE_SHIFT }
+	deep := []string{dir, "x"}
+	for _, c := range "abcdefghi" {
+		deep = append(deep, string(c))
+	}
+	deepKeys := map[fileFileKey]uint32{fileKey(ino(dir), "x"): exc | node(1)}
+	for i, name := range deep[2:10] { // i is past the last key
+		v := exc | node(uint32(i)+2)
+		if i == 7 {
+			v = maybe // the trie's depth: Go decides beneath it
+		}
+		deepKeys[fileKey(fileNodeIno|uint64(i)+1, name)] = v
 	}
 	for _, c := range []struct {
-		name, path, real, keyName string
-		verdict                   fileFileVerdict
+		name       string
+		sensitive  []string
+		exceptions []string
+		want       map[fileFileKey]uint32
 	}{
-		{"existing", filepath.Join(dir, "d"), filepath.Join(dir, "d"), "d", fileFileVerdictFILE_SENSITIVE},
-		{"link", filepath.Join(dir, "link"), filepath.Join(dir, "d"), "d", fileFileVerdictFILE_SENSITIVE},
-		{"missing", filepath.Join(dir, "x"), filepath.Join(dir, "x"), "x", fileFileVerdictFILE_MAYBE},
-		{"missing below missing", filepath.Join(dir, "x", "y", "z"), filepath.Join(dir, "x", "y", "z"), "x", fileFileVerdictFILE_MAYBE},
-		{"missing below a link", filepath.Join(dir, "link", "y"), filepath.Join(dir, "d", "y"), "y", fileFileVerdictFILE_MAYBE},
+		{name: "existing", sensitive: []string{filepath.Join(dir, "d")},
+			want: map[fileFileKey]uint32{fileKey(ino(dir), "d"): sens}},
+		{name: "link", sensitive: []string{filepath.Join(dir, "link")},
+			want: map[fileFileKey]uint32{fileKey(ino(dir), "d"): sens}},
+		{name: "missing", sensitive: []string{filepath.Join(dir, "x")},
+			want: map[fileFileKey]uint32{fileKey(ino(dir), "x"): sens}},
+		{name: "missing below missing", sensitive: []string{filepath.Join(dir, "x", "y", "z")},
+			want: map[fileFileKey]uint32{
+				fileKey(ino(dir), "x"): exc | node(1), fileKey(fileNodeIno|1, "y"): exc | node(2),
+				fileKey(fileNodeIno|2, "z"): sens}},
+		{name: "missing below a link", sensitive: []string{filepath.Join(dir, "link", "y")},
+			want: map[fileFileKey]uint32{fileKey(ino(filepath.Join(dir, "d")), "y"): sens}},
+		{name: "missing exception in missing", sensitive: []string{filepath.Join(dir, "x")}, exceptions: []string{filepath.Join(dir, "x", "k")},
+			want: map[fileFileKey]uint32{fileKey(ino(dir), "x"): sens | node(1), fileKey(fileNodeIno|1, "k"): exc}},
+		{name: "deeper than the trie", sensitive: []string{filepath.Join(deep...)}, want: deepKeys},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			real, k, v, err := sensitiveKey(c.path, true)
+			got, _, err := compileRules(map[uint64]readRules{1: {c.sensitive, c.exceptions}}, &fileNodes{})
 			if err != nil {
-				t.Fatalf("sensitiveKey(%q) = %v", c.path, err)
+				t.Fatalf("compileRules(%q, %q) = %v", c.sensitive, c.exceptions, err)
 			}
-			if real != c.real || cString(k.Name[:]) != c.keyName || fileFileVerdict(v) != c.verdict {
-				t.Errorf("sensitiveKey(%q) = %q, name %q, verdict %d, want %q, %q, %d", c.path, real, cString(k.Name[:]), v, c.real, c.keyName, c.verdict)
-			}
-			if c.name != "missing below a link" && c.name != "existing" && c.name != "link" && k.Ino != st.Ino {
-				t.Errorf("sensitiveKey(%q) inode %d, want the parent's %d", c.path, k.Ino, st.Ino)
+			if !maps.Equal(got, c.want) {
+				t.Errorf("compileRules(%q, %q) = %v, want %v", c.sensitive, c.exceptions, got, c.want)
 			}
 		})
 	}
@@ -632,12 +720,27 @@ func fileRecord(op fileFileOp, ret int64, flags uint32, rflags fileFileRecordFla
 	return slices.Clone(asBytes(&ev)[:fileDataOffset+off])
 }
 
+// ptraceRecord is file.c's record of a ptrace request.
+func ptraceRecord(req uint32, ret int64, target uint32) []byte {
+	raw := fileRecord(fileFileOpFILE_OP_PTRACE, ret, req, 0, nil)
+	var ev fileFileEvent
+	copy(asBytes(&ev), raw)
+	ev.TargetPid = target
+	return slices.Clone(asBytes(&ev)[:fileDataOffset])
+}
+
 func fileSeeds() map[string][]byte {
 	return map[string][]byte{
 		"read-walked":   fileRecord(fileFileOpFILE_OP_READ, 3, 0, fileFileRecordFlagsFILE_PATH_WALKED, map[fileFilePart]string{fileFilePartFILE_PART_WALK: "passwd\x00etc\x00"}),
 		"read-failed":   fileRecord(fileFileOpFILE_OP_READ, -13, 0, fileFileRecordFlagsFILE_CHECK_PATH, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "shadow", fileFilePartFILE_PART_BASE: "etc\x00"}),
 		"rename":        fileRecord(fileFileOpFILE_OP_RENAME, 0, 0, 0, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "/tmp/a", fileFilePartFILE_PART_NEW_PATH: "b", fileFilePartFILE_PART_NEW_BASE: "tmp\x00"}),
 		"mount":         fileRecord(fileFileOpFILE_OP_MOUNT, -1, 0x1000, 0, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "/mnt", fileFilePartFILE_PART_SOURCE: "/dev/vdb", fileFilePartFILE_PART_FSTYPE: "ext4"}),
+		"mkdir":         fileRecord(fileFileOpFILE_OP_CREATE, -13, 0o755, fileFileRecordFlagsFILE_DIR, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "x", fileFilePartFILE_PART_BASE: "bin\x00usr\x00"}),
+		"symlink":       fileRecord(fileFileOpFILE_OP_LINK, 0, 0, fileFileRecordFlagsFILE_SYMLINK, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "s", fileFilePartFILE_PART_BASE: "home\x00", fileFilePartFILE_PART_SOURCE: "../etc/shadow"}),
+		"link":          fileRecord(fileFileOpFILE_OP_LINK, -1, 0, 0, map[fileFilePart]string{fileFilePartFILE_PART_PATH: "/home/h", fileFilePartFILE_PART_NEW_PATH: "shadow", fileFilePartFILE_PART_NEW_BASE: "etc\x00"}),
+		"ptrace":        ptraceRecord(unix.PTRACE_SEIZE, 0, 4242),
+		"ptrace-failed": ptraceRecord(unix.PTRACE_ATTACH, -1, 1),
+		"ptrace-peek":   ptraceRecord(unix.PTRACE_PEEKDATA, 0, 1),
 		"bad-op":        fileRecord(99, 0, 0, 0, nil),
 		"lengths-wrong": append(fileRecord(fileFileOpFILE_OP_WRITE, 0, 0, 0, nil)[:fileDataOffset-4], 0xff, 0xff, 0xff, 0x7f),
 	}
@@ -671,7 +774,33 @@ func TestDecodeFile(t *testing.T) {
 	if err != nil || ev.File.Path != "/mnt" || ev.File.Source != "/dev/vdb" || ev.File.FSType != "ext4" || ev.File.Errno != "EPERM" || ev.File.Flags != 0x1000 {
 		t.Errorf("toEvent(mount) = %+v, %v, want /mnt from /dev/vdb ext4 EPERM", ev, err)
 	}
-	for _, name := range []string{"bad-op", "lengths-wrong"} {
+	for _, c := range []struct {
+		seed string
+		want event.File
+	}{
+		{"mkdir", event.File{Op: "create", Path: "/usr/bin/x", Flags: 0o755, Dir: true, Errno: "EACCES"}},
+		{"symlink", event.File{Op: "link", Path: "/home/s", Target: "../etc/shadow", Symlink: true, Result: event.I64(0)}},
+		{"link", event.File{Op: "link", Path: "/home/h", Target: "/etc/shadow", Errno: "EPERM"}},
+	} {
+		ev, _, err := d.toEvent(seeds[c.seed])
+		if err != nil || ev.Kind != event.FileKind(c.want.Op) || !reflect.DeepEqual(*ev.File, c.want) {
+			t.Errorf("toEvent(%s) = %+v, %v, want %+v", c.seed, ev, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		seed  string
+		want  event.Ptrace
+		errno string
+	}{
+		{"ptrace", event.Ptrace{Request: "seize", TargetPid: 4242}, ""},
+		{"ptrace-failed", event.Ptrace{Request: "attach", TargetPid: 1}, "EPERM"},
+	} {
+		ev, _, err := d.toEvent(seeds[c.seed])
+		if err != nil || ev.Kind != event.KindPtrace || ev.File != nil || ev.Proc.Ptrace == nil || *ev.Proc.Ptrace != c.want || ev.Proc.Errno != c.errno || ev.Proc.Pid != 100 {
+			t.Errorf("toEvent(%s) = %+v, %v, want process.ptrace %+v by pid 100, errno %q", c.seed, ev, err, c.want, c.errno)
+		}
+	}
+	for _, name := range []string{"bad-op", "lengths-wrong", "ptrace-peek"} {
 		if _, _, err := d.toEvent(seeds[name]); !errors.Is(err, errDecode) {
 			t.Errorf("toEvent(%s) = %v, want errDecode", name, err)
 		}
@@ -679,7 +808,7 @@ func TestDecodeFile(t *testing.T) {
 }
 
 // FuzzDecodeFile checks that no file record makes the decoder panic, and
-// that every event it accepts is a valid file event.
+// that every event it accepts is a valid file or ptrace event.
 func FuzzDecodeFile(f *testing.F) {
 	for _, b := range fileSeeds() {
 		f.Add(b)
@@ -710,6 +839,12 @@ func FuzzDecodeFile(f *testing.F) {
 		}
 		if _, err := event.Marshal(ev); err != nil {
 			t.Fatalf("Marshal(toEvent()) = %v", err)
+		}
+		if ev.Kind == event.KindPtrace {
+			if ev.File != nil || ev.Proc == nil || ev.Proc.Ptrace == nil {
+				t.Fatalf("toEvent() = %+v, want a ptrace event", ev)
+			}
+			return
 		}
 		if ev.File == nil || ev.Proc == nil || ev.Kind != event.FileKind(ev.File.Op) {
 			t.Fatalf("toEvent() = %+v, want a file event", ev)

@@ -38,13 +38,15 @@ type fileFileEvent struct {
 		Watched  uint64
 		Comm     [16]int8
 	}
-	Uid    uint32
-	Op     uint32
-	Ret    int64
-	Flags  uint32
-	Rflags uint32
-	Len    [8]uint32
-	Data   [20480]int8
+	Uid       uint32
+	Op        uint32
+	Ret       int64
+	Flags     uint32
+	Rflags    uint32
+	TargetPid uint32
+	Len       [8]uint32
+	Data      [20480]int8
+	_         [4]byte
 }
 
 type fileFileKey struct {
@@ -64,7 +66,9 @@ const (
 	fileFileOpFILE_OP_MOUNT    fileFileOp = 6
 	fileFileOpFILE_OP_TRUNCATE fileFileOp = 7
 	fileFileOpFILE_OP_CHMOD    fileFileOp = 8
-	fileFileOpFILE_OP_MAX      fileFileOp = 9
+	fileFileOpFILE_OP_LINK     fileFileOp = 9
+	fileFileOpFILE_OP_PTRACE   fileFileOp = 10
+	fileFileOpFILE_OP_MAX      fileFileOp = 11
 )
 
 type fileFilePart uint32
@@ -101,6 +105,8 @@ const (
 	fileFileRecordFlagsFILE_PATH_WALKED  fileFileRecordFlags = 128
 	fileFileRecordFlagsFILE_NO_BASE      fileFileRecordFlags = 256
 	fileFileRecordFlagsFILE_NO_NEW_BASE  fileFileRecordFlags = 512
+	fileFileRecordFlagsFILE_DIR          fileFileRecordFlags = 1024
+	fileFileRecordFlagsFILE_SYMLINK      fileFileRecordFlags = 2048
 )
 
 type fileFileSys uint32
@@ -125,14 +131,24 @@ const (
 	fileFileSysFILE_SYS_FCHMODAT   fileFileSys = 17
 	fileFileSysFILE_SYS_FCHMODAT2  fileFileSys = 18
 	fileFileSysFILE_SYS_FCHMOD     fileFileSys = 19
+	fileFileSysFILE_SYS_MKDIRAT    fileFileSys = 20
+	fileFileSysFILE_SYS_MKDIR      fileFileSys = 21
+	fileFileSysFILE_SYS_SYMLINKAT  fileFileSys = 22
+	fileFileSysFILE_SYS_SYMLINK    fileFileSys = 23
+	fileFileSysFILE_SYS_LINKAT     fileFileSys = 24
+	fileFileSysFILE_SYS_LINK       fileFileSys = 25
+	fileFileSysFILE_SYS_PTRACE     fileFileSys = 26
 )
 
 type fileFileVerdict uint32
 
 const (
-	fileFileVerdictFILE_SENSITIVE fileFileVerdict = 1
-	fileFileVerdictFILE_EXCEPTION fileFileVerdict = 2
-	fileFileVerdictFILE_MAYBE     fileFileVerdict = 3
+	fileFileVerdictFILE_SENSITIVE    fileFileVerdict = 1
+	fileFileVerdictFILE_EXCEPTION    fileFileVerdict = 2
+	fileFileVerdictFILE_MAYBE        fileFileVerdict = 3
+	fileFileVerdictFILE_VERDICT_MASK fileFileVerdict = 255
+	fileFileVerdictFILE_NODE_SHIFT   fileFileVerdict = 8
+	fileFileVerdictFILE_NODE_DEPTH   fileFileVerdict = 8
 )
 
 // Names of all BPF objects in the ELF.

@@ -3,8 +3,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The file programs of the sandtrail collector: opens (read, write, create),
- * deletes, renames, truncates, chmods and mounts of the processes in watched
- * session cgroups, from the syscall tracepoints.
+ * directory creations, deletes, renames, links, truncates, chmods and mounts
+ * of the processes in watched session cgroups, and their ptrace attach,
+ * seize and traceme requests, from the syscall tracepoints.
  *
  * One program, attached to the sys_exit tracepoint of every traced syscall
  * (the attach cookie says which syscall), builds the record: the result is
@@ -18,7 +19,9 @@
  * or the cwd) when it is relative, and Go joins the two.
  *
  * Volume: reads are kept only beneath sensitive names (file_sensitive,
- * filled by Go: the nearest registered ancestor of the opened file decides),
+ * filled by Go: the nearest registered ancestor of the opened file decides,
+ * at the open, also beneath names that did not exist when they were
+ * registered),
  * and operations on a struct file of a pseudo file system or a character
  * device (/dev/null, /proc/self/..., pipes) are not recorded.
  */
@@ -53,6 +56,10 @@ const enum file_reads *unused_file_reads __attribute__((unused));
 #define FMODE_CREATED (1 << 20)
 #define S_IFMT 0170000
 #define S_IFCHR 0020000
+/* include/uapi/linux/ptrace.h: the requests that start tracing. */
+#define PTRACE_TRACEME 0
+#define PTRACE_ATTACH 16
+#define PTRACE_SEIZE 0x4206
 
 /* Super block magics of pseudo file systems (include/uapi/linux/magic.h). */
 #define PROC_SUPER_MAGIC 0x9fa0
@@ -168,11 +175,26 @@ static long file_walk_step(__u64 i, void *arg)
  * order, leaf first, without writing names. For each dentry it looks up the
  * inode number of its parent (the directory of the file_sensitive key that
  * would name it) in file_anchor, and only when it is there reads the name and looks
- * the key up in file_sensitive. The first verdict found decides. */
+ * the key up in file_sensitive. The first key found decides: its verdict,
+ * or, when it has a trie node, the deepest of the names beneath it that
+ * the dentries walked below it spell (read_descend). below holds the last
+ * FILE_NODE_DEPTH dentries walked, as numbers (btf_cast makes them
+ * pointers again). */
 struct read_walk {
 	struct path_walk w;
-	__u32 verdict;
+	__u64 below[FILE_NODE_DEPTH];
+	__u32 depth; /* dentries walked below the current one */
+	__u32 value; /* the value of the key found */
 };
+
+/* file_key_of fills k with the name of dentry beneath the directory (or
+ * trie node) ino. */
+static __always_inline void file_key_of(struct file_key *k, __u64 ino, struct dentry *dentry)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->ino = ino;
+	bpf_probe_read_kernel_str(k->name, sizeof(k->name), dentry->d_name.name);
+}
 
 static long read_walk_step(__u64 i, void *arg)
 {
@@ -187,19 +209,40 @@ static long read_walk_step(__u64 i, void *arg)
 	}
 	if (anchored(ino) && name_listed(dentry, ino)) {
 		struct file_key k;
-		__builtin_memset(&k, 0, sizeof(k));
-		k.ino = ino;
-		bpf_probe_read_kernel_str(k.name, sizeof(k.name), dentry->d_name.name);
+		file_key_of(&k, ino, dentry);
 		__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
 		if (v && *v) {
-			rw->verdict = *v;
+			rw->value = *v;
 			return 1;
 		}
 	}
 	int move = path_walk_up(&rw->w, parent);
-	if (move == PATH_WALK_NAME)
+	if (move == PATH_WALK_NAME) {
+		rw->below[rw->depth & (FILE_NODE_DEPTH - 1)] = (__u64)dentry;
+		rw->depth++;
 		rw->w.dentry = parent;
+	}
 	return move == PATH_WALK_END;
+}
+
+/* read_descend_step takes the i-th dentry below the key found (its child
+ * first) beneath the trie node of rw->value; it ends when the node has no
+ * entry of that name, or there is no node or no dentry left. */
+static long read_descend_step(__u64 i, void *arg)
+{
+	struct read_walk *rw = arg;
+	__u32 node = rw->value >> FILE_NODE_SHIFT;
+	if (!node || i >= rw->depth)
+		return 1;
+	__u32 at = (rw->depth - 1 - (__u32)i) & (FILE_NODE_DEPTH - 1);
+	struct dentry *dentry = btf_cast(rw->below[at], struct dentry);
+	struct file_key k;
+	file_key_of(&k, FILE_NODE_INO | node, dentry);
+	__u32 *v = bpf_map_lookup_elem(&file_sensitive, &k);
+	if (!v || !*v)
+		return 1;
+	rw->value = *v;
+	return 0;
 }
 
 /* read_verdict returns the verdict of the nearest registered ancestor of the
@@ -209,7 +252,9 @@ static __always_inline __u32 read_verdict(struct task_struct *task, struct file 
 	struct read_walk rw = {};
 	path_walk_init(&rw.w, task, f->f_path.dentry, f->f_path.mnt, 0);
 	bpf_loop(CWD_MAX_DEPTH, read_walk_step, &rw, 0);
-	return rw.verdict;
+	if (rw.value >> FILE_NODE_SHIFT)
+		bpf_loop(FILE_NODE_DEPTH, read_descend_step, &rw, 0);
+	return rw.value & FILE_VERDICT_MASK;
 }
 
 /* put_walk writes the walk of (d, m) as part `part` at data[off] and returns
@@ -307,6 +352,30 @@ static __always_inline bool pseudo(struct file *f)
 	return false;
 }
 
+/* ptrace_record sends the record of a ptrace request that starts tracing
+ * (traceme, attach, seize), which returned ret; other requests are not
+ * recorded. x holds the syscall's arguments: request, pid. */
+static __always_inline int ptrace_record(struct task_struct *task, struct file_event *e, __u64 *x, long ret)
+{
+	long req = x[0];
+	if (req != PTRACE_TRACEME && req != PTRACE_ATTACH && req != PTRACE_SEIZE)
+		return 0;
+	fill_header(&e->hdr, KIND_FILE, task);
+	const struct cred *cred = task->cred;
+	e->uid = cred ? cred->uid.val : 0;
+	e->op = FILE_OP_PTRACE;
+	e->ret = ret;
+	e->flags = req;
+	e->rflags = 0;
+	/* traceme names no pid: the caller's parent becomes its tracer. */
+	e->target_pid = req == PTRACE_TRACEME ? BPF_CORE_READ(task, real_parent, tgid) : x[1];
+	for (int i = 0; i < FILE_PARTS; i++)
+		e->len[i] = 0;
+	if (bpf_ringbuf_output(&events, e, offsetof(struct file_event, data), wakeup()))
+		count_drop(KIND_FILE, e->hdr.watched);
+	return 0;
+}
+
 /* What a syscall's arguments say, in one shape. */
 struct file_args {
 	const char *path;
@@ -316,6 +385,7 @@ struct file_args {
 	long dfd;
 	long new_dfd;
 	long fd; /* the fd whose struct file names the path; -1 for none */
+	const char *target; /* a symbolic link's target */
 	__u32 flags;
 	__u32 op;
 	__u32 rflags;
@@ -401,6 +471,30 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 	case FILE_SYS_FCHMOD:
 		a.fd = x[0], a.flags = x[1], a.op = FILE_OP_CHMOD;
 		break;
+	case FILE_SYS_MKDIRAT:
+		a.dfd = x[0], a.path = (const char *)x[1], a.flags = x[2];
+		a.op = FILE_OP_CREATE, a.rflags = FILE_DIR;
+		break;
+	case FILE_SYS_MKDIR:
+		a.path = (const char *)x[0], a.flags = x[1], a.op = FILE_OP_CREATE, a.rflags = FILE_DIR;
+		break;
+	case FILE_SYS_SYMLINKAT:
+		a.target = (const char *)x[0], a.dfd = x[1], a.path = (const char *)x[2];
+		a.op = FILE_OP_LINK, a.rflags = FILE_SYMLINK;
+		break;
+	case FILE_SYS_SYMLINK:
+		a.target = (const char *)x[0], a.path = (const char *)x[1];
+		a.op = FILE_OP_LINK, a.rflags = FILE_SYMLINK;
+		break;
+	case FILE_SYS_LINKAT:
+		a.new_dfd = x[0], a.new_path = (const char *)x[1], a.dfd = x[2], a.path = (const char *)x[3];
+		a.flags = x[4], a.op = FILE_OP_LINK;
+		break;
+	case FILE_SYS_LINK:
+		a.new_path = (const char *)x[0], a.path = (const char *)x[1], a.op = FILE_OP_LINK;
+		break;
+	case FILE_SYS_PTRACE:
+		return ptrace_record(task, e, x, ret);
 	default:
 		return 0;
 	}
@@ -450,6 +544,7 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 	e->ret = ret;
 	e->flags = a.flags;
 	e->rflags = a.rflags;
+	e->target_pid = 0;
 	for (int i = 0; i < FILE_PARTS; i++)
 		e->len[i] = 0;
 
@@ -471,7 +566,7 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 		off = put_base(task, e, off, at, FILE_PART_NEW_PATH, a.new_dfd, FILE_PART_NEW_BASE, FILE_NEW_BASE_CUT,
 			       FILE_NO_NEW_BASE);
 	}
-	off = put_string(e, off, a.source, FILE_PART_SOURCE);
+	off = put_string(e, off, a.source ? a.source : a.target, FILE_PART_SOURCE);
 	off = put_string(e, off, a.fstype, FILE_PART_FSTYPE);
 
 	__u64 size = offsetof(struct file_event, data) + off;

@@ -2,7 +2,9 @@
 /*
  * The record of file.c and its constants, exported to Go by bpf2go -type.
  * Every file operation is one record kind (KIND_FILE); the op is in the
- * record.
+ * record. A ptrace request is a record of the same kind (FILE_OP_PTRACE),
+ * since the same program on the syscall exits builds it; Go makes it a
+ * process.ptrace event.
  */
 #ifndef SANDTRAIL_FILE_H
 #define SANDTRAIL_FILE_H
@@ -17,7 +19,14 @@ enum file_op {
 	FILE_OP_MOUNT = 6,
 	FILE_OP_TRUNCATE = 7,
 	FILE_OP_CHMOD = 8,
-	FILE_OP_MAX = 9,
+	/* symlink(at), link(at): the link is the path, the target is the
+	 * new path (a hard link's existing file) or the source (a symbolic
+	 * link's target, as given). */
+	FILE_OP_LINK = 9,
+	/* ptrace(2) attach, seize or traceme: flags is the request,
+	 * target_pid its pid. */
+	FILE_OP_PTRACE = 10,
+	FILE_OP_MAX = 11,
 };
 
 /* The syscalls traced: Go attaches file_exit to the sys_exit tracepoint of
@@ -42,6 +51,13 @@ enum file_sys {
 	FILE_SYS_FCHMODAT,
 	FILE_SYS_FCHMODAT2,
 	FILE_SYS_FCHMOD,
+	FILE_SYS_MKDIRAT,
+	FILE_SYS_MKDIR,
+	FILE_SYS_SYMLINKAT,
+	FILE_SYS_SYMLINK,
+	FILE_SYS_LINKAT,
+	FILE_SYS_LINK,
+	FILE_SYS_PTRACE,
 };
 
 /* The parts of file_event.data, in order; len[part] is each one's length.
@@ -56,10 +72,11 @@ enum file_part {
 	FILE_PART_PATH = 1,
 	FILE_PART_BASE = 2,
 	/* The same for the new path of a rename (or the target of a
-	 * move_mount). */
+	 * move_mount, or the existing file of a hard link). */
 	FILE_PART_NEW_PATH = 3,
 	FILE_PART_NEW_BASE = 4,
-	/* mount(2)'s source and file system type (move_mount's from path). */
+	/* mount(2)'s source and file system type (move_mount's from path, a
+	 * symbolic link's target). */
 	FILE_PART_SOURCE = 5,
 	FILE_PART_FSTYPE = 6,
 	FILE_PARTS = 8,
@@ -75,8 +92,9 @@ enum file_record_flags {
 	/* A string from the caller did not fit or could not be read. */
 	FILE_STRING_CUT = 8,
 	/* A read that the kernel could not decide (a failed open, or one
-	 * under a sensitive prefix that did not exist when it was
-	 * registered): Go keeps it only when its path is sensitive. */
+	 * more than FILE_NODE_DEPTH missing components beneath the nearest
+	 * directory that existed when a rule was registered): Go keeps it
+	 * only when its path is sensitive. */
 	FILE_CHECK_PATH = 16,
 	/* The operation is umount2 (op FILE_OP_MOUNT, flags are umount2's). */
 	FILE_UMOUNT = 32,
@@ -87,15 +105,32 @@ enum file_record_flags {
 	/* A relative path's dirfd was not open: there is no base. */
 	FILE_NO_BASE = 256,
 	FILE_NO_NEW_BASE = 512,
+	/* The entry created is a directory (mkdir, mkdirat). */
+	FILE_DIR = 1024,
+	/* The link is a symbolic link (symlink, symlinkat). */
+	FILE_SYMLINK = 2048,
 };
 
-/* Verdicts in file_sensitive: what a read beneath a registered name is. */
+/* Verdicts in file_sensitive: what a read beneath a registered name is.
+ * A value is a verdict in its low FILE_NODE_SHIFT bits and, for a name
+ * that did not exist when it was registered, a node number above them:
+ * the names beneath it are keys whose ino is FILE_NODE_INO | node (a trie
+ * of the missing components of the rules beneath it, which the kernel
+ * follows down from the name it found; the deepest name found decides). */
 enum file_verdict {
 	FILE_SENSITIVE = 1,
 	FILE_EXCEPTION = 2,
-	/* Go decides by the path (a registered prefix did not exist yet). */
+	/* Go decides by the path (a rule deeper than the trie goes). */
 	FILE_MAYBE = 3,
+	FILE_VERDICT_MASK = 0xff,
+	FILE_NODE_SHIFT = 8,
+	/* How many missing components the trie follows. */
+	FILE_NODE_DEPTH = 8,
 };
+
+/* The ino of the keys beneath trie node n is FILE_NODE_INO | n. An inode
+ * number with the top bit set would only cost a lookup. */
+#define FILE_NODE_INO (1ULL << 63)
 
 /* file_settings keys (an array of u32). */
 enum file_config {
@@ -149,6 +184,7 @@ struct file_event {
 	__s64 ret;    /* the syscall's return value (negative errno) */
 	__u32 flags;  /* open(2) or mount(2) flags, or the new mode */
 	__u32 rflags; /* enum file_record_flags */
+	__u32 target_pid; /* ptrace's pid argument (traceme: the parent's) */
 	__u32 len[FILE_PARTS];
 	char data[FILE_DATA_SIZE];
 };

@@ -161,18 +161,42 @@ type Proc struct {
 	// pipeline such as `curl | sh`.
 	StdinPipe  uint64 `json:"stdin_pipe,omitempty"`
 	StdoutPipe uint64 `json:"stdout_pipe,omitempty"`
-	// Errno is the symbolic error ("ENOENT") of a failed exec.
+	// Errno is the symbolic error ("ENOENT") of a failed exec or ptrace
+	// request.
 	Errno string `json:"errno,omitempty"`
+	// Ptrace is the request of a process.ptrace event.
+	Ptrace *Ptrace `json:"ptrace,omitempty"`
+}
+
+// Ptrace describes a ptrace(2) request that starts tracing.
+type Ptrace struct {
+	// Request is attach, seize or traceme.
+	Request string `json:"request"`
+	// TargetPid is the pid the request names: the tracee of attach and
+	// seize, as the caller passed it; for traceme, the caller's parent,
+	// which becomes its tracer.
+	TargetPid int32 `json:"target_pid,omitempty"`
 }
 
 // File describes a file system operation.
 type File struct {
-	// Op is read, write, create, delete, rename, mount, umount, truncate or
-	// chmod.
-	Op      string `json:"op"`
+	// Op is read, write, create, delete, rename, mount, umount, truncate,
+	// chmod or link.
+	Op string `json:"op"`
+	// Path is the path operated on: the source of a rename, the mount
+	// point of a mount, the new name of a link.
 	Path    string `json:"path"`
 	NewPath string `json:"new_path,omitempty"`
-	Flags   uint32 `json:"flags,omitempty"`
+	// Target is what a link points to: a symbolic link's target as the
+	// caller gave it (stored, not resolved), or the absolute path of a hard
+	// link's existing file.
+	Target string `json:"target,omitempty"`
+	// Symlink is set for a symbolic link (symlink, symlinkat).
+	Symlink bool `json:"symlink,omitempty"`
+	// Dir is set when the entry created is a directory (mkdir, mkdirat);
+	// Flags is then its mode.
+	Dir   bool   `json:"dir,omitempty"`
+	Flags uint32 `json:"flags,omitempty"`
 	// Result is the syscall's return value when it succeeded.
 	Result *int64 `json:"result,omitempty"`
 	// Errno is the symbolic error ("EACCES") when it failed.

@@ -51,6 +51,11 @@ func examples() map[string]*event.Event {
 	e.Proc.Errno = "EACCES"
 	add(e)
 
+	e = base(event.KindPtrace, event.SourceKernel, 124)
+	e.Proc = &event.Proc{Pid: 4245, PPid: 4242, UID: event.U32(1000), Comm: "gdb", CgroupID: 7214,
+		Errno: "EPERM", Ptrace: &event.Ptrace{Request: "attach", TargetPid: 4101}}
+	add(e)
+
 	e = base(event.KindFork, event.SourceKernel, 122)
 	e.Proc = &event.Proc{Pid: 4244, PPid: 4242, UID: event.U32(1000), Comm: "npm", CgroupID: 7214,
 		StartTS: exampleTS.Add(121 * time.Millisecond)}
@@ -78,6 +83,7 @@ func examples() map[string]*event.Event {
 	fileOp(event.KindFileUmount, 138, &event.File{Path: "/mnt/host", Flags: 0x2, Errno: "EPERM"})
 	fileOp(event.KindFileTruncate, 136, &event.File{Path: "/home/agent/.bash_history", Result: event.I64(0)})
 	fileOp(event.KindFileChmod, 137, &event.File{Path: "/tmp/x/payload", Flags: 0o755, Result: event.I64(0)})
+	fileOp(event.KindFileLink, 139, &event.File{Path: "/home/agent/.cache/s", Target: "/etc/shadow", Symlink: true, Result: event.I64(0)})
 
 	netOp := func(kind string, seq uint64, n *event.Net) {
 		_, op, _ := strings.Cut(kind, ".")

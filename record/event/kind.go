@@ -22,6 +22,9 @@ const (
 	KindExecFailed = "process.exec_failed"
 	KindFork       = "process.fork"
 	KindExit       = "process.exit"
+	// KindPtrace is a ptrace request that starts tracing (attach, seize,
+	// traceme), from the kernel.
+	KindPtrace = "process.ptrace"
 
 	KindFileRead     = "file.read"
 	KindFileWrite    = "file.write"
@@ -32,6 +35,7 @@ const (
 	KindFileUmount   = "file.umount"
 	KindFileTruncate = "file.truncate"
 	KindFileChmod    = "file.chmod"
+	KindFileLink     = "file.link"
 
 	// KindNetConnect is also the kind lost for dropped net.send records,
 	// which the kernel sends as connect records.
@@ -72,9 +76,9 @@ const (
 
 // Kinds lists every kind above, in the order of docs/schema.md.
 var Kinds = []string{
-	KindExec, KindExecFailed, KindFork, KindExit,
+	KindExec, KindExecFailed, KindFork, KindExit, KindPtrace,
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
-	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod,
+	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod, KindFileLink,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS, KindNetSocket,
 	KindPkgInstall, KindPkgFetch, KindPkgFilter, KindPkgBlocked,
 	KindToolCall, KindModelCall,

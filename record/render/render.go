@@ -73,6 +73,9 @@ func file(f *event.File) []string {
 	if f.NewPath != "" {
 		a.add("-> %s", Clean(f.NewPath, 120))
 	}
+	if f.Target != "" {
+		a.add("-> %s", Clean(f.Target, 120))
+	}
 	if f.Errno != "" {
 		a.add("(%s)", Clean(f.Errno, 16))
 	}

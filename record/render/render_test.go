@@ -1,6 +1,11 @@
 package render
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
 
 func TestShellJoin(t *testing.T) {
 	tests := []struct {
@@ -39,6 +44,25 @@ func TestClean(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := Clean(tt.in, tt.max); got != tt.want {
 				t.Errorf("Clean(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummaryFile(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    event.File
+		want string
+	}{
+		{"rename", event.File{Op: "rename", Path: "/a", NewPath: "/b"}, "rename /a -> /b"},
+		{"symlink", event.File{Op: "link", Path: "/home/a/s", Target: "/etc/shadow", Symlink: true}, "link /home/a/s -> /etc/shadow"},
+		{"refused hard link", event.File{Op: "link", Path: "/home/a/h", Target: "/etc/shadow", Errno: "EPERM"}, "link /home/a/h -> /etc/shadow (EPERM)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.f
+			if got := Summary(&event.Event{Kind: event.FileKind(f.Op), File: &f}); !strings.HasPrefix(got, c.want) {
+				t.Errorf("Summary(%+v) = %q, want it to start with %q", f, got, c.want)
 			}
 		})
 	}
