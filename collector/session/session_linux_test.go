@@ -533,20 +533,41 @@ func TestCPUThrottle(t *testing.T) {
 	}
 }
 
+// TestDiskQuota writes 4 MiB into a session of 1 MiB, in the workdir and
+// in the private /tmp, /var/tmp and /dev/shm: the kernel stops each write
+// at the quota, disk_quota is reported, the session goes on, and the
+// host's directories do not receive the files.
 func TestDiskQuota(t *testing.T) {
-	r := &recorder{}
-	m := newManager(t, r)
-	s := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
-	if err := s.Start(context.Background(), helperCmd(t, "write", "big", "4")); err != nil {
-		t.Fatalf("Start() = %v", err)
-	}
-	reason, _ := waitDone(t, s, 60*time.Second)
-	if reason != session.ReasonPolicyViolation {
-		t.Errorf("terminate reason = %q, want policy_violation", reason)
-	}
-	e := r.waitFor(t, 0, "disk_quota", isLimit(session.LimitDisk))
-	if e.Limit.Configured != 1<<20 || e.Limit.Measured <= 1<<20 || e.Limit.Action != session.ActionKill {
-		t.Errorf("disk_quota = %+v, want measured > configured 1 MiB, action kill", e.Limit)
+	for _, dir := range []string{"", "/tmp", "/var/tmp", "/dev/shm"} {
+		t.Run("dir="+dir, func(t *testing.T) {
+			r := &recorder{}
+			m := newManager(t, r)
+			s := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+			name := filepath.Join(dir, "sandtrail-disk-"+s.ID())
+			if dir == "" {
+				name = "big"
+			}
+			if err := s.Start(context.Background(), helperCmd(t, "write", name, "4")); err != nil {
+				t.Fatalf("Start() = %v", err)
+			}
+			e := r.waitFor(t, 30*time.Second, "disk_quota", isLimit(session.LimitDisk))
+			if e.Limit.Configured != 1<<20 || e.Limit.Measured < 1<<20-4096 || e.Limit.Action != session.ActionThrottle {
+				t.Errorf("disk_quota = %+v, want measured about configured 1 MiB, action throttle", e.Limit)
+			}
+			select {
+			case <-s.Done():
+				t.Errorf("session ended on a full disk; want it to go on")
+			default:
+			}
+			if dir == "" {
+				if fi, err := os.Stat(filepath.Join(s.Workdir(), name)); err != nil || fi.Size() > 1<<20 {
+					t.Errorf("workdir file: Stat() = %v, %v, want at most 1 MiB", fi, err)
+				}
+			} else if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+				os.Remove(name)
+				t.Errorf("host's %s: Lstat() = %v, want not exist (private)", name, err)
+			}
+		})
 	}
 }
 
