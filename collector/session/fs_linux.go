@@ -197,14 +197,15 @@ func placePaths() []string {
 	return out
 }
 
-// beneathAny returns the paths of dirs that lie beneath (or are) one of
-// places, cleaned, each once.
+// beneathAny returns the paths of dirs that lie strictly beneath one of
+// places, cleaned, each once. A place itself is never shared: that would
+// give the session the host's /tmp.
 func beneathAny(dirs, places []string) []string {
 	var out []string
 	for _, d := range dirs {
 		d = filepath.Clean(d)
 		for _, p := range places {
-			if rel, err := filepath.Rel(p, d); err == nil && filepath.IsLocal(rel) {
+			if rel, err := filepath.Rel(p, d); err == nil && rel != "." && filepath.IsLocal(rel) {
 				if !slices.Contains(out, d) {
 					out = append(out, d)
 				}

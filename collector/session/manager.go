@@ -90,7 +90,8 @@ func WithPollInterval(d time.Duration) Option { return func(m *Manager) { m.poll
 // WithShared names host directories that every session sees as they are,
 // even when they lie beneath one of its private places (/tmp, say): the
 // directory of the ingest socket, which the shims connect to. They must
-// not be writable by the session's user.
+// not be writable by the session's user. A private place itself is never
+// shared.
 func WithShared(dirs ...string) Option {
 	return func(m *Manager) { m.shared = append(m.shared, dirs...) }
 }
