@@ -68,11 +68,6 @@ func newSessionFS(dir, root string, size int64, shared []string) (_ *sessionFS, 
 			f.unmount()
 		}
 	}()
-	// Shared, so that its unmount at cleanup reaches the copies that
-	// other sessions' namespaces (slaves of this one) hold.
-	if err := unix.Mount("", f.mnt, "", unix.MS_SHARED, ""); err != nil {
-		return nil, fmt.Errorf("sharing session filesystem: %w", err)
-	}
 	if err := f.mkdirs(); err != nil {
 		return nil, err
 	}
@@ -112,19 +107,34 @@ func (f *sessionFS) mkdirs() error {
 	return nil
 }
 
-// enter gives the calling OS thread the session's mount namespace: a copy
-// of the host's, a slave of it (nothing mounted in it propagates back),
-// with an overlay on each private place, the manager's root hidden by an
-// empty tmpfs except for this session's workdir, and the shared
-// directories that lie beneath a private place bound back in. It must run
-// on a locked thread that dies afterwards (cgroup.start's): unsharing the
-// mount namespace also unshares the thread's filesystem context.
-func (f *sessionFS) enter() error {
+// unshareMounts gives the calling OS thread a mount namespace of its own:
+// a copy of the host's, a slave of it (nothing mounted in it propagates
+// back). It must run on a locked thread that dies afterwards
+// (cgroup.start's): unsharing the mount namespace also unshares the
+// thread's filesystem context.
+func unshareMounts() error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unsharing the mount namespace: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making the session's mounts slaves: %w", err)
+	}
+	return nil
+}
+
+// enter makes the mount namespace of the calling thread (unshareMounts')
+// the session's: it detaches the copies of the other sessions' mounts
+// (the directories others), so that they do not outlive those sessions'
+// cleanups, mounts an overlay on each private place, hides the manager's
+// root under an empty tmpfs except for this session's workdir, and binds
+// back the shared directories that lie beneath a private place.
+func (f *sessionFS) enter(others []string) error {
+	for _, d := range others {
+		for _, p := range []string{filepath.Join(d, "work"), filepath.Join(d, "fs")} {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("detaching another session's %s: %w", p, err)
+			}
+		}
 	}
 	// Take hold of what the overlays and the mask will hide first.
 	fsfd, err := unix.Open(f.mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

@@ -407,7 +407,7 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 2 * time.Second
 	}
-	if err := s.cg.start(cmd, s.fs.enter); err != nil {
+	if err := s.cg.start(cmd, s.enterFS); err != nil {
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -424,6 +424,26 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	go s.wait()
 	go s.mon.run()
 	return nil
+}
+
+// enterFS gives the calling thread the session's mount namespace. It
+// unshares under the manager's lock, so that every other session whose
+// mounts the copy holds is in the manager's map (reserved before it
+// mounts), and detaches them all.
+func (s *Session) enterFS() error {
+	s.m.mu.Lock()
+	err := unshareMounts()
+	var others []string
+	for id := range s.m.sessions {
+		if id != s.spec.ID {
+			others = append(others, filepath.Join(s.m.root, id))
+		}
+	}
+	s.m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.fs.enter(others)
 }
 
 // wait reaps the main process and terminates the session after it.

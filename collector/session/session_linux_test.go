@@ -729,3 +729,52 @@ func TestV2Only(t *testing.T) {
 		t.Errorf("Result() = %q, %v, want api, 137", reason, st)
 	}
 }
+
+// TestSessionNamespaces: a session cannot see or write another session's
+// workdir, and holds no copy of the other session's mounts (which would
+// keep its filesystem in memory after its cleanup). The sessions root is
+// outside every private place here (in /var/lib), as in production, so
+// that the mask over it is what hides the other workdir.
+func TestSessionNamespaces(t *testing.T) {
+	needRoot(t)
+	root, err := os.MkdirTemp("/var/lib", "sandtrail-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	r := &recorder{}
+	m, err := session.NewManager(hclog.NewNullLogger(), r.emit, session.WithRoot(root), session.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewManager() = %v", err)
+	}
+	ctx := context.Background()
+	a := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+	if err := a.Start(ctx, helperCmd(t, "write", "a.txt", "0")); err != nil {
+		t.Fatalf("Start(a) = %v", err)
+	}
+	b := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+	if err := b.Start(ctx, helperCmd(t, "counter", filepath.Join(a.Workdir(), "from-b"))); err != nil {
+		t.Fatalf("Start(b) = %v", err)
+	}
+	bPid := r.waitFor(t, 0, "b's start", func(e *event.Event) bool { return e.SessionID == b.ID() && isOp("start")(e) }).Proc.Pid
+	mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", bPid))
+	if err != nil {
+		t.Fatalf("reading b's mountinfo: %v", err)
+	}
+	if strings.Contains(string(mi), " "+a.Workdir()+" ") {
+		t.Errorf("b's namespace holds a copy of a's workdir mount:\n%s", mi)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := a.Terminate(ctx, session.ReasonAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cleanup(ctx, session.FSPreserved); err != nil {
+		t.Fatalf("Cleanup(a, preserved) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workdir(), "a.txt")); err != nil {
+		t.Errorf("a's preserved workdir: Stat(a.txt) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workdir(), "from-b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("b wrote into a's workdir: Stat(from-b) = %v, want not exist", err)
+	}
+}

@@ -30,7 +30,8 @@ type sessionFS struct{ mnt string }
 var ErrNoSpace = errors.New("session: not enough free space to preserve the workdir")
 
 func newSessionFS(string, string, int64, []string) (*sessionFS, error) { return nil, ErrNotSupported }
-func (f *sessionFS) enter() error                                      { return ErrNotSupported }
+func (f *sessionFS) enter([]string) error                              { return ErrNotSupported }
+func unshareMounts() error                                             { return ErrNotSupported }
 func (f *sessionFS) usage() (int64, int64, error)                      { return 0, 0, ErrNotSupported }
 func (f *sessionFS) unmountWork() error                                { return ErrNotSupported }
 func (f *sessionFS) unmount() error                                    { return ErrNotSupported }
