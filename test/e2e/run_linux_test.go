@@ -386,6 +386,24 @@ func (e *env) events(id string) []*event.Event {
 	return evs
 }
 
+// inWorkdirs returns name in each session workdir of e, for files that
+// pass between the test and a running agent: a session's /tmp is private,
+// and the workdir is the one place that both see live.
+func (e *env) inWorkdirs(name string) []string {
+	ws, _ := filepath.Glob(filepath.Join(e.data, "sessions", "*", "work"))
+	for i, w := range ws {
+		ws[i] = filepath.Join(w, name)
+	}
+	return ws
+}
+
+// release creates name in each session workdir of e (inWorkdirs).
+func (e *env) release(name string) {
+	for _, p := range e.inWorkdirs(name) {
+		_ = os.WriteFile(p, nil, 0o644)
+	}
+}
+
 // verify runs `sandtrail verify` and fails the test unless it passes.
 func (e *env) verify() {
 	e.t.Helper()
