@@ -31,6 +31,13 @@ CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
 --user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
 with HOME there, inside the session's cgroups and limits from its first
 instruction (a relative CMD path such as ./agent.sh is made absolute first).
+Everything CMD can write lands in the session's own filesystem, a tmpfs of
+--disk's size: the workdir, and private /tmp, /var/tmp, /dev/shm and
+/run/lock (overlays on the host's, in the session's own mount namespace;
+the host's directories never receive its files). The kernel enforces the
+quota (writes fail with ENOSPC, and the session goes on); its pages count
+against --memory too. --keep preserved copies the workdir back to disk at
+cleanup; the private directories are dropped.
 Its environment is built, not inherited: of run's environment only TERM,
 COLORTERM, LANG, LANGUAGE, LC_* and TZ; PATH is the shim directory
 (/usr/local/lib/sandtrail/shims) and then the standard system directories;
@@ -177,7 +184,7 @@ func (l *limitFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&l.cpus, "cpus", "", "CPU limit, e.g. 0.5 or 500m (default: the policy's)")
 	f.StringVar(&l.pids, "pids", "", "process limit, e.g. 256 (default: the policy's)")
 	f.StringVar(&l.timeout, "timeout", "", "wall-clock limit, e.g. 10m (default: the policy's)")
-	f.StringVar(&l.disk, "disk", "", "workdir disk quota, e.g. 2G (default: the policy's)")
+	f.StringVar(&l.disk, "disk", "", "size of the session's filesystem (workdir, /tmp, /var/tmp, /dev/shm, /run/lock), enforced by the kernel, e.g. 2G (default: the policy's)")
 }
 
 // apply overrides base with the flags that were given.

@@ -280,8 +280,10 @@ func readFields(p string) ([]string, error) {
 // back to the manager's own v1 cgroups (Go may keep an exited locked thread
 // alive for a while, and a v1 cgroup holding a thread cannot be removed),
 // and it is never unlocked, so no other goroutine ever runs on it and the Go
-// runtime ends it when the goroutine returns.
-func (c *cgroup) start(cmd *exec.Cmd) error {
+// runtime ends it when the goroutine returns. enter, when not nil, runs on
+// that thread just before the fork: it gives the thread (and so the child)
+// the session's mount namespace.
+func (c *cgroup) start(cmd *exec.Cmd, enter func() error) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -301,6 +303,9 @@ func (c *cgroup) start(cmd *exec.Cmd) error {
 				err = fmt.Errorf("joining v1 cgroup: %w", err)
 				break
 			}
+		}
+		if err == nil && enter != nil {
+			err = enter()
 		}
 		if err == nil {
 			err = cmd.Start()

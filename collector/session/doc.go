@@ -35,9 +35,21 @@
 // (the eBPF collector's oom:mark_victim hook), the kernel log's oom-kill
 // line, or the main process's wait status; pids from pids.events, at most
 // once a second; cpu_throttle from the throttled time in cpu.stat, at most
-// once every 5 s; disk_quota from the workdir's usage, which kills the
-// session (reason policy_violation); and timeout from a timer, which kills
-// it (reason timeout).
+// once every 5 s; disk_quota when the session's filesystem is full (the
+// kernel has refused the write with ENOSPC; the session goes on); and
+// timeout from a timer, which kills it (reason timeout).
+//
+// # Disk
+//
+// Each session has its own filesystem, a tmpfs of Limits.DiskBytes mounted
+// at <root>/<id>/fs, whose work directory is the workdir. The main process
+// is forked into a mount namespace of the session's own (set up on the
+// same locked thread, before the fork), where /tmp, /var/tmp, /dev/shm and
+// /run/lock are overlays whose upper layers are in that filesystem, and
+// the sessions root is hidden except for the session's own workdir. So
+// everything the session can write counts against one quota that the
+// kernel enforces, and nothing of it is on the host's disk. Cleanup copies
+// a preserved workdir out to disk.
 //
 // # Trust model
 //

@@ -65,6 +65,7 @@ type Manager struct {
 	host   string
 	poll   time.Duration
 	layout *Layout
+	shared []string
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -85,6 +86,15 @@ func WithHostID(id string) Option { return func(m *Manager) { m.host = id } }
 // WithPollInterval sets how often the limit monitor reads the counters.
 // The default is 250 ms.
 func WithPollInterval(d time.Duration) Option { return func(m *Manager) { m.poll = d } }
+
+// WithShared names host directories that every session sees as they are,
+// even when they lie beneath one of its private places (/tmp, say): the
+// directory of the ingest socket, which the shims connect to. They must
+// not be writable by the session's user. A private place itself is never
+// shared.
+func WithShared(dirs ...string) Option {
+	return func(m *Manager) { m.shared = append(m.shared, dirs...) }
+}
 
 // WithLayout uses l instead of detecting the layout from /proc/self.
 func WithLayout(l *Layout) Option { return func(m *Manager) { m.layout = l } }
@@ -204,6 +214,7 @@ type Session struct {
 	spec    Spec
 	dir     string
 	workdir string
+	fs      *sessionFS
 	cg      *cgroup
 	log     hclog.Logger
 
@@ -224,9 +235,12 @@ type Session struct {
 	mon monitor
 }
 
-// Create makes a session: its directory <root>/<id> with the workdir
-// <root>/<id>/work, its v2 cgroup and, on hybrid hosts, its v1 controller
-// cgroups, all beneath this process's own cgroups, with the limits applied.
+// Create makes a session: its directory <root>/<id>; its filesystem, a
+// tmpfs of Limits.DiskBytes (the tmpfs default, half of RAM, when zero)
+// mounted at <root>/<id>/fs, whose work directory is bind-mounted on the
+// workdir <root>/<id>/work; its v2 cgroup and, on hybrid hosts, its v1
+// controller cgroups, all beneath this process's own cgroups, with the
+// limits applied.
 // It emits session.create. A limit whose controller the host lacks fails
 // with ErrControllerUnavailable; an id in use fails with ErrExists.
 func (m *Manager) Create(ctx context.Context, spec Spec) (*Session, error) {
@@ -284,12 +298,18 @@ func (m *Manager) create(spec Spec) (*Session, error) {
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("creating workdir: %w", err)
 	}
+	f, err := newSessionFS(s.dir, m.root, spec.Limits.DiskBytes, m.shared)
+	if err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
 	cg, err := newCgroup(m.layout, "sandtrail-"+spec.ID, spec.Limits)
 	if err != nil {
+		f.unmount()
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("creating session cgroups: %w", err)
 	}
-	s.cg = cg
+	s.fs, s.cg = f, cg
 	s.mon.init(s)
 	return s, nil
 }
@@ -387,7 +407,7 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 2 * time.Second
 	}
-	if err := s.cg.start(cmd); err != nil {
+	if err := s.cg.start(cmd, s.enterFS); err != nil {
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -404,6 +424,26 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	go s.wait()
 	go s.mon.run()
 	return nil
+}
+
+// enterFS gives the calling thread the session's mount namespace. It
+// unshares under the manager's lock, so that every other session whose
+// mounts the copy holds is in the manager's map (reserved before it
+// mounts), and detaches them all.
+func (s *Session) enterFS() error {
+	s.m.mu.Lock()
+	err := unshareMounts()
+	var others []string
+	for id := range s.m.sessions {
+		if id != s.spec.ID {
+			others = append(others, filepath.Join(s.m.root, id))
+		}
+	}
+	s.m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.fs.enter(others)
 }
 
 // wait reaps the main process and terminates the session after it.
@@ -545,12 +585,16 @@ func exitCode(ws syscall.WaitStatus) int32 {
 	return int32(ws.ExitStatus())
 }
 
-// Cleanup removes the session after it terminated: its cgroups always, and
-// its directory as fsState says: preserved leaves <root>/<id> in place,
-// deleted removes it, snapshot writes <root>/<id>/snapshot.tar (a tar of
-// the workdir, symlinks stored as links and never followed) and then
-// removes the workdir; the tar's sha256 goes into session.cleanup. A
-// session that has not terminated fails with ErrState.
+// Cleanup removes the session after it terminated: its cgroups and its
+// filesystem always, and its directory as fsState says: preserved copies
+// the workdir's files out of the session's filesystem into <root>/<id>/work
+// (failing with ErrNoSpace when that would leave less than 5% of the data
+// filesystem free), deleted removes <root>/<id>, snapshot writes
+// <root>/<id>/snapshot.tar (a tar of the workdir, symlinks stored as links
+// and never followed) and then removes the workdir; the tar's sha256 goes
+// into session.cleanup. The files of the private /tmp, /var/tmp, /dev/shm
+// and /run/lock are dropped. A session that has not terminated fails with
+// ErrState.
 func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	switch fsState {
 	case FSPreserved, FSDeleted, FSSnapshot:
@@ -562,21 +606,9 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	if s.state != stateTerminated {
 		return fmt.Errorf("%w: cleanup: session has not terminated", ErrState)
 	}
-	var sum string
-	switch fsState {
-	case FSSnapshot:
-		var err error
-		sum, err = snapshot(ctx, s.workdir, filepath.Join(s.dir, "snapshot.tar"))
-		if err != nil {
-			return err
-		}
-		if err := os.RemoveAll(s.workdir); err != nil {
-			return fmt.Errorf("removing workdir: %w", err)
-		}
-	case FSDeleted:
-		if err := os.RemoveAll(s.dir); err != nil {
-			return fmt.Errorf("removing session directory: %w", err)
-		}
+	sum, err := s.cleanupFS(ctx, fsState)
+	if err != nil {
+		return err
 	}
 	if err := s.cg.closeAndRemove(ctx); err != nil {
 		return err
@@ -589,6 +621,48 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	s.m.mu.Unlock()
 	s.m.emit(s.toEvent(change{op: "cleanup", fsState: fsState, sha256: sum}))
 	return nil
+}
+
+// cleanupFS keeps what fsState says of the workdir, unmounts the session's
+// filesystem and returns the snapshot's sha256, if any.
+func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error) {
+	var sum string
+	switch fsState {
+	case FSSnapshot:
+		var err error
+		sum, err = snapshot(ctx, s.workdir, filepath.Join(s.dir, "snapshot.tar"))
+		if err != nil {
+			return "", err
+		}
+	case FSPreserved:
+		used, _, err := s.fs.usage()
+		if err != nil {
+			return "", err
+		}
+		if err := roomFor(s.dir, used); err != nil {
+			return "", err
+		}
+		if err := s.fs.unmountWork(); err != nil {
+			return "", err
+		}
+		if err := copyTree(ctx, filepath.Join(s.fs.mnt, "work"), s.workdir); err != nil {
+			return "", fmt.Errorf("preserving workdir: %w", err)
+		}
+	}
+	if err := s.fs.unmount(); err != nil {
+		return "", err
+	}
+	switch fsState {
+	case FSSnapshot:
+		if err := os.RemoveAll(s.workdir); err != nil {
+			return "", fmt.Errorf("removing workdir: %w", err)
+		}
+	case FSDeleted:
+		if err := os.RemoveAll(s.dir); err != nil {
+			return "", fmt.Errorf("removing session directory: %w", err)
+		}
+	}
+	return sum, nil
 }
 
 // change is one lifecycle step or limit hit, before it becomes an event.

@@ -30,15 +30,13 @@ const (
 	cpuEvery = 5 * time.Second
 	// pidsEvery is the least time between two pids events of a session.
 	pidsEvery = time.Second
-	// diskEvery is how often the workdir is measured.
+	// diskEvery is the least time between two disk_quota events of a
+	// session.
 	diskEvery = time.Second
 	// oomGrace is how long a counted OOM kill waits for its victim's pid
 	// (from the collector hook, the kernel log or the main process's wait
 	// status) before it is reported without one.
 	oomGrace = 2 * time.Second
-	// maxDiskEntries bounds the walk of a workdir. A workdir with more
-	// entries than this counts as over its quota: the check fails closed.
-	maxDiskEntries = 1 << 20
 )
 
 // monitor watches one session's limits. poll runs every poll interval on
@@ -65,8 +63,8 @@ type monitor struct {
 	pidsPending         bool
 	cpuBase             int64
 	cpuLastEmit         time.Time
-	diskLast            time.Time
-	diskHit             bool
+	diskLastEmit        time.Time
+	diskFull            bool
 }
 
 func (m *monitor) init(s *Session) {
@@ -220,18 +218,33 @@ func (m *monitor) poll(final bool) {
 		m.cpuBase, m.cpuLastEmit = st.throttledUsec, now
 	}
 
-	if lim.DiskBytes > 0 && !m.diskHit && !final && now.Sub(m.diskLast) >= diskEvery {
-		m.diskLast = now
-		used, complete, err := diskUsage(m.s.workdir, maxDiskEntries)
-		if err != nil {
-			m.s.log.Warn("measuring workdir", "error", err)
-		}
-		if used > lim.DiskBytes || !complete {
-			m.diskHit = true
-			m.emit(&event.Limit{Type: LimitDisk, Measured: used, Configured: lim.DiskBytes, Unit: "bytes", Action: ActionKill}, nil)
-			m.kill(ReasonPolicyViolation)
-		}
+	if lim.DiskBytes > 0 {
+		m.pollDisk(now, final)
 	}
+}
+
+// pollDisk emits disk_quota when the session's filesystem has become full
+// since the last poll, at most once per diskEvery. The kernel has already
+// refused the write (ENOSPC); the session goes on.
+func (m *monitor) pollDisk(now time.Time, final bool) {
+	used, size, err := m.s.fs.usage()
+	if err != nil {
+		m.s.log.Warn("measuring session filesystem", "error", err)
+		return
+	}
+	full := diskFull(used, size)
+	if full && !m.diskFull && (final || now.Sub(m.diskLastEmit) >= diskEvery) {
+		m.emit(&event.Limit{Type: LimitDisk, Measured: used, Configured: m.s.spec.Limits.DiskBytes, Unit: "bytes", Action: ActionThrottle}, nil)
+		m.diskFull, m.diskLastEmit = true, now
+	} else if !full {
+		m.diskFull = false
+	}
+}
+
+// diskFull reports whether a filesystem of size bytes with used bytes in
+// use has no room left for a write: less than a page free.
+func diskFull(used, size int64) bool {
+	return size-used < 4096
 }
 
 // victim queues a report that pid was killed by the OOM killer, for the

@@ -533,20 +533,41 @@ func TestCPUThrottle(t *testing.T) {
 	}
 }
 
+// TestDiskQuota writes 4 MiB into a session of 1 MiB, in the workdir and
+// in the private /tmp, /var/tmp and /dev/shm: the kernel stops each write
+// at the quota, disk_quota is reported, the session goes on, and the
+// host's directories do not receive the files.
 func TestDiskQuota(t *testing.T) {
-	r := &recorder{}
-	m := newManager(t, r)
-	s := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
-	if err := s.Start(context.Background(), helperCmd(t, "write", "big", "4")); err != nil {
-		t.Fatalf("Start() = %v", err)
-	}
-	reason, _ := waitDone(t, s, 60*time.Second)
-	if reason != session.ReasonPolicyViolation {
-		t.Errorf("terminate reason = %q, want policy_violation", reason)
-	}
-	e := r.waitFor(t, 0, "disk_quota", isLimit(session.LimitDisk))
-	if e.Limit.Configured != 1<<20 || e.Limit.Measured <= 1<<20 || e.Limit.Action != session.ActionKill {
-		t.Errorf("disk_quota = %+v, want measured > configured 1 MiB, action kill", e.Limit)
+	for _, dir := range []string{"", "/tmp", "/var/tmp", "/dev/shm"} {
+		t.Run("dir="+dir, func(t *testing.T) {
+			r := &recorder{}
+			m := newManager(t, r)
+			s := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+			name := filepath.Join(dir, "sandtrail-disk-"+s.ID())
+			if dir == "" {
+				name = "big"
+			}
+			if err := s.Start(context.Background(), helperCmd(t, "write", name, "4")); err != nil {
+				t.Fatalf("Start() = %v", err)
+			}
+			e := r.waitFor(t, 30*time.Second, "disk_quota", isLimit(session.LimitDisk))
+			if e.Limit.Configured != 1<<20 || e.Limit.Measured < 1<<20-4096 || e.Limit.Action != session.ActionThrottle {
+				t.Errorf("disk_quota = %+v, want measured about configured 1 MiB, action throttle", e.Limit)
+			}
+			select {
+			case <-s.Done():
+				t.Errorf("session ended on a full disk; want it to go on")
+			default:
+			}
+			if dir == "" {
+				if fi, err := os.Stat(filepath.Join(s.Workdir(), name)); err != nil || fi.Size() > 1<<20 {
+					t.Errorf("workdir file: Stat() = %v, %v, want at most 1 MiB", fi, err)
+				}
+			} else if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+				os.Remove(name)
+				t.Errorf("host's %s: Lstat() = %v, want not exist (private)", name, err)
+			}
+		})
 	}
 }
 
@@ -706,5 +727,54 @@ func TestV2Only(t *testing.T) {
 	}
 	if reason, st := s.Result(); reason != "api" || st == nil || *st != 137 {
 		t.Errorf("Result() = %q, %v, want api, 137", reason, st)
+	}
+}
+
+// TestSessionNamespaces: a session cannot see or write another session's
+// workdir, and holds no copy of the other session's mounts (which would
+// keep its filesystem in memory after its cleanup). The sessions root is
+// outside every private place here (in /var/lib), as in production, so
+// that the mask over it is what hides the other workdir.
+func TestSessionNamespaces(t *testing.T) {
+	needRoot(t)
+	root, err := os.MkdirTemp("/var/lib", "sandtrail-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	r := &recorder{}
+	m, err := session.NewManager(hclog.NewNullLogger(), r.emit, session.WithRoot(root), session.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewManager() = %v", err)
+	}
+	ctx := context.Background()
+	a := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+	if err := a.Start(ctx, helperCmd(t, "write", "a.txt", "0")); err != nil {
+		t.Fatalf("Start(a) = %v", err)
+	}
+	b := create(t, m, session.Spec{Limits: event.Limits{DiskBytes: 1 << 20}})
+	if err := b.Start(ctx, helperCmd(t, "counter", filepath.Join(a.Workdir(), "from-b"))); err != nil {
+		t.Fatalf("Start(b) = %v", err)
+	}
+	bPid := r.waitFor(t, 0, "b's start", func(e *event.Event) bool { return e.SessionID == b.ID() && isOp("start")(e) }).Proc.Pid
+	mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", bPid))
+	if err != nil {
+		t.Fatalf("reading b's mountinfo: %v", err)
+	}
+	if strings.Contains(string(mi), " "+a.Workdir()+" ") {
+		t.Errorf("b's namespace holds a copy of a's workdir mount:\n%s", mi)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := a.Terminate(ctx, session.ReasonAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cleanup(ctx, session.FSPreserved); err != nil {
+		t.Fatalf("Cleanup(a, preserved) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workdir(), "a.txt")); err != nil {
+		t.Errorf("a's preserved workdir: Stat(a.txt) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workdir(), "from-b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("b wrote into a's workdir: Stat(from-b) = %v, want not exist", err)
 	}
 }

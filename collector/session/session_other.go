@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 
@@ -23,9 +24,23 @@ type stats struct{ oomKill, memPeak, pidsEvents, pidsCurrent, throttledUsec int6
 
 type kmsg struct{}
 
+type sessionFS struct{ mnt string }
+
+// ErrNoSpace is Linux's; it is never returned here.
+var ErrNoSpace = errors.New("session: not enough free space to preserve the workdir")
+
+func newSessionFS(string, string, int64, []string) (*sessionFS, error) { return nil, ErrNotSupported }
+func (f *sessionFS) enter([]string) error                              { return ErrNotSupported }
+func unshareMounts() error                                             { return ErrNotSupported }
+func (f *sessionFS) usage() (int64, int64, error)                      { return 0, 0, ErrNotSupported }
+func (f *sessionFS) unmountWork() error                                { return ErrNotSupported }
+func (f *sessionFS) unmount() error                                    { return ErrNotSupported }
+func roomFor(string, int64) error                                      { return ErrNotSupported }
+func copyTree(context.Context, string, string) error                   { return ErrNotSupported }
+
 func readLayout() (*Layout, error)                             { return nil, ErrNotSupported }
 func newCgroup(*Layout, string, event.Limits) (*cgroup, error) { return nil, ErrNotSupported }
-func (c *cgroup) start(*exec.Cmd) error                        { return ErrNotSupported }
+func (c *cgroup) start(*exec.Cmd, func() error) error          { return ErrNotSupported }
 func (c *cgroup) checkMember(int) error                        { return ErrNotSupported }
 func (c *cgroup) freeze(context.Context, bool) error           { return ErrNotSupported }
 func (c *cgroup) kill(context.Context) error                   { return ErrNotSupported }
@@ -36,5 +51,4 @@ func cpuQuota(cpus float64) int64                              { return int64(cp
 func openKmsg() (*kmsg, error)                                 { return nil, ErrNotSupported }
 func (k *kmsg) oomKills() []OOMKill                            { return nil }
 func (k *kmsg) close()                                         {}
-func diskUsage(string, int) (int64, bool, error)               { return 0, false, ErrNotSupported }
 func openNoFollow(p string) (*os.File, error)                  { return os.Open(p) }

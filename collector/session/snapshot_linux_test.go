@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -72,23 +73,27 @@ func TestSnapshot(t *testing.T) {
 	}
 }
 
-func TestDiskUsage(t *testing.T) {
-	dir := t.TempDir()
-	b := make([]byte, 1<<20)
-	for i := range b {
-		b[i] = 1
+func TestCopyTree(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(src, "sub"), 0o750)
+	os.WriteFile(filepath.Join(src, "sub", "a.txt"), []byte("hello"), 0o640)
+	os.Symlink("/etc/passwd", filepath.Join(src, "link"))
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "a"), b, 0o644)
-	os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "hardlink"))
-	os.Symlink("/usr", filepath.Join(dir, "usr"))
-	used, complete, err := diskUsage(dir, 1000)
-	if err != nil || !complete {
-		t.Fatalf("diskUsage() = %d, %v, %v", used, complete, err)
+	if err := copyTree(context.Background(), src, dst); err != nil {
+		t.Fatalf("copyTree() = %v", err)
 	}
-	if used < 1<<20 || used > 1<<20+64<<10 {
-		t.Errorf("diskUsage() = %d, want about 1 MiB (hard link counted once, symlink not followed)", used)
+	if b, err := os.ReadFile(filepath.Join(dst, "sub", "a.txt")); err != nil || string(b) != "hello" {
+		t.Errorf("copied sub/a.txt = %q, %v, want hello", b, err)
 	}
-	if _, complete, _ := diskUsage(dir, 2); complete {
-		t.Errorf("diskUsage(cap 2) complete = true, want false")
+	if fi, err := os.Stat(filepath.Join(dst, "sub")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("copied sub: Stat() = %v, %v, want mode 0750", fi, err)
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "link")); err != nil || l != "/etc/passwd" {
+		t.Errorf("copied link = %q, %v, want -> /etc/passwd, not followed", l, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "fifo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("copied fifo: Lstat() = %v, want skipped", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // AptSocket is the apt broker's socket: apt.sock beside the ingest socket.
 func (c *Config) AptSocket() string {
-	return filepath.Join(filepath.Dir(c.Socket), "apt.sock")
+	return filepath.Join(c.SocketDir(), "apt.sock")
 }
 
 // OwnSockets are the daemon's sockets that a session's processes must

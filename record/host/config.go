@@ -112,10 +112,14 @@ type CheckpointConfig struct {
 // SessionsDir is where session directories live: <data_dir>/sessions.
 func (c *Config) SessionsDir() string { return filepath.Join(c.DataDir, "sessions") }
 
+// SocketDir is the directory of the host's sockets: the ingest socket's
+// (/run/sandtrail by default). Every session sees it as the host's own.
+func (c *Config) SocketDir() string { return filepath.Dir(c.Socket) }
+
 // ControlSocket is the daemon's control socket: control.sock beside the
 // ingest socket (/run/sandtrail/control.sock by default).
 func (c *Config) ControlSocket() string {
-	return filepath.Join(filepath.Dir(c.Socket), "control.sock")
+	return filepath.Join(c.SocketDir(), "control.sock")
 }
 
 // JournalDir is where the journal lives: <data_dir>/journal.

@@ -98,7 +98,10 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 			h.closeParts()
 		}
 	}()
-	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(cfg.SessionsDir()), session.WithHostID(cfg.Host))
+	// The sockets' directory (ingest, apt broker, control) stays the
+	// host's in every session, even beneath its private /tmp.
+	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(cfg.SessionsDir()), session.WithHostID(cfg.Host),
+		session.WithShared(cfg.SocketDir()))
 	if err != nil {
 		return h, fmt.Errorf("starting the session manager: %w", err)
 	}

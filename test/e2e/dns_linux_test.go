@@ -396,18 +396,10 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	up, d, stop := startDNSDaemon(t, e, "egress: {}\n")
 	defer stop()
 
-	// Session B waits for a file while A probes its listener.
-	dir, err := os.MkdirTemp("", "sandtrail-e2e-dns-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	release := filepath.Join(dir, "release")
-	bDone := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("waitfile", release)...)...)
-	defer os.WriteFile(release, nil, 0o644)
+	// Session B waits for a file in its workdir (its /tmp is private)
+	// while A probes its listener.
+	bDone := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("waitfile", "release")...)...)
+	defer e.release("release")
 	var ports []uint16
 	waitFor(t, "session B's DNS listener", func() bool {
 		ports = udpListenPorts(t, d.Process.Pid)
@@ -421,9 +413,7 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 		t.Errorf("session A querying B's listener %s: exit %d, want REFUSED over udp and tcp\nstdout:\n%s\nstderr:\n%s",
 			foreign, a.code, a.stdout, a.stderr)
 	}
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.release("release")
 	b := <-bDone
 	if b.err != nil {
 		t.Fatal(b.err)

@@ -80,17 +80,10 @@ func holdConnsHelper(args []string) int {
 func TestIngestCapAgentCannotStarveRoot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dir, err := os.MkdirTemp("", "sandtrail-e2e-cap-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o777); err != nil { // the agent writes ready here
-		t.Fatal(err)
-	}
-	release := filepath.Join(dir, "release")
-	done := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("holdconns", "300", dir)...)...)
-	defer os.WriteFile(release, nil, 0o644)
+	// The agent writes ready into its workdir ("."), where it waits for
+	// release: its /tmp is private.
+	done := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("holdconns", "300", ".")...)...)
+	defer e.release("release")
 	var counts []byte
 	for deadline := time.Now().Add(time.Minute); counts == nil; time.Sleep(20 * time.Millisecond) {
 		select {
@@ -101,7 +94,9 @@ func TestIngestCapAgentCannotStarveRoot(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the agent did not report its connections within a minute")
 		}
-		counts, _ = os.ReadFile(filepath.Join(dir, "ready"))
+		for _, p := range e.inWorkdirs("ready") {
+			counts, _ = os.ReadFile(p)
+		}
 	}
 	var admitted, busy int
 	var sid string
@@ -123,9 +118,7 @@ func TestIngestCapAgentCannotStarveRoot(t *testing.T) {
 		t.Errorf("agent's connections: %d admitted, %d busy, want 32 and 268 (its per-peer cap)", admitted, busy)
 	}
 
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.release("release")
 	rr := <-done
 	if rr.err != nil {
 		t.Fatal(rr.err)
