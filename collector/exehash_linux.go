@@ -185,7 +185,7 @@ func openExe(p *event.Proc, id exeID) (*os.File, string) {
 		f.Close()
 		return nil, HashUnreadable
 	}
-	if idOf(&st) != id {
+	if idOf(&st) != id && !overlaid(f, &st, id) {
 		f.Close()
 		return nil, reason
 	}
@@ -194,6 +194,20 @@ func openExe(p *event.Proc, id exeID) (*os.File, string) {
 		return nil, HashTooLarge
 	}
 	return f, ""
+}
+
+// overlaid reports whether f, whose stat is st, is the file id seen
+// through an overlay (a session's private /tmp): the kernel names the real
+// layer's file (real_inode in bpf/process.c), which stat shows with the
+// overlay's device for that layer but the same inode number and ctime.
+func overlaid(f *os.File, st *unix.Stat_t, id exeID) bool {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil || fs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		return false
+	}
+	got := idOf(st)
+	got.dev = id.dev
+	return got == id
 }
 
 // openByPath opens the file at path for reading when it is the file id.
@@ -263,7 +277,7 @@ func hashFile(f *os.File, id exeID) (string, string) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", HashUnreadable
 	}
-	if idOf(&st) != id {
+	if idOf(&st) != id && !overlaid(f, &st, id) {
 		return "", HashChanged
 	}
 	return hex.EncodeToString(s.Sum(nil)), ""

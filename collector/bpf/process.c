@@ -101,6 +101,28 @@ static long exe_step(__u64 i, void *arg)
  * does. A pseudo file (a memfd) has no path: its one component is its name,
  * as the kernel's d_path names it ("/memfd:NAME (deleted)"). It returns the
  * number of bytes written. */
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
+
+/* real_inode returns, for an inode of an overlay (a session's private /tmp
+ * is one), the inode of the layer that holds the file, whose device and
+ * inode number stat reports for it (ovl_getattr): the upper one once the
+ * file is written there, else the lowest. Other inodes are their own. */
+static __always_inline struct inode *real_inode(struct inode *ino)
+{
+	if (ino->i_sb->s_magic != OVERLAYFS_SUPER_MAGIC)
+		return ino;
+	struct ovl_inode *oi = btf_cast(container_of(ino, struct ovl_inode, vfs_inode), struct ovl_inode);
+	struct dentry *d = oi->__upperdentry;
+	if (!d) {
+		struct ovl_entry *oe = oi->oe;
+		if (!oe || oe->__numlower == 0)
+			return ino;
+		d = btf_cast(oe, struct ovl_entry)->__lowerstack[0].dentry;
+	}
+	struct inode *r = d ? d->d_inode : 0;
+	return r ? r : ino;
+}
+
 static __always_inline __u32 read_exe(struct task_struct *task, struct linux_binprm *bprm,
 				      struct exec_event *e, __u32 off)
 {
@@ -108,6 +130,8 @@ static __always_inline __u32 read_exe(struct task_struct *task, struct linux_bin
 	if (!f)
 		return 0;
 	struct inode *ino = f->f_inode;
+	if (ino)
+		ino = real_inode(ino);
 	if (ino) {
 		e->exe_ino = ino->i_ino;
 		e->exe_dev = ino->i_sb->s_dev;

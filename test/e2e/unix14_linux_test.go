@@ -94,7 +94,9 @@ func rawSockHelper([]string) int {
 // takes them.
 func unixListeners(t *testing.T) (addrs []string, counts []*atomic.Int64) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sandtrail-e2e-unix-")
+	// Not beneath /tmp: a session's /tmp is its own (an overlay, through
+	// which a host socket cannot be reached).
+	dir, err := os.MkdirTemp("/run", "sandtrail-e2e-unix-")
 	if err != nil {
 		t.Fatal(err)
 	}
