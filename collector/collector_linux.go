@@ -153,14 +153,14 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 	}
 
 	c := &Collector{
-		log:       log,
-		opts:      o,
-		out:       make(chan *event.Event, o.queueSize),
-		done:      make(chan struct{}),
-		closing:   make(chan struct{}),
-		sessions:  make(map[uint64]string),
-		removed:   make(map[uint64]time.Time),
-		lost:      make(map[lossKey]uint64),
+		log:      log,
+		opts:     o,
+		out:      make(chan *event.Event, o.queueSize),
+		done:     make(chan struct{}),
+		closing:  make(chan struct{}),
+		sessions: make(map[uint64]string),
+		removed:  make(map[uint64]time.Time),
+		lost:     make(map[lossKey]uint64),
 	}
 	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}}
 	for _, n := range o.execEnv {
