@@ -4,8 +4,12 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 )
@@ -98,4 +102,56 @@ func FuzzParseDiag(f *testing.F) {
 	f.Add(make([]byte, 16))
 	f.Add(make([]byte, 200))
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = parseDiag(b) })
+}
+
+// TestSocketOf finds the client's socket by its addresses and names it by
+// the cookie the socket itself reports (SO_COOKIE), for UDP and TCP.
+func TestSocketOf(t *testing.T) {
+	server, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, proto := range []string{"udp", "tcp"} {
+		srv := addrPort(server.LocalAddr())
+		if proto == "tcp" {
+			srv = addrPort(ln.Addr())
+		}
+		c, err := net.DialTimeout(proto, srv.String(), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		want := socketCookie(t, c.(syscall.Conn))
+		got, err := SocketOf(proto, addrPort(c.LocalAddr()), srv)
+		if err != nil || got.Cookie != want || got.UID != uint32(os.Getuid()) || got.Cgroup == 0 {
+			t.Errorf("SocketOf(%s) = %+v, %v, want cookie %d uid %d and a cgroup", proto, got, err, want, os.Getuid())
+		}
+	}
+}
+
+// socketCookie is c's SO_COOKIE.
+func socketCookie(t *testing.T, c syscall.Conn) (cookie uint64) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		var v uint64
+		v, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+		cookie = v
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Fatalf("reading SO_COOKIE: %v", serr)
+	}
+	return cookie
 }
