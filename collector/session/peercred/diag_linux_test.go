@@ -1,6 +1,7 @@
 package peercred
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
@@ -154,4 +155,46 @@ func socketCookie(t *testing.T, c syscall.Conn) (cookie uint64) {
 		t.Fatalf("reading SO_COOKIE: %v", serr)
 	}
 	return cookie
+}
+
+// TestParseDiag reads the cookie, the uid and the cgroup id out of a
+// sock_diag answer, and fails on a short or truncated one.
+func TestParseDiag(t *testing.T) {
+	ne := binary.NativeEndian
+	msg := func(attrs ...[]byte) []byte {
+		b := make([]byte, nlmsgHdrLen+inetDiagMsgLen)
+		ne.PutUint16(b[4:], unix.SOCK_DIAG_BY_FAMILY)
+		body := b[nlmsgHdrLen:]
+		ne.PutUint32(body[44:], 0x89abcdef) // idiag_cookie, low word
+		ne.PutUint32(body[48:], 0x01234567)
+		ne.PutUint32(body[64:], 65534) // idiag_uid
+		for _, a := range attrs {
+			b = append(b, a...)
+		}
+		ne.PutUint32(b[0:], uint32(len(b)))
+		return b
+	}
+	cgroupAttr := make([]byte, 12)
+	ne.PutUint16(cgroupAttr[0:], 12)
+	ne.PutUint16(cgroupAttr[2:], inetDiagCgroupID)
+	ne.PutUint64(cgroupAttr[4:], 4711)
+	tests := []struct {
+		name    string
+		b       []byte
+		want    Socket
+		wantErr bool
+	}{
+		{name: "with cgroup", b: msg(cgroupAttr), want: Socket{Cookie: 0x0123456789abcdef, UID: 65534, Cgroup: 4711}},
+		{name: "without cgroup", b: msg(), want: Socket{Cookie: 0x0123456789abcdef, UID: 65534}},
+		{name: "short", b: msg()[:nlmsgHdrLen+10], wantErr: true},
+		{name: "bad attribute", b: msg(cgroupAttr[:6]), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseDiag(tt.b)
+			if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+				t.Errorf("parseDiag = %+v, %v, want %+v (error %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
 }
