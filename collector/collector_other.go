@@ -38,6 +38,9 @@ func (c *Collector) RedirectDNS(cgroupID uint64, v4, v6 netip.AddrPort) error {
 	return ErrNotSupported
 }
 
+// DNSSender finds no sender.
+func (c *Collector) DNSSender(cookie uint64) (p event.Proc, ok bool) { return event.Proc{}, false }
+
 // AddSensitive returns ErrNotSupported.
 func (c *Collector) AddSensitive(cgroupID uint64, prefixes, exceptions []string) error {
 	return ErrNotSupported

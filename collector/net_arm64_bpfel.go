@@ -59,6 +59,13 @@ type netDnsOrig struct {
 	Proxy netNetAddr
 }
 
+type netDnsSender struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Uid  uint32
+	Comm [16]int8
+}
+
 type netDnsTarget struct {
 	_  structs.HostLayout
 	V4 netNetAddr
@@ -254,6 +261,7 @@ const (
 	netMapConns              = "conns"
 	netMapDnsOriginals       = "dns_originals"
 	netMapDnsRedirect        = "dns_redirect"
+	netMapDnsSenders         = "dns_senders"
 	netMapDomains            = "domains"
 	netMapDrops              = "drops"
 	netMapEgressConf         = "egress_conf"
@@ -286,6 +294,7 @@ const (
 	netProgNetSockState      = "net_sock_state"
 	netProgNetSocketExit     = "net_socket_exit"
 	netVarUnusedCidrFlags    = "unused_cidr_flags"
+	netVarUnusedDnsSender    = "unused_dns_sender"
 	netVarUnusedDnsTarget    = "unused_dns_target"
 	netVarUnusedDomainClass  = "unused_domain_class"
 	netVarUnusedEgressConfig = "unused_egress_config"
@@ -367,6 +376,7 @@ type netMapSpecs struct {
 	Conns         *ebpf.MapSpec `ebpf:"conns"`
 	DnsOriginals  *ebpf.MapSpec `ebpf:"dns_originals"`
 	DnsRedirect   *ebpf.MapSpec `ebpf:"dns_redirect"`
+	DnsSenders    *ebpf.MapSpec `ebpf:"dns_senders"`
 	Domains       *ebpf.MapSpec `ebpf:"domains"`
 	Drops         *ebpf.MapSpec `ebpf:"drops"`
 	EgressConf    *ebpf.MapSpec `ebpf:"egress_conf"`
@@ -392,6 +402,7 @@ type netMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type netVariableSpecs struct {
 	UnusedCidrFlags    *ebpf.VariableSpec `ebpf:"unused_cidr_flags"`
+	UnusedDnsSender    *ebpf.VariableSpec `ebpf:"unused_dns_sender"`
 	UnusedDnsTarget    *ebpf.VariableSpec `ebpf:"unused_dns_target"`
 	UnusedDomainClass  *ebpf.VariableSpec `ebpf:"unused_domain_class"`
 	UnusedEgressConfig *ebpf.VariableSpec `ebpf:"unused_egress_config"`
@@ -432,6 +443,7 @@ type netMaps struct {
 	Conns         *ebpf.Map `ebpf:"conns"`
 	DnsOriginals  *ebpf.Map `ebpf:"dns_originals"`
 	DnsRedirect   *ebpf.Map `ebpf:"dns_redirect"`
+	DnsSenders    *ebpf.Map `ebpf:"dns_senders"`
 	Domains       *ebpf.Map `ebpf:"domains"`
 	Drops         *ebpf.Map `ebpf:"drops"`
 	EgressConf    *ebpf.Map `ebpf:"egress_conf"`
@@ -460,6 +472,7 @@ func (m *netMaps) Close() error {
 		m.Conns,
 		m.DnsOriginals,
 		m.DnsRedirect,
+		m.DnsSenders,
 		m.Domains,
 		m.Drops,
 		m.EgressConf,
@@ -486,6 +499,7 @@ func (m *netMaps) Close() error {
 // It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netVariables struct {
 	UnusedCidrFlags    *ebpf.Variable `ebpf:"unused_cidr_flags"`
+	UnusedDnsSender    *ebpf.Variable `ebpf:"unused_dns_sender"`
 	UnusedDnsTarget    *ebpf.Variable `ebpf:"unused_dns_target"`
 	UnusedDomainClass  *ebpf.Variable `ebpf:"unused_domain_class"`
 	UnusedEgressConfig *ebpf.Variable `ebpf:"unused_egress_config"`

@@ -598,6 +598,26 @@ func (n *netCollector) unredirect(cgroupID uint64) error {
 	return nil
 }
 
+// DNSSender returns the process that made the latest redirected connect or
+// send of the socket whose cookie is cookie (peercred.SocketOf finds it
+// from a query's addresses): its pid (thread group), uid and comm, as the
+// kernel saw them then. ok is false when the kernel has no record of the
+// socket (its traffic was not redirected, or its record was evicted by
+// 16384 newer ones) and after Close. It does not block beyond one map
+// lookup.
+func (c *Collector) DNSSender(cookie uint64) (p event.Proc, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed || !c.net.loaded {
+		return event.Proc{}, false
+	}
+	var s netDnsSender
+	if err := c.net.objs.DnsSenders.Lookup(cookie, &s); err != nil {
+		return event.Proc{}, false
+	}
+	return event.Proc{Pid: int32(s.Pid), UID: event.U32(s.Uid), Comm: cString(s.Comm[:])}, true
+}
+
 // addrWordsFamily stores a in the layout of struct net_addr: an IPv4
 // address in the first word, an IPv6 one in all four.
 func addrWordsFamily(a netip.Addr) [4]uint32 {

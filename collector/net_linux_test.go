@@ -772,6 +772,7 @@ func TestNetDNSRedirect(t *testing.T) {
 				if ev.Net.Verdict != VerdictAllowed || !strings.Contains(ev.Net.Reason, "redirected") {
 					t.Errorf("%s = %+v, want allowed and redirected", kind, *ev.Net)
 				}
+				checkDNSSender(t, r.c, ev.Proc)
 			})
 		}
 	}
@@ -797,6 +798,34 @@ func TestNetDNSRedirect(t *testing.T) {
 	var v netDnsTarget
 	if err := r.c.net.objs.DnsRedirect.Lookup(cg.ID, &v); err == nil {
 		t.Error("the redirect outlived Unwatch")
+	}
+}
+
+// checkDNSSender wants a sender of a redirected socket in the kernel's
+// table with the pid of the redirected connect or send (want), and
+// DNSSender to give its pid, uid and comm.
+func checkDNSSender(t *testing.T, c *Collector, want *event.Proc) {
+	t.Helper()
+	var (
+		cookie uint64
+		s      netDnsSender
+		found  bool
+	)
+	for it := c.net.objs.DnsSenders.Iterate(); it.Next(&cookie, &s); {
+		if int32(s.Pid) == want.Pid {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatalf("no dns_senders entry for pid %d", want.Pid)
+	}
+	got, ok := c.DNSSender(cookie)
+	if !ok || got.Pid != want.Pid || got.UID == nil || want.UID == nil || *got.UID != *want.UID || got.Comm != want.Comm {
+		t.Errorf("DNSSender(%d) = %+v, %v, want pid %d uid %v comm %q", cookie, got, ok, want.Pid, want.UID, want.Comm)
+	}
+	if _, ok := c.DNSSender(0); ok {
+		t.Error("DNSSender(0) found a sender, want none")
 	}
 }
 

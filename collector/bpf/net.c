@@ -40,6 +40,7 @@ char LICENSE[] SEC("license") = "GPL";
 const struct net_event *unused_net_event __attribute__((unused));
 const struct egress_config *unused_egress_config __attribute__((unused));
 const struct dns_target *unused_dns_target __attribute__((unused));
+const struct dns_sender *unused_dns_sender __attribute__((unused));
 const enum net_op *unused_net_op __attribute__((unused));
 const enum net_verdict *unused_net_verdict __attribute__((unused));
 const enum net_flags *unused_net_flags __attribute__((unused));
@@ -124,6 +125,18 @@ struct {
 	__type(key, int);
 	__type(value, struct dns_orig);
 } dns_originals SEC(".maps");
+
+/* The sender of each redirected socket, by socket cookie: the task of its
+ * latest redirected connect or send. The DNS proxy finds a query's socket
+ * cookie with sock_diag and the collector reads the sender here
+ * (Collector.DNSSender). Written only for port-53 traffic redirected to a
+ * proxy; least recently written entries go first. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct dns_sender);
+} dns_senders SEC(".maps");
 
 /* A TCP connection whose close is recorded, by socket cookie: the header of
  * the task that made or accepted it. */
@@ -323,6 +336,9 @@ static __always_inline bool redirect(struct bpf_sock_addr *ctx, struct net_event
 		return false;
 	}
 	e->flags |= NET_REDIRECTED;
+	struct dns_sender snd = {.pid = bpf_get_current_pid_tgid() >> 32, .uid = (__u32)bpf_get_current_uid_gid()};
+	bpf_get_current_comm(snd.comm, sizeof(snd.comm));
+	bpf_map_update_elem(&dns_senders, &e->cookie, &snd, BPF_ANY);
 	struct bpf_sock *sk = ctx->sk;
 	if (sk) {
 		struct dns_orig *so = bpf_sk_storage_get(&dns_originals, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);

@@ -91,6 +91,14 @@ struct dns_orig {
 	struct net_addr proxy;
 };
 
+/* The task that last connected or sent a redirected DNS socket
+ * (dns_senders): the DNS proxy names a query's sender with it. */
+struct dns_sender {
+	__u32 pid; /* tgid */
+	__u32 uid;
+	char comm[16];
+};
+
 /* Every network record. src is unknown (zero) for connect and send. */
 struct net_event {
 	struct event_header hdr;

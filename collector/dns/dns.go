@@ -107,6 +107,12 @@ type Policy func(name string) (blocked bool, reason string)
 // session's own listeners (AddSession) belong to that session.
 type SessionFunc func(src netip.AddrPort) (sessionID string, ok bool)
 
+// SenderFunc names the process that sent a query from the cookie of its
+// socket (which the proxy finds with sock_diag): the pid, uid and comm the
+// kernel recorded for the socket. ok is false when it has no record. It
+// must not block.
+type SenderFunc func(cookie uint64) (p event.Proc, ok bool)
+
 // AnswerHook receives each address of an allowed answer: the name the
 // client asked for, an A or AAAA record's address and its TTL.
 type AnswerHook func(domain string, ip netip.Addr, ttl time.Duration)
@@ -136,6 +142,12 @@ func WithSession(session SessionFunc) Option { return func(p *Proxy) { p.session
 // collector's egress map) knows the address before the client can connect
 // to it. It must be quick and must not block.
 func WithAnswerHook(hook AnswerHook) Option { return func(p *Proxy) { p.answerHook = hook } }
+
+// WithSender has each query's event name the process that sent it
+// (event.Proc): for each query the proxy asks the kernel (sock_diag) for
+// the sending socket's cookie and sender for the socket's process. A query
+// whose socket or process is not found is recorded without one.
+func WithSender(sender SenderFunc) Option { return func(p *Proxy) { p.sender = sender } }
 
 // WithTimeout bounds each upstream exchange; after it the next upstream is
 // tried, and when all failed the client gets SERVFAIL. Non-positive values
@@ -242,7 +254,8 @@ type Proxy struct {
 	allowNoUpstream bool
 	inflight        chan struct{} // one token per query waiting for an upstream
 	pool            *tcpPool      // idle TCP connections to the upstreams
-	sockCgroup      func(proto string, client, server netip.AddrPort) (uint64, error)
+	sockOf          func(proto string, client, server netip.AddrPort) (peercred.Socket, error)
+	sender          SenderFunc
 	host            string
 
 	domains *domainMap
@@ -341,7 +354,7 @@ func New(upstream []string, opts ...Option) (*Proxy, error) {
 		maxSessions: DefaultMaxSessions,
 		resolvConf:  DefaultResolvConf,
 		sessions:    make(map[string]*sessionServers),
-		sockCgroup:  peercred.SocketCgroup,
+		sockOf:      peercred.SocketOf,
 	}
 	for _, o := range opts {
 		o(p)
@@ -880,8 +893,9 @@ func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bo
 		verdict = "allowed"
 		reason  string
 	)
+	sk, skErr := p.socketOf(proto, src, dst, cgroup)
 	if cgroup != 0 {
-		if owner, why, ok := p.verifySender(proto, src, dst, sid, cgroup); !ok {
+		if owner, why, ok := p.verifySender(sk, skErr, proto, src, sid, cgroup); !ok {
 			sid, verdict, reason = owner, "blocked", why
 			resp = new(mdns.Msg)
 			resp.SetRcode(req, mdns.RcodeRefused)
@@ -905,16 +919,49 @@ func (p *Proxy) serve(w mdns.ResponseWriter, req *mdns.Msg, sid string, fixed bo
 		p.log.Debug("writing response failed", "proto", proto, "query", name, "error", err)
 	}
 	p.queries.Add(1)
-	p.emit(p.toEvent(p.now(), sid, proto, src, dst, verdict, reason, q, resp))
+	ev := p.toEvent(p.now(), sid, proto, src, dst, verdict, reason, q, resp)
+	ev.Proc = p.senderOf(sk, skErr)
+	p.emit(ev)
 }
 
-// verifySender checks that the socket that sent a query on session sid's
-// listener was created in the session's cgroup. When it was not, or cannot
-// be found, ok is false and the query is to be refused; owner is then the
-// session it is recorded under (the one owning the sender's cgroup, or
-// none) and reason says why.
-func (p *Proxy) verifySender(proto string, src, dst netip.AddrPort, sid string, cgroup uint64) (owner, reason string, ok bool) {
-	got, err := p.sockCgroup(proto, src, dst)
+// errNoSocketLookup stands for the sending socket of a query that nothing
+// asked sock_diag about.
+var errNoSocketLookup = errors.New("dns: sending socket not looked up")
+
+// socketOf asks the kernel for the socket that sent a query from src to
+// dst when the listener checks its cgroup (not 0) or WithSender names its
+// process, and returns errNoSocketLookup otherwise.
+func (p *Proxy) socketOf(proto string, src, dst netip.AddrPort, cgroup uint64) (peercred.Socket, error) {
+	if cgroup == 0 && p.sender == nil {
+		return peercred.Socket{}, errNoSocketLookup
+	}
+	return p.sockOf(proto, src, dst)
+}
+
+// senderOf is the process that sent a query from socket sk (found unless
+// err), or nil when WithSender is not set or does not know the socket.
+func (p *Proxy) senderOf(sk peercred.Socket, err error) *event.Proc {
+	if p.sender == nil || err != nil || sk.Cookie == 0 {
+		return nil
+	}
+	proc, ok := p.sender(sk.Cookie)
+	if !ok {
+		return nil
+	}
+	proc.CgroupID = sk.Cgroup
+	return &proc
+}
+
+// verifySender checks that the socket that sent a query from src on
+// session sid's listener (sk, found unless err) was created in the
+// session's cgroup. When it was not, or cannot be found, ok is false and
+// the query is to be refused; owner is then the session it is recorded
+// under (the one owning the sender's cgroup, or none) and reason says why.
+func (p *Proxy) verifySender(sk peercred.Socket, err error, proto string, src netip.AddrPort, sid string, cgroup uint64) (owner, reason string, ok bool) {
+	if err == nil && sk.Cgroup == 0 {
+		err = errors.New("no cgroup id (kernel without INET_DIAG_CGROUP_ID)")
+	}
+	got := sk.Cgroup
 	switch {
 	case err != nil:
 		p.unverified.Add(1)

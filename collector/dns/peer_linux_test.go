@@ -1,14 +1,18 @@
 package dns
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	mdns "github.com/miekg/dns"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // TestSessionCgroupCheck: with WithCgroup, a session's listeners answer
@@ -63,7 +67,9 @@ func TestSessionCgroupCheck(t *testing.T) {
 	// A sender that cannot be found (it closed its socket at once) is
 	// refused and recorded under no session.
 	p = newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
-	p.sockCgroup = func(string, netip.AddrPort, netip.AddrPort) (uint64, error) { return 0, peercred.ErrNoSocket }
+	p.sockOf = func(string, netip.AddrPort, netip.AddrPort) (peercred.Socket, error) {
+		return peercred.Socket{}, peercred.ErrNoSocket
+	}
 	if mine, _, err = p.AddSession("mine", WithCgroup(own)); err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +82,53 @@ func TestSessionCgroupCheck(t *testing.T) {
 	}
 	if st := p.Stats(); st.Unverified != 1 {
 		t.Errorf("Stats().Unverified = %d, want 1", st.Unverified)
+	}
+}
+
+// TestSender: with WithSender, each query's event names the process the
+// sender gives for the cookie of the query's socket, which is the one
+// sock_diag names for the client's addresses, with the socket's cgroup; a
+// socket the sender does not know gives an event without a process.
+func TestSender(t *testing.T) {
+	own := cgrouptest.OwnID(t)
+	up := startUpstream(t)
+	rec := newRecorder()
+	cookies := make(chan uint64, 4)
+	var asked atomic.Int32
+	p := newProxy(t, []string{up.Addr}, WithEmit(rec.emit), WithSender(func(cookie uint64) (event.Proc, bool) {
+		cookies <- cookie
+		known := asked.Add(1)%2 == 1 // every other query
+		return event.Proc{Pid: 4242, Comm: "asker", UID: event.U32(7)}, known
+	}))
+	addr, _, err := p.AddSession("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, proto := range []string{"udp", "tcp"} {
+		c := &mdns.Client{Net: proto, Timeout: 30 * time.Second}
+		conn, err := c.Dial(addr.String())
+		if err != nil {
+			t.Fatalf("dialing %s %s: %v", proto, addr, err)
+		}
+		defer conn.Close()
+		sk, err := peercred.SocketOf(proto, addrPort(conn.LocalAddr()), addr)
+		if err != nil {
+			t.Fatalf("SocketOf(%s) = %v", proto, err)
+		}
+		for i, known := range []bool{true, false} {
+			if _, _, err := c.ExchangeWithConn(query(fmt.Sprintf("q%d.example.", i), mdns.TypeA), conn); err != nil {
+				t.Fatalf("exchange %s: %v", proto, err)
+			}
+			e := rec.next(t)
+			if got := <-cookies; got != sk.Cookie {
+				t.Errorf("%s: sender asked for cookie %d, want the client socket's %d", proto, got, sk.Cookie)
+			}
+			switch {
+			case known && (e.Proc == nil || e.Proc.Pid != 4242 || e.Proc.Comm != "asker" || *e.Proc.UID != 7 || e.Proc.CgroupID != own):
+				t.Errorf("%s: event proc %+v, want pid 4242 comm asker uid 7 cgroup %d", proto, e.Proc, own)
+			case !known && e.Proc != nil:
+				t.Errorf("%s unknown sender: event proc %+v, want none", proto, e.Proc)
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/collector/session"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Check rejects DNS settings that cannot work.
@@ -26,8 +27,9 @@ func (c *DNSConfig) Check() error {
 // upstreams are dns.upstream, or the nameservers of /etc/resolv.conf; when
 // resolv.conf gives none that is usable, the proxy answers SERVFAIL (and
 // still records every lookup) rather than stopping the host. It refuses the
-// policy's blocked domains, emits into the host's queue and feeds its
-// answers to the collector (learnDomain). It must run before the collector
+// policy's blocked domains, emits into the host's queue, feeds its
+// answers to the collector (learnDomain) and names each query's sending
+// process from the collector's record of its socket (dnsSenderOf). It must run before the collector
 // is created, which takes the proxy's domain lookup (dnsCollectorOptions).
 func (h *Host) startDNS() error {
 	c := h.cfg.DNS
@@ -51,7 +53,8 @@ func (h *Host) startDNS() error {
 		dns.WithMaxSessions(c.MaxSessions),
 		dns.WithPolicy(h.pol.DomainBlocked),
 		dns.WithEmit(h.q.Emit),
-		dns.WithAnswerHook(h.learnDomain))
+		dns.WithAnswerHook(h.learnDomain),
+		dns.WithSender(h.dnsSenderOf))
 	if err != nil {
 		return fmt.Errorf("config: dns.upstream: %w", err)
 	}
@@ -88,6 +91,15 @@ func (h *Host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
 	if err := h.col.LearnDomain(ip, domain, ttl); err != nil && !errors.Is(err, collector.ErrClosed) {
 		h.log.Debug("collector did not learn a dns answer", "domain", domain, "ip", ip, "error", err)
 	}
+}
+
+// dnsSenderOf is the proxy's sender lookup: the process the collector saw
+// connect or send the redirected socket with this cookie.
+func (h *Host) dnsSenderOf(cookie uint64) (event.Proc, bool) {
+	if h.col == nil {
+		return event.Proc{}, false
+	}
+	return h.col.DNSSender(cookie)
 }
 
 // redirectDNS gives session s its proxy listeners, which answer only the

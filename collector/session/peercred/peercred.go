@@ -3,7 +3,8 @@
 // SO_PEERCRED gives them when it connected, and a pidfd for it
 // (SO_PEERPIDFD) where the kernel has one (Read); for a local TCP or UDP
 // client, the cgroup its socket was created in, from sock_diag
-// (SocketCgroup).
+// (SocketCgroup), and its socket's cookie, which names it in the
+// collector's records (SocketOf).
 //
 // Trust model: these are the kernel's, not the peer's claims, so the
 // servers that hold sessions' authority use them: the ingest socket
@@ -35,3 +36,15 @@ var ErrNoPid = errors.New("peercred: the peer has no pid here (in another pid na
 // ErrNoSocket means sock_diag found no socket for the addresses (its owner
 // closed it already, say).
 var ErrNoSocket = errors.New("peercred: no socket for the addresses")
+
+// Socket is the kernel's account of a TCP or UDP socket of this host
+// (SocketOf).
+type Socket struct {
+	// Cookie is the socket's cookie, as bpf_get_socket_cookie gives it.
+	Cookie uint64
+	// UID owns the socket (its creator's, or the one set with fchown).
+	UID uint32
+	// Cgroup is the id of the cgroup v2 the socket's creator ran in, or 0
+	// when the kernel does not say.
+	Cgroup uint64
+}
