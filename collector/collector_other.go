@@ -38,6 +38,11 @@ func (c *Collector) RedirectDNS(cgroupID uint64, v4, v6 netip.AddrPort) error {
 	return ErrNotSupported
 }
 
+// SetNetRate returns ErrNotSupported.
+func (c *Collector) SetNetRate(cgroupID uint64, bytesPerSec int64, warn bool) error {
+	return ErrNotSupported
+}
+
 // AddSensitive returns ErrNotSupported.
 func (c *Collector) AddSensitive(cgroupID uint64, prefixes, exceptions []string) error {
 	return ErrNotSupported
