@@ -34,10 +34,12 @@ type rateCollector struct {
 type rateState struct {
 	rate int64
 	warn bool
-	// gone is set by Unwatch: the next tick reports the last burst and
-	// removes the cgroup's bucket.
-	gone bool
-	at   time.Time
+	// gone is set by Unwatch: the next tick reports the last burst, and
+	// the bucket stays until then, for the session's sockets that outlive
+	// it (data still queued when its processes exited).
+	gone  bool
+	until time.Time
+	at    time.Time
 	dir  [2]burstState
 }
 
@@ -62,6 +64,8 @@ const (
 	// rateInterval is how often the counters are read, and the interval
 	// over which the measured rate is taken.
 	rateInterval = time.Second
+	// rateLinger is how long a cgroup's bucket outlives Unwatch.
+	rateLinger = 2 * time.Minute
 )
 
 // Limit type, unit and actions of net_rate events, the names the session
@@ -138,7 +142,7 @@ func (r *rateCollector) set(cgroupID uint64, rate int64, warn bool) error {
 }
 
 // forget has the reader's next tick, within its poll interval, report
-// cgroupID's last burst and remove its bucket.
+// cgroupID's last burst; its bucket goes rateLinger later.
 func (r *rateCollector) forget(cgroupID uint64) {
 	if !r.loaded {
 		return
@@ -161,6 +165,12 @@ func (r *rateCollector) tick(c *Collector, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, s := range r.limits {
+		if !s.until.IsZero() {
+			if now.After(s.until) {
+				r.remove(c, id)
+			}
+			continue
+		}
 		var v rateNetRate
 		if err := r.objs.Rates.Lookup(id, &v); err != nil {
 			c.log.Warn("reading net rate counters", "cgroup", id, "error", err)
@@ -173,12 +183,17 @@ func (r *rateCollector) tick(c *Collector, now time.Time) {
 		}
 		s.at = now
 		if s.gone {
-			if err := r.objs.Rates.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				c.log.Warn("removing net rate", "cgroup", id, "error", err)
-			}
-			delete(r.limits, id)
+			s.until = now.Add(rateLinger)
 		}
 	}
+}
+
+// remove deletes cgroupID's bucket. r.mu is held.
+func (r *rateCollector) remove(c *Collector, cgroupID uint64) {
+	if err := r.objs.Rates.Delete(cgroupID); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		c.log.Warn("removing net rate", "cgroup", cgroupID, "error", err)
+	}
+	delete(r.limits, cgroupID)
 }
 
 // step takes in one interval's counters b, elapsed long, and returns the
@@ -231,7 +246,9 @@ func (r *rateCollector) toEvent(c *Collector, cgroupID uint64, s *rateState, mea
 // enforced in the kernel by a token bucket per direction: over the rate,
 // packets are dropped (TCP backs off and retransmits), or with warn only
 // counted. Bursts over the rate become limit.hit net_rate events of the
-// cgroup's session (Watch it first). Unwatch ends the limit. It returns
+// cgroup's session (Watch it first). Unwatch ends the limit, reporting
+// the last burst, 2 minutes later (the session's sockets may still be
+// sending what its processes wrote before they exited). It returns
 // ErrClosed after Close, and an error for id 0 or a rate outside 1 B/s to
 // 16 GiB/s.
 func (c *Collector) SetNetRate(cgroupID uint64, bytesPerSec int64, warn bool) error {

@@ -98,15 +98,22 @@ static __always_inline struct net_rate *rate_of(struct __sk_buff *skb)
  * packet size starves. */
 static __always_inline bool take(struct rate_bucket *b, __u64 rate, __u64 burst, __u64 len, __u64 now)
 {
-	__u64 elapsed = now - b->last_ns;
-	if (b->last_ns == 0 || elapsed >= NSEC_PER_SEC) {
+	if (b->last_ns == 0) {
 		b->tokens = burst;
-	} else {
-		/* rate is below 2^34 (the Go side's bound), elapsed below 2^30. */
-		__u64 t = b->tokens + elapsed * rate / NSEC_PER_SEC;
-		b->tokens = t < burst ? t : burst;
+		b->last_ns = now;
+	} else if (now > b->last_ns) {
+		/* now was read before the lock: another CPU's packet may have
+		 * moved last_ns past it, and then nothing is refilled. */
+		__u64 elapsed = now - b->last_ns;
+		if (elapsed >= NSEC_PER_SEC) {
+			b->tokens = burst;
+		} else {
+			/* rate is below 2^34 (the Go side's bound), elapsed below 2^30. */
+			__u64 t = b->tokens + elapsed * rate / NSEC_PER_SEC;
+			b->tokens = t < burst ? t : burst;
+		}
+		b->last_ns = now;
 	}
-	b->last_ns = now;
 	if (b->tokens >= len) {
 		b->tokens -= len;
 		return true;
