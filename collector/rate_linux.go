@@ -40,7 +40,7 @@ type rateState struct {
 	gone  bool
 	until time.Time
 	at    time.Time
-	dir  [2]burstState
+	dir   [2]burstState
 }
 
 // burstState follows one direction's counters from tick to tick.
@@ -138,6 +138,29 @@ func (r *rateCollector) set(cgroupID uint64, rate int64, warn bool) error {
 		return fmt.Errorf("writing the net rate of cgroup %d: %w", cgroupID, err)
 	}
 	r.limits[cgroupID] = &rateState{rate: rate, warn: warn, at: time.Now()}
+	return r.forgetUnlimited()
+}
+
+// forgetUnlimited removes the cgroups remembered as not rate-limited from
+// rate_owner, so that the kernel walks up from them again and finds a rate
+// set after their first packet.
+func (r *rateCollector) forgetUnlimited() error {
+	var id, owner uint64
+	var stale []uint64
+	it := r.objs.RateOwner.Iterate()
+	for it.Next(&id, &owner) {
+		if owner == 0 {
+			stale = append(stale, id)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading the rate owners: %w", err)
+	}
+	for _, id := range stale {
+		if err := r.objs.RateOwner.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("forgetting the rate owner of cgroup %d: %w", id, err)
+		}
+	}
 	return nil
 }
 

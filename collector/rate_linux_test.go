@@ -3,10 +3,14 @@
 package collector
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandtrail/sandtrail/collector/session"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
 // TestBurstStep: a burst over the rate is reported once, with the rate of
@@ -62,5 +66,44 @@ func TestNetBurst(t *testing.T) {
 		if got := netBurst(tt.rate); got != uint64(tt.want) {
 			t.Errorf("netBurst(%d) = %d, want %d", tt.rate, got, tt.want)
 		}
+	}
+}
+
+// TestNetRateNested: a client in a cgroup nested beneath a rate-limited
+// watched cgroup, which sent packets before the rate was set, fetches 1 MiB
+// at 256 KiB/s: it takes at least 2 s, and the burst is one limit.hit
+// net_rate of the session, throttle, measured at least the rate.
+func TestNetRateNested(t *testing.T) {
+	const sid, rate, size = "sess-net-rate", 256 << 10, 1 << 20
+	cg, r := startWatched(t, sid)
+	inner := cg.Child(t, "inner")
+	srv := testnet.StartServer(t, "tcp4", "127.0.0.1:0")
+	fetch := func(n int) time.Duration {
+		t.Helper()
+		start := time.Now()
+		out, err := helperCmd(t, inner, "net-get", srv.URL(n)).Output()
+		if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(n) {
+			t.Fatalf("client: %q, %v, want %d bytes", out, err, n)
+		}
+		return time.Since(start)
+	}
+	fetch(64 << 10) // before the rate: inner is remembered as unlimited
+	for _, bad := range []struct {
+		id   uint64
+		rate int64
+	}{{0, rate}, {cg.ID, 0}, {cg.ID, -1}, {cg.ID, maxNetRate + 1}} {
+		if err := r.c.SetNetRate(bad.id, bad.rate, false); err == nil {
+			t.Errorf("SetNetRate(%d, %d) = nil, want an error", bad.id, bad.rate)
+		}
+	}
+	if err := r.c.SetNetRate(cg.ID, rate, false); err != nil {
+		t.Fatalf("SetNetRate() = %v", err)
+	}
+	if d := fetch(size); d < 2*time.Second {
+		t.Errorf("1 MiB at 256 KiB/s took %v, want at least 2 s", d)
+	}
+	hit := r.wait(t, "limit.hit", func(ev *event.Event) bool { return ev.Kind == event.KindLimitHit })
+	if l := hit.Limit; hit.SessionID != sid || l.Type != limitNetRate || l.Configured != rate || l.Measured < rate || l.Unit != unitNetRate || l.Action != actionThrottle {
+		t.Errorf("limit.hit = session %q %+v, want %s net_rate configured %d, measured at least that, B/s, throttle", hit.SessionID, *l, sid, rate)
 	}
 }

@@ -41,8 +41,8 @@ struct {
 } rates SEC(".maps");
 
 /* The rate-limited cgroup (0: none) of a socket's cgroup, found once by the
- * walk up and then remembered: cgroup ids are not reused, and a session's
- * rate is set before anything runs in it. */
+ * walk up and then remembered: cgroup ids are not reused, and the Go side
+ * removes the 0 entries when it sets a rate. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
