@@ -1,4 +1,4 @@
-// Package collector is sandtrail's eBPF kernel collector. It loads three
+// Package collector is sandtrail's eBPF kernel collector. It loads four
 // program families into the kernel and turns their records into events of
 // the processes in watched session cgroups (Watch), or of the whole host
 // (WithHostWide):
@@ -18,7 +18,10 @@
 //     egress policy, which the cgroup socket hooks enforce (WithEgress, fed
 //     by LearnDomain: a blocked connect fails with EPERM), listens, accepts
 //     and closes with the bytes of each TCP connection, and each session's
-//     port-53 traffic sent to its DNS proxy (RedirectDNS).
+//     port-53 traffic sent to its DNS proxy (RedirectDNS);
+//   - the network rate limit (bpf/rate.c): a token bucket per direction
+//     for each rate-limited session (SetNetRate) in cgroup_skb programs,
+//     and a limit.hit net_rate event per burst over the rate.
 //
 // The egress policy comes in through the EgressPolicy interface and the
 // standard-library-only types of policies/egress, so that the collector

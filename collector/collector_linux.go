@@ -35,9 +35,10 @@ type Collector struct {
 	opts options
 
 	objs processObjects
-	// file and net are the BPF objects beyond process.c (parts).
+	// file, net and rate are the BPF objects beyond process.c (parts).
 	file  fileCollector
 	net   netCollector
+	rate  rateCollector
 	progs []progKind // every loaded program and the kind it loses
 	links []link.Link
 	rd    *ringbuf.Reader
@@ -126,7 +127,7 @@ type part interface {
 	close()
 }
 
-func (c *Collector) parts() []part { return []part{&c.file, &c.net} }
+func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.rate} }
 
 // New checks the kernel features the collector needs, loads the BPF
 // programs, attaches them and starts reading. It returns ErrPermission without
@@ -391,7 +392,8 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
 }
 
 // Unwatch stops recording the cgroup cgroupID and clears its DNS redirect
-// (RedirectDNS) and its sensitive read paths (AddSensitive). Events already recorded keep their session id.
+// (RedirectDNS), its sensitive read paths (AddSensitive) and its net rate
+// (SetNetRate, whose last burst is still reported). Events already recorded keep their session id.
 func (c *Collector) Unwatch(cgroupID uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -404,6 +406,7 @@ func (c *Collector) Unwatch(cgroupID uint64) error {
 	if _, ok := c.sessions[cgroupID]; ok {
 		c.removed[cgroupID] = time.Now()
 	}
+	c.rate.forget(cgroupID)
 	return errors.Join(c.net.unredirect(cgroupID), c.file.forget(cgroupID))
 }
 
@@ -496,6 +499,7 @@ func (c *Collector) run() {
 		}
 		c.file.tick(c, now) // send merged file events whose window ended
 		c.drainHashes()
+		c.rate.tick(c, now) // net_rate limit hits
 		if len(c.batch) > 0 && c.rd.AvailableBytes() == 0 {
 			c.flushBatch() // the burst is read: hand it over before waiting
 		}

@@ -413,6 +413,12 @@ func limits(c *errs, p *Limits) event.Limits {
 	if l.DiskBytes, err = ParseSize(p.Disk); err != nil {
 		c.add("limits.disk", "%v", err)
 	}
+	if l.NetRate, err = ParseRate(p.NetRate); err != nil {
+		c.add("limits.net_rate", "%v", err)
+	}
+	if l.NetRateAction, err = ParseNetRateAction(p.NetRateAction); err != nil {
+		c.add("limits.net_rate_action", "%v", err)
+	}
 	return l
 }
 

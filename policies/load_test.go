@@ -155,6 +155,39 @@ func TestParseLimits(t *testing.T) {
 	}
 }
 
+func TestParseNetRateLimits(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		rate       int64
+		action     string
+		err        string
+	}{
+		{name: "unset", yaml: "limits: {}\n"},
+		{name: "rate", yaml: "limits:\n  net_rate: 1MB\n", rate: 1 << 20},
+		{name: "rate per second and warn", yaml: "limits:\n  net_rate: 2M/s\n  net_rate_action: warn\n", rate: 2 << 20, action: "warn"},
+		{name: "throttle", yaml: "limits:\n  net_rate: 1K\n  net_rate_action: throttle\n", rate: 1 << 10, action: "throttle"},
+		{name: "bad rate", yaml: "limits:\n  net_rate: fast\n", err: "limits.net_rate"},
+		{name: "bad action", yaml: "limits:\n  net_rate_action: kill\n", err: "limits.net_rate_action"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse("x.yaml", []byte(tt.yaml))
+			if err == nil {
+				var e *Engine
+				if e, err = New(p); err == nil {
+					l := e.Limits()
+					if l.NetRate != tt.rate || l.NetRateAction != tt.action {
+						t.Errorf("Limits() = %+v, want net rate %d, action %q", l, tt.rate, tt.action)
+					}
+				}
+			}
+			if (err != nil) != (tt.err != "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("New(%q) error = %v, want one naming %q", tt.yaml, err, tt.err)
+			}
+		})
+	}
+}
+
 func TestParseTooLarge(t *testing.T) {
 	_, err := Parse("big.yaml", make([]byte, MaxFileSize+1))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "larger than") {

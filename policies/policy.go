@@ -182,6 +182,11 @@ type Limits struct {
 	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
 	// Disk is a size, as Memory.
 	Disk string `mapstructure:"disk" yaml:"disk" json:"disk"`
+	// NetRate is a size per second, as Memory ("1M": 1 MiB/s), each way.
+	NetRate string `mapstructure:"net_rate" yaml:"net_rate" json:"net_rate"`
+	// NetRateAction is throttle (the default) or warn: over the rate,
+	// drop packets, or only record limit.hit events.
+	NetRateAction string `mapstructure:"net_rate_action" yaml:"net_rate_action" json:"net_rate_action"`
 }
 
 // Effective returns a copy of p with every empty setting replaced by the

@@ -183,3 +183,33 @@ func ParseCount(s string) (int64, error) {
 	}
 	return n, nil
 }
+
+// ParseRate parses a rate in bytes per second: a size as ParseSize takes
+// it, with an optional "/s" ("1M", "1MB/s": 1 MiB/s). Empty means 0.
+func ParseRate(s string) (int64, error) {
+	size, perSec := strings.CutSuffix(strings.TrimSpace(s), "/s")
+	if perSec && size == "" {
+		return 0, fmt.Errorf("rate %q: want a number with an optional K, M, G, T or P suffix", s)
+	}
+	n, err := ParseSize(size)
+	if err != nil {
+		return 0, fmt.Errorf("rate: %w", err)
+	}
+	return n, nil
+}
+
+// Network rate limit actions (limits.net_rate_action).
+const (
+	NetRateThrottle = "throttle"
+	NetRateWarn     = "warn"
+)
+
+// ParseNetRateAction parses limits.net_rate_action: throttle, warn, or
+// empty, which stands for throttle.
+func ParseNetRateAction(s string) (string, error) {
+	switch s {
+	case "", NetRateThrottle, NetRateWarn:
+		return s, nil
+	}
+	return "", fmt.Errorf("invalid value %q (want throttle, warn)", s)
+}

@@ -173,3 +173,29 @@ func FuzzParseCPUs(f *testing.F) {
 		}
 	})
 }
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want int64
+		err  string
+	}{
+		{name: "empty", in: "", want: 0},
+		{name: "size", in: "1MB", want: 1 << 20},
+		{name: "per second", in: "1MB/s", want: 1 << 20},
+		{name: "bytes per second", in: "4096/s", want: 4096},
+		{name: "other unit of time", in: "1M/m", err: "unknown unit"},
+		{name: "only per second", in: "/s", err: "want a number"},
+		{name: "negative", in: "-1M/s", err: "want a number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseRate(tt.in)
+			checkErr(t, "ParseRate", tt.in, err, tt.err)
+			if tt.err == "" && got != tt.want {
+				t.Errorf("ParseRate(%q) = %d, want %d", tt.in, got, tt.want)
+			}
+		})
+	}
+}

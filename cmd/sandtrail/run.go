@@ -73,7 +73,11 @@ in its own process, on the configuration's data_dir, which works on a fresh
 machine right after install.sh.
 
 Limits default to the policy's (--policy FILE, the config key policy, or
-the embedded default policy); flags override them. 0 means unlimited. When
+the embedded default policy); flags override them. 0 means unlimited.
+--net-rate caps the session's network traffic in bytes per second, each
+way (1MB = 1 MiB/s), in the kernel: over the rate packets are dropped and
+TCP slows down, or, with the policy's limits.net_rate_action: warn, only
+reported; each burst over the rate is one net_rate limit hit. When
 run hosts the session itself, the same policy also decides egress (blocked
 connects fail with EPERM), which file reads are sensitive enough to record,
 and which domains the DNS proxy refuses; a daemon enforces the policy of its
@@ -177,7 +181,7 @@ func sessionSet(envs []string, file string) ([]string, error) {
 }
 
 // limitFlags are the resource-limit flags shared by run and session create.
-type limitFlags struct{ memory, cpus, pids, timeout, disk string }
+type limitFlags struct{ memory, cpus, pids, timeout, disk, netRate string }
 
 func (l *limitFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&l.memory, "memory", "", "memory limit, e.g. 512M (default: the policy's)")
@@ -185,6 +189,7 @@ func (l *limitFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&l.pids, "pids", "", "process limit, e.g. 256 (default: the policy's)")
 	f.StringVar(&l.timeout, "timeout", "", "wall-clock limit, e.g. 10m (default: the policy's)")
 	f.StringVar(&l.disk, "disk", "", "size of the session's filesystem (workdir, /tmp, /var/tmp, /dev/shm, /run/lock), enforced by the kernel, e.g. 2G (default: the policy's)")
+	f.StringVar(&l.netRate, "net-rate", "", "network rate limit in bytes per second, each way, e.g. 1MB (default: the policy's)")
 }
 
 // apply overrides base with the flags that were given.
@@ -216,6 +221,11 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 	if f.Changed("disk") {
 		if out.DiskBytes, err = policy.ParseSize(l.disk); err != nil {
 			return out, fmt.Errorf("--disk: %w", err)
+		}
+	}
+	if f.Changed("net-rate") {
+		if out.NetRate, err = policy.ParseRate(l.netRate); err != nil {
+			return out, fmt.Errorf("--net-rate: %w", err)
 		}
 	}
 	return out, nil

@@ -28,6 +28,11 @@ func TestLimitFlags(t *testing.T) {
 		{name: "zero is unlimited", args: []string{"--memory", "0"}, want: event.Limits{CPUs: 2, Pids: 1024, TimeoutMS: 3600_000, DiskBytes: 1 << 34}},
 		{name: "bad memory", args: []string{"--memory", "lots"}, wantErr: "--memory"},
 		{name: "bad timeout", args: []string{"--timeout", "soon"}, wantErr: "--timeout"},
+		{name: "net rate", args: []string{"--net-rate", "1MB"},
+			want: event.Limits{MemoryBytes: 1 << 30, CPUs: 2, Pids: 1024, TimeoutMS: 3600_000, DiskBytes: 1 << 34, NetRate: 1 << 20}},
+		{name: "net rate per second", args: []string{"--net-rate", "512K/s"},
+			want: event.Limits{MemoryBytes: 1 << 30, CPUs: 2, Pids: 1024, TimeoutMS: 3600_000, DiskBytes: 1 << 34, NetRate: 512 << 10}},
+		{name: "bad net rate", args: []string{"--net-rate", "fast"}, wantErr: "--net-rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

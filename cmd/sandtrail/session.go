@@ -212,8 +212,8 @@ func writeSessionInfo(w io.Writer, s *control.SessionInfo) {
 	fmt.Fprintf(tw, "state\t%s\n", s.State)
 	fmt.Fprintf(tw, "user\t%s\n", orDash(s.User))
 	fmt.Fprintf(tw, "tenant\t%s\n", orDash(s.Tenant))
-	fmt.Fprintf(tw, "limits\tmemory %d bytes, cpus %g, pids %d, timeout %d ms, disk %d bytes (0 = unlimited)\n",
-		l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes)
+	fmt.Fprintf(tw, "limits\tmemory %d bytes, cpus %g, pids %d, timeout %d ms, disk %d bytes, net rate %d B/s (0 = unlimited)\n",
+		l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes, l.NetRate)
 	fmt.Fprintf(tw, "cgroup\t%s (id %d)\n", orDash(s.CgroupPath), s.CgroupID)
 	fmt.Fprintf(tw, "workdir\t%s\n", s.Workdir)
 	fmt.Fprintf(tw, "command\t%s\n", orDash(render.Clean(strings.Join(s.Argv, " "), 200)))

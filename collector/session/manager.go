@@ -185,11 +185,14 @@ func (sp *Spec) validate() error {
 		return fmt.Errorf("%w: id %q", ErrInvalidSpec, truncate(sp.ID, 80))
 	}
 	l := sp.Limits
-	if l.MemoryBytes < 0 || l.Pids < 0 || l.TimeoutMS < 0 || l.DiskBytes < 0 {
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.TimeoutMS < 0 || l.DiskBytes < 0 || l.NetRate < 0 {
 		return fmt.Errorf("%w: negative limit", ErrInvalidSpec)
 	}
 	if l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) || l.CPUs > 1<<16 {
 		return fmt.Errorf("%w: cpus %v", ErrInvalidSpec, l.CPUs)
+	}
+	if l.NetRateAction != "" && l.NetRateAction != ActionThrottle && l.NetRateAction != ActionWarn {
+		return fmt.Errorf("%w: net rate action %q", ErrInvalidSpec, truncate(l.NetRateAction, 80))
 	}
 	if l.MemoryBytes > 0 && l.MemoryBytes < 1<<20 {
 		return fmt.Errorf("%w: memory limit %d below 1 MiB", ErrInvalidSpec, l.MemoryBytes)

@@ -648,6 +648,8 @@ func TestCreateErrors(t *testing.T) {
 		{"negative memory", session.Spec{Limits: event.Limits{MemoryBytes: -1}}, session.ErrInvalidSpec},
 		{"tiny memory", session.Spec{Limits: event.Limits{MemoryBytes: 4096}}, session.ErrInvalidSpec},
 		{"negative cpus", session.Spec{Limits: event.Limits{CPUs: -0.5}}, session.ErrInvalidSpec},
+		{"negative net rate", session.Spec{Limits: event.Limits{NetRate: -1}}, session.ErrInvalidSpec},
+		{"unknown net rate action", session.Spec{Limits: event.Limits{NetRate: 1 << 20, NetRateAction: "kill"}}, session.ErrInvalidSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

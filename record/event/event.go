@@ -387,6 +387,11 @@ type Limits struct {
 	Pids        int64   `json:"pids,omitempty"`
 	TimeoutMS   int64   `json:"timeout_ms,omitempty"`
 	DiskBytes   int64   `json:"disk_bytes,omitempty"`
+	// NetRate is the network rate in bytes per second, each way.
+	NetRate int64 `json:"net_rate_bytes_per_sec,omitempty"`
+	// NetRateAction is throttle (the default: over the rate, packets are
+	// dropped) or warn (only the limit.hit events).
+	NetRateAction string `json:"net_rate_action,omitempty"`
 }
 
 // Limit describes a resource limit being hit.
@@ -395,7 +400,8 @@ type Limit struct {
 	Type       string `json:"type"`
 	Measured   int64  `json:"measured"`
 	Configured int64  `json:"configured"`
-	// Unit is what Measured and Configured count: bytes, usec, count, ms.
+	// Unit is what Measured and Configured count: bytes, usec, count, ms,
+	// B/s.
 	Unit string `json:"unit,omitempty"`
 	// Action is throttle, kill or warn.
 	Action string `json:"action"`

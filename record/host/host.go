@@ -262,12 +262,17 @@ func (h *Host) CreateSession(ctx context.Context, spec session.Spec) (*session.S
 }
 
 // record sets up the recording of a new session: the collector watches its
-// cgroup, reads beneath its home (its workdir) named by the policy (~/.ssh,
-// ~/.aws, ...) are sensitive too, and its DNS goes to its own proxy
-// listeners.
+// cgroup, limits its network rate, reads beneath its home (its workdir)
+// named by the policy (~/.ssh, ~/.aws, ...) are sensitive too, and its DNS
+// goes to its own proxy listeners.
 func (h *Host) record(s *session.Session) error {
 	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
 		return fmt.Errorf("watching session cgroup: %w", err)
+	}
+	if l := s.Spec().Limits; l.NetRate > 0 {
+		if err := h.col.SetNetRate(s.CgroupID(), l.NetRate, l.NetRateAction == session.ActionWarn); err != nil {
+			return fmt.Errorf("limiting the session's net rate: %w", err)
+		}
 	}
 	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
 		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {

@@ -227,7 +227,14 @@ func Step(e *event.Event) string {
 		add("fs_state", s.FSState)
 		add("snapshot_sha256", s.SnapshotSHA256)
 		if l := s.Limits; l != nil {
-			parts = append(parts, fmt.Sprintf("limits=memory:%d,cpus:%g,pids:%d,timeout_ms:%d,disk:%d", l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes))
+			lim := fmt.Sprintf("limits=memory:%d,cpus:%g,pids:%d,timeout_ms:%d,disk:%d", l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes)
+			if l.NetRate > 0 {
+				lim += fmt.Sprintf(",net_rate:%d", l.NetRate)
+				if l.NetRateAction != "" {
+					lim += ":" + l.NetRateAction
+				}
+			}
+			parts = append(parts, lim)
 		}
 		if e.Proc != nil && e.Proc.Pid != 0 {
 			parts = append(parts, fmt.Sprintf("pid=%d", e.Proc.Pid))

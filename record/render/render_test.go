@@ -67,3 +67,28 @@ func TestSummaryFile(t *testing.T) {
 		})
 	}
 }
+
+func TestStepLimits(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   *event.Event
+		want string
+	}{
+		{name: "session limits without a net rate",
+			ev:   &event.Event{Session: &event.Session{Op: "create", Limits: &event.Limits{MemoryBytes: 1 << 20, Pids: 8}}},
+			want: "limits=memory:1048576,cpus:0,pids:8,timeout_ms:0,disk:0"},
+		{name: "session limits with a net rate",
+			ev:   &event.Event{Session: &event.Session{Op: "create", Limits: &event.Limits{NetRate: 1 << 20, NetRateAction: "warn"}}},
+			want: "limits=memory:0,cpus:0,pids:0,timeout_ms:0,disk:0,net_rate:1048576:warn"},
+		{name: "net_rate hit",
+			ev:   &event.Event{Limit: &event.Limit{Type: "net_rate", Measured: 3 << 20, Configured: 1 << 20, Unit: "B/s", Action: "throttle"}},
+			want: "net_rate: measured 3145728 B/s, configured 1048576 B/s, throttle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Step(tt.ev); got != tt.want {
+				t.Errorf("Step(%s) = %q, want %q", tt.name, got, tt.want)
+			}
+		})
+	}
+}

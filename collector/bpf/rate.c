@@ -1,0 +1,164 @@
+//go:build ignore
+
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The network rate limit of the sandtrail collector: cgroup_skb/ingress and
+ * cgroup_skb/egress, attached at the collector's cgroup next to the socket
+ * hooks of net.c, keep a token bucket per direction for each rate-limited
+ * cgroup (rates). A packet of a socket in such a cgroup, or in a cgroup
+ * nested up to CGROUP_MAX_NEST levels beneath it, takes its length from the
+ * bucket of its direction; a packet the bucket cannot pay for is over the
+ * rate. Over the rate, a throttled ingress packet is dropped (TCP
+ * retransmits it, which paces the sender), a throttled egress packet is
+ * dropped with a congestion notification (TCP reduces its window, as for a
+ * local qdisc drop), and under warn everything passes and is only counted.
+ * Loopback has no qdisc that honours departure times, so packets are not
+ * paced by skb->tstamp.
+ *
+ * These programs use no ring buffer: the Go side reads the counters.
+ */
+#include "headers/vmlinux.h"
+#include "headers/bpf_helpers.h"
+#include "common.h"
+#include "rate.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const struct net_rate *unused_net_rate __attribute__((unused));
+const enum rate_dir_index *unused_rate_dir_index __attribute__((unused));
+
+#define NSEC_PER_SEC 1000000000ULL
+/* Deeper than any cgroup hierarchy (the kernel's own limit is INT_MAX but
+ * systemd and the session layout stay far below). */
+#define CGROUP_LEVEL_MAX 64
+
+/* The rate-limited cgroups. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct net_rate);
+} rates SEC(".maps");
+
+/* The rate-limited cgroup (0: none) of a socket's cgroup, found once by the
+ * walk up and then remembered: cgroup ids are not reused, and the Go side
+ * removes the 0 entries when it sets a rate. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u64);
+} rate_owner SEC(".maps");
+
+/* limited_of walks up from the skb's socket's cgroup to the nearest
+ * rate-limited cgroup. */
+static __always_inline __u64 limited_of(struct __sk_buff *skb, __u64 id)
+{
+	int level = -1;
+	for (int i = 0; i < CGROUP_LEVEL_MAX; i++) {
+		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, i);
+		if (anc == id) {
+			level = i;
+			break;
+		}
+		if (!anc)
+			break;
+	}
+	for (int j = 0; j < CGROUP_MAX_NEST; j++) {
+		if (level - j < 0)
+			break;
+		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, level - j);
+		if (anc && bpf_map_lookup_elem(&rates, &anc))
+			return anc;
+	}
+	return 0;
+}
+
+static __always_inline struct net_rate *rate_of(struct __sk_buff *skb)
+{
+	__u64 id = bpf_skb_cgroup_id(skb);
+	if (!id)
+		return 0;
+	__u64 *owner = bpf_map_lookup_elem(&rate_owner, &id);
+	__u64 lim;
+	if (owner) {
+		lim = *owner;
+	} else {
+		lim = limited_of(skb, id);
+		bpf_map_update_elem(&rate_owner, &id, &lim, BPF_ANY);
+	}
+	if (!lim)
+		return 0;
+	return bpf_map_lookup_elem(&rates, &lim);
+}
+
+/* take refills b for the time since its last packet and takes len bytes
+ * from it. It returns false when the bucket cannot pay: then nothing is
+ * taken. A full bucket pays for a packet larger than itself, so that no
+ * packet size starves. */
+static __always_inline bool take(struct rate_bucket *b, __u64 rate, __u64 burst, __u64 len, __u64 now)
+{
+	if (b->last_ns == 0) {
+		b->tokens = burst;
+		b->last_ns = now;
+	} else if (now > b->last_ns) {
+		/* now was read before the lock: another CPU's packet may have
+		 * moved last_ns past it, and then nothing is refilled. */
+		__u64 elapsed = now - b->last_ns;
+		if (elapsed >= NSEC_PER_SEC) {
+			b->tokens = burst;
+		} else {
+			/* rate is below 2^34 (the Go side's bound), elapsed below 2^30. */
+			__u64 t = b->tokens + elapsed * rate / NSEC_PER_SEC;
+			b->tokens = t < burst ? t : burst;
+		}
+		b->last_ns = now;
+	}
+	if (b->tokens >= len) {
+		b->tokens -= len;
+		return true;
+	}
+	if (b->tokens == burst) {
+		b->tokens = 0;
+		return true;
+	}
+	return false;
+}
+
+/* limit returns whether the packet is over its cgroup's rate and may not
+ * pass (under warn it always may). */
+static __always_inline bool over_limit(struct __sk_buff *skb, int dir)
+{
+	struct net_rate *r = rate_of(skb);
+	if (!r)
+		return false;
+	__u64 len = skb->len;
+	__u64 now = bpf_ktime_get_ns();
+	bool drop = false;
+	bpf_spin_lock(&r->lock);
+	struct rate_bucket *b = &r->dir[dir & 1];
+	if (take(b, r->rate, r->burst, len, now)) {
+		b->passed += len;
+	} else {
+		b->over += len;
+		b->over_packets++;
+		drop = !r->warn;
+		if (r->warn)
+			b->tokens = 0;
+	}
+	bpf_spin_unlock(&r->lock);
+	return drop;
+}
+
+SEC("cgroup_skb/ingress")
+int rate_ingress(struct __sk_buff *skb)
+{
+	return over_limit(skb, RATE_INGRESS) ? 0 : 1;
+}
+
+/* 2 is "drop, and notify congestion": TCP enters CWR. */
+SEC("cgroup_skb/egress")
+int rate_egress(struct __sk_buff *skb)
+{
+	return over_limit(skb, RATE_EGRESS) ? 2 : 1;
+}
