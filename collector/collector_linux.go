@@ -38,6 +38,7 @@ type Collector struct {
 	// file and net are the BPF objects beyond process.c (parts).
 	file  fileCollector
 	net   netCollector
+	deny  denyCollector
 	progs []progKind // every loaded program and the kind it loses
 	links []link.Link
 	rd    *ringbuf.Reader
@@ -112,7 +113,7 @@ type part interface {
 	close()
 }
 
-func (c *Collector) parts() []part { return []part{&c.file, &c.net} }
+func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.deny} }
 
 // New checks the kernel features the collector needs, loads the BPF
 // programs, attaches them and starts reading. It returns ErrPermission without

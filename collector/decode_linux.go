@@ -57,6 +57,7 @@ var kindName = [...]string{
 	processEventKindKIND_NET_CLOSE:   event.KindNetClose,
 	processEventKindKIND_NET_LISTEN:  event.KindNetListen,
 	processEventKindKIND_NET_ACCEPT:  event.KindNetAccept,
+	processEventKindKIND_DENIED:      event.KindDenied,
 }
 
 const numKinds = int(processEventKindKIND_MAX)
@@ -136,6 +137,8 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		return d.file1(raw)
 	case processEventKindKIND_OOM_VICTIM:
 		return oom1(raw)
+	case processEventKindKIND_DENIED:
+		return d.denied1(raw)
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kind %d", errDecode, kind)
 }

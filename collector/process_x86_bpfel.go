@@ -44,7 +44,8 @@ const (
 	processEventKindKIND_NET_CLOSE   processEventKind = 8
 	processEventKindKIND_NET_LISTEN  processEventKind = 9
 	processEventKindKIND_NET_ACCEPT  processEventKind = 10
-	processEventKindKIND_MAX         processEventKind = 11
+	processEventKindKIND_DENIED      processEventKind = 11
+	processEventKindKIND_MAX         processEventKind = 12
 )
 
 type processExecEvent struct {

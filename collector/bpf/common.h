@@ -46,7 +46,9 @@ enum event_kind {
 	KIND_NET_CLOSE = 8,
 	KIND_NET_LISTEN = 9,
 	KIND_NET_ACCEPT = 10,
-	KIND_MAX = 11,
+	/* deny.c: process.denied, a syscall refused by the session filter. */
+	KIND_DENIED = 11,
+	KIND_MAX = 12,
 };
 
 /* exec_event flags. */

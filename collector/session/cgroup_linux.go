@@ -19,6 +19,7 @@ import (
 	"time"
 
 	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -280,8 +281,9 @@ func readFields(p string) ([]string, error) {
 // back to the manager's own v1 cgroups (Go may keep an exited locked thread
 // alive for a while, and a v1 cgroup holding a thread cannot be removed),
 // and it is never unlocked, so no other goroutine ever runs on it and the Go
-// runtime ends it when the goroutine returns.
-func (c *cgroup) start(cmd *exec.Cmd) error {
+// runtime ends it when the goroutine returns. The same thread carries the
+// seccomp filter and no_new_privs to the child (startFiltered).
+func (c *cgroup) start(cmd *exec.Cmd, f *seccomp.Filter) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -303,7 +305,7 @@ func (c *cgroup) start(cmd *exec.Cmd) error {
 			}
 		}
 		if err == nil {
-			err = cmd.Start()
+			err = startFiltered(cmd, f)
 		}
 		for _, d := range c.v1Parents {
 			if werr := writeCg(d, "tasks", tid); werr != nil && err == nil {
@@ -317,6 +319,11 @@ func (c *cgroup) start(cmd *exec.Cmd) error {
 	}
 	return nil
 }
+
+// startFiltered starts cmd from the calling thread, which is locked and never
+// unlocked, under the filter f: the thread keeps the filter and
+// no_new_privs until it ends, and the child inherits both.
+func startFiltered(cmd *exec.Cmd, f *seccomp.Filter) error { return f.Start(cmd.Start) }
 
 // v1Dirs returns each distinct v1 directory once.
 func (c *cgroup) v1Dirs() []string {

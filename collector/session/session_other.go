@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -25,7 +26,7 @@ type kmsg struct{}
 
 func readLayout() (*Layout, error)                             { return nil, ErrNotSupported }
 func newCgroup(*Layout, string, event.Limits) (*cgroup, error) { return nil, ErrNotSupported }
-func (c *cgroup) start(*exec.Cmd) error                        { return ErrNotSupported }
+func (c *cgroup) start(*exec.Cmd, *seccomp.Filter) error       { return ErrNotSupported }
 func (c *cgroup) checkMember(int) error                        { return ErrNotSupported }
 func (c *cgroup) freeze(context.Context, bool) error           { return ErrNotSupported }
 func (c *cgroup) kill(context.Context) error                   { return ErrNotSupported }

@@ -125,8 +125,12 @@ type Proc struct {
 	// pipeline such as `curl | sh`.
 	StdinPipe  uint64 `json:"stdin_pipe,omitempty"`
 	StdoutPipe uint64 `json:"stdout_pipe,omitempty"`
-	// Errno is the symbolic error ("ENOENT") of a failed exec.
+	// Errno is the symbolic error ("ENOENT") of a failed exec, or of a
+	// refused syscall ("EPERM").
 	Errno string `json:"errno,omitempty"`
+	// Syscall names the syscall that the seccomp filter refused
+	// (process.denied): "io_uring_setup", "unshare".
+	Syscall string `json:"syscall,omitempty"`
 }
 
 // File describes a file system operation.

@@ -22,6 +22,8 @@ const (
 	KindExecFailed = "process.exec_failed"
 	KindFork       = "process.fork"
 	KindExit       = "process.exit"
+	// KindDenied is a syscall that the session's seccomp filter refused.
+	KindDenied = "process.denied"
 
 	KindFileRead     = "file.read"
 	KindFileWrite    = "file.write"
@@ -69,7 +71,7 @@ const (
 
 // Kinds lists every kind above, in the order of docs/schema.md.
 var Kinds = []string{
-	KindExec, KindExecFailed, KindFork, KindExit,
+	KindExec, KindExecFailed, KindFork, KindExit, KindDenied,
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS,
