@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -133,10 +134,20 @@ func (f *Filter) Start(start func() error) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	// Closing the listener answers every pending and later clone3 with
+	// ENOSYS, so a listener that fails closes it at once: the fork fails
+	// instead of waiting for an answer.
+	closeFd := sync.OnceFunc(func() { unix.Close(fd) })
+	defer closeFd()
 	done := make(chan error, 1)
 	tid := int32(unix.Gettid())
-	go func() { done <- serve(fd, stop, tid) }()
+	go func() {
+		err := serve(fd, stop, tid)
+		if err != nil {
+			closeFd()
+		}
+		done <- err
+	}()
 	err = start()
 	if _, werr := unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0}); werr != nil {
 		return errors.Join(err, fmt.Errorf("stopping seccomp listener: %w", werr))
