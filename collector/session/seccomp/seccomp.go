@@ -6,16 +6,15 @@
 //
 //   - io_uring_setup, io_uring_enter and io_uring_register (group io_uring):
 //     io_uring's reads and opens bypass the syscall tracepoints;
-//   - clone and unshare with CLONE_NEWUSER, and clone3, whose flags are out
-//     of the filter's reach behind a pointer (group user_namespaces): a user
+//   - clone and unshare with CLONE_NEWUSER (group user_namespaces): a user
 //     namespace lets the agent bind-mount /etc under its home;
 //   - bpf, perf_event_open, userfaultfd, kexec_load and kexec_file_load,
 //     init_module, finit_module and delete_module (groups bpf,
 //     perf_event_open, userfaultfd, kexec, kernel_modules).
 //
-// A refused syscall fails with EPERM, except clone3, which fails with ENOSYS
-// so that the C library falls back to clone, whose flags the filter sees.
-// Syscalls of another ABI than the native one (i386 and x32 on amd64, arm32
+// A refused syscall fails with EPERM. clone3 is not refused, although its
+// flags are out of the filter's reach behind a pointer: see Start. Syscalls
+// of another ABI than the native one (i386 and x32 on amd64, arm32
 // on arm64) fail with ENOSYS: their numbers differ, so they would get past
 // the list. A policy relaxes the filter by group (New).
 //
@@ -55,14 +54,13 @@ const (
 )
 
 // groups lists every group and the syscalls it refuses, in the order of the
-// docs. clone and unshare are refused only with CLONE_NEWUSER, clone3
-// always (ENOSYS).
+// docs. clone and unshare are refused only with CLONE_NEWUSER.
 var groups = []struct {
 	g        Group
 	syscalls []string
 }{
 	{IOURing, []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}},
-	{UserNamespaces, []string{"clone", "unshare", "clone3"}},
+	{UserNamespaces, []string{"clone", "unshare"}},
 	{BPF, []string{"bpf"}},
 	{PerfEvent, []string{"perf_event_open"}},
 	{Userfaultfd, []string{"userfaultfd"}},
