@@ -39,6 +39,7 @@ type Collector struct {
 	file  fileCollector
 	net   netCollector
 	rate  rateCollector
+	deny  denyCollector
 	progs []progKind // every loaded program and the kind it loses
 	links []link.Link
 	rd    *ringbuf.Reader
@@ -127,7 +128,7 @@ type part interface {
 	close()
 }
 
-func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.rate} }
+func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.rate, &c.deny} }
 
 // New checks the kernel features the collector needs, loads the BPF
 // programs, attaches them and starts reading. It returns ErrPermission without

@@ -66,6 +66,7 @@ var kindName = [...]string{
 	// together, as net.connect.
 	processEventKindKIND_NET_UNIX:   event.KindNetConnect,
 	processEventKindKIND_NET_SOCKET: event.KindNetSocket,
+	processEventKindKIND_DENIED:     event.KindDenied,
 }
 
 const numKinds = int(processEventKindKIND_MAX)
@@ -149,6 +150,8 @@ func (d *decoder) toEvent(raw []byte) (*event.Event, *oomVictim, error) {
 		return d.file1(raw)
 	case processEventKindKIND_OOM_VICTIM:
 		return oom1(raw)
+	case processEventKindKIND_DENIED:
+		return d.denied1(raw)
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kind %d", errDecode, kind)
 }

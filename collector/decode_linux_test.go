@@ -101,6 +101,7 @@ func seeds() map[string][]byte {
 		"exit-signal":    exitRecord(9),
 		"exec-failed":    failedRecord("/missing", -2),
 		"oom":            fixedRecord(processOomEvent{Hdr: header(processEventKindKIND_OOM_VICTIM, 100, "tail"), Uid: 0}),
+		"denied":         denyRecord(0),
 		"short":          {1, 0, 0, 0},
 		"exec-identity":  identityRecord(),
 	}

@@ -54,7 +54,8 @@ const (
 	processEventKindKIND_NET_ACCEPT  processEventKind = 10
 	processEventKindKIND_NET_UNIX    processEventKind = 11
 	processEventKindKIND_NET_SOCKET  processEventKind = 12
-	processEventKindKIND_MAX         processEventKind = 13
+	processEventKindKIND_DENIED      processEventKind = 13
+	processEventKindKIND_MAX         processEventKind = 14
 )
 
 type processExecEvent struct {

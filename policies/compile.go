@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
@@ -92,6 +93,8 @@ type compiled struct {
 	toolIO ToolIO
 	limits event.Limits
 	uid0   string
+	// seccompAllow are the syscall groups the session filter lets through.
+	seccompAllow []string
 }
 
 type urlPrefix struct {
@@ -183,6 +186,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.toolIO = toolIO(c, &p.ToolIO)
 	out.limits = limits(c, &p.Limits)
 	out.uid0 = agentUID0(c, p.AgentUID0)
+	out.seccompAllow = seccompAllow(c, p.Sandbox.Seccomp.Allow)
 	return out, c
 }
 
@@ -432,6 +436,19 @@ func agentUID0(c *errs, v string) string {
 	}
 	c.add("agent_uid0", "invalid value %q (want alert, allow)", v)
 	return ""
+}
+
+// seccompAllow compiles sandbox.seccomp.allow: names of syscall groups.
+func seccompAllow(c *errs, allow []string) []string {
+	var out []string
+	for i, s := range allow {
+		if _, err := seccomp.ParseGroup(s); err != nil {
+			c.add(fmt.Sprintf("sandbox.seccomp.allow[%d]", i), "%v", err)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // parseRange parses rng as a version range of ecosystem eco. For an

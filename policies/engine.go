@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -693,6 +694,11 @@ func (e *Engine) ToolIO() ToolIO {
 	t.Recipients = append([]string(nil), t.Recipients...)
 	return t
 }
+
+// SeccompAllow returns the syscall groups that the session's seccomp filter
+// lets through (sandbox.seccomp.allow), for seccomp.New; every other group
+// is refused.
+func (e *Engine) SeccompAllow() []string { return slices.Clone(e.c.seccompAllow) }
 
 // AgentUID0 decides an agent process running as uid: for uid 0 it flags
 // when agent_uid0 is alert (the default), and allows when it is allow.

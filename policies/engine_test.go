@@ -383,6 +383,29 @@ func TestAgentUID0(t *testing.T) {
 	}
 }
 
+func TestSeccompAllow(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		want   []string
+	}{
+		{name: "default refuses all", policy: "", want: nil},
+		{name: "io_uring", policy: "sandbox: {seccomp: {allow: [io_uring]}}\n", want: []string{"io_uring"}},
+		{name: "two", policy: "sandbox:\n  seccomp:\n    allow: [user_namespaces, bpf]\n", want: []string{"user_namespaces", "bpf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newTestEngine(t, tt.policy).SeccompAllow(); !slices.Equal(got, tt.want) {
+				t.Errorf("SeccompAllow() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	_, err := Parse("p.yaml", []byte("sandbox: {seccomp: {allow: [io_uring, ptrace]}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "sandbox.seccomp.allow[1]") {
+		t.Errorf("Parse(allow ptrace) = %v, want an error at sandbox.seccomp.allow[1]", err)
+	}
+}
+
 func TestToolIO(t *testing.T) {
 	r := "age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh2"
 	e := newTestEngine(t, "tool_io:\n  verbosity: full\n  recipients: ["+r+"]\n")

@@ -41,6 +41,23 @@ type Policy struct {
 	// AgentUID0 is what happens when the agent runs as uid 0: alert (the
 	// default) or allow.
 	AgentUID0 string `mapstructure:"agent_uid0" yaml:"agent_uid0" json:"agent_uid0"`
+	// Sandbox relaxes the hardening of the session's processes.
+	Sandbox Sandbox `mapstructure:"sandbox" yaml:"sandbox" json:"sandbox"`
+}
+
+// Sandbox is the hardening of the session's processes.
+type Sandbox struct {
+	// Seccomp relaxes the seccomp filter that every session runs under.
+	Seccomp Seccomp `mapstructure:"seccomp" yaml:"seccomp" json:"seccomp"`
+}
+
+// Seccomp relaxes the session's seccomp filter.
+type Seccomp struct {
+	// Allow names the syscall groups the filter lets through, out of
+	// io_uring, user_namespaces, bpf, perf_event_open, userfaultfd, kexec
+	// and kernel_modules (package collector/session/seccomp). Every group
+	// not named is refused: an empty list is the strictest filter.
+	Allow []string `mapstructure:"allow" yaml:"allow" json:"allow"`
 }
 
 // Sources lists the approved package sources.

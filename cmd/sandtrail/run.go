@@ -58,6 +58,20 @@ nameservers of /etc/resolv.conf), records each lookup as a net.dns event and
 answers NXDOMAIN for the policy's egress.blocked_domains. Set
 SANDTRAIL_DNS_ENABLED=false (config dns.enabled) to leave lookups alone.
 
+CMD and everything it starts run under a seccomp filter, with no_new_privs,
+installed by the launcher before CMD's first instruction. It refuses with
+EPERM: io_uring_setup, io_uring_enter and io_uring_register (io_uring);
+clone and unshare with CLONE_NEWUSER (user_namespaces; clone3 is not
+refused, its flags being out of the filter's reach); bpf; perf_event_open;
+userfaultfd; kexec_load and kexec_file_load (kexec); init_module,
+finit_module and delete_module (kernel_modules). Syscalls of another ABI
+(32-bit, x32) fail with ENOSYS. Each refusal is recorded as a process.denied
+event naming the syscall. The policy lets a group through by name:
+
+  sandbox:
+    seccomp:
+      allow: [io_uring, user_namespaces]
+
 When CMD exits (or a limit, the timeout or a signal to run ends the session)
 run terminates the session with the reason, cleans it up as --keep says, and
 prints a summary on stderr: the session id, the reason, the exit status, the

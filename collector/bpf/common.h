@@ -59,7 +59,9 @@ enum event_kind {
 	 * and net.socket (struct socket_event). */
 	KIND_NET_UNIX = 11,
 	KIND_NET_SOCKET = 12,
-	KIND_MAX = 13,
+	/* deny.c: process.denied, a syscall refused by the session filter. */
+	KIND_DENIED = 13,
+	KIND_MAX = 14,
 };
 
 /* exec_event flags. */

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -282,8 +283,9 @@ func readFields(p string) ([]string, error) {
 // and it is never unlocked, so no other goroutine ever runs on it and the Go
 // runtime ends it when the goroutine returns. enter, when not nil, runs on
 // that thread just before the fork: it gives the thread (and so the child)
-// the session's mount namespace.
-func (c *cgroup) start(cmd *exec.Cmd, enter func() error) error {
+// the session's mount namespace. The same thread then carries the seccomp
+// filter and no_new_privs to the child (startFiltered).
+func (c *cgroup) start(cmd *exec.Cmd, enter func() error, f *seccomp.Filter) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -308,7 +310,7 @@ func (c *cgroup) start(cmd *exec.Cmd, enter func() error) error {
 			err = enter()
 		}
 		if err == nil {
-			err = cmd.Start()
+			err = startFiltered(cmd, f)
 		}
 		for _, d := range c.v1Parents {
 			if werr := writeCg(d, "tasks", tid); werr != nil && err == nil {
@@ -322,6 +324,11 @@ func (c *cgroup) start(cmd *exec.Cmd, enter func() error) error {
 	}
 	return nil
 }
+
+// startFiltered starts cmd from the calling thread, which is locked and never
+// unlocked, under the filter f: the thread keeps the filter and
+// no_new_privs until it ends, and the child inherits both.
+func startFiltered(cmd *exec.Cmd, f *seccomp.Filter) error { return f.Start(cmd.Start) }
 
 // v1Dirs returns each distinct v1 directory once.
 func (c *cgroup) v1Dirs() []string {

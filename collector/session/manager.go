@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -156,6 +157,10 @@ type Spec struct {
 	Image    string
 	// Limits are the resource limits; zero fields are unlimited.
 	Limits event.Limits
+	// Seccomp is the filter that Start installs on the session's processes
+	// before they run. nil is the default filter, which refuses every group
+	// (seccomp.New(nil)): a session never runs unfiltered.
+	Seccomp *seccomp.Filter
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -410,7 +415,7 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 2 * time.Second
 	}
-	if err := s.cg.start(cmd, s.enterFS); err != nil {
+	if err := s.cg.start(cmd, s.enterFS, s.filter()); err != nil {
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -447,6 +452,14 @@ func (s *Session) enterFS() error {
 		return err
 	}
 	return s.fs.enter(others)
+}
+
+// filter returns the session's seccomp filter, the default one for none.
+func (s *Session) filter() *seccomp.Filter {
+	if s.spec.Seccomp != nil {
+		return s.spec.Seccomp
+	}
+	return &seccomp.Filter{}
 }
 
 // wait reaps the main process and terminates the session after it.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -38,17 +39,17 @@ func (f *sessionFS) unmount() error                                    { return 
 func roomFor(string, int64) error                                      { return ErrNotSupported }
 func copyTree(context.Context, string, string) error                   { return ErrNotSupported }
 
-func readLayout() (*Layout, error)                             { return nil, ErrNotSupported }
-func newCgroup(*Layout, string, event.Limits) (*cgroup, error) { return nil, ErrNotSupported }
-func (c *cgroup) start(*exec.Cmd, func() error) error          { return ErrNotSupported }
-func (c *cgroup) checkMember(int) error                        { return ErrNotSupported }
-func (c *cgroup) freeze(context.Context, bool) error           { return ErrNotSupported }
-func (c *cgroup) kill(context.Context) error                   { return ErrNotSupported }
-func (c *cgroup) closeAndRemove(context.Context) error         { return ErrNotSupported }
-func (c *cgroup) readStats() stats                             { return stats{-1, -1, -1, -1, -1} }
-func (c *cgroup) memRel() string                               { return "" }
-func cpuQuota(cpus float64) int64                              { return int64(cpus * 100000) }
-func openKmsg() (*kmsg, error)                                 { return nil, ErrNotSupported }
-func (k *kmsg) oomKills() []OOMKill                            { return nil }
-func (k *kmsg) close()                                         {}
-func openNoFollow(p string) (*os.File, error)                  { return os.Open(p) }
+func readLayout() (*Layout, error)                                     { return nil, ErrNotSupported }
+func newCgroup(*Layout, string, event.Limits) (*cgroup, error)         { return nil, ErrNotSupported }
+func (c *cgroup) start(*exec.Cmd, func() error, *seccomp.Filter) error { return ErrNotSupported }
+func (c *cgroup) checkMember(int) error                                { return ErrNotSupported }
+func (c *cgroup) freeze(context.Context, bool) error                   { return ErrNotSupported }
+func (c *cgroup) kill(context.Context) error                           { return ErrNotSupported }
+func (c *cgroup) closeAndRemove(context.Context) error                 { return ErrNotSupported }
+func (c *cgroup) readStats() stats                                     { return stats{-1, -1, -1, -1, -1} }
+func (c *cgroup) memRel() string                                       { return "" }
+func cpuQuota(cpus float64) int64                                      { return int64(cpus * 100000) }
+func openKmsg() (*kmsg, error)                                         { return nil, ErrNotSupported }
+func (k *kmsg) oomKills() []OOMKill                                    { return nil }
+func (k *kmsg) close()                                                 {}
+func openNoFollow(p string) (*os.File, error)                          { return os.Open(p) }

@@ -162,8 +162,11 @@ type Proc struct {
 	StdinPipe  uint64 `json:"stdin_pipe,omitempty"`
 	StdoutPipe uint64 `json:"stdout_pipe,omitempty"`
 	// Errno is the symbolic error ("ENOENT") of a failed exec or ptrace
-	// request.
+	// request, or of a refused syscall ("EPERM").
 	Errno string `json:"errno,omitempty"`
+	// Syscall names the syscall that the seccomp filter refused
+	// (process.denied): "io_uring_setup", "unshare".
+	Syscall string `json:"syscall,omitempty"`
 	// Ptrace is the request of a process.ptrace event.
 	Ptrace *Ptrace `json:"ptrace,omitempty"`
 }

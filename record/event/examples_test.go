@@ -56,6 +56,11 @@ func examples() map[string]*event.Event {
 		Errno: "EPERM", Ptrace: &event.Ptrace{Request: "attach", TargetPid: 4101}}
 	add(e)
 
+	e = base(event.KindDenied, event.SourceKernel, 121)
+	e.Proc = &event.Proc{Pid: 4245, UID: event.U32(1000), Comm: "python3", CgroupID: 7214,
+		Syscall: "io_uring_setup", Errno: "EPERM"}
+	add(e)
+
 	e = base(event.KindFork, event.SourceKernel, 122)
 	e.Proc = &event.Proc{Pid: 4244, PPid: 4242, UID: event.U32(1000), Comm: "npm", CgroupID: 7214,
 		StartTS: exampleTS.Add(121 * time.Millisecond)}

@@ -25,6 +25,8 @@ const (
 	// KindPtrace is a ptrace request that starts tracing (attach, seize,
 	// traceme), from the kernel.
 	KindPtrace = "process.ptrace"
+	// KindDenied is a syscall that the session's seccomp filter refused.
+	KindDenied = "process.denied"
 
 	KindFileRead     = "file.read"
 	KindFileWrite    = "file.write"
@@ -76,7 +78,7 @@ const (
 
 // Kinds lists every kind above, in the order of docs/schema.md.
 var Kinds = []string{
-	KindExec, KindExecFailed, KindFork, KindExit, KindPtrace,
+	KindExec, KindExecFailed, KindFork, KindExit, KindPtrace, KindDenied,
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod, KindFileLink,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS, KindNetSocket,

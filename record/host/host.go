@@ -17,6 +17,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/control"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/collector/session/seccomp"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
@@ -245,8 +246,16 @@ func (h *Host) startIngest() error {
 var _ control.Host = (*Host)(nil)
 
 // CreateSession creates a session, has the collector watch its cgroup and
-// redirects its DNS lookups to the proxy, before anything can run in it.
+// redirects its DNS lookups to the proxy, before anything can run in it. A
+// spec without a seccomp filter gets the policy's (sandbox.seccomp.allow).
 func (h *Host) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+	if spec.Seccomp == nil {
+		f, err := seccomp.New(h.pol.SeccompAllow())
+		if err != nil {
+			return nil, fmt.Errorf("building the session's seccomp filter: %w", err)
+		}
+		spec.Seccomp = f
+	}
 	s, err := h.mgr.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("creating session: %w", err)

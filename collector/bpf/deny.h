@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The record of deny.c, shared with Go through bpf2go -type.
+ */
+#ifndef SANDTRAIL_DENY_H
+#define SANDTRAIL_DENY_H
+
+/* The attach cookie of deny_exit: the syscall's index in Go's list (the
+ * seccomp package's), plus DENY_NEWUSER_ONLY for clone and unshare, which
+ * the session filter refuses only with CLONE_NEWUSER in their first
+ * argument. */
+enum deny_cookie {
+	DENY_SYSCALL_MASK = 0xff,
+	DENY_NEWUSER_ONLY = 0x100,
+};
+
+/* process.denied: a syscall of the session filter's list failed with
+ * EPERM. */
+struct deny_event {
+	struct event_header hdr;
+	__u32 uid;
+	__u32 syscall; /* the cookie's index */
+};
+
+#endif
