@@ -385,7 +385,7 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error {
 	// The session id is known before the kernel starts recording.
 	c.sessions[cgroupID] = sessionID
 	delete(c.removed, cgroupID)
-	if err := c.objs.Watched.Put(cgroupID, uint8(1)); err != nil {
+	if err := c.objs.Watched.Put(cgroupID, uint8(processWatchFlagsWATCH_ON)); err != nil {
 		delete(c.sessions, cgroupID)
 		return fmt.Errorf("watching cgroup %d: %w", cgroupID, err)
 	}
@@ -409,6 +409,27 @@ func (c *Collector) Unwatch(cgroupID uint64) error {
 	}
 	c.rate.forget(cgroupID)
 	return errors.Join(c.net.unredirect(cgroupID), c.file.forget(cgroupID))
+}
+
+// DenyUserNamespaces makes the kernel kill, before it runs, any child that
+// a process of the session watched as cgroupID creates in a new user
+// namespace, and record it as process.denied of clone3. It is the part of
+// the session's seccomp filter that the filter cannot do: clone3 takes its
+// flags behind a pointer. It returns an error when the cgroup is not
+// watched, and ErrClosed after Close.
+func (c *Collector) DenyUserNamespaces(cgroupID uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if _, ok := c.sessions[cgroupID]; !ok {
+		return fmt.Errorf("denying user namespaces: cgroup %d is not watched", cgroupID)
+	}
+	if err := c.objs.Watched.Put(cgroupID, uint8(processWatchFlagsWATCH_ON|processWatchFlagsWATCH_DENY_USERNS)); err != nil {
+		return fmt.Errorf("denying user namespaces to cgroup %d: %w", cgroupID, err)
+	}
+	return nil
 }
 
 func (c *Collector) session(watched uint64) string {

@@ -28,6 +28,9 @@ func (c *Collector) Watch(cgroupID uint64, sessionID string) error { return ErrN
 // Unwatch returns ErrNotSupported.
 func (c *Collector) Unwatch(cgroupID uint64) error { return ErrNotSupported }
 
+// DenyUserNamespaces returns ErrNotSupported.
+func (c *Collector) DenyUserNamespaces(cgroupID uint64) error { return ErrNotSupported }
+
 // LearnDomain returns ErrNotSupported.
 func (c *Collector) LearnDomain(ip netip.Addr, domain string, ttl time.Duration) error {
 	return ErrNotSupported

@@ -32,7 +32,7 @@ type denyCollector struct {
 }
 
 func (d *denyCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
-	if len(denySyscalls) > int(denyDenyCookieDENY_SYSCALL_MASK) {
+	if len(denySyscalls) >= int(denyDenyCookieDENY_SYSCALL_CLONE3) {
 		return fmt.Errorf("%d denied syscalls do not fit in the attach cookie", len(denySyscalls))
 	}
 	spec, err := loadDeny()
@@ -100,7 +100,15 @@ func (d *decoder) denied1(raw []byte) (*event.Event, *oomVictim, error) {
 	if err := load(&r, raw); err != nil {
 		return nil, nil, err
 	}
-	if r.Syscall >= uint32(len(denySyscalls)) {
+	name, errno := "", "EPERM"
+	switch {
+	case r.Syscall == uint32(denyDenyCookieDENY_SYSCALL_CLONE3):
+		// A child made in a new user namespace, killed before it ran
+		// (DenyUserNamespaces): the clone3 itself returned its pid.
+		name, errno = "clone3", ""
+	case r.Syscall < uint32(len(denySyscalls)):
+		name = denySyscalls[r.Syscall]
+	default:
 		return nil, nil, fmt.Errorf("%w: denied syscall index %d", errDecode, r.Syscall)
 	}
 	hdr := processEventHeader(r.Hdr)
@@ -110,8 +118,8 @@ func (d *decoder) denied1(raw []byte) (*event.Event, *oomVictim, error) {
 		UID:      event.U32(r.Uid),
 		Comm:     cString(hdr.Comm[:]),
 		CgroupID: hdr.CgroupId,
-		Syscall:  denySyscalls[r.Syscall],
-		Errno:    "EPERM",
+		Syscall:  name,
+		Errno:    errno,
 	}
 	return e, nil, nil
 }

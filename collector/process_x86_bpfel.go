@@ -149,6 +149,13 @@ type processOomEvent struct {
 	Pad uint32
 }
 
+type processWatchFlags uint32
+
+const (
+	processWatchFlagsWATCH_ON          processWatchFlags = 1
+	processWatchFlagsWATCH_DENY_USERNS processWatchFlags = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -176,6 +183,7 @@ const (
 	processVarUnusedForkEvent       = "unused_fork_event"
 	processVarUnusedLimits          = "unused_limits"
 	processVarUnusedOomEvent        = "unused_oom_event"
+	processVarUnusedWatchFlags      = "unused_watch_flags"
 )
 
 // loadProcess returns the embedded CollectionSpec for process.
@@ -255,6 +263,7 @@ type processVariableSpecs struct {
 	UnusedForkEvent       *ebpf.VariableSpec `ebpf:"unused_fork_event"`
 	UnusedLimits          *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedOomEvent        *ebpf.VariableSpec `ebpf:"unused_oom_event"`
+	UnusedWatchFlags      *ebpf.VariableSpec `ebpf:"unused_watch_flags"`
 }
 
 // processObjects contains all objects after they have been loaded into the kernel.
@@ -313,6 +322,7 @@ type processVariables struct {
 	UnusedForkEvent       *ebpf.Variable `ebpf:"unused_fork_event"`
 	UnusedLimits          *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedOomEvent        *ebpf.Variable `ebpf:"unused_oom_event"`
+	UnusedWatchFlags      *ebpf.Variable `ebpf:"unused_watch_flags"`
 }
 
 // processPrograms contains all programs after they have been loaded into the kernel.

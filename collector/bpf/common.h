@@ -91,6 +91,15 @@ enum config_key {
 	CONFIG_MAX = 3,
 };
 
+/* The bits of a watched map value (shared.h). */
+enum watch_flags {
+	WATCH_ON = 1,
+	/* The session refuses user namespaces: a child that clone3 made in a
+	 * new one (clone3's flags are behind a pointer the seccomp filter
+	 * cannot read) is killed before it runs (process.c, deny_userns). */
+	WATCH_DENY_USERNS = 2,
+};
+
 /* The common header of every record. */
 /* A key of cgroup_drops (shared.h): a watched cgroup and a record kind. */
 struct drop_key {

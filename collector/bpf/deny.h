@@ -12,6 +12,9 @@
 enum deny_cookie {
 	DENY_SYSCALL_MASK = 0xff,
 	DENY_NEWUSER_ONLY = 0x100,
+	/* The syscall index of a clone3 whose child was made in a new user
+	 * namespace and killed (process.c's deny_userns): not a cookie. */
+	DENY_SYSCALL_CLONE3 = 0xff,
 };
 
 /* process.denied: a syscall of the session filter's list failed with

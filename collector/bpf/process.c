@@ -14,6 +14,7 @@
 #include "headers/bpf_tracing.h"
 #include "common.h"
 #include "shared.h"
+#include "deny.h"
 
 #define PIPEFS_MAGIC 0x50495045
 
@@ -25,6 +26,7 @@ const struct fork_event *unused_fork_event __attribute__((unused));
 const struct exit_event *unused_exit_event __attribute__((unused));
 const struct exec_failed_event *unused_exec_failed_event __attribute__((unused));
 const struct oom_event *unused_oom_event __attribute__((unused));
+const enum watch_flags *unused_watch_flags __attribute__((unused));
 const enum event_kind *unused_event_kind __attribute__((unused));
 const enum exec_flags *unused_exec_flags __attribute__((unused));
 const enum config_key *unused_config_key __attribute__((unused));
@@ -321,6 +323,41 @@ int BPF_PROG(handle_exec, struct task_struct *task, pid_t old_pid, struct linux_
 	return 0;
 }
 
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
+#define SIGKILL 9
+
+/* deny_userns kills child when it is in a user namespace its parent is not
+ * in (clone3 with CLONE_NEWUSER, which the seccomp filter cannot see) and
+ * the sessions refuse user namespaces, and records it as process.denied of
+ * clone3. The tracepoint runs before the child is first woken, so the
+ * SIGKILL is pending before its first instruction: it runs nothing in the
+ * new namespace. Watch marks a session that refuses user namespaces
+ * (DenyUserNamespaces). */
+static __always_inline void deny_userns(struct task_struct *parent, struct task_struct *child,
+					struct event_header *h)
+{
+	if (h->watched == 0)
+		return;
+	__u8 *flags = bpf_map_lookup_elem(&watched, &h->watched);
+	if (!flags || !(*flags & WATCH_DENY_USERNS))
+		return;
+	if (child->cred->user_ns == parent->cred->user_ns)
+		return;
+	if (bpf_send_signal_task)
+		bpf_send_signal_task(child, SIGKILL, PIDTYPE_TGID, 0);
+	struct deny_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(KIND_DENIED, h->watched);
+		return;
+	}
+	e->hdr = *h;
+	fill_header(&e->hdr, KIND_DENIED, parent);
+	e->uid = parent->cred->uid.val;
+	e->syscall = DENY_SYSCALL_CLONE3;
+	bpf_ringbuf_submit(e, wakeup());
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -331,6 +368,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	/* The child's cgroup: with CLONE_INTO_CGROUP it differs from the parent's. */
 	if (!selected(child, &h))
 		return 0;
+	deny_userns(parent, child, &h);
 	struct fork_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(KIND_FORK, h.watched);

@@ -27,8 +27,8 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-/* Watched cgroup ids (v2 cgroup inode numbers). The value is unused by the
- * kernel side; the Go side keeps the session ids. */
+/* Watched cgroup ids (v2 cgroup inode numbers). The value holds enum
+ * watch_flags; the Go side keeps the session ids. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);

@@ -454,6 +454,9 @@ func (s *Session) enterFS() error {
 	return s.fs.enter(others)
 }
 
+// Seccomp returns the seccomp filter the session's processes run under.
+func (s *Session) Seccomp() *seccomp.Filter { return s.filter() }
+
 // filter returns the session's seccomp filter, the default one for none.
 func (s *Session) filter() *seccomp.Filter {
 	if s.spec.Seccomp != nil {

@@ -283,6 +283,11 @@ func (h *Host) record(s *session.Session) error {
 			return fmt.Errorf("limiting the session's net rate: %w", err)
 		}
 	}
+	if s.Seccomp().Refuses(seccomp.UserNamespaces) {
+		if err := h.col.DenyUserNamespaces(s.CgroupID()); err != nil {
+			return err
+		}
+	}
 	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
 		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
 			return fmt.Errorf("adding the session's sensitive paths: %w", err)

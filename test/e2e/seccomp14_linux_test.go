@@ -45,6 +45,8 @@ func seccompHelper(args []string) int {
 				continue
 			}
 			fmt.Println("clone", errnoResult(en))
+		case "clone3-newuser":
+			fmt.Println("clone3", clone3NewUser())
 		case "status":
 			b, _ := os.ReadFile("/proc/self/status")
 			for _, l := range strings.Split(string(b), "\n") {
@@ -58,6 +60,34 @@ func seccompHelper(args []string) int {
 		}
 	}
 	return 0
+}
+
+// clone3NewUser makes a child with a raw clone3(CLONE_NEWUSER), which the
+// seccomp filter cannot see (its flags are behind a pointer), and says how
+// the child ended: "killed" (SIGKILL before it ran: the collector's
+// DenyUserNamespaces), "ran" (it ran in the new user namespace: exit 42),
+// or clone3's errno.
+func clone3NewUser() string {
+	args := struct{ flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls uint64 }{
+		flags: unix.CLONE_NEWUSER, exitSignal: uint64(syscall.SIGCHLD)}
+	pid, _, en := syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+	if en != 0 {
+		return errnoResult(en)
+	}
+	if pid == 0 { // the child: nothing but exit, not even the Go runtime
+		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 42, 0, 0)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(int(pid), &ws, 0, nil); err != nil {
+		return "wait4: " + err.Error()
+	}
+	switch {
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		return "killed"
+	case ws.Exited() && ws.ExitStatus() == 42:
+		return "ran"
+	}
+	return fmt.Sprintf("status %v", ws)
 }
 
 func errnoResult(en syscall.Errno) string {
@@ -86,8 +116,13 @@ func denials(t *testing.T, evs []*event.Event, uid uint32) map[string][]*event.P
 	out := map[string][]*event.Proc{}
 	for _, ev := range kinds(evs, event.KindDenied) {
 		p := ev.Proc
-		if ev.Source != event.SourceKernel || p.UID == nil || *p.UID != uid || p.Errno != "EPERM" || p.Pid == 0 {
-			t.Errorf("process.denied %+v from %s, want the agent's (uid %d), with EPERM and a pid", p, ev.Source, uid)
+		// A clone3 returned its child's pid: the child was killed, no errno.
+		errno := "EPERM"
+		if p.Syscall == "clone3" {
+			errno = ""
+		}
+		if ev.Source != event.SourceKernel || p.UID == nil || *p.UID != uid || p.Errno != errno || p.Pid == 0 {
+			t.Errorf("process.denied %+v from %s, want the agent's (uid %d), with errno %q and a pid", *p, ev.Source, uid, errno)
 		}
 		out[p.Syscall] = append(out[p.Syscall], p)
 	}
@@ -125,7 +160,9 @@ func TestRunSeccompIOURing(t *testing.T) {
 // user namespace, so it cannot bind-mount /etc under its home and read
 // passwd there: `unshare -Urm` (unshare(CLONE_NEWUSER|CLONE_NEWNS)) and a
 // clone(CLONE_NEWUSER) fail with EPERM, and both are recorded as
-// process.denied, unshare and clone.
+// process.denied, unshare and clone; a raw clone3(CLONE_NEWUSER), whose
+// flags the filter cannot read, gets a child that the kernel collector
+// kills before it runs, recorded as process.denied clone3.
 func TestRunSeccompUserNamespaces(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -133,7 +170,7 @@ func TestRunSeccompUserNamespaces(t *testing.T) {
 	script := `mkdir -p "$HOME/etc"
 unshare -Urm sh -c 'mount --bind /etc "$HOME/etc" && cat "$HOME/etc/passwd"'
 echo "unshare exit $?"
-` + strings.Join(helperCmd("seccomp", "clone-newuser"), " ") + "\n"
+` + strings.Join(helperCmd("seccomp", "clone-newuser", "clone3-newuser"), " ") + "\n"
 	r := e.run("--user", "sandtrail-agent", "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("sandtrail run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -154,6 +191,14 @@ echo "unshare exit $?"
 	}
 	if got := d["clone"]; len(got) != 1 || got[0].Pid != helperPid(t, evs, "seccomp") {
 		t.Errorf("process.denied clone = %+v, want one by the helper; all: %v", got, d)
+	}
+	// clone3 passes the filter; the child it makes in a new user
+	// namespace is killed by the kernel collector before it runs.
+	if !strings.Contains(r.stdout, "clone3 killed\n") {
+		t.Errorf("clone3(CLONE_NEWUSER): want its child killed before it ran (\"clone3 killed\") in the output:\n%s", r.stdout)
+	}
+	if got := d["clone3"]; len(got) != 1 || got[0].Pid != helperPid(t, evs, "seccomp") {
+		t.Errorf("process.denied clone3 = %+v, want one by the helper; all: %v", got, d)
 	}
 	e.verify()
 }

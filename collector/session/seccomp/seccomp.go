@@ -13,7 +13,9 @@
 //     perf_event_open, userfaultfd, kexec, kernel_modules).
 //
 // A refused syscall fails with EPERM. clone3 is not refused, although its
-// flags are out of the filter's reach behind a pointer: see Start. Syscalls
+// flags are out of the filter's reach behind a pointer (see Start): the
+// kernel collector kills a child made in a new user namespace instead
+// (collector.DenyUserNamespaces). Syscalls
 // of another ABI than the native one (i386 and x32 on amd64, arm32
 // on arm64) fail with ENOSYS: their numbers differ, so they would get past
 // the list. A policy relaxes the filter by group (New).
