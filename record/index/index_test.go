@@ -746,3 +746,28 @@ func TestConcurrentCatchUp(t *testing.T) {
 		t.Errorf("Stats().Events = %d, want %d", st.Events, j.Size())
 	}
 }
+
+// TestSessionLost: a session's summary sums the counts of its own loss
+// events; a host-wide loss (no session) is nobody's.
+func TestSessionLost(t *testing.T) {
+	ix := openTemp(t)
+	ctx := context.Background()
+	loss := func(sess string, n uint64, at int) *event.Event {
+		return &event.Event{V: event.SchemaVersion, TS: t0.Add(time.Duration(at) * time.Second), SessionID: sess,
+			Kind: event.KindLoss, Source: event.SourceKernel,
+			Loss: &event.Loss{Count: n, Source: "kernel:ringbuf", LostKind: event.KindExec, HostWide: sess == ""}}
+	}
+	evs := []*event.Event{loss("L", 17, 1), loss("", 1000, 2), loss("L", 5, 3), loss("M", 2, 4)}
+	if err := ix.Add(ctx, entries(t, evs)); err != nil {
+		t.Fatalf("Add() error = %v", err)
+	}
+	for id, want := range map[string]uint64{"L": 22, "M": 2} {
+		ss, err := ix.Sessions(ctx, mustParse(t, query.Args{Session: id}))
+		if err != nil || len(ss) != 1 {
+			t.Fatalf("Sessions(%s) = %v, %v", id, ss, err)
+		}
+		if ss[0].Lost != want {
+			t.Errorf("Sessions(%s).Lost = %d, want %d", id, ss[0].Lost, want)
+		}
+	}
+}

@@ -59,3 +59,15 @@ func TestBuilder(t *testing.T) {
 		t.Errorf("Duration() of pid 11 = %v %v, want %v true", d, ok, t0.Sub(start(11)))
 	}
 }
+
+// TestBuilderLost: the timeline sums the session's loss events, and each is
+// a step.
+func TestBuilderLost(t *testing.T) {
+	b := New("S")
+	for i, n := range []uint64{3, 4} {
+		b.Add(uint64(i), &event.Event{Kind: event.KindLoss, TS: time.Now(), Loss: &event.Loss{Count: n, Source: "kernel:ringbuf"}})
+	}
+	if tl := b.Timeline(); tl.Lost != 7 || len(tl.Steps) != 2 {
+		t.Errorf("Timeline() lost %d with %d steps, want 7 with 2", tl.Lost, len(tl.Steps))
+	}
+}
