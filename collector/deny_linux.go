@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
@@ -32,7 +34,7 @@ type denyCollector struct {
 }
 
 func (d *denyCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
-	if len(denySyscalls) >= int(denyDenyCookieDENY_SYSCALL_CLONE3) {
+	if len(denySyscalls) >= int(denyDenyCookieDENY_SYSCALL_CLONE3ALIVE) {
 		return fmt.Errorf("%d denied syscalls do not fit in the attach cookie", len(denySyscalls))
 	}
 	spec, err := loadDeny()
@@ -100,11 +102,14 @@ func (d *decoder) denied1(raw []byte) (*event.Event, *oomVictim, error) {
 	if err := load(&r, raw); err != nil {
 		return nil, nil, err
 	}
-	name, errno := "", "EPERM"
+	name, errno, signal := "", "EPERM", int32(0)
 	switch {
 	case r.Syscall == uint32(denyDenyCookieDENY_SYSCALL_CLONE3):
 		// A child made in a new user namespace, killed before it ran
 		// (DenyUserNamespaces): the clone3 itself returned its pid.
+		name, errno, signal = "clone3", "", int32(unix.SIGKILL)
+	case r.Syscall == uint32(denyDenyCookieDENY_SYSCALL_CLONE3ALIVE):
+		// The same, but the kernel could not kill it: no signal.
 		name, errno = "clone3", ""
 	case r.Syscall < uint32(len(denySyscalls)):
 		name = denySyscalls[r.Syscall]
@@ -120,6 +125,7 @@ func (d *decoder) denied1(raw []byte) (*event.Event, *oomVictim, error) {
 		CgroupID: hdr.CgroupId,
 		Syscall:  name,
 		Errno:    errno,
+		Signal:   signal,
 	}
 	return e, nil, nil
 }

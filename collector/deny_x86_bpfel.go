@@ -16,9 +16,10 @@ import (
 type denyDenyCookie uint32
 
 const (
-	denyDenyCookieDENY_SYSCALL_MASK   denyDenyCookie = 255
-	denyDenyCookieDENY_NEWUSER_ONLY   denyDenyCookie = 256
-	denyDenyCookieDENY_SYSCALL_CLONE3 denyDenyCookie = 255
+	denyDenyCookieDENY_SYSCALL_MASK        denyDenyCookie = 255
+	denyDenyCookieDENY_NEWUSER_ONLY        denyDenyCookie = 256
+	denyDenyCookieDENY_SYSCALL_CLONE3      denyDenyCookie = 255
+	denyDenyCookieDENY_SYSCALL_CLONE3ALIVE denyDenyCookie = 254
 )
 
 type denyDenyEvent struct {

@@ -242,12 +242,16 @@ func (h *exeHasher) work() {
 			h.remember(j.id, sum)
 		}
 		events := j.events
-		h.waiting -= len(events)
 		h.mu.Unlock()
 		for _, ev := range events {
 			ev.Proc.ExeSHA256, ev.Proc.ExeSHA256Missing = sum, reason
 			h.done <- ev
 		}
+		// Only once they are in done: pending() counts an event until the
+		// reader can drain it (finishHashes).
+		h.mu.Lock()
+		h.waiting -= len(events)
+		h.mu.Unlock()
 	}
 }
 

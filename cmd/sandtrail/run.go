@@ -61,9 +61,10 @@ SANDTRAIL_DNS_ENABLED=false (config dns.enabled) to leave lookups alone.
 CMD and everything it starts run under a seccomp filter, with no_new_privs,
 installed by the launcher before CMD's first instruction. It refuses with
 EPERM: io_uring_setup, io_uring_enter and io_uring_register (io_uring);
-clone and unshare with CLONE_NEWUSER (user_namespaces; a clone3, whose
-flags are out of the filter's reach, gets its child killed by the kernel
-collector before it runs); bpf; perf_event_open;
+clone and unshare with CLONE_NEWUSER, and setns into a user namespace
+(user_namespaces; a clone3, whose flags are out of the filter's reach,
+gets its child killed by the kernel collector before it runs); bpf;
+perf_event_open;
 userfaultfd; kexec_load and kexec_file_load (kexec); init_module,
 finit_module and delete_module (kernel_modules). Syscalls of another ABI
 (32-bit, x32) fail with ENOSYS. Each refusal is recorded as a process.denied

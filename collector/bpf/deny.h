@@ -15,6 +15,9 @@ enum deny_cookie {
 	/* The syscall index of a clone3 whose child was made in a new user
 	 * namespace and killed (process.c's deny_userns): not a cookie. */
 	DENY_SYSCALL_CLONE3 = 0xff,
+	/* The same, but the kernel could not queue the SIGKILL (no
+	 * bpf_send_signal_task before Linux 6.13, or it failed). */
+	DENY_SYSCALL_CLONE3_ALIVE = 0xfe,
 };
 
 /* process.denied: a syscall of the session filter's list failed with

@@ -344,8 +344,7 @@ static __always_inline void deny_userns(struct task_struct *parent, struct task_
 		return;
 	if (child->cred->user_ns == parent->cred->user_ns)
 		return;
-	if (bpf_send_signal_task)
-		bpf_send_signal_task(child, SIGKILL, PIDTYPE_TGID, 0);
+	int killed = bpf_send_signal_task && bpf_send_signal_task(child, SIGKILL, PIDTYPE_TGID, 0) == 0;
 	struct deny_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(KIND_DENIED, h->watched);
@@ -354,7 +353,7 @@ static __always_inline void deny_userns(struct task_struct *parent, struct task_
 	e->hdr = *h;
 	fill_header(&e->hdr, KIND_DENIED, parent);
 	e->uid = parent->cred->uid.val;
-	e->syscall = DENY_SYSCALL_CLONE3;
+	e->syscall = killed ? DENY_SYSCALL_CLONE3 : DENY_SYSCALL_CLONE3_ALIVE;
 	bpf_ringbuf_submit(e, wakeup());
 }
 

@@ -105,10 +105,14 @@ static __always_inline bool take(struct rate_bucket *b, __u64 rate, __u64 burst,
 		/* now was read before the lock: another CPU's packet may have
 		 * moved last_ns past it, and then nothing is refilled. */
 		__u64 elapsed = now - b->last_ns;
-		if (elapsed >= NSEC_PER_SEC) {
+		/* The time that fills an empty bucket: a longer pause fills it,
+		 * a shorter one earns rate bytes a second (not the whole burst,
+		 * or a sender pausing between bursts would get a burst a pause
+		 * whatever the rate). elapsed * rate stays below burst * 10^9. */
+		__u64 fill = burst * NSEC_PER_SEC / rate;
+		if (elapsed >= fill) {
 			b->tokens = burst;
 		} else {
-			/* rate is below 2^34 (the Go side's bound), elapsed below 2^30. */
 			__u64 t = b->tokens + elapsed * rate / NSEC_PER_SEC;
 			b->tokens = t < burst ? t : burst;
 		}

@@ -84,6 +84,10 @@ func TestVerifyFromTampered(t *testing.T) {
 			b[loc.offset+loc.length-5] ^= 0x20
 			mustWriteFile(t, loc.path, b)
 		}, -1, ck[1]},
+		{"latest older than the base (a crash before latest was stored)", func(t *testing.T, dir string) {
+			old := mustReadFile(t, filepath.Join(dir, cpDir, checkpointName(ck[0])))
+			mustWriteFile(t, filepath.Join(dir, cpDir, cpLatest), old)
+		}, -1, ck[1]},
 		{"hash file truncated: full verify", func(t *testing.T, dir string) {
 			if err := os.Truncate(filepath.Join(dir, hashFile), 64); err != nil {
 				t.Fatal(err)

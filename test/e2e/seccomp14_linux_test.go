@@ -197,7 +197,7 @@ echo "unshare exit $?"
 	if !strings.Contains(r.stdout, "clone3 killed\n") {
 		t.Errorf("clone3(CLONE_NEWUSER): want its child killed before it ran (\"clone3 killed\") in the output:\n%s", r.stdout)
 	}
-	if got := d["clone3"]; len(got) != 1 || got[0].Pid != helperPid(t, evs, "seccomp") {
+	if got := d["clone3"]; len(got) != 1 || got[0].Pid != helperPid(t, evs, "seccomp") || got[0].Signal != int32(syscall.SIGKILL) {
 		t.Errorf("process.denied clone3 = %+v, want one by the helper; all: %v", got, d)
 	}
 	e.verify()

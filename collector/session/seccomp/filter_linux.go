@@ -16,6 +16,7 @@ const (
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16
+	offArg1 = 24
 )
 
 func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
@@ -49,13 +50,24 @@ func (f *Filter) program() []unix.SockFilter {
 	}
 	for _, name := range f.Refused() {
 		switch name {
-		case "clone", "unshare":
+		case "clone", "unshare", "setns":
 			continue // by their flags, below
 		default:
 			p = append(p, jump(jeq, numbers[name], 0, 1), ret(errno(unix.EPERM)))
 		}
 	}
 	if f.Refuses(UserNamespaces) {
+		// setns into a user namespace (nstype CLONE_NEWUSER, or 0: any
+		// kind, as the fd says), such as one a clone3 child made before
+		// the collector killed it; other kinds need no such refusal.
+		p = append(p,
+			jump(jeq, numbers["setns"], 0, 5),
+			stmt(ldAbs, offArg1),
+			jump(jeq, 0, 2, 0),
+			jump(jset, unix.CLONE_NEWUSER, 1, 0),
+			ret(unix.SECCOMP_RET_ALLOW),
+			ret(errno(unix.EPERM)),
+		)
 		p = append(p,
 			jump(jeq, numbers["clone"], 1, 0),
 			jump(jeq, numbers["unshare"], 0, 3),

@@ -53,6 +53,9 @@ var probes = []struct {
 	{"unshare newuser", unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_NEWUSER | 1}},
 	{"unshare", unix.SYS_UNSHARE, [6]uintptr{1}},
 	{"clone3", unix.SYS_CLONE3, [6]uintptr{0, 0}},
+	{"setns newuser", unix.SYS_SETNS, [6]uintptr{^uintptr(0), unix.CLONE_NEWUSER}},
+	{"setns any", unix.SYS_SETNS, [6]uintptr{^uintptr(0), 0}},
+	{"setns net", unix.SYS_SETNS, [6]uintptr{^uintptr(0), unix.CLONE_NEWNET}},
 	{"bpf", unix.SYS_BPF, [6]uintptr{0xffff}},
 	{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, [6]uintptr{0, 0, ^uintptr(0), ^uintptr(0)}},
 	{"userfaultfd", unix.SYS_USERFAULTFD, [6]uintptr{0xffffffff}},
@@ -205,6 +208,7 @@ func TestStartRefuses(t *testing.T) {
 		{"", map[string]unix.Errno{
 			"io_uring_setup": unix.EPERM, "io_uring_enter": unix.EPERM, "io_uring_register": unix.EPERM,
 			"clone newuser": unix.EPERM, "unshare newuser": unix.EPERM,
+			"setns newuser": unix.EPERM, "setns any": unix.EPERM,
 			"bpf": unix.EPERM, "perf_event_open": unix.EPERM, "userfaultfd": unix.EPERM,
 			"kexec_load": unix.EPERM, "kexec_file_load": unix.EPERM,
 			"init_module": unix.EPERM, "finit_module": unix.EPERM, "delete_module": unix.EPERM,

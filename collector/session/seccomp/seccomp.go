@@ -6,7 +6,7 @@
 //
 //   - io_uring_setup, io_uring_enter and io_uring_register (group io_uring):
 //     io_uring's reads and opens bypass the syscall tracepoints;
-//   - clone and unshare with CLONE_NEWUSER (group user_namespaces): a user
+//   - clone and unshare with CLONE_NEWUSER, setns into a user namespace (group user_namespaces): a user
 //     namespace lets the agent bind-mount /etc under its home;
 //   - bpf, perf_event_open, userfaultfd, kexec_load and kexec_file_load,
 //     init_module, finit_module and delete_module (groups bpf,
@@ -56,13 +56,13 @@ const (
 )
 
 // groups lists every group and the syscalls it refuses, in the order of the
-// docs. clone and unshare are refused only with CLONE_NEWUSER.
+// docs. clone and unshare are refused only with CLONE_NEWUSER, setns only into a user namespace (nstype CLONE_NEWUSER or 0).
 var groups = []struct {
 	g        Group
 	syscalls []string
 }{
 	{IOURing, []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}},
-	{UserNamespaces, []string{"clone", "unshare"}},
+	{UserNamespaces, []string{"clone", "unshare", "setns"}},
 	{BPF, []string{"bpf"}},
 	{PerfEvent, []string{"perf_event_open"}},
 	{Userfaultfd, []string{"userfaultfd"}},

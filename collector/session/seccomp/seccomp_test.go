@@ -10,7 +10,7 @@ import (
 
 func TestRefused(t *testing.T) {
 	all := []string{
-		"io_uring_setup", "io_uring_enter", "io_uring_register", "clone", "unshare",
+		"io_uring_setup", "io_uring_enter", "io_uring_register", "clone", "unshare", "setns",
 		"bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
 		"init_module", "finit_module", "delete_module",
 	}
@@ -21,9 +21,9 @@ func TestRefused(t *testing.T) {
 	}{
 		{"default", nil, all},
 		{"io_uring", []string{"io_uring"}, all[3:]},
-		{"user namespaces", []string{"user_namespaces"}, slices.Concat(all[:3], all[5:])},
-		{"twice", []string{"bpf", "bpf"}, slices.Concat(all[:5], all[6:])},
-		{"modules and kexec", []string{"kernel_modules", "kexec"}, all[:8]},
+		{"user namespaces", []string{"user_namespaces"}, slices.Concat(all[:3], all[6:])},
+		{"twice", []string{"bpf", "bpf"}, slices.Concat(all[:6], all[7:])},
+		{"modules and kexec", []string{"kernel_modules", "kexec"}, all[:9]},
 		{"everything", []string{"io_uring", "user_namespaces", "bpf", "perf_event_open", "userfaultfd", "kexec", "kernel_modules"}, nil},
 	}
 	for _, tt := range tests {
