@@ -6,8 +6,9 @@
 //
 //   - io_uring_setup, io_uring_enter and io_uring_register (group io_uring):
 //     io_uring's reads and opens bypass the syscall tracepoints;
-//   - clone and unshare with CLONE_NEWUSER, setns into a user namespace (group user_namespaces): a user
-//     namespace lets the agent bind-mount /etc under its home;
+//   - clone and unshare with CLONE_NEWUSER, and setns into a user
+//     namespace (group user_namespaces): a user namespace lets the agent
+//     bind-mount /etc under its home;
 //   - bpf, perf_event_open, userfaultfd, kexec_load and kexec_file_load,
 //     init_module, finit_module and delete_module (groups bpf,
 //     perf_event_open, userfaultfd, kexec, kernel_modules).
@@ -56,7 +57,8 @@ const (
 )
 
 // groups lists every group and the syscalls it refuses, in the order of the
-// docs. clone and unshare are refused only with CLONE_NEWUSER, setns only into a user namespace (nstype CLONE_NEWUSER or 0).
+// docs. clone and unshare are refused only with CLONE_NEWUSER, setns only
+// into a user namespace (nstype CLONE_NEWUSER or 0).
 var groups = []struct {
 	g        Group
 	syscalls []string
