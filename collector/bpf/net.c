@@ -968,11 +968,27 @@ int net_sendmsg_unix(struct bpf_sock_addr *ctx)
 	return unix_addr(ctx, NET_OP_SEND);
 }
 
-/* raw_socket reports whether socket(family, type) is one that
- * egress.raw_sockets refuses: a raw socket of inet or inet6. */
-static __always_inline bool raw_socket(__u32 family, __u32 type)
+#define IPPROTO_ICMP 1
+#define IPPROTO_ICMPV6 58
+
+/* ping_socket reports whether socket(family, type, protocol) is an ICMP
+ * echo ("ping") socket, which unprivileged users may open where
+ * net.ipv4.ping_group_range allows it, and whose sends to an address pass
+ * no cgroup sendmsg hook (ping_v4_sendmsg runs none): the egress policy
+ * never sees them. */
+static __always_inline bool ping_socket(__u32 family, __u32 type, __u32 protocol)
 {
-	return (family == AF_INET || family == AF_INET6) && (type == SOCK_RAW || type == SOCK_PACKET);
+	return type == SOCK_DGRAM && ((family == AF_INET && protocol == IPPROTO_ICMP) ||
+				      (family == AF_INET6 && protocol == IPPROTO_ICMPV6));
+}
+
+/* raw_socket reports whether socket(family, type, protocol) is one that
+ * egress.raw_sockets refuses: a raw socket of inet or inet6, or a ping
+ * socket. */
+static __always_inline bool raw_socket(__u32 family, __u32 type, __u32 protocol)
+{
+	return ((family == AF_INET || family == AF_INET6) && (type == SOCK_RAW || type == SOCK_PACKET)) ||
+	       ping_socket(family, type, protocol);
 }
 
 /* net_sock_create refuses, under egress.raw_sockets: block, the raw
@@ -987,7 +1003,7 @@ int net_sock_create(struct bpf_sock *ctx)
 	struct egress_config *cf = bpf_map_lookup_elem(&egress_conf, &zero);
 	if (!cf || !cf->enabled || !cf->raw_block)
 		return 1;
-	if (!raw_socket(ctx->family, ctx->type))
+	if (!raw_socket(ctx->family, ctx->type, ctx->protocol))
 		return 1;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
 	struct event_header h = {};
@@ -1000,9 +1016,9 @@ int net_sock_create(struct bpf_sock *ctx)
 }
 
 /* unusual_socket reports whether socket(family, type, protocol) is
- * recorded: a family but unix, inet, inet6 and netlink, or a raw or packet
- * socket of inet and inet6. */
-static __always_inline bool unusual_socket(__u32 family, __u32 type)
+ * recorded: a family but unix, inet, inet6 and netlink, or a raw, packet or
+ * ping socket of inet and inet6. */
+static __always_inline bool unusual_socket(__u32 family, __u32 type, __u32 protocol)
 {
 	switch (family) {
 	case AF_UNIX:
@@ -1010,7 +1026,7 @@ static __always_inline bool unusual_socket(__u32 family, __u32 type)
 		return false;
 	case AF_INET:
 	case AF_INET6:
-		return type == SOCK_RAW || type == SOCK_PACKET;
+		return type == SOCK_RAW || type == SOCK_PACKET || ping_socket(family, type, protocol);
 	}
 	return true;
 }
@@ -1026,7 +1042,7 @@ int net_socket_exit(struct trace_event_raw_sys_exit *ctx)
 	syscall_args(task, x);
 	__u32 family = x[0];
 	__u32 type = x[1] & SOCK_TYPE_MASK;
-	if (!unusual_socket(family, type))
+	if (!unusual_socket(family, type, x[2]))
 		return 0;
 	struct socket_event e = {};
 	if (!selected(task, &e.hdr))

@@ -64,17 +64,20 @@ func unixDial(typ, addr string) string {
 	return err.Error()
 }
 
-// rawSockHelper creates a packet socket and a raw IPv4 socket and prints
-// "packet RESULT" and "inet RESULT": OK or the errno's name.
+// rawSockHelper creates a packet socket, a raw IPv4 socket and an ICMP
+// echo socket and prints "packet RESULT", "inet RESULT" and "ping RESULT":
+// OK or the errno's name.
 func rawSockHelper([]string) int {
 	for _, s := range []struct {
-		name             string
-		family, protocol int
+		name                  string
+		family, protocol, typ int
 	}{
-		{"packet", syscall.AF_PACKET, 0x0300}, // htons(ETH_P_ALL)
-		{"inet", syscall.AF_INET, syscall.IPPROTO_ICMP},
+		{"packet", syscall.AF_PACKET, 0x0300, syscall.SOCK_RAW}, // htons(ETH_P_ALL)
+		{"inet", syscall.AF_INET, syscall.IPPROTO_ICMP, syscall.SOCK_RAW},
+		// An ICMP echo socket, whose sends pass no cgroup sendmsg hook.
+		{"ping", syscall.AF_INET, syscall.IPPROTO_ICMP, syscall.SOCK_DGRAM},
 	} {
-		fd, err := syscall.Socket(s.family, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, s.protocol)
+		fd, err := syscall.Socket(s.family, s.typ|syscall.SOCK_CLOEXEC, s.protocol)
 		res := "OK"
 		var en syscall.Errno
 		if errors.As(err, &en) {
@@ -242,7 +245,7 @@ func waitCounts(t *testing.T, counts []*atomic.Int64, want int64) {
 
 // rawRun runs the rawsock helper as user under the policy pol ("" for the
 // default one) and returns its output and the helper's net.socket events by
-// family.
+// family (raw sockets) or family/type ("inet/dgram": the ping socket).
 func rawRun(t *testing.T, e *env, user, pol string) (string, map[string]*event.Net) {
 	t.Helper()
 	args := []string{"--user", user}
@@ -260,10 +263,14 @@ func rawRun(t *testing.T, e *env, user, pol string) (string, map[string]*event.N
 		if ev.Proc.Pid != pid {
 			continue
 		}
-		if got[ev.Net.Family] != nil {
-			t.Errorf("two net.socket events of family %s", ev.Net.Family)
+		k := ev.Net.Family
+		if ev.Net.SockType != "raw" {
+			k += "/" + ev.Net.SockType
 		}
-		got[ev.Net.Family] = ev.Net
+		if got[k] != nil {
+			t.Errorf("two net.socket events of %s", k)
+		}
+		got[k] = ev.Net
 	}
 	return r.stdout, got
 }
@@ -289,6 +296,11 @@ func TestRunRawSockets(t *testing.T) {
 	}
 	if n := got["packet"]; n != nil && n.Protocol != 0x0300 {
 		t.Errorf("packet socket's protocol = %d, want %d", n.Protocol, 0x0300)
+	}
+	// The ping socket is recorded whether net.ipv4.ping_group_range lets
+	// the agent have it (OK) or not (EACCES).
+	if n := got["inet/dgram"]; n == nil || n.Protocol != syscall.IPPROTO_ICMP || (n.Errno == "") != strings.Contains(out, "ping OK\n") {
+		t.Errorf("agent's ping socket: net.socket %+v, want one of protocol 1 with the errno the helper saw:\n%s", n, out)
 	}
 
 	out, got = rawRun(t, e, "root", "")
