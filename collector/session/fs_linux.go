@@ -47,6 +47,9 @@ var privatePlaces = []privatePlace{
 	{"/run/lock", "run-lock"},
 }
 
+// minInodes is the fewest inodes a sized session filesystem gets.
+const minInodes = 8192
+
 // newSessionFS mounts the session's filesystem at dir/fs, makes its work
 // directory the workdir dir/work (which must exist, empty) and prepares
 // the upper layers of the private places. On error it unmounts what it
@@ -58,7 +61,9 @@ func newSessionFS(dir, root string, size int64, shared []string) (_ *sessionFS, 
 	}
 	opts := "mode=0700"
 	if size > 0 {
-		opts += ",size=" + strconv.FormatInt(size, 10)
+		// Inodes too: size bounds the data pages, not the kernel memory of
+		// millions of empty files. One per 4 KiB, at least minInodes.
+		opts += ",size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(max(size/4096, minInodes), 10)
 	}
 	if err := unix.Mount("tmpfs", f.mnt, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return nil, fmt.Errorf("mounting session filesystem: %w", err)
