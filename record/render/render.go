@@ -97,12 +97,24 @@ func network(n *event.Net) []string {
 			a.add("%s", Clean(ans.Data, 64))
 		}
 	} else {
-		a.add("%s %s", Clean(n.Op, 16), Clean(n.Proto, 8))
+		a.add("%s", Clean(n.Op, 16))
+		if n.Proto != "" {
+			a.add("%s", Clean(n.Proto, 8))
+		}
 		if n.Domain != "" {
 			a.add("%s", Clean(n.Domain, 80))
 		}
 		if n.DstIP != "" {
 			a.add("%s", Clean(HostPort(n.DstIP, n.DstPort), 64))
+		}
+		if n.UnixPath != "" {
+			a.add("%s", Clean(n.UnixPath, 80))
+		}
+		if n.Family != "" && n.Op == "socket" {
+			a.add("%s/%s", Clean(n.Family, 16), Clean(n.SockType, 16))
+			if n.Errno != "" {
+				a.add("(%s)", Clean(n.Errno, 16))
+			}
 		}
 		if n.BytesOut+n.BytesIn > 0 {
 			a.add("out %d in %d", n.BytesOut, n.BytesIn)

@@ -92,3 +92,21 @@ func TestStepLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestSummaryNet(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    event.Net
+		want string
+	}{
+		{"unix connect", event.Net{Op: "connect", Proto: "unix", UnixPath: "@dbus", Verdict: "blocked"}, "connect unix @dbus [blocked]"},
+		{"refused packet socket", event.Net{Op: "socket", Family: "packet", SockType: "raw", Errno: "EPERM", Verdict: "allowed"}, "socket packet/raw (EPERM) [allowed]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := c.n
+			if got := Summary(&event.Event{Kind: event.KindNetConnect, Net: &n}); !strings.HasPrefix(got, c.want) {
+				t.Errorf("Summary(%+v) = %q, want it to start with %q", n, got, c.want)
+			}
+		})
+	}
+}
