@@ -27,12 +27,12 @@ func init() {
 	helpers["waitfile"] = waitFileHelper
 }
 
-// waitFileHelper waits until the file PATH exists, for at most a minute.
+// waitFileHelper waits until the file PATH exists, for at most waitBound.
 func waitFileHelper(args []string) int {
 	if len(args) != 1 {
 		return 2
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(args[0]); err == nil {
 			return 0
 		}

@@ -85,7 +85,7 @@ func TestIngestCapAgentCannotStarveRoot(t *testing.T) {
 	done := e.startRun(append([]string{"--user", "nobody", "--"}, helperCmd("holdconns", "300", ".")...)...)
 	defer e.release("release")
 	var counts []byte
-	for deadline := time.Now().Add(time.Minute); counts == nil; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); counts == nil; time.Sleep(20 * time.Millisecond) {
 		select {
 		case rr := <-done:
 			t.Fatalf("session ended before holding its connections: %v\nstdout:\n%s\nstderr:\n%s", rr.err, rr.r.stdout, rr.r.stderr)

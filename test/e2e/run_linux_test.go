@@ -886,16 +886,21 @@ func actors(evs []*event.Event) []string {
 	return out
 }
 
-// waitFor polls cond until it holds, failing after a minute: a bound on
-// a broken system, not on speed.
+// waitBound is how long the tests wait for a daemon, a socket or a file to
+// appear: a bound on a broken system, not on speed. Each daemon and run
+// loads the BPF programs (seconds of verifier time), and the tests run in
+// parallel on as few as 2 cores.
+const waitBound = 3 * time.Minute
+
+// waitFor polls cond until it holds, failing after waitBound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %s: gave up after a minute", what)
+			t.Fatalf("waiting for %s: gave up after %v", what, waitBound)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
