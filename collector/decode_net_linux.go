@@ -97,15 +97,7 @@ func netOp(kind processEventKind, r *netNetEvent, n *event.Net) (string, error) 
 	var name string
 	switch kind {
 	case processEventKindKIND_NET_CONNECT:
-		switch netNetOp(r.Op) {
-		case netNetOpNET_OP_CONNECT:
-			name, n.Op = event.KindNetConnect, "connect"
-		case netNetOpNET_OP_SEND:
-			name, n.Op = event.KindNetSend, "send"
-			if r.Count > 1 {
-				n.Count = r.Count
-			}
-		default:
+		if name = connectOrSend(netNetOp(r.Op), r.Count, n); name == "" {
 			return "", fmt.Errorf("%w: net record with op %d", errDecode, r.Op)
 		}
 	case processEventKindKIND_NET_CLOSE:
@@ -120,6 +112,24 @@ func netOp(kind processEventKind, r *netNetEvent, n *event.Net) (string, error) 
 		name, n.Op = event.KindNetAccept, "accept"
 	}
 	return name, nil
+}
+
+// connectOrSend sets n's op for a connect or send record of op, with the
+// merged count of a send, and returns the event kind; "" for another op.
+// It is the one reading of the op for inet and unix records.
+func connectOrSend(op netNetOp, count uint64, n *event.Net) string {
+	switch op {
+	case netNetOpNET_OP_CONNECT:
+		n.Op = "connect"
+		return event.KindNetConnect
+	case netNetOpNET_OP_SEND:
+		n.Op = "send"
+		if count > 1 {
+			n.Count = count
+		}
+		return event.KindNetSend
+	}
+	return ""
 }
 
 // netVerdict sets the verdict of a connect or send record r, and the

@@ -30,16 +30,8 @@ func (d *decoder) unix1(raw []byte) (*event.Event, *oomVictim, error) {
 		return nil, nil, fmt.Errorf("%w: unix record with a name of %d bytes", errDecode, r.Len)
 	}
 	n := &event.Net{Proto: "unix", SockType: sockTypeName(uint32(r.SockType))}
-	var kind string
-	switch netNetOp(r.Op) {
-	case netNetOpNET_OP_CONNECT:
-		kind, n.Op = event.KindNetConnect, "connect"
-	case netNetOpNET_OP_SEND:
-		kind, n.Op = event.KindNetSend, "send"
-		if r.Count > 1 {
-			n.Count = r.Count
-		}
-	default:
+	kind := connectOrSend(netNetOp(r.Op), r.Count, n)
+	if kind == "" {
 		return nil, nil, fmt.Errorf("%w: unix record with op %d", errDecode, r.Op)
 	}
 	v, err := verdictName(r.Verdict)
