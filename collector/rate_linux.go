@@ -68,13 +68,12 @@ const (
 	rateLinger = 2 * time.Minute
 )
 
-// Limit type, unit and actions of net_rate events, the names the session
-// monitor uses for the other limits.
+// Limit type, unit and actions of net_rate events (record/event's names).
 const (
-	limitNetRate   = "net_rate"
+	limitNetRate   = event.LimitNetRate
 	unitNetRate    = "B/s"
-	actionThrottle = "throttle"
-	actionWarn     = "warn"
+	actionThrottle = event.ActionThrottle
+	actionWarn     = event.ActionWarn
 )
 
 // netBurst is the bucket size for rate bytes per second: an eighth of a

@@ -10,17 +10,17 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// Limit types and actions written into limit.hit events.
+// Limit types and actions written into limit.hit events (record/event's).
 const (
-	LimitCPU     = "cpu_throttle"
-	LimitMemory  = "memory_oom"
-	LimitPids    = "pids"
-	LimitDisk    = "disk_quota"
-	LimitTimeout = "timeout"
+	LimitCPU     = event.LimitCPU
+	LimitMemory  = event.LimitMemory
+	LimitPids    = event.LimitPids
+	LimitDisk    = event.LimitDisk
+	LimitTimeout = event.LimitTimeout
 
-	ActionThrottle = "throttle"
-	ActionKill     = "kill"
-	ActionWarn     = "warn"
+	ActionThrottle = event.ActionThrottle
+	ActionKill     = event.ActionKill
+	ActionWarn     = event.ActionWarn
 )
 
 // Rate limits and bounds of the monitor.

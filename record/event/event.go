@@ -397,6 +397,21 @@ type Limits struct {
 	NetRateAction string `json:"net_rate_action,omitempty"`
 }
 
+// The types and actions of limit.hit events, named once for every producer
+// (the session monitor, the collector's rate limiter).
+const (
+	LimitCPU     = "cpu_throttle"
+	LimitMemory  = "memory_oom"
+	LimitPids    = "pids"
+	LimitDisk    = "disk_quota"
+	LimitTimeout = "timeout"
+	LimitNetRate = "net_rate"
+
+	ActionThrottle = "throttle"
+	ActionKill     = "kill"
+	ActionWarn     = "warn"
+)
+
 // Limit describes a resource limit being hit.
 type Limit struct {
 	// Type is cpu_throttle, memory_oom, pids, disk_quota, timeout or net_rate.
