@@ -103,6 +103,8 @@ type Event struct {
 	Limit   *Limit   `json:"limit,omitempty"`
 	Alert   *Alert   `json:"alert,omitempty"`
 	Loss    *Loss    `json:"loss,omitempty"`
+	// Kernel is the payload of collector.capabilities.
+	Kernel  *Kernel  `json:"kernel,omitempty"`
 	Journal *Journal `json:"journal,omitempty"`
 }
 
@@ -466,7 +468,8 @@ func (e *Event) Category() string {
 // ErrInvalid is wrapped by every error Validate returns.
 var ErrInvalid = errors.New("event: invalid")
 
-// payloads maps a category to the name of the sub-object it requires.
+// payloads maps a category to the name of the sub-object its kinds
+// require, unless kindPayloads names another for the kind.
 var payloads = map[string]string{
 	"process":   "proc",
 	"file":      "file",
@@ -479,6 +482,12 @@ var payloads = map[string]string{
 	"alert":     "alert",
 	"collector": "loss",
 	"journal":   "journal",
+}
+
+// kindPayloads maps a kind whose required sub-object is not its category's
+// to the name of the one it requires; Validate consults it before payloads.
+var kindPayloads = map[string]string{
+	KindCapabilities: "kernel",
 }
 
 // Categories returns the known kind categories, sorted.
@@ -514,6 +523,8 @@ func (e *Event) has(name string) bool {
 		return e.Alert != nil
 	case "loss":
 		return e.Loss != nil
+	case "kernel":
+		return e.Kernel != nil
 	case "journal":
 		return e.Journal != nil
 	}
@@ -521,9 +532,11 @@ func (e *Event) has(name string) bool {
 }
 
 // Validate checks the envelope: the version, a kind of a known category with
-// its sub-object present, a valid source, a time and a session id. Other
-// sub-objects may accompany the required one (a limit.hit names its process
-// in proc). Errors wrap ErrInvalid and name the field.
+// its sub-object present (the category's, or the kind's own where
+// kindPayloads names one), a valid source, a time and a session id, and a
+// name for every capability of a kernel payload. Other sub-objects may
+// accompany the required one (a limit.hit names its process in proc).
+// Errors wrap ErrInvalid and name the field.
 func (e *Event) Validate() error {
 	if e.V != SchemaVersion {
 		return fmt.Errorf("%w: v: unsupported schema version %d (want %d)", ErrInvalid, e.V, SchemaVersion)
@@ -542,6 +555,9 @@ func (e *Event) Validate() error {
 	if cat != "alert" && !strings.Contains(e.Kind, ".") {
 		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, e.Kind)
 	}
+	if w, ok := kindPayloads[e.Kind]; ok {
+		want = w
+	}
 	if !e.has(want) {
 		return fmt.Errorf("%w: %s: required by kind %q", ErrInvalid, want, e.Kind)
 	}
@@ -557,6 +573,13 @@ func (e *Event) Validate() error {
 	}
 	if len(e.SessionID) > 128 {
 		return fmt.Errorf("%w: session_id: longer than 128 bytes", ErrInvalid)
+	}
+	if e.Kernel != nil {
+		for i, c := range e.Kernel.Capabilities {
+			if c.Name == "" {
+				return fmt.Errorf("%w: kernel.capabilities[%d].name: empty", ErrInvalid, i)
+			}
+		}
 	}
 	return nil
 }

@@ -40,6 +40,17 @@ func TestValidate(t *testing.T) {
 		{"missing sub-object", func(e *event.Event) { e.Pkg = nil }, `pkg: required by kind "pkg.install"`},
 		{"wrong sub-object", func(e *event.Event) { e.Pkg = nil; e.Proc = &event.Proc{Pid: 1} }, `pkg: required by kind`},
 		{"collector needs loss", func(e *event.Event) { e.Kind = "collector.loss" }, `loss: required by kind "collector.loss"`},
+		{"capabilities need kernel", func(e *event.Event) {
+			e.Kind, e.Source, e.Pkg, e.Loss = event.KindCapabilities, event.SourceKernel, nil, &event.Loss{Count: 1, Source: "x"}
+		}, `kernel: required by kind "collector.capabilities"`},
+		{"capabilities outside a session", func(e *event.Event) {
+			e.Kind, e.Source, e.SessionID, e.Pkg = event.KindCapabilities, event.SourceKernel, "", nil
+			e.Kernel = &event.Kernel{Release: "6.1.0", Capabilities: []event.Capability{{Name: event.CapBTF, Have: true}}}
+		}, ""},
+		{"capability without a name", func(e *event.Event) {
+			e.Kind, e.Source, e.SessionID, e.Pkg = event.KindCapabilities, event.SourceKernel, "", nil
+			e.Kernel = &event.Kernel{Release: "6.1.0", Capabilities: []event.Capability{{Name: event.CapBTF, Have: true}, {Have: true}}}
+		}, "kernel.capabilities[1].name: empty"},
 		{"process needs proc", func(e *event.Event) { e.Kind = "process.exec" }, `proc: required by kind`},
 		{"bare alert", func(e *event.Event) {
 			e.Kind, e.Source, e.Alert = "alert", event.SourceRules, &event.Alert{RuleID: "r", Title: "t", Level: "low"}
@@ -102,7 +113,7 @@ func TestValidateEveryCategory(t *testing.T) {
 		}
 		stripped := *e
 		stripped.Proc, stripped.File, stripped.Net, stripped.Pkg, stripped.Tool, stripped.Model = nil, nil, nil, nil, nil, nil
-		stripped.Session, stripped.Limit, stripped.Alert, stripped.Loss, stripped.Journal = nil, nil, nil, nil, nil
+		stripped.Session, stripped.Limit, stripped.Alert, stripped.Loss, stripped.Kernel, stripped.Journal = nil, nil, nil, nil, nil, nil
 		if err := stripped.Validate(); err == nil || !strings.Contains(err.Error(), "required by kind") {
 			t.Errorf("Validate(%s without sub-objects) = %v, want a required-by-kind error", e.Kind, err)
 		}

@@ -180,6 +180,22 @@ func examples() map[string]*event.Event {
 	e.Loss = &event.Loss{Count: 17, Source: "ringbuf:file", LostKind: event.KindFileWrite}
 	add(e)
 
+	e = base(event.KindCapabilities, event.SourceKernel, 0)
+	e.SessionID = ""
+	e.Kernel = &event.Kernel{Release: "6.1.0-50-cloud-amd64", Capabilities: []event.Capability{
+		{Name: event.CapBTF, Have: true, Required: true, Detail: "/sys/kernel/btf/vmlinux"},
+		{Name: event.CapRingbuf, Have: true, Required: true, Since: "5.8"},
+		{Name: event.CapBPFLoop, Have: true, Required: true, Since: "5.17"},
+		{Name: event.CapTaskPtRegs, Have: true, Required: true, Since: "5.15"},
+		{Name: event.CapCgroupSockAddr, Have: true, Required: true, Since: "4.17"},
+		{Name: event.CapBTFCast, Since: "6.2", Detail: "the bpf_rdonly_cast kfunc needs Linux 6.2; reading kernel memory with bpf_probe_read_kernel instead"},
+		{Name: event.CapUnixEnforce, Since: "6.7", Detail: "unix-socket enforcement needs Linux 6.7; recording connects from syscalls instead"},
+		{Name: event.CapClone3Kill, Since: "6.13", Detail: "killing a clone3 child in a new user namespace needs bpf_send_signal_task (Linux 6.13); recording it instead"},
+		{Name: event.CapOverlayInode, Have: true, Detail: "overlay's inode layout from the overlay module's BTF"},
+		{Name: event.CapGetpeername, Have: true, Since: "5.8"},
+	}}
+	add(e)
+
 	e = base(event.KindJournalRecovered, event.SourceJournal, 0)
 	e.SessionID = ""
 	e.Journal = &event.Journal{Segment: "00000000000000000042.seg", Offset: 1048211, CutBytes: 87, Detail: "torn tail cut back to the last complete entry"}

@@ -10,8 +10,9 @@ import "strings"
 //
 // A name is Kind, the category and the op, except that the process
 // category is implied, as in common.h (KindExec is "process.exec"), and
-// "collector.loss" is KindLoss, since every producer that drops events
-// writes it.
+// the collector category is too: "collector.loss" is KindLoss, since every
+// producer that drops events writes it, and "collector.capabilities" is
+// KindCapabilities.
 //
 // The constants are untyped strings and Event.Kind stays a string: the set
 // is open (readers must tolerate kinds they don't know, docs/schema.md), and
@@ -71,6 +72,10 @@ const (
 	KindAlert = "alert"
 	// KindLoss counts events that a producer dropped instead of blocking.
 	KindLoss = "collector.loss"
+	// KindCapabilities is what the kernel collector can see and enforce on
+	// the kernel it runs on (its Kernel payload), written once when it
+	// starts, outside every session.
+	KindCapabilities = "collector.capabilities"
 	// KindJournalRecovered is written by the journal after it cut a torn
 	// tail at start-up.
 	KindJournalRecovered = "journal.recovered"
@@ -85,7 +90,7 @@ var Kinds = []string{
 	KindPkgInstall, KindPkgFetch, KindPkgFilter, KindPkgBlocked,
 	KindToolCall, KindModelCall,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,
-	KindLimitHit, KindAlert, KindLoss, KindJournalRecovered,
+	KindLimitHit, KindAlert, KindLoss, KindCapabilities, KindJournalRecovered,
 }
 
 // FileKind returns the kind of the file operation op, an event.File.Op:
