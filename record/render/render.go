@@ -1,8 +1,9 @@
 // Package render describes events for people: one line of a table for an
 // event (Summary), a lifecycle, limit, loss or alert step (Step), a limit
-// hit (Limit), a command line (ShellJoin). Every string that came from the
-// record is untrusted (an agent chose it) and goes through Clean, which
-// keeps a line one line and escape sequences inert.
+// hit (Limit), a command line (ShellJoin), and a kernel collector's
+// capabilities (KernelWithout, Requirement, Nearest). Every string that
+// came from the record is untrusted (an agent chose it) and goes through
+// Clean, which keeps a line one line and escape sequences inert.
 package render
 
 import (
@@ -181,6 +182,8 @@ func other(ev *event.Event) []string {
 		a.add("tokens=%d %s", ev.Model.Tokens, Clean(ev.Model.InputSummary, 80))
 	case ev.Loss != nil:
 		a.add("lost %d from %s", ev.Loss.Count, Clean(ev.Loss.Source, 32))
+	case ev.Kernel != nil:
+		a.add("%s", kernelSummary(ev.Kernel))
 	case ev.Journal != nil:
 		a.add("%s", Clean(ev.Journal.Detail, 100))
 	}
