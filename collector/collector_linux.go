@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
@@ -38,6 +38,7 @@ type Collector struct {
 	// file, net and rate are the BPF objects beyond process.c (parts).
 	file  fileCollector
 	net   netCollector
+	unix  unixCollector
 	rate  rateCollector
 	deny  denyCollector
 	progs []progKind // every loaded program and the kind it loses
@@ -69,6 +70,9 @@ type Collector struct {
 	batch       []*event.Event // events read and not yet sent (emit)
 	seenMisses  map[*ebpf.Program]uint64
 	nextAccount time.Time
+
+	// kernel is what the collector uses of the kernel (Kernel).
+	kernel *event.Kernel
 }
 
 // lossKey is what one collector.loss event reports lost: the session ("" for
@@ -128,7 +132,7 @@ type part interface {
 	close()
 }
 
-func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.rate, &c.deny} }
+func (c *Collector) parts() []part { return []part{&c.file, &c.net, &c.unix, &c.rate, &c.deny} }
 
 // New checks the kernel features the collector needs, loads the BPF
 // programs, attaches them and starts reading. It returns ErrPermission without
@@ -143,7 +147,17 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		log = hclog.NewNullLogger()
 	}
 	log = log.Named("collector")
-	if err := probe(); err != nil {
+	if err := privileged(); err != nil {
+		return nil, err
+	}
+	// Before Linux 5.11 BPF memory counts against RLIMIT_MEMLOCK; later
+	// kernels account it to the cgroup, and this does nothing.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: raising RLIMIT_MEMLOCK for BPF maps: %v", ErrNotSupported, err)
+	}
+	loadOverlay()
+	kernel := probeKernel()
+	if err := requiredMissing(kernel); err != nil {
 		return nil, err
 	}
 	if err := ensureTracefs(log); err != nil {
@@ -163,6 +177,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		sessions: make(map[uint64]string),
 		removed:  make(map[uint64]time.Time),
 		lost:     make(map[lossKey]uint64),
+		kernel:   kernel,
 	}
 	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}}
 	for _, n := range o.execEnv {
@@ -189,8 +204,8 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 	return c, nil
 }
 
-// probe checks privileges and kernel features.
-func probe() error {
+// privileged checks that the process may load BPF programs.
+func privileged() error {
 	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
@@ -200,15 +215,6 @@ func probe() error {
 	if !has(unix.CAP_SYS_ADMIN) && !(has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
 		return fmt.Errorf("%w: loading BPF programs needs root, or CAP_BPF and CAP_PERFMON", ErrPermission)
 	}
-	if _, err := os.Stat(btfPath); err != nil {
-		return fmt.Errorf("%w: kernel BTF (%s) is missing: %v", ErrNotSupported, btfPath, err)
-	}
-	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
-		return fmt.Errorf("%w: BPF ring buffers: %v", ErrNotSupported, err)
-	}
-	// tp_btf support is checked by loading and attaching the programs:
-	// the generic probe for tracing programs uses fentry, which kernels may
-	// refuse while allowing tp_btf.
 	return nil
 }
 
@@ -252,7 +258,11 @@ func bootOffset() (int64, error) {
 }
 
 func (c *Collector) load() error {
-	spec, err := loadProcess()
+	load := loadProcess
+	if !has(c.kernel, event.CapBTFCast) {
+		load = loadProcessCompat
+	}
+	spec, err := load()
 	if err != nil {
 		return fmt.Errorf("loading bpf spec: %w", err)
 	}
@@ -293,11 +303,12 @@ func (c *Collector) load() error {
 		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
 	}
 	shared := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		processMapEvents:   c.objs.Events,
-		processMapDrops:    c.objs.Drops,
-		processMapWatched:  c.objs.Watched,
-		processMapSettings: c.objs.Settings,
-		processMapWokenAt:  c.objs.WokenAt,
+		processMapEvents:      c.objs.Events,
+		processMapDrops:       c.objs.Drops,
+		processMapCgroupDrops: c.objs.CgroupDrops,
+		processMapWatched:     c.objs.Watched,
+		processMapSettings:    c.objs.Settings,
+		processMapWokenAt:     c.objs.WokenAt,
 	}}
 	for k := 1; k < numKinds; k++ {
 		c.counters = append(c.counters, &lossCounter{m: c.objs.Drops, key: uint32(k), kind: kindName[k], source: LossSourceRingbuf})
@@ -514,6 +525,7 @@ func (c *Collector) run() {
 	}
 	var rec ringbuf.Record
 	c.nextAccount = time.Now().Add(c.opts.lossInterval)
+	c.batch = append(c.batch, c.capabilitiesEvent())
 	for {
 		now := time.Now()
 		if now.After(c.nextAccount) {

@@ -22,6 +22,12 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 	return nil, ErrNotSupported
 }
 
+// Probe returns ErrNotSupported.
+func Probe() (*event.Kernel, error) { return nil, ErrNotSupported }
+
+// Kernel returns nil.
+func (c *Collector) Kernel() *event.Kernel { return nil }
+
 // Watch returns ErrNotSupported.
 func (c *Collector) Watch(cgroupID uint64, sessionID string) error { return ErrNotSupported }
 

@@ -80,7 +80,11 @@ type fileCollector struct {
 type readRules struct{ sensitive, exceptions []string }
 
 func (f *fileCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
-	spec, err := loadFile()
+	load := loadFile
+	if !has(c.kernel, event.CapBTFCast) {
+		load = loadFileCompat
+	}
+	spec, err := load()
 	if err != nil {
 		return fmt.Errorf("loading file bpf spec: %w", err)
 	}

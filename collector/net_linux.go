@@ -88,11 +88,6 @@ func (n *netCollector) load(c *Collector, shared *ebpf.CollectionOptions) error 
 	if err := n.writeEgress(); err != nil {
 		return err
 	}
-	if n.egress != nil {
-		if err := n.writeUnix(n.egress.EgressTable(), c.opts.unixAllowed); err != nil {
-			return err
-		}
-	}
 	c.dec.net = n
 	return nil
 }
@@ -130,9 +125,7 @@ func (n *netCollector) attach(c *Collector) error {
 		{n.objs.NetSendmsg6, ebpf.AttachCGroupUDP6Sendmsg, false},
 		{n.objs.NetRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg, false},
 		{n.objs.NetRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg, false},
-		// Unix sockets (Linux 6.7+) and socket creation.
-		{n.objs.NetConnectUnix, ebpf.AttachCgroupUnixConnect, false},
-		{n.objs.NetSendmsgUnix, ebpf.AttachCgroupUnixSendmsg, false},
+		// Socket creation.
 		{n.objs.NetSockCreate, ebpf.AttachCGroupInetSockCreate, false},
 		// getpeername of a redirected connected socket names the proxy
 		// without these; nothing else depends on them.
@@ -174,8 +167,6 @@ func (n *netCollector) programs() []progKind {
 		{n.objs.NetConnect6, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSendmsg4, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSendmsg6, processEventKindKIND_NET_CONNECT},
-		{n.objs.NetConnectUnix, processEventKindKIND_NET_UNIX},
-		{n.objs.NetSendmsgUnix, processEventKindKIND_NET_UNIX},
 		{n.objs.NetSocketExit, processEventKindKIND_NET_SOCKET},
 		// The state tracepoint loses listen, accept and close records;
 		// it is accounted as net.close, the most frequent.

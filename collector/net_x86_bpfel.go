@@ -235,22 +235,6 @@ type netUnixKey struct {
 	_         [3]byte
 }
 
-type netUnixScratch struct {
-	_ structs.HostLayout
-	E netUnixEvent
-	K netUnixKey
-	_ [4]byte
-}
-
-type netUnixSendKey struct {
-	_       structs.HostLayout
-	Cookie  uint64
-	Verdict uint32
-	Len     uint32
-	Name    [109]uint8
-	Pad     [3]uint8
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -275,21 +259,16 @@ const (
 	netMapSettings           = "settings"
 	netMapSocketRefused      = "socket_refused"
 	netMapSubmitted          = "submitted"
-	netMapUnixAllow          = "unix_allow"
-	netMapUnixScratch        = "unix_scratch"
-	netMapUnixSends          = "unix_sends"
 	netMapWatched            = "watched"
 	netMapWokenAt            = "woken_at"
 	netProgNetConnect4       = "net_connect4"
 	netProgNetConnect6       = "net_connect6"
-	netProgNetConnectUnix    = "net_connect_unix"
 	netProgNetGetpeername4   = "net_getpeername4"
 	netProgNetGetpeername6   = "net_getpeername6"
 	netProgNetRecvmsg4       = "net_recvmsg4"
 	netProgNetRecvmsg6       = "net_recvmsg6"
 	netProgNetSendmsg4       = "net_sendmsg4"
 	netProgNetSendmsg6       = "net_sendmsg6"
-	netProgNetSendmsgUnix    = "net_sendmsg_unix"
 	netProgNetSockCreate     = "net_sock_create"
 	netProgNetSockState      = "net_sock_state"
 	netProgNetSocketExit     = "net_socket_exit"
@@ -353,14 +332,12 @@ type netSpecs struct {
 type netProgramSpecs struct {
 	NetConnect4     *ebpf.ProgramSpec `ebpf:"net_connect4"`
 	NetConnect6     *ebpf.ProgramSpec `ebpf:"net_connect6"`
-	NetConnectUnix  *ebpf.ProgramSpec `ebpf:"net_connect_unix"`
 	NetGetpeername4 *ebpf.ProgramSpec `ebpf:"net_getpeername4"`
 	NetGetpeername6 *ebpf.ProgramSpec `ebpf:"net_getpeername6"`
 	NetRecvmsg4     *ebpf.ProgramSpec `ebpf:"net_recvmsg4"`
 	NetRecvmsg6     *ebpf.ProgramSpec `ebpf:"net_recvmsg6"`
 	NetSendmsg4     *ebpf.ProgramSpec `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.ProgramSpec `ebpf:"net_sendmsg6"`
-	NetSendmsgUnix  *ebpf.ProgramSpec `ebpf:"net_sendmsg_unix"`
 	NetSockCreate   *ebpf.ProgramSpec `ebpf:"net_sock_create"`
 	NetSockState    *ebpf.ProgramSpec `ebpf:"net_sock_state"`
 	NetSocketExit   *ebpf.ProgramSpec `ebpf:"net_socket_exit"`
@@ -390,9 +367,6 @@ type netMapSpecs struct {
 	Settings      *ebpf.MapSpec `ebpf:"settings"`
 	SocketRefused *ebpf.MapSpec `ebpf:"socket_refused"`
 	Submitted     *ebpf.MapSpec `ebpf:"submitted"`
-	UnixAllow     *ebpf.MapSpec `ebpf:"unix_allow"`
-	UnixScratch   *ebpf.MapSpec `ebpf:"unix_scratch"`
-	UnixSends     *ebpf.MapSpec `ebpf:"unix_sends"`
 	Watched       *ebpf.MapSpec `ebpf:"watched"`
 	WokenAt       *ebpf.MapSpec `ebpf:"woken_at"`
 }
@@ -457,9 +431,6 @@ type netMaps struct {
 	Settings      *ebpf.Map `ebpf:"settings"`
 	SocketRefused *ebpf.Map `ebpf:"socket_refused"`
 	Submitted     *ebpf.Map `ebpf:"submitted"`
-	UnixAllow     *ebpf.Map `ebpf:"unix_allow"`
-	UnixScratch   *ebpf.Map `ebpf:"unix_scratch"`
-	UnixSends     *ebpf.Map `ebpf:"unix_sends"`
 	Watched       *ebpf.Map `ebpf:"watched"`
 	WokenAt       *ebpf.Map `ebpf:"woken_at"`
 }
@@ -486,9 +457,6 @@ func (m *netMaps) Close() error {
 		m.Settings,
 		m.SocketRefused,
 		m.Submitted,
-		m.UnixAllow,
-		m.UnixScratch,
-		m.UnixSends,
 		m.Watched,
 		m.WokenAt,
 	)
@@ -520,14 +488,12 @@ type netVariables struct {
 type netPrograms struct {
 	NetConnect4     *ebpf.Program `ebpf:"net_connect4"`
 	NetConnect6     *ebpf.Program `ebpf:"net_connect6"`
-	NetConnectUnix  *ebpf.Program `ebpf:"net_connect_unix"`
 	NetGetpeername4 *ebpf.Program `ebpf:"net_getpeername4"`
 	NetGetpeername6 *ebpf.Program `ebpf:"net_getpeername6"`
 	NetRecvmsg4     *ebpf.Program `ebpf:"net_recvmsg4"`
 	NetRecvmsg6     *ebpf.Program `ebpf:"net_recvmsg6"`
 	NetSendmsg4     *ebpf.Program `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.Program `ebpf:"net_sendmsg6"`
-	NetSendmsgUnix  *ebpf.Program `ebpf:"net_sendmsg_unix"`
 	NetSockCreate   *ebpf.Program `ebpf:"net_sock_create"`
 	NetSockState    *ebpf.Program `ebpf:"net_sock_state"`
 	NetSocketExit   *ebpf.Program `ebpf:"net_socket_exit"`
@@ -537,14 +503,12 @@ func (p *netPrograms) Close() error {
 	return _NetClose(
 		p.NetConnect4,
 		p.NetConnect6,
-		p.NetConnectUnix,
 		p.NetGetpeername4,
 		p.NetGetpeername6,
 		p.NetRecvmsg4,
 		p.NetRecvmsg6,
 		p.NetSendmsg4,
 		p.NetSendmsg6,
-		p.NetSendmsgUnix,
 		p.NetSockCreate,
 		p.NetSockState,
 		p.NetSocketExit,

@@ -107,6 +107,7 @@ const (
 	processExecFlagsEXEC_EXE_TRUNCATED      processExecFlags = 16
 	processExecFlagsEXEC_EXE_DELETED        processExecFlags = 32
 	processExecFlagsEXEC_ENV_TRUNCATED      processExecFlags = 64
+	processExecFlagsEXEC_EXE_OVERLAY        processExecFlags = 128
 )
 
 type processExitEvent struct {

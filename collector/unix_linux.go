@@ -6,8 +6,90 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/sandtrail/sandtrail/policies/egress"
+	"github.com/sandtrail/sandtrail/record/event"
 )
+
+// unixCollector is the unix-socket part (bpf/unix.c): the cgroup hooks
+// that record and enforce unix connects and addressed sends. Their attach
+// types are Linux 6.7's; on an older kernel the part loads nothing, and the
+// collector's capabilities say unix_enforce is missing.
+type unixCollector struct {
+	objs   unixObjects
+	loaded bool
+}
+
+func (u *unixCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
+	if !has(c.kernel, event.CapUnixEnforce) {
+		return nil
+	}
+	spec, err := loadUnix()
+	if err != nil {
+		return fmt.Errorf("loading unix bpf spec: %w", err)
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{unixMapEgressConf: c.net.objs.EgressConf}}
+	for name, m := range shared.MapReplacements {
+		opts.MapReplacements[name] = m
+		if ms, ok := spec.Maps[name]; ok {
+			ms.MaxEntries = m.MaxEntries()
+		}
+	}
+	if err := spec.LoadAndAssign(&u.objs, opts); err != nil {
+		c.verifierError(err)
+		return fmt.Errorf("loading unix bpf objects: %w", err)
+	}
+	u.loaded = true
+	if eg := c.opts.egress; eg != nil {
+		return u.writeUnix(eg.EgressTable(), c.opts.unixAllowed)
+	}
+	return nil
+}
+
+func (u *unixCollector) attach(c *Collector) error {
+	if !u.loaded {
+		return nil
+	}
+	dir, err := cgroupAttach(c.opts.hostWide)
+	if err != nil {
+		return err
+	}
+	for _, h := range []struct {
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{
+		{u.objs.NetConnectUnix, ebpf.AttachCgroupUnixConnect},
+		{u.objs.NetSendmsgUnix, ebpf.AttachCgroupUnixSendmsg},
+	} {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: h.typ, Program: h.prog})
+		if err != nil {
+			return fmt.Errorf("%w: attaching %s to cgroup %s: %v", ErrNotSupported, h.typ, dir, err)
+		}
+		c.links = append(c.links, l)
+	}
+	return nil
+}
+
+func (u *unixCollector) programs() []progKind {
+	if !u.loaded {
+		return nil
+	}
+	return []progKind{
+		{u.objs.NetConnectUnix, processEventKindKIND_NET_UNIX},
+		{u.objs.NetSendmsgUnix, processEventKindKIND_NET_UNIX},
+	}
+}
+
+func (u *unixCollector) counters() []*lossCounter { return nil }
+
+func (u *unixCollector) close() {
+	if u.loaded {
+		u.objs.Close()
+		u.loaded = false
+	}
+}
 
 // unixKey returns the unix_allow entry of e for cgroup (0: every session).
 func unixKey(cgroup uint64, e egress.UnixEntry) (netUnixKey, netUnixAllowVal) {
@@ -28,7 +110,11 @@ func unixKey(cgroup uint64, e egress.UnixEntry) (netUnixKey, netUnixAllowVal) {
 
 // allowUnix puts addrs (egress.ParseUnixEntry syntax) in the unix
 // allowlist for cgroup, and returns the keys it wrote.
-func (n *netCollector) allowUnix(cgroup uint64, addrs []string) ([]netUnixKey, error) {
+// Without the unix hooks nothing is enforced, and it writes nothing.
+func (u *unixCollector) allowUnix(cgroup uint64, addrs []string) ([]netUnixKey, error) {
+	if !u.loaded {
+		return nil, nil
+	}
 	var keys []netUnixKey
 	for _, a := range addrs {
 		e, err := egress.ParseUnixEntry(a)
@@ -36,7 +122,7 @@ func (n *netCollector) allowUnix(cgroup uint64, addrs []string) ([]netUnixKey, e
 			return keys, fmt.Errorf("allowing unix socket addresses: %w", err)
 		}
 		k, v := unixKey(cgroup, e)
-		if err := n.objs.UnixAllow.Put(k, v); err != nil {
+		if err := u.objs.UnixAllow.Put(k, v); err != nil {
 			return keys, fmt.Errorf("allowing unix socket address %q: %w", a, err)
 		}
 		keys = append(keys, k)
@@ -46,10 +132,10 @@ func (n *netCollector) allowUnix(cgroup uint64, addrs []string) ([]netUnixKey, e
 
 // writeUnix writes the policy's unix allowlist and the collector's own
 // always-allowed addresses (WithUnixAllowed) for every session.
-func (n *netCollector) writeUnix(t egress.Table, own []string) error {
-	if _, err := n.allowUnix(0, own); err != nil {
+func (u *unixCollector) writeUnix(t egress.Table, own []string) error {
+	if _, err := u.allowUnix(0, own); err != nil {
 		return err
 	}
-	_, err := n.allowUnix(0, t.UnixAllowed)
+	_, err := u.allowUnix(0, t.UnixAllowed)
 	return err
 }

@@ -77,6 +77,10 @@ enum exec_flags {
 	EXEC_EXE_DELETED = 32,
 	/* The environment was longer than ENV_MAX, or could not be read. */
 	EXEC_ENV_TRUNCATED = 64,
+	/* The executed file is on an overlay whose layout the kernel's BTF
+	 * does not describe: exe_dev and exe_ino are the overlay's, and Go
+	 * names the real file from /proc/PID/exe. */
+	EXEC_EXE_OVERLAY = 128,
 };
 
 /* config map keys (an array of u32). */

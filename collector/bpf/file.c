@@ -128,7 +128,7 @@ static __always_inline bool anchored(__u64 ino)
  * always. */
 static __always_inline bool name_listed(struct dentry *dentry, __u64 ino)
 {
-	if (!bpf_core_field_exists(dentry->d_shortname))
+	if (!HAVE_BTF_CAST || !bpf_core_field_exists(dentry->d_shortname))
 		return true;
 	__u32 len = dentry->d_name.len;
 	if (len == 0 || len >= sizeof(dentry->d_shortname) ||
@@ -193,19 +193,19 @@ static __always_inline void file_key_of(struct file_key *k, __u64 ino, struct de
 {
 	__builtin_memset(k, 0, sizeof(*k));
 	k->ino = ino;
-	bpf_probe_read_kernel_str(k->name, sizeof(k->name), dentry->d_name.name);
+	bpf_probe_read_kernel_str(k->name, sizeof(k->name), KREAD(dentry, d_name.name));
 }
 
 static long read_walk_step(__u64 i, void *arg)
 {
 	struct read_walk *rw = arg;
 	struct dentry *dentry = rw->w.dentry;
-	struct dentry *parent = dentry->d_parent;
+	struct dentry *parent = KREAD(dentry, d_parent);
 	__u64 ino = 0;
 	if (parent) {
-		struct inode *inode = parent->d_inode;
+		struct inode *inode = KREAD(parent, d_inode);
 		if (inode)
-			ino = inode->i_ino;
+			ino = KREAD(inode, i_ino);
 	}
 	if (anchored(ino) && name_listed(dentry, ino)) {
 		struct file_key k;
@@ -250,7 +250,7 @@ static long read_descend_step(__u64 i, void *arg)
 static __always_inline __u32 read_verdict(struct task_struct *task, struct file *f)
 {
 	struct read_walk rw = {};
-	path_walk_init(&rw.w, task, f->f_path.dentry, f->f_path.mnt, 0);
+	path_walk_init(&rw.w, task, KREAD(f, f_path.dentry), KREAD(f, f_path.mnt), 0);
 	bpf_loop(CWD_MAX_DEPTH, read_walk_step, &rw, 0);
 	if (rw.value >> FILE_NODE_SHIFT)
 		bpf_loop(FILE_NODE_DEPTH, read_descend_step, &rw, 0);
@@ -317,8 +317,8 @@ static __always_inline __u32 put_base(struct task_struct *task, struct file_even
 			e->rflags |= none;
 			return off;
 		}
-		d = f->f_path.dentry;
-		m = f->f_path.mnt;
+		d = KREAD(f, f_path.dentry);
+		m = KREAD(f, f_path.mnt);
 	}
 	return put_walk(task, e, off, d, m, part, cut);
 }
@@ -327,12 +327,12 @@ static __always_inline __u32 put_base(struct task_struct *task, struct file_even
  * (/dev/null, ttys) and files of pseudo file systems. */
 static __always_inline bool pseudo(struct file *f)
 {
-	struct inode *ino = f->f_inode;
+	struct inode *ino = KREAD(f, f_inode);
 	if (!ino)
 		return true;
-	if ((ino->i_mode & S_IFMT) == S_IFCHR)
+	if ((KREAD(ino, i_mode) & S_IFMT) == S_IFCHR)
 		return true;
-	switch (ino->i_sb->s_magic) {
+	switch (KREAD2(ino, i_sb, s_magic)) {
 	case PROC_SUPER_MAGIC:
 	case SYSFS_MAGIC:
 	case CGROUP_SUPER_MAGIC:
@@ -505,7 +505,7 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 		if (ret >= 0) {
 			a.fd = ret;
 			f = task_file(task, ret);
-			if (f && (f->f_mode & FMODE_CREATED))
+			if (f && (KREAD(f, f_mode) & FMODE_CREATED))
 				a.op = FILE_OP_CREATE;
 			else
 				a.op = write ? FILE_OP_WRITE : FILE_OP_READ;
@@ -552,7 +552,8 @@ static __always_inline int file_exit_record(__u32 sys, long ret)
 	if (f) {
 		/* The kernel's own name for the file. */
 		e->rflags |= FILE_PATH_WALKED;
-		off = put_walk(task, e, off, f->f_path.dentry, f->f_path.mnt, FILE_PART_WALK, FILE_WALK_CUT);
+		off = put_walk(task, e, off, KREAD(f, f_path.dentry), KREAD(f, f_path.mnt), FILE_PART_WALK,
+			       FILE_WALK_CUT);
 	} else {
 		if (a.op == FILE_OP_READ && reads == FILE_READS_MAP)
 			e->rflags |= FILE_CHECK_PATH;

@@ -13,8 +13,8 @@
  *    in getpeername;
  *  - tp_btf/inet_sock_set_state: net.listen, net.accept and net.close (with
  *    the bytes of the connection) for TCP;
- *  - cgroup/connect_unix, sendmsg_unix: net.connect and net.send of unix
- *    sockets (KIND_NET_UNIX) with the egress.unix allowlist enforced;
+ *  - the unix-socket hooks are unix.c's, an object of their own (they need
+ *    Linux 6.7);
  *  - cgroup/sock_create and syscalls/sys_exit_socket: net.socket for
  *    socket(2) of unusual families and types, refused ones too, and
  *    egress.raw_sockets: block enforced for raw inet sockets.
@@ -56,13 +56,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } net_drops SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct egress_config);
-} egress_conf SEC(".maps");
 
 struct cidr4_key {
 	__u32 prefixlen;
@@ -778,63 +771,18 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	return on_close(sk, c, cookie, oldstate);
 }
 
-/* ---- unix sockets and socket creation ---- */
+/* ---- socket creation ---- */
 
 #define AF_UNIX 1
 #define AF_NETLINK 16
 #define SOCK_RAW 3
 #define SOCK_PACKET 10
 #define SOCK_TYPE_MASK 0xf
-#define UNIX_PATH_MAX 108
-#define SUN_PATH_OFF 2 /* offsetof(struct sockaddr_un, sun_path) */
 
 const struct unix_key *unused_unix_key __attribute__((unused));
 const struct unix_allow_val *unused_unix_allow_val __attribute__((unused));
 const struct unix_event *unused_unix_event __attribute__((unused));
 const struct socket_event *unused_socket_event __attribute__((unused));
-
-extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
-
-/* The unix allowlist: the policy's entries (cgroup 0), the daemon's own
- * sockets (cgroup 0) and each session's (its watched cgroup). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct unix_key);
-	__type(value, struct unix_allow_val);
-} unix_allow SEC(".maps");
-
-/* Scratch space for one unix record and its lookup key, per CPU (they do
- * not fit on the stack together with the helpers' frames). */
-struct unix_scratch {
-	struct unix_event e;
-	struct unix_key k;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct unix_scratch);
-} unix_scratch SEC(".maps");
-
-/* Unix sends already recorded, by socket, verdict and destination: repeats
- * are counted as sends are (sock_addr). */
-struct unix_send_key {
-	__u64 cookie;
-	__u32 verdict;
-	__u32 len;
-	__u8 name[UNIX_NAME_MAX];
-	__u8 _pad[3];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct unix_send_key);
-	__type(value, __u64);
-} unix_sends SEC(".maps");
 
 /* Sockets refused by the sock_create hook, by the creating thread
  * (pid_tgid), for the socket(2) exit that records them. */
@@ -844,129 +792,6 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } socket_refused SEC(".maps");
-
-/* unix_allowed reports whether k (whose data after the cgroup holds the
- * address) matches an entry of cgroup's. len is the address's length with
- * an abstract name's leading NUL. */
-static __always_inline bool unix_allowed(struct unix_key *k, __u64 cgroup, __u32 len)
-{
-	k->prefixlen = (8 + UNIX_NAME_MAX) * 8;
-	__builtin_memcpy(k->data, &cgroup, 8);
-	struct unix_allow_val *v = bpf_map_lookup_elem(&unix_allow, k);
-	return v && (v->exact_len == 0 || v->exact_len == len);
-}
-
-/* unix_name reads the address of a unix connect or send into s: the name
- * into the record, and the same bytes into the key. It returns false for an
- * address it cannot read (which is then decided by unix.default). */
-static __always_inline bool unix_name(struct bpf_sock_addr *ctx, struct unix_scratch *s)
-{
-	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
-	__u32 len = sa->uaddrlen;
-	if (len <= SUN_PATH_OFF || len > SUN_PATH_OFF + UNIX_PATH_MAX)
-		return false;
-	len -= SUN_PATH_OFF;
-	char *path = (char *)sa->uaddr + SUN_PATH_OFF;
-	__builtin_memset(s->e.name, 0, sizeof(s->e.name));
-	if (bpf_probe_read_kernel(s->e.name, len & 127, path))
-		return false;
-	if (s->e.name[0] != 0) {
-		/* A pathname ends at its first NUL. */
-		for (__u32 i = 0; i < UNIX_PATH_MAX; i++) {
-			if (i >= len)
-				break;
-			if (s->e.name[i] == 0) {
-				len = i;
-				break;
-			}
-		}
-		for (__u32 i = 0; i < UNIX_NAME_MAX; i++)
-			if (i >= len)
-				s->e.name[i] = 0;
-	}
-	s->e.len = len;
-	__builtin_memcpy(&s->k.data[8], s->e.name, UNIX_NAME_MAX);
-	return true;
-}
-
-/* unix_matchable reports whether the allowlist may decide a name: an
- * abstract one, or an absolute pathname without a ".." component (which
- * would lead out of an allowed directory). */
-static __always_inline bool unix_matchable(const __u8 *n)
-{
-	if (n[0] == 0)
-		return true;
-	if (n[0] != '/')
-		return false;
-	for (__u32 i = 0; i < UNIX_PATH_MAX - 3; i++) {
-		if (n[i] == 0)
-			break;
-		if (n[i] == '/' && n[i + 1] == '.' && n[i + 2] == '.' && (n[i + 3] == '/' || n[i + 3] == 0))
-			return false;
-	}
-	return true;
-}
-
-/* unix_addr records a unix connect (NET_OP_CONNECT) or send (NET_OP_SEND)
- * and enforces the unix allowlist. */
-static __always_inline int unix_addr(struct bpf_sock_addr *ctx, __u8 op)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	__u32 zero = 0;
-	struct unix_scratch *s = bpf_map_lookup_elem(&unix_scratch, &zero);
-	if (!s)
-		return 1;
-	struct unix_event *e = &s->e;
-	if (!selected(task, &e->hdr))
-		return 1;
-	e->op = op;
-	e->sock_type = ctx->type;
-	e->cookie = bpf_get_socket_cookie(ctx);
-	e->count = 1;
-	e->verdict = NET_ALLOW;
-	struct egress_config *cf = bpf_map_lookup_elem(&egress_conf, &zero);
-	bool named = unix_name(ctx, s);
-	if (!named)
-		e->len = 0;
-	if (cf && cf->enabled && cf->unix_def != NET_ALLOW) {
-		__u32 len = e->len;
-		if (!named || !unix_matchable(e->name) ||
-		    !(unix_allowed(&s->k, e->hdr.watched, len) || unix_allowed(&s->k, 0, len)))
-			e->verdict = cf->unix_def;
-	}
-	__u8 verdict = e->verdict;
-	if (op == NET_OP_SEND) {
-		struct unix_send_key k = {.cookie = e->cookie, .verdict = verdict, .len = e->len};
-		__builtin_memcpy(k.name, e->name, UNIX_NAME_MAX);
-		__u64 *n = bpf_map_lookup_elem(&unix_sends, &k);
-		if (n) {
-			__u64 c = __sync_fetch_and_add(n, 1) + 1;
-			if (c & (c - 1))
-				return verdict == NET_BLOCK ? 0 : 1;
-			e->count = c / 2;
-		} else {
-			__u64 one = 1;
-			bpf_map_update_elem(&unix_sends, &k, &one, BPF_ANY);
-		}
-	}
-	fill_header(&e->hdr, KIND_NET_UNIX, task);
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup()))
-		count_drop(KIND_NET_UNIX, e->hdr.watched);
-	return verdict == NET_BLOCK ? 0 : 1;
-}
-
-SEC("cgroup/connect_unix")
-int net_connect_unix(struct bpf_sock_addr *ctx)
-{
-	return unix_addr(ctx, NET_OP_CONNECT);
-}
-
-SEC("cgroup/sendmsg_unix")
-int net_sendmsg_unix(struct bpf_sock_addr *ctx)
-{
-	return unix_addr(ctx, NET_OP_SEND);
-}
 
 #define IPPROTO_ICMP 1
 #define IPPROTO_ICMPV6 58

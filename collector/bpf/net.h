@@ -167,4 +167,13 @@ struct socket_event {
 	__u8 _pad[7];
 };
 
+/* The egress settings, written by Go (one entry): net.c's, shared with
+ * unix.c. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct egress_config);
+} egress_conf SEC(".maps");
+
 #endif

@@ -105,24 +105,86 @@ static long exe_step(__u64 i, void *arg)
  * number of bytes written. */
 #define OVERLAYFS_SUPER_MAGIC 0x794c7630
 
+/* The overlay filesystem's inode, in its two layouts: Linux 6.5 and later
+ * keep the lower layers in an ovl_entry (oe); earlier kernels keep the
+ * lowest in the inode itself (lowerpath). Distributions build overlay as a
+ * module, whose types are in the module's BTF: CO-RE finds the fields
+ * there while the module is loaded, and bpf_core_field_exists is false when
+ * it is not (then Go names the real file from /proc/PID/exe). They are read
+ * with bpf_probe_read_kernel in both builds: btf_cast takes only the
+ * kernel's own types. */
+struct ovl_inode___v65 {
+	struct inode vfs_inode;
+	struct dentry *__upperdentry;
+	struct ovl_entry *oe;
+} __attribute__((preserve_access_index));
+
+struct ovl_inode___v61 {
+	struct inode vfs_inode;
+	struct dentry *__upperdentry;
+	struct ovl_path lowerpath;
+} __attribute__((preserve_access_index));
+
 /* real_inode returns, for an inode of an overlay (a session's private /tmp
  * is one), the inode of the layer that holds the file, whose device and
  * inode number stat reports for it (ovl_getattr): the upper one once the
- * file is written there, else the lowest. Other inodes are their own. */
-static __always_inline struct inode *real_inode(struct inode *ino)
+ * file is written there, else the lowest. Other inodes are their own. It
+ * sets EXEC_EXE_OVERLAY when it cannot tell (no overlay layout in the
+ * kernel's BTF). */
+static __always_inline struct inode *real_inode(struct inode *ino, struct exec_event *e)
 {
-	if (ino->i_sb->s_magic != OVERLAYFS_SUPER_MAGIC)
+	if (KREAD2(ino, i_sb, s_magic) != OVERLAYFS_SUPER_MAGIC)
 		return ino;
-	struct ovl_inode *oi = btf_cast(container_of(ino, struct ovl_inode, vfs_inode), struct ovl_inode);
-	struct dentry *d = oi->__upperdentry;
-	if (!d) {
-		struct ovl_entry *oe = oi->oe;
-		if (!oe || oe->__numlower == 0)
-			return ino;
-		d = btf_cast(oe, struct ovl_entry)->__lowerstack[0].dentry;
+	struct dentry *d = NULL;
+	if (bpf_core_field_exists(struct ovl_inode___v65, oe)) {
+		struct ovl_inode___v65 *oi =
+			(void *)ino - bpf_core_field_offset(struct ovl_inode___v65, vfs_inode);
+		d = BPF_CORE_READ(oi, __upperdentry);
+		if (!d) {
+			struct ovl_entry *oe = BPF_CORE_READ(oi, oe);
+			if (!oe || BPF_CORE_READ(oe, __numlower) == 0)
+				return ino;
+			d = BPF_CORE_READ(oe, __lowerstack[0].dentry);
+		}
+	} else if (bpf_core_field_exists(struct ovl_inode___v61, lowerpath)) {
+		struct ovl_inode___v61 *oi =
+			(void *)ino - bpf_core_field_offset(struct ovl_inode___v61, vfs_inode);
+		d = BPF_CORE_READ(oi, __upperdentry);
+		if (!d)
+			d = BPF_CORE_READ(oi, lowerpath.dentry);
+	} else {
+		e->flags |= EXEC_EXE_OVERLAY;
+		return ino;
 	}
-	struct inode *r = d ? d->d_inode : 0;
-	return r ? r : ino;
+	struct inode *r = d ? BPF_CORE_READ(d, d_inode) : 0;
+	return r ? btf_cast(r, struct inode) : ino;
+}
+
+/* The inode's change time in its three layouts: i_ctime_sec and
+ * i_ctime_nsec since Linux 6.11 (vmlinux.h's), __i_ctime from 6.6, i_ctime
+ * before. */
+struct inode___v66 {
+	struct timespec64 __i_ctime;
+} __attribute__((preserve_access_index));
+
+struct inode___v61 {
+	struct timespec64 i_ctime;
+} __attribute__((preserve_access_index));
+
+static __always_inline void read_ctime(struct inode *ino, struct exec_event *e)
+{
+	if (bpf_core_field_exists(ino->i_ctime_sec)) {
+		e->exe_ctime_sec = KREAD(ino, i_ctime_sec);
+		e->exe_ctime_nsec = KREAD(ino, i_ctime_nsec);
+	} else if (bpf_core_field_exists(struct inode___v66, __i_ctime)) {
+		struct inode___v66 *i = (void *)ino;
+		e->exe_ctime_sec = BPF_CORE_READ(i, __i_ctime.tv_sec);
+		e->exe_ctime_nsec = BPF_CORE_READ(i, __i_ctime.tv_nsec);
+	} else {
+		struct inode___v61 *i = (void *)ino;
+		e->exe_ctime_sec = BPF_CORE_READ(i, i_ctime.tv_sec);
+		e->exe_ctime_nsec = BPF_CORE_READ(i, i_ctime.tv_nsec);
+	}
 }
 
 static __always_inline __u32 read_exe(struct task_struct *task, struct linux_binprm *bprm,
@@ -133,13 +195,12 @@ static __always_inline __u32 read_exe(struct task_struct *task, struct linux_bin
 		return 0;
 	struct inode *ino = f->f_inode;
 	if (ino)
-		ino = real_inode(ino);
+		ino = real_inode(ino, e);
 	if (ino) {
-		e->exe_ino = ino->i_ino;
-		e->exe_dev = ino->i_sb->s_dev;
-		e->exe_nlink = ino->__i_nlink;
-		e->exe_ctime_sec = ino->i_ctime_sec;
-		e->exe_ctime_nsec = ino->i_ctime_nsec;
+		e->exe_ino = KREAD(ino, i_ino);
+		e->exe_dev = KREAD2(ino, i_sb, s_dev);
+		e->exe_nlink = KREAD(ino, __i_nlink);
+		read_ctime(ino, e);
 	}
 	struct dentry *d = f->f_path.dentry;
 	struct vfsmount *mnt = f->f_path.mnt;

@@ -193,14 +193,33 @@ static __always_inline void fill_header(struct event_header *h, __u32 kind, stru
 	comm[1] = *(__u64 *)&task->comm[8];
 }
 
+/* The collector is built twice from the same source (gen.go): the fast
+ * build for kernels with the bpf_rdonly_cast kfunc (Linux 6.2), and the
+ * compat build (SANDTRAIL_COMPAT) for older ones. Code that follows kernel
+ * pointers reads their fields with KREAD, and makes a pointer it computed
+ * (container_of, an array element, a number kept in a map) a kernel pointer
+ * with btf_cast (KREAD2 reads a field of a field's pointer):
+ * - in the fast build, btf_cast is bpf_rdonly_cast, which makes p a BTF
+ *   pointer whose fields are read with checked loads (a faulting load reads
+ *   zero) instead of bpf_probe_read_kernel calls, which cost several times
+ *   more each; the verifier inlines it, so it costs nothing at run time;
+ * - in the compat build, pointers stay numbers, and KREAD is
+ *   bpf_probe_read_kernel (BPF_CORE_READ): the same record, at a higher
+ *   cost.
+ * HAVE_BTF_CAST says which build this is, for the few places that read a
+ * kernel structure in place (a dentry's short name). */
+#ifdef SANDTRAIL_COMPAT
+#define HAVE_BTF_CAST 0
+#define btf_cast(p, type) ((type *)(p))
+#define KREAD(p, field) BPF_CORE_READ(p, field)
+#define KREAD2(p, a, b) BPF_CORE_READ(p, a, b)
+#else
+#define HAVE_BTF_CAST 1
 extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
-
-/* btf_cast makes p (a pointer read as a number, or a BTF pointer) a BTF
- * pointer of the kernel's type, whose fields the program reads with checked
- * loads (a faulting load reads zero) instead of bpf_probe_read_kernel calls,
- * which cost several times more each. bpf_rdonly_cast is inlined by the
- * verifier: it costs nothing at run time. */
 #define btf_cast(p, type) ((type *)bpf_rdonly_cast((const void *)(p), bpf_core_type_id_kernel(type)))
+#define KREAD(p, field) ((p)->field)
+#define KREAD2(p, a, b) ((p)->a->b)
+#endif
 
 /* task_file returns the struct file of the task's file descriptor fd, or
  * NULL when fd is not open. */
@@ -209,16 +228,16 @@ static __always_inline struct file *task_file(struct task_struct *task, unsigned
 	struct files_struct *files = task->files;
 	if (!files)
 		return NULL;
-	struct fdtable *fdt = files->fdt;
+	struct fdtable *fdt = KREAD(files, fdt);
 	if (!fdt)
 		return NULL;
-	if (fdt->max_fds <= fd)
+	if (KREAD(fdt, max_fds) <= fd)
 		return NULL;
 	/* fds[fd], read as the first member of a struct that starts with a
 	 * struct file pointer (kiocb's ki_filp): a checked load instead of a
 	 * bpf_probe_read_kernel call. */
-	struct file **fds = fdt->fd;
-	return btf_cast(&fds[fd], struct kiocb)->ki_filp;
+	struct file **fds = KREAD(fdt, fd);
+	return KREAD(btf_cast(&fds[fd], struct kiocb), ki_filp);
 }
 
 /* real_mount is the struct mount of a vfsmount. */
@@ -254,13 +273,13 @@ static __always_inline void path_walk_init(struct path_walk *w, struct task_stru
 {
 	struct fs_struct *fs = task->fs;
 	w->dentry = btf_cast(dentry, struct dentry);
-	w->mnt_root = btf_cast(vfsmnt, struct vfsmount)->mnt_root;
+	w->mnt_root = KREAD(btf_cast(vfsmnt, struct vfsmount), mnt_root);
 	w->mnt = real_mount(vfsmnt);
 	w->root_dentry = NULL;
 	w->root_mnt = NULL;
 	if (fs) {
-		w->root_dentry = fs->root.dentry;
-		w->root_mnt = real_mount(fs->root.mnt);
+		w->root_dentry = KREAD(fs, root.dentry);
+		w->root_mnt = real_mount(KREAD(fs, root.mnt));
 	}
 	w->start = off;
 	w->off = off;
@@ -296,16 +315,16 @@ static __always_inline int path_walk_up(struct path_walk *w, struct dentry *pare
 		return PATH_WALK_END;
 	}
 	struct mount *mnt = w->mnt;
-	struct mount *mnt_parent = mnt->mnt_parent;
+	struct mount *mnt_parent = KREAD(mnt, mnt_parent);
 	if (!mnt_parent)
 		return PATH_WALK_END;
 	if (mnt == mnt_parent) {
 		w->done = true;
 		return PATH_WALK_END;
 	}
-	w->dentry = mnt->mnt_mountpoint;
+	w->dentry = KREAD(mnt, mnt_mountpoint);
 	w->mnt = mnt_parent;
-	w->mnt_root = mnt_parent->mnt.mnt_root;
+	w->mnt_root = KREAD(mnt_parent, mnt.mnt_root);
 	return PATH_WALK_MOUNT;
 }
 
@@ -316,17 +335,17 @@ static __always_inline int path_walk_up(struct path_walk *w, struct dentry *pare
 static __always_inline long path_walk_step(struct path_walk *w, char *buf, __u32 mask)
 {
 	struct dentry *dentry = w->dentry;
-	struct dentry *parent = dentry->d_parent;
+	struct dentry *parent = KREAD(dentry, d_parent);
 	int move = path_walk_up(w, parent);
 	if (move != PATH_WALK_NAME)
 		return move == PATH_WALK_END;
 	__u32 off = w->off;
 	if (off - w->start > CWD_MAX - NAME_MAX_LEN || off > mask)
 		return 1;
-	const unsigned char *name = dentry->d_name.name;
-	__u32 len = dentry->d_name.len;
+	const unsigned char *name = KREAD(dentry, d_name.name);
+	__u32 len = KREAD(dentry, d_name.len);
 	long n;
-	if (bpf_core_field_exists(dentry->d_shortname) && len < sizeof(dentry->d_shortname) &&
+	if (HAVE_BTF_CAST && bpf_core_field_exists(dentry->d_shortname) && len < sizeof(dentry->d_shortname) &&
 	    (const void *)name == (const void *)&dentry->d_shortname) {
 		/* A short name is kept in the dentry itself: five plain
 		 * loads instead of a helper call. The NUL is written here,

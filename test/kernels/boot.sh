@@ -13,6 +13,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(mktemp -d)"
 trap 'rm -rf "$root"' EXIT
 
+chmod 755 "$root"
 mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,run,var/lib,root,lib/modules,usr/bin,usr/sbin,usr/local/bin}
 cp /bin/busybox "$root/bin/busybox"
 for a in $("$root/bin/busybox" --list); do
