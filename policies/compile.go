@@ -95,6 +95,9 @@ type compiled struct {
 	uid0   string
 	// seccompAllow are the syscall groups the session filter lets through.
 	seccompAllow []string
+	// require names the kernel collector's capabilities that must be
+	// present (event.Capabilities).
+	require []string
 }
 
 type urlPrefix struct {
@@ -187,6 +190,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.limits = limits(c, &p.Limits)
 	out.uid0 = agentUID0(c, p.AgentUID0)
 	out.seccompAllow = seccompAllow(c, p.Sandbox.Seccomp.Allow)
+	out.require = requireCapabilities(c, p.Require)
 	return out, c
 }
 
@@ -447,6 +451,20 @@ func seccompAllow(c *errs, allow []string) []string {
 			continue
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// requireCapabilities compiles require: names of the kernel collector's
+// capabilities, each one of event.Capabilities.
+func requireCapabilities(c *errs, names []string) []string {
+	var out []string
+	for i, n := range names {
+		if !slices.Contains(event.Capabilities, n) {
+			c.add(fmt.Sprintf("require[%d]", i), "unknown capability %q (want one of %s)", n, strings.Join(event.Capabilities, ", "))
+			continue
+		}
+		out = append(out, n)
 	}
 	return out
 }

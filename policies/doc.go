@@ -27,6 +27,8 @@
 //   - [Engine.Limits], [Engine.ToolIO] and [Engine.AgentUID0]: the session's
 //     resource limits, how much tool I/O to keep, and what to do when the agent
 //     runs as root.
+//   - [Engine.Require]: which of the kernel collector's capabilities
+//     (event.Capabilities) the host must have to start.
 //
 // Trust model: the policy file is trusted configuration owned by root; it is
 // still parsed defensively (size and complexity caps, fuzzed) because a

@@ -700,6 +700,11 @@ func (e *Engine) ToolIO() ToolIO {
 // is refused.
 func (e *Engine) SeccompAllow() []string { return slices.Clone(e.c.seccompAllow) }
 
+// Require returns the kernel collector's capabilities that the policy
+// requires (require), names of event.Capabilities: a host whose kernel
+// lacks one must not start.
+func (e *Engine) Require() []string { return slices.Clone(e.c.require) }
+
 // AgentUID0 decides an agent process running as uid: for uid 0 it flags
 // when agent_uid0 is alert (the default), and allows when it is allow.
 func (e *Engine) AgentUID0(uid uint32) Decision {

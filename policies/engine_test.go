@@ -406,6 +406,33 @@ func TestSeccompAllow(t *testing.T) {
 	}
 }
 
+func TestRequire(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		want   []string
+	}{
+		{name: "default requires nothing more", policy: "", want: nil},
+		{name: "two", policy: "require: [unix_enforce, clone3_kill]\n", want: []string{"unix_enforce", "clone3_kill"}},
+		{name: "a required one", policy: "require: [btf]\n", want: []string{"btf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newTestEngine(t, tt.policy).Require(); !slices.Equal(got, tt.want) {
+				t.Errorf("Require() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := Default().Require; len(got) != 0 {
+		t.Errorf("Default().Require = %q, want empty", got)
+	}
+	_, err := Parse("p.yaml", []byte("require:\n  - unix_enforce\n  - unix_enforc\n"))
+	want := `p.yaml:3: require[1]: unknown capability "unix_enforc" (want one of ` + strings.Join(event.Capabilities, ", ") + ")"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse(require unix_enforc) = %v, want %s", err, want)
+	}
+}
+
 func TestToolIO(t *testing.T) {
 	r := "age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh2"
 	e := newTestEngine(t, "tool_io:\n  verbosity: full\n  recipients: ["+r+"]\n")

@@ -43,6 +43,11 @@ type Policy struct {
 	AgentUID0 string `mapstructure:"agent_uid0" yaml:"agent_uid0" json:"agent_uid0"`
 	// Sandbox relaxes the hardening of the session's processes.
 	Sandbox Sandbox `mapstructure:"sandbox" yaml:"sandbox" json:"sandbox"`
+	// Require names capabilities of the kernel collector (the names of
+	// event.Capabilities: unix_enforce, clone3_kill, ...) that must be
+	// present: a host whose kernel lacks one does not start. Empty (the
+	// default) requires only what the collector cannot start without.
+	Require []string `mapstructure:"require" yaml:"require" json:"require"`
 }
 
 // Sandbox is the hardening of the session's processes.
