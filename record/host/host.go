@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/queue"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
 
@@ -37,7 +39,9 @@ import (
 // collector's events through a forwarding goroutine, the session manager's
 // through its emit function. The collector's OOM handler names the victim
 // to the manager. Each session's cgroup is watched by the collector from
-// before its main process starts until after its cleanup.
+// before its main process starts until after its cleanup. At start the host
+// logs what the collector does without on this kernel, and fails when the
+// policy requires a capability that the kernel lacks (require).
 type Host struct {
 	cfg  *Config
 	log  hclog.Logger
@@ -53,6 +57,8 @@ type Host struct {
 	mir  *Mirror        // nil without a mirror
 	apt  *broker.Broker // nil without the apt broker
 
+	// opened is the journal's size when the host opened it.
+	opened uint64
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
 	dnsSender bool
@@ -89,6 +95,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if h.j, err = OpenJournal(cfg, log); err != nil {
 		return nil, err
 	}
+	h.opened = h.j.Size()
 	// The package view's rules (shim_mirror_mismatch, shim_bypass) see
 	// every event once it is journaled, with its seq; their alerts go
 	// back through the queue.
@@ -126,6 +133,9 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 			h.q.Emit(e)
 		}
 	}()
+	if err := h.checkKernel(pol.Require()); err != nil {
+		return h, err
+	}
 	if o.Mirror != "" {
 		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, log); err != nil {
 			return h, err
@@ -148,6 +158,45 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 		}()
 	}
 	return h, nil
+}
+
+// checkKernel logs what the running collector does without and fails when
+// the policy requires a capability that the kernel lacks (require).
+func (h *Host) checkKernel(require []string) error {
+	k := h.col.Kernel()
+	if k == nil {
+		return nil
+	}
+	logWithout(h.log, k)
+	return unmetRequirements(k, require)
+}
+
+// logWithout logs each capability that the kernel collector does without on
+// the kernel k, one line each, with what it does instead.
+func logWithout(log hclog.Logger, k *event.Kernel) {
+	for _, c := range k.Capabilities {
+		if !c.Have {
+			log.Info("kernel collector runs without a capability", "capability", c.Name, "detail", c.Detail,
+				"since", c.Since, "release", k.Release)
+		}
+	}
+}
+
+// unmetRequirements returns the error a host fails with when the kernel k
+// lacks a capability that require (the policy's) names: one line that says
+// why each is needed and from which Linux release it is there, "policy
+// requires unix_enforce: ... (Linux 6.7+; this kernel is 6.1.0-50-cloud-amd64)".
+// It returns nil when k has them all.
+func unmetRequirements(k *event.Kernel, require []string) error {
+	missing := k.Missing(require)
+	if len(missing) == 0 {
+		return nil
+	}
+	why := make([]string, len(missing))
+	for i, n := range missing {
+		why[i] = render.Requirement(k, n)
+	}
+	return fmt.Errorf("policy requires %s", strings.Join(why, "; and "))
 }
 
 // openDataDir lets session users reach their workdirs: it adds search
@@ -350,6 +399,11 @@ func (h *Host) mirrorURL() string {
 
 // JournalSize is the journal's size.
 func (h *Host) JournalSize() uint64 { return h.j.Size() }
+
+// Opened is the journal's size when the host opened it: everything this
+// host journals, its collector's collector.capabilities among it, has a
+// seq at or after Opened.
+func (h *Host) Opened() uint64 { return h.opened }
 
 // Session returns the manager's session with the id.
 func (h *Host) Session(id string) (*session.Session, bool) { return h.mgr.Get(id) }
