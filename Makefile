@@ -39,6 +39,11 @@ test: deps lint ## Install what the tests need, then run every test (unit and en
 e2e: deps ## Run only the end-to-end tests under test/
 	$(GO) test $(GOTESTFLAGS) ./test/...
 
+.PHONY: kernels
+kernels: ## Boot Debian's 5.10, 6.1 and 6.12 cloud kernels under qemu and check a recorded session on each (root); see docs/kernels.md
+	scripts/deps.sh kernels
+	$(GO) test $(GOTESTFLAGS) -run TestKernelMatrix -v ./test/kernels/
+
 .PHONY: bench
 bench: ## Run the benchmarks (test/bench) and print their results; see docs/benchmarks.md
 	scripts/deps.sh bench

@@ -141,7 +141,7 @@ var capabilityProbes = []capabilityProbe{
 		},
 		without: "unix-socket enforcement needs the cgroup unix hooks; recording connects and sends from syscalls instead, and egress.unix refuses nothing"},
 	{name: event.CapClone3Kill, since: "6.13",
-		have: func(k *kernelFacts) (bool, string) { return k.kfunc("bpf_send_signal_task"), "" },
+		have:    func(k *kernelFacts) (bool, string) { return k.kfunc("bpf_send_signal_task"), "" },
 		without: "a clone3 child made in a new user namespace is recorded (process.denied clone3_alive), not killed; clone and unshare are still refused by seccomp"},
 	{name: event.CapOverlayInode, since: "5.11",
 		have: func(k *kernelFacts) (bool, string) {

@@ -290,6 +290,13 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 		e.Proc.AUID = event.U32(r.Auid)
 	}
 	d.exe = exeID{dev: e.Proc.ExeDev, ino: r.ExeIno, ctimeSec: r.ExeCtimeSec, ctimeNsec: r.ExeCtimeNsec &^ ctimeQueried}
+	if flags&processExecFlagsEXEC_EXE_OVERLAY != 0 {
+		// The kernel could not name the real file behind the overlay.
+		if id, ok := overlayExe(e.Proc.Pid); ok {
+			d.exe = id
+			e.Proc.ExeDev, e.Proc.ExeIno = id.dev, id.ino
+		}
+	}
 	return e, nil, nil
 }
 

@@ -210,6 +210,18 @@ func overlaid(f *os.File, st *unix.Stat_t, id exeID) bool {
 	return got == id
 }
 
+// overlayExe returns the identity of the file process pid executed from an
+// overlay, as stat of /proc/PID/exe shows it (ovl_getattr: the real
+// layer's inode number and change time), for a kernel whose BTF does not
+// describe the overlay's inode. It fails when the process has exited.
+func overlayExe(pid int32) (exeID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st); err != nil {
+		return exeID{}, false
+	}
+	return idOf(&st), true
+}
+
 // openByPath opens the file at path for reading when it is the file id.
 // The path is the agent's to change, so it is first opened with O_PATH,
 // which opens nothing (a FIFO would block, a device could act), and only the

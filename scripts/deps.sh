@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # deps.sh installs the Debian packages a make target needs, once.
-# Usage: scripts/deps.sh test|bench|generate
+# Usage: scripts/deps.sh test|kernels|bench|generate
 set -euo pipefail
 
 need=()
 want() { # want CMD PACKAGE: install PACKAGE unless CMD is on PATH
 	command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+
+# kernels: what the kernel matrix (test/kernels) needs: qemu, a static
+# busybox for the initramfs, cpio, and xz for trixie's compressed modules.
+kernels() {
+	want qemu-system-x86_64 qemu-system-x86
+	dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+	want cpio cpio
+	want xz xz-utils
 }
 
 case "${1:-test}" in
@@ -21,6 +30,10 @@ test)
 	want gpgv gpgv
 	# The deb mirror checks Debian's archive against this keyring.
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+	kernels
+	;;
+kernels)
+	kernels
 	;;
 bench)
 	want hyperfine hyperfine
@@ -35,7 +48,7 @@ generate)
 	[ -e /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
 *)
-	echo "usage: $0 test|bench|generate" >&2
+	echo "usage: $0 test|kernels|bench|generate" >&2
 	exit 2
 	;;
 esac
