@@ -20,7 +20,9 @@ import (
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
@@ -77,7 +79,9 @@ event naming the syscall. The policy lets a group through by name:
 When CMD exits (or a limit, the timeout or a signal to run ends the session)
 run terminates the session with the reason, cleans it up as --keep says, and
 prints a summary on stderr: the session id, the reason, the exit status, the
-duration, the events by category, alerts, limit hits, losses, and whether the
+duration, the events by category, alerts, limit hits, losses, the kernel
+capabilities the collector ran without (a "kernel" line naming them, when
+there are any), and whether the
 journal verifies from the newest signed checkpoint before the session to its
 end (so its cost is what the session added; "sandtrail verify" checks the
 whole journal). It exits with CMD's exit status (128+signal when a signal
@@ -251,15 +255,20 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 // process, prints the summary and returns an exitError with CMD's status.
 func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request, format string, stderr io.Writer) error {
 	res, err := control.Run(ctx, cfg.ControlSocket(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
-	hosted := "daemon"
+	hosted := hostedByDaemon
+	var opened uint64
 	if errors.Is(err, control.ErrNoDaemon) {
-		hosted = "this process"
-		res, err = runHosted(ctx, cfg, log, req)
+		hosted = hostedHere
+		res, opened, err = runHosted(ctx, cfg, log, req)
 	}
 	if res == nil {
 		return err
 	}
-	sum := summarize(cfg, res, hosted)
+	kernelFrom := res.From
+	if hosted == hostedHere {
+		kernelFrom = opened
+	}
+	sum := summarize(ctx, cfg, res, hosted, kernelFrom)
 	if err != nil {
 		sum.Errors = append(sum.Errors, err.Error())
 	}
@@ -278,22 +287,30 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Requ
 	return &exitError{code: code, err: errors.New("")}
 }
 
+// The hosts of a session, as run's summary names them.
+const (
+	hostedByDaemon = "daemon"
+	hostedHere     = "this process"
+)
+
 // runHosted hosts the session in this process: journal, queue, session
-// manager, collector and ingest socket.
-func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request) (*launch.Result, error) {
+// manager, collector and ingest socket. It also returns the journal's size
+// when the host opened it (host.Opened), from which on its collector's
+// collector.capabilities is journaled.
+func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request) (*launch.Result, uint64, error) {
 	if _, err := launch.LookupAccount(req.User); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	h, err := host.Start(cfg, log, host.Options{Ingest: true, IngestOptional: true, Mirror: "127.0.0.1:0"})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 	res, err := launch.Run(ctx, h, req, stdio, nil)
 	// Close delivers the collector's last records and drains the queue;
 	// the journal signs a final checkpoint.
 	cerr := h.Close()
-	return res, errors.Join(err, cerr)
+	return res, h.Opened(), errors.Join(err, cerr)
 }
 
 // runSummary is what run prints when the session has ended.
@@ -318,6 +335,9 @@ type runSummary struct {
 	Snapshot     string         `json:"snapshot_sha256,omitempty"`
 	Journal      journalSummary `json:"journal"`
 	Errors       []string       `json:"errors,omitempty"`
+	// Kernel is what the kernel collector of the session's host could see
+	// and enforce (its newest collector.capabilities), when it is known.
+	Kernel *event.Kernel `json:"kernel,omitempty"`
 }
 
 type journalSummary struct {
@@ -333,16 +353,26 @@ type journalSummary struct {
 
 // summarize reads the session's events back from the journal (from the
 // seq the session began at) and verifies the journal from the newest
-// checkpoint before that seq (journal.VerifyFrom).
-func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
+// checkpoint before that seq (journal.VerifyFrom). The host's kernel
+// capabilities are the newest collector.capabilities from kernelFrom on
+// (the session's own start, or where a host in this process opened the
+// journal); a daemon's, journaled when it started, come from the index.
+func summarize(ctx context.Context, cfg *Config, res *launch.Result, hosted string, kernelFrom uint64) *runSummary {
 	d := res.Ended.Sub(res.Started)
 	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
 		StartError: res.StartErr, Duration: d.Round(time.Millisecond).String(), DurationMS: d.Milliseconds(),
 		ByCategory: map[string]uint64{}, Alerts: []string{}, Limits: []string{}, Workdir: res.Workdir, Keep: res.Keep,
 		Journal: journalSummary{Dir: cfg.JournalDir()}}
-	err := journal.Scan(cfg.JournalDir(), res.From, func(_ uint64, raw []byte) error {
+	err := journal.Scan(cfg.JournalDir(), min(kernelFrom, res.From), func(seq uint64, raw []byte) error {
 		e, err := event.Unmarshal(raw)
 		if err != nil {
+			return nil
+		}
+		if e.Kind == event.KindCapabilities && e.Kernel != nil {
+			sum.Kernel = e.Kernel
+			return nil
+		}
+		if seq < res.From {
 			return nil
 		}
 		if e.SessionID != res.SessionID && !(e.SessionID == "" && e.Loss != nil) {
@@ -367,6 +397,11 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 	if err != nil {
 		sum.Errors = append(sum.Errors, "reading the journal: "+err.Error())
 	}
+	if sum.Kernel == nil && hosted == hostedByDaemon {
+		if sum.Kernel, err = newestKernel(ctx, cfg, res.From); err != nil {
+			sum.Errors = append(sum.Errors, "reading the daemon's kernel capabilities: "+err.Error())
+		}
+	}
 	vs, err := loadVerifiers(cfg, nil)
 	if err != nil {
 		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
@@ -384,6 +419,29 @@ func summarize(cfg *Config, res *launch.Result, hosted string) *runSummary {
 		sum.Journal.Error = err.Error()
 	}
 	return sum
+}
+
+// newestKernel returns the payload of the newest collector.capabilities
+// journaled before seq before, from the index (which the daemon keeps
+// current), or nil when there is none.
+func newestKernel(ctx context.Context, cfg *Config, before uint64) (*event.Kernel, error) {
+	ix, err := openIndex(ctx, cfg, hclog.NewNullLogger())
+	if err != nil {
+		return nil, err
+	}
+	defer ix.Close()
+	var k *event.Kernel
+	var newest uint64
+	err = ix.Each(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindCapabilities}}}, func(h index.Hit) error {
+		if h.Seq >= before || (k != nil && h.Seq < newest) {
+			return nil
+		}
+		if e, err := event.Unmarshal(h.Raw); err == nil && e.Kernel != nil {
+			k, newest = e.Kernel, h.Seq
+		}
+		return nil
+	})
+	return k, err
 }
 
 func (s *runSummary) writeText(w io.Writer) {
@@ -412,6 +470,9 @@ func (s *runSummary) writeText(w io.Writer) {
 	}
 	if s.LostHostWide > 0 {
 		fmt.Fprintf(w, "  lost      %d events host-wide while it ran, whose session is not known\n", s.LostHostWide)
+	}
+	if k := render.KernelWithout(s.Kernel); k != "" {
+		fmt.Fprintf(w, "  kernel    %s\n", k)
 	}
 	ws := s.Keep + " at " + s.Workdir
 	if s.Snapshot != "" {

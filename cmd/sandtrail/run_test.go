@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -142,4 +143,87 @@ func TestTimeline(t *testing.T) {
 func jsonDecode(conn net.Conn, v any) error {
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	return json.NewDecoder(conn).Decode(v)
+}
+
+// summaryKernel returns a kernel with every capability of
+// event.Capabilities (the first five required), without those named.
+func summaryKernel(release string, without ...string) *event.Kernel {
+	k := &event.Kernel{Release: release}
+	for i, n := range event.Capabilities {
+		k.Capabilities = append(k.Capabilities, event.Capability{Name: n, Have: !slices.Contains(without, n), Required: i < 5})
+	}
+	return k
+}
+
+// TestRunSummaryKernel: run's summary names what the session's host's
+// kernel collector ran without, from its newest collector.capabilities: in
+// the journal from where a host in this process opened it, or, for a
+// daemon's session, from the index; and says nothing when nothing is
+// missing. The capabilities event is not counted among the session's.
+func TestRunSummaryKernel(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	caps := func(at int, k *event.Kernel) *event.Event {
+		return &event.Event{V: event.SchemaVersion, TS: t0.Add(time.Duration(at) * time.Second), Kind: event.KindCapabilities,
+			Source: event.SourceKernel, Kernel: k}
+	}
+	exec := func(at int) *event.Event {
+		return &event.Event{V: event.SchemaVersion, TS: t0.Add(time.Duration(at) * time.Second), SessionID: "S", Kind: event.KindExec,
+			Source: event.SourceKernel, Proc: &event.Proc{Pid: 10, Argv: []string{"true"}}}
+	}
+	older := summaryKernel("6.1.0-49-cloud-amd64", event.CapBTFCast)
+	daemons := summaryKernel("6.1.0-50-cloud-amd64", event.CapUnixEnforce, event.CapClone3Kill)
+	later := summaryKernel("6.12.0", event.CapClone3Kill)
+	tests := []struct {
+		name       string
+		evs        []*event.Event
+		from       uint64 // the session's first seq
+		hosted     string
+		kernelFrom uint64
+		want       string // the kernel line, "" for none
+	}{
+		{"this process: its own host's, before the session", []*event.Event{caps(0, older), caps(1, daemons), exec(2)}, 2, hostedHere, 1,
+			"  kernel    6.1.0-50-cloud-amd64: without unix_enforce, clone3_kill\n"},
+		{"this process: nothing before where it opened the journal", []*event.Event{caps(0, older), exec(2)}, 1, hostedHere, 1, ""},
+		{"daemon: the newest before the session, from the index", []*event.Event{caps(0, older), caps(1, daemons), exec(2)}, 2, hostedByDaemon, 2,
+			"  kernel    6.1.0-50-cloud-amd64: without unix_enforce, clone3_kill\n"},
+		{"daemon: one journaled during the session wins", []*event.Event{caps(0, daemons), exec(1), caps(2, later), exec(3)}, 1, hostedByDaemon, 1,
+			"  kernel    6.12.0: without clone3_kill\n"},
+		{"nothing missing", []*event.Event{caps(0, summaryKernel("6.18.0")), exec(1)}, 1, hostedByDaemon, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := t.TempDir()
+			queryFixture(t, data, tt.evs)
+			cfg := &Config{DataDir: data, KeyFile: data + "/test.key"}
+			res := &launch.Result{SessionID: "S", Reason: "normal", Started: t0, Ended: t0.Add(time.Second), From: tt.from}
+			sum := summarize(t.Context(), cfg, res, tt.hosted, tt.kernelFrom)
+			var b strings.Builder
+			sum.writeText(&b)
+			var line string
+			for _, l := range strings.SplitAfter(b.String(), "\n") {
+				if strings.HasPrefix(l, "  kernel ") {
+					line += l
+				}
+			}
+			if line != tt.want {
+				t.Errorf("kernel line = %q, want %q; summary:\n%s", line, tt.want, b.String())
+			}
+			if got := sum.ByCategory["collector"]; got != 0 {
+				t.Errorf("summary counts %d collector events of the session, want 0", got)
+			}
+			var j struct {
+				Kernel *event.Kernel `json:"kernel"`
+			}
+			var jb strings.Builder
+			if err := writeJSON(&jb, sum); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(jb.String()), &j); err != nil {
+				t.Fatal(err)
+			}
+			if (j.Kernel == nil) != (sum.Kernel == nil) || j.Kernel != nil && j.Kernel.Release != sum.Kernel.Release {
+				t.Errorf("JSON kernel = %+v, want %+v", j.Kernel, sum.Kernel)
+			}
+		})
+	}
 }
