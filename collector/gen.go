@@ -9,6 +9,7 @@ package collector
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type net_event -type net_addr -type egress_config -type dns_target -type dns_sender -type dns_orig -type net_op -type net_verdict -type net_flags -type cidr_flags -type port_flags -type domain_class -type unix_key -type unix_allow_val -type unix_event -type socket_event net bpf/net.c -- -I./bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type file_event -type file_key -type file_sys -type file_op -type file_part -type file_record_flags -type file_verdict -type file_config -type file_reads file bpf/file.c -- -I./bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 unix bpf/unix.c -- -I./bpf
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 unixsys bpf/unixsys.c -- -I./bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type net_rate -type rate_bucket -type rate_dir_index rate bpf/rate.c -- -I./bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type deny_event -type deny_cookie deny bpf/deny.c -- -I./bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -DSANDTRAIL_COMPAT" -target amd64,arm64 processCompat bpf/process.c -- -I./bpf

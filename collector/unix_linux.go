@@ -13,33 +13,50 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// unixCollector is the unix-socket part (bpf/unix.c): the cgroup hooks
-// that record and enforce unix connects and addressed sends. Their attach
-// types are Linux 6.7's; on an older kernel the part loads nothing, and the
-// collector's capabilities say unix_enforce is missing.
+// unixCollector is the unix-socket part. Where the kernel has the cgroup
+// unix-socket hooks (Linux 6.7) it loads bpf/unix.c, which records and
+// enforces unix connects and addressed sends; elsewhere bpf/unixsys.c,
+// which records the same from the exits of connect, sendto and sendmsg and
+// refuses nothing (the collector's capabilities say unix_enforce is
+// missing).
 type unixCollector struct {
 	objs   unixObjects
+	sys    unixsysObjects
 	loaded bool
+	// enforce is set when the hooks (objs) are loaded, else sys is.
+	enforce bool
 }
 
+// The syscalls unixsys.c records, by tracepoint, with its enum unix_sys as
+// the cookie.
+var unixSyscalls = []struct {
+	tp     string
+	cookie uint64
+}{{"sys_exit_connect", 0}, {"sys_exit_sendto", 1}, {"sys_exit_sendmsg", 2}}
+
 func (u *unixCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
-	if !has(c.kernel, event.CapUnixEnforce) {
-		return nil
+	u.enforce = has(c.kernel, event.CapUnixEnforce)
+	load, objs, name := loadUnixsys, any(&u.sys), "unixsys"
+	if u.enforce {
+		load, objs, name = loadUnix, any(&u.objs), "unix"
 	}
-	spec, err := loadUnix()
+	spec, err := load()
 	if err != nil {
-		return fmt.Errorf("loading unix bpf spec: %w", err)
+		return fmt.Errorf("loading %s bpf spec: %w", name, err)
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{unixMapEgressConf: c.net.objs.EgressConf}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	if u.enforce {
+		opts.MapReplacements[unixMapEgressConf] = c.net.objs.EgressConf
+	}
 	for name, m := range shared.MapReplacements {
 		opts.MapReplacements[name] = m
 		if ms, ok := spec.Maps[name]; ok {
 			ms.MaxEntries = m.MaxEntries()
 		}
 	}
-	if err := spec.LoadAndAssign(&u.objs, opts); err != nil {
+	if err := spec.LoadAndAssign(objs, opts); err != nil {
 		c.verifierError(err)
-		return fmt.Errorf("loading unix bpf objects: %w", err)
+		return fmt.Errorf("loading %s bpf objects: %w", name, err)
 	}
 	u.loaded = true
 	if eg := c.opts.egress; eg != nil {
@@ -50,6 +67,16 @@ func (u *unixCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 
 func (u *unixCollector) attach(c *Collector) error {
 	if !u.loaded {
+		return nil
+	}
+	if !u.enforce {
+		for _, sc := range unixSyscalls {
+			l, err := link.Tracepoint("syscalls", sc.tp, u.sys.UnixSysExit, &link.TracepointOptions{Cookie: sc.cookie})
+			if err != nil {
+				return fmt.Errorf("%w: attaching tracepoint syscalls/%s: %v", ErrNotSupported, sc.tp, err)
+			}
+			c.links = append(c.links, l)
+		}
 		return nil
 	}
 	dir, err := cgroupAttach(c.opts.hostWide)
@@ -73,8 +100,11 @@ func (u *unixCollector) attach(c *Collector) error {
 }
 
 func (u *unixCollector) programs() []progKind {
-	if !u.loaded {
+	switch {
+	case !u.loaded:
 		return nil
+	case !u.enforce:
+		return []progKind{{u.sys.UnixSysExit, processEventKindKIND_NET_UNIX}}
 	}
 	return []progKind{
 		{u.objs.NetConnectUnix, processEventKindKIND_NET_UNIX},
@@ -87,6 +117,7 @@ func (u *unixCollector) counters() []*lossCounter { return nil }
 func (u *unixCollector) close() {
 	if u.loaded {
 		u.objs.Close()
+		u.sys.Close()
 		u.loaded = false
 	}
 }
@@ -112,7 +143,7 @@ func unixKey(cgroup uint64, e egress.UnixEntry) (netUnixKey, netUnixAllowVal) {
 // allowlist for cgroup, and returns the keys it wrote.
 // Without the unix hooks nothing is enforced, and it writes nothing.
 func (u *unixCollector) allowUnix(cgroup uint64, addrs []string) ([]netUnixKey, error) {
-	if !u.loaded {
+	if !u.loaded || !u.enforce {
 		return nil, nil
 	}
 	var keys []netUnixKey

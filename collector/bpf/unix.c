@@ -10,6 +10,7 @@
  *  - cgroup/connect_unix, sendmsg_unix: net.connect and net.send of unix
  *    sockets (KIND_NET_UNIX) with the egress.unix allowlist enforced.
  *
+ * unixsys.c records the same from syscalls where these hooks are missing.
  * The ring buffer, the drop counters, the watched table and the settings are
  * process.c's (shared.h), and egress_conf is net.c's.
  */
@@ -20,9 +21,7 @@
 #include "common.h"
 #include "shared.h"
 #include "net.h"
-
-#define UNIX_PATH_MAX 108
-#define SUN_PATH_OFF 2 /* offsetof(struct sockaddr_un, sun_path) */
+#include "unix.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -38,36 +37,6 @@ struct {
 	__type(value, struct unix_allow_val);
 } unix_allow SEC(".maps");
 
-/* Scratch space for one unix record and its lookup key, per CPU (they do
- * not fit on the stack together with the helpers' frames). */
-struct unix_scratch {
-	struct unix_event e;
-	struct unix_key k;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct unix_scratch);
-} unix_scratch SEC(".maps");
-
-/* Unix sends already recorded, by socket, verdict and destination: repeats
- * are counted as sends are (sock_addr). */
-struct unix_send_key {
-	__u64 cookie;
-	__u32 verdict;
-	__u32 len;
-	__u8 name[UNIX_NAME_MAX];
-	__u8 _pad[3];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct unix_send_key);
-	__type(value, __u64);
-} unix_sends SEC(".maps");
 
 
 /* unix_allowed reports whether k (whose data after the cgroup holds the
@@ -95,22 +64,7 @@ static __always_inline bool unix_name(struct bpf_sock_addr *ctx, struct unix_scr
 	__builtin_memset(s->e.name, 0, sizeof(s->e.name));
 	if (bpf_probe_read_kernel(s->e.name, len & 127, path))
 		return false;
-	if (s->e.name[0] != 0) {
-		/* A pathname ends at its first NUL. */
-		for (__u32 i = 0; i < UNIX_PATH_MAX; i++) {
-			if (i >= len)
-				break;
-			if (s->e.name[i] == 0) {
-				len = i;
-				break;
-			}
-		}
-		for (__u32 i = 0; i < UNIX_NAME_MAX; i++)
-			if (i >= len)
-				s->e.name[i] = 0;
-	}
-	s->e.len = len;
-	__builtin_memcpy(&s->k.data[8], s->e.name, UNIX_NAME_MAX);
+	unix_name_end(s, len);
 	return true;
 }
 
@@ -147,7 +101,6 @@ static __always_inline int unix_addr(struct bpf_sock_addr *ctx, __u8 op)
 	e->op = op;
 	e->sock_type = ctx->type;
 	e->cookie = bpf_get_socket_cookie(ctx);
-	e->count = 1;
 	e->verdict = NET_ALLOW;
 	struct egress_config *cf = bpf_map_lookup_elem(&egress_conf, &zero);
 	bool named = unix_name(ctx, s);
@@ -160,24 +113,7 @@ static __always_inline int unix_addr(struct bpf_sock_addr *ctx, __u8 op)
 			e->verdict = cf->unix_def;
 	}
 	__u8 verdict = e->verdict;
-	if (op == NET_OP_SEND) {
-		struct unix_send_key k = {.cookie = e->cookie, .verdict = verdict, .len = e->len};
-		__builtin_memcpy(k.name, e->name, UNIX_NAME_MAX);
-		__u64 *n = bpf_map_lookup_elem(&unix_sends, &k);
-		if (n) {
-			__u64 c = __sync_fetch_and_add(n, 1) + 1;
-			if (c & (c - 1))
-				return verdict == NET_BLOCK ? 0 : 1;
-			e->count = c / 2;
-		} else {
-			__u64 one = 1;
-			bpf_map_update_elem(&unix_sends, &k, &one, BPF_ANY);
-		}
-	}
-	fill_header(&e->hdr, KIND_NET_UNIX, task);
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup()))
-		count_drop(KIND_NET_UNIX, e->hdr.watched);
+	unix_submit(task, e);
 	return verdict == NET_BLOCK ? 0 : 1;
 }
 

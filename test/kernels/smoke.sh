@@ -1,7 +1,8 @@
 #!/bin/sh
 # smoke.sh runs in a kernel-matrix boot (init): sandtrail doctor, then a
 # recorded session as nobody that execs, forks and exits, reads a sensitive
-# file, writes one, connects, looks a name up and hits its pids limit; then
+# file, writes one, connects (TCP, UDP and to a unix socket), looks a name
+# up and hits its pids limit; then
 # the record is queried and verified. Every result is a line of the form
 # "kernels: NAME VALUE..." on the console, which the host's test reads.
 say() { echo "kernels: $*"; }
@@ -19,8 +20,10 @@ sandtrail run --user nobody --pids 8 -- sh -c '
 	echo recorded >out.txt
 	nc -w1 127.0.0.1 9 </dev/null 2>/dev/null
 	nslookup smoke.example 127.0.0.1 >/dev/null 2>&1
+	logger -t smoke unix 2>/dev/null
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 2 & done 2>/dev/null
 	wait
+	exit 0
 ' >/tmp/run.out 2>/tmp/run.err
 say run-exit $?
 say run-stderr "$(grep -v '^\s*$' /tmp/run.err | grep -v '\[WARN\]' | tr '\n' '|')"
@@ -41,6 +44,7 @@ count file.read --path /etc/shadow
 count file.create --path '/var/lib/sandtrail/**/out.txt'
 count net.connect
 count net.dns
+say count unix-connect "= $(sandtrail query --kind net.connect --format jsonl 2>/dev/null | grep -c '"proto":"unix"')"
 count limit.hit
 sandtrail query --kind collector.capabilities --format jsonl 2>/dev/null | head -1 | sed 's/^/kernels: capabilities-json /'
 sandtrail verify >/tmp/verify.out 2>&1
