@@ -137,6 +137,7 @@ func (n *netCollector) attach(c *Collector) error {
 		if err != nil {
 			if h.optional {
 				c.log.Warn("socket hook not attached", "attach", h.typ, "error", err)
+				set(c.kernel, event.CapGetpeername, false, fmt.Sprintf("attaching %s: %v", h.typ, err))
 				continue
 			}
 			return fmt.Errorf("%w: attaching %s to cgroup %s: %v", ErrNotSupported, h.typ, dir, err)

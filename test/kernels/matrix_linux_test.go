@@ -217,6 +217,12 @@ func checkRecords(t *testing.T, r *bootResult) {
 			t.Errorf("%s: %d recorded, want at least %d", kind, got[kind], n)
 		}
 	}
+	// The exec of a copy of busybox in the session's /tmp (an overlay)
+	// names the inode that stat shows there, in the kernel or from
+	// /proc/PID/exe.
+	if f := strings.Fields(r.value("overlay-ino")); len(f) != 2 || f[0] != f[1] {
+		t.Errorf("exec from the private /tmp: stat's inode and the recorded exe_ino differ: %q", r.value("overlay-ino"))
+	}
 	if r.value("verify-exit") != "0" {
 		t.Errorf("verify exited %s, want 0", r.value("verify-exit"))
 	}

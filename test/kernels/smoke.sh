@@ -21,6 +21,7 @@ sandtrail run --user nobody --pids 8 -- sh -c '
 	nc -w1 127.0.0.1 9 </dev/null 2>/dev/null
 	nslookup smoke.example 127.0.0.1 >/dev/null 2>&1
 	logger -t smoke unix 2>/dev/null
+	cp /bin/busybox /tmp/true && /tmp/true && stat -c %i /tmp/true >ino.txt
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 2 & done 2>/dev/null
 	wait
 	exit 0
@@ -46,6 +47,10 @@ count net.connect
 count net.dns
 say count unix-connect "= $(sandtrail query --kind net.connect --format jsonl 2>/dev/null | grep -c '"proto":"unix"')"
 count limit.hit
+# An exec from the private /tmp (an overlay) names the file stat shows.
+work="$(ls -d /var/lib/sandtrail/sessions/*/work | head -1)"
+got="$(sandtrail query --kind process.exec --format jsonl 2>/dev/null | grep '"exe":"/tmp/true"' | sed -n 's/.*"exe_ino":\([0-9]*\).*/\1/p' | head -1)"
+say overlay-ino "$(cat "$work/ino.txt" 2>/dev/null) ${got:-none}"
 sandtrail query --kind collector.capabilities --format jsonl 2>/dev/null | head -1 | sed 's/^/kernels: capabilities-json /'
 sandtrail verify >/tmp/verify.out 2>&1
 say verify-exit $?
