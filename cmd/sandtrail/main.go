@@ -29,6 +29,7 @@ var commands = []func(*globals) *cobra.Command{
 	newProveCmd,
 	newReindexCmd,
 	newPolicyCmd,
+	newDoctorCmd,
 	newEmitCmd,
 	newKeysCmd,
 }

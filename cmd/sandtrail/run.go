@@ -81,7 +81,7 @@ run terminates the session with the reason, cleans it up as --keep says, and
 prints a summary on stderr: the session id, the reason, the exit status, the
 duration, the events by category, alerts, limit hits, losses, the kernel
 capabilities the collector ran without (a "kernel" line naming them, when
-there are any), and whether the
+there are any; "sandtrail doctor" says what each is for), and whether the
 journal verifies from the newest signed checkpoint before the session to its
 end (so its cost is what the session added; "sandtrail verify" checks the
 whole journal). It exits with CMD's exit status (128+signal when a signal

@@ -12,8 +12,9 @@ import (
 // This file describes a kernel collector's capabilities (event.Kernel, the
 // payload of collector.capabilities) for people: the one line that names
 // what it runs without, which run's summary, doctor and the event's own
-// summary share, why a required capability stops it, and the nearest
-// configuration in which it runs.
+// summary share (KernelWithout, KernelLine), why a required capability
+// stops it (Requirement), and the nearest configuration in which it runs
+// (Unmet, Nearest).
 
 // KernelWithout names what the kernel collector runs without on the kernel
 // k describes, in one line: "6.1.0-50-cloud-amd64: without unix_enforce,
@@ -34,9 +35,9 @@ func KernelWithout(k *event.Kernel) string {
 	return Clean(k.Release, 80) + ": without " + strings.Join(without, ", ")
 }
 
-// kernelSummary is KernelWithout, or for a kernel that lacks nothing its
-// release and "every capability".
-func kernelSummary(k *event.Kernel) string {
+// KernelLine is KernelWithout, or for a kernel that lacks nothing its
+// release and "every capability": "6.18.0: every capability".
+func KernelLine(k *event.Kernel) string {
 	if s := KernelWithout(k); s != "" {
 		return s
 	}

@@ -1,9 +1,10 @@
 // Package render describes events for people: one line of a table for an
 // event (Summary), a lifecycle, limit, loss or alert step (Step), a limit
 // hit (Limit), a command line (ShellJoin), and a kernel collector's
-// capabilities (KernelWithout, Requirement, Nearest). Every string that
-// came from the record is untrusted (an agent chose it) and goes through
-// Clean, which keeps a line one line and escape sequences inert.
+// capabilities (KernelWithout, KernelLine, Requirement, Nearest). Every
+// string that came from the record is untrusted (an agent chose it) and
+// goes through Clean, which keeps a line one line and escape sequences
+// inert.
 package render
 
 import (
@@ -183,7 +184,7 @@ func other(ev *event.Event) []string {
 	case ev.Loss != nil:
 		a.add("lost %d from %s", ev.Loss.Count, Clean(ev.Loss.Source, 32))
 	case ev.Kernel != nil:
-		a.add("%s", kernelSummary(ev.Kernel))
+		a.add("%s", KernelLine(ev.Kernel))
 	case ev.Journal != nil:
 		a.add("%s", Clean(ev.Journal.Detail, 100))
 	}
