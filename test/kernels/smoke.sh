@@ -22,8 +22,9 @@ sandtrail run --user nobody --pids 8 -- sh -c '
 	nslookup smoke.example 127.0.0.1 >/dev/null 2>&1
 	logger -t smoke unix 2>/dev/null
 	cp /bin/busybox /tmp/true && /tmp/true && stat -c %i /tmp/true >ino.txt
-	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 2 & done 2>/dev/null
-	wait
+	# More processes than --pids allows: a fork fails, which ends the
+	# subshell (a busybox sh that cannot fork exits), and the limit is hit.
+	(for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 2 & done; wait) 2>/dev/null
 	exit 0
 ' >/tmp/run.out 2>/tmp/run.err
 say run-exit $?
