@@ -71,6 +71,13 @@ type Collector struct {
 	seenMisses  map[*ebpf.Program]uint64
 	nextAccount time.Time
 
+	// held are the events waiting behind an exec being hashed, in order;
+	// hashing, the held execs still waiting (true once hashed); late,
+	// the execs sent without their hash, whose process.exe_hash follows.
+	held    []heldEvent
+	hashing map[*event.Event]bool
+	late    map[*event.Event]bool
+
 	// kernel is what the collector uses of the kernel (Kernel).
 	kernel *event.Kernel
 }
@@ -178,6 +185,8 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		removed:  make(map[uint64]time.Time),
 		lost:     make(map[lossKey]uint64),
 		kernel:   kernel,
+		hashing:  make(map[*event.Event]bool),
+		late:     make(map[*event.Event]bool),
 	}
 	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}}
 	for _, n := range o.execEnv {
@@ -533,6 +542,7 @@ func (c *Collector) run() {
 		}
 		c.file.tick(c, now) // send merged file events whose window ended
 		c.drainHashes()
+		c.releaseHeld(now, false)
 		c.rate.tick(c, now) // net_rate limit hits
 		if len(c.batch) > 0 && c.rd.AvailableBytes() == 0 {
 			c.flushBatch() // the burst is read: hand it over before waiting
@@ -582,7 +592,8 @@ func (c *Collector) handle(raw []byte) {
 		return // a file read that is not sensitive
 	}
 	if ev.Kind == event.KindExec && !c.hash.fill(ev, c.dec.exe) {
-		return // it comes back from the hasher (drainHashes)
+		c.hold(ev, true) // its hash comes back from the hasher (drainHashes)
+		return
 	}
 	// File events: repeats are merged (file_linux.go).
 	if ev.File != nil && !c.file.merge(c, ev) {
@@ -591,37 +602,142 @@ func (c *Collector) handle(raw []byte) {
 	c.emit(ev)
 }
 
-// drainHashes emits the exec events whose hash is done.
+// drainHashes takes the exec events whose hash is done: a held one is
+// ready to go in its place (releaseHeld); one already sent without its
+// hash (hashWait passed) is followed by its enrichment, process.exe_hash.
 func (c *Collector) drainHashes() {
 	for {
 		select {
 		case ev := <-c.hash.done:
-			c.emit(ev)
+			c.hashed(ev)
 		default:
 			return
 		}
 	}
 }
 
+// hashed takes an exec event back from the hasher.
+func (c *Collector) hashed(ev *event.Event) {
+	if _, ok := c.hashing[ev]; ok {
+		c.hashing[ev] = true
+		return
+	}
+	if c.late[ev] {
+		delete(c.late, ev)
+		c.emit(exeHashEvent(ev))
+	}
+}
+
 // finishHashes waits, at most the drain timeout, for the exec events still
-// being hashed and emits them; those still waiting after it are counted as
-// lost.
+// being hashed, and sends every held event; those still waiting for a
+// worker after it are counted as lost.
 func (c *Collector) finishHashes() {
 	t := time.NewTimer(c.opts.drainTimeout)
 	defer t.Stop()
 	for c.hash.pending() > 0 {
 		select {
 		case ev := <-c.hash.done:
-			c.emit(ev)
+			c.hashed(ev)
 		case <-t.C:
 			n := uint64(c.hash.pending())
 			c.queueDrops.Add(n)
 			// Their sessions are in the jobs the workers hold: host-wide.
 			c.lost[lossKey{"", event.KindExec, LossSourceQueue}] += n
+			c.releaseHeld(time.Time{}, true)
 			return
 		}
 	}
 	c.drainHashes()
+	c.releaseHeld(time.Time{}, true)
+}
+
+// Cause before effect: events leave the collector in the order the kernel
+// recorded them. An exec whose file is being hashed is held, and every
+// event after it waits behind it (hold, releaseHeld), so that neither a
+// child's exec nor the process's own file and network events reach the
+// journal before it. An exec waits at most hashWait for its hash; then it
+// goes without (proc.exe_sha256_missing "pending") and its hash follows as
+// its own event, process.exe_hash, when it is done. At most maxHeldBehindHash events
+// wait; beyond that the oldest exec goes the same way.
+const (
+	hashWait = 100 * time.Millisecond
+	maxHeldBehindHash  = 16384
+)
+
+// heldEvent is an event waiting behind an exec that is being hashed.
+type heldEvent struct {
+	ev *event.Event
+	// since is when an exec started to wait for its hash (zero for the
+	// events behind it).
+	since time.Time
+}
+
+// hold queues ev, an exec that waits for its hash when hashing is set,
+// behind the events already held.
+func (c *Collector) hold(ev *event.Event, hashing bool) {
+	h := heldEvent{ev: ev}
+	if hashing {
+		h.since = time.Now()
+		c.hashing[ev] = false
+	}
+	c.held = append(c.held, h)
+	if len(c.held) > maxHeldBehindHash {
+		c.releaseHeld(time.Now(), false)
+	}
+}
+
+// releaseHeld sends the held events from the front, up to the first exec
+// still waiting for its hash within hashWait of now (all of them when all
+// is set, or while more than maxHeldBehindHash wait). A waiting exec that goes is a
+// copy without its hash: the worker still owns the original, whose hash
+// then follows as process.exe_hash (hashed).
+func (c *Collector) releaseHeld(now time.Time, all bool) {
+	n := 0
+	for ; n < len(c.held); n++ {
+		h := c.held[n]
+		if !h.since.IsZero() {
+			done := c.hashing[h.ev]
+			if !done && !all && len(c.held)-n <= maxHeldBehindHash && now.Sub(h.since) < hashWait {
+				break
+			}
+			delete(c.hashing, h.ev)
+			if !done {
+				c.late[h.ev] = true
+				h.ev = withoutHash(h.ev)
+			}
+		}
+		c.batch = append(c.batch, h.ev)
+		c.held[n] = heldEvent{}
+		if len(c.batch) >= maxBatch {
+			c.flushBatch()
+		}
+	}
+	c.held = c.held[n:]
+	if len(c.held) == 0 {
+		c.held = nil
+	}
+}
+
+// withoutHash is a copy of the exec event ev to send before its hash is
+// done: the hasher's worker still writes the original.
+func withoutHash(ev *event.Event) *event.Event {
+	e := *ev
+	p := *ev.Proc
+	p.ExeSHA256, p.ExeSHA256Missing = "", HashPending
+	e.Proc = &p
+	return &e
+}
+
+// exeHashEvent is the process.exe_hash event that follows an exec sent
+// without its hash: the process, the file and its hash (or why there is
+// none).
+func exeHashEvent(exec *event.Event) *event.Event {
+	p := exec.Proc
+	return &event.Event{V: event.SchemaVersion, TS: time.Now().UTC(), SessionID: exec.SessionID, Host: exec.Host,
+		Kind: event.KindExeHash, Source: event.SourceKernel,
+		Proc: &event.Proc{Pid: p.Pid, PPid: p.PPid, Comm: p.Comm, Exe: p.Exe, ExePath: p.ExePath, ExeDev: p.ExeDev,
+			ExeIno: p.ExeIno, ExeSHA256: p.ExeSHA256, ExeSHA256Missing: p.ExeSHA256Missing, StartTS: p.StartTS,
+			CgroupID: p.CgroupID}}
 }
 
 // maxBatch bounds the events the reader holds before handing them over.
@@ -633,6 +749,10 @@ const maxBatch = 256
 // every event and be woken by the next, a futex wake and a context switch
 // per event.
 func (c *Collector) emit(ev *event.Event) {
+	if len(c.held) > 0 {
+		c.hold(ev, false) // behind an exec being hashed
+		return
+	}
 	c.batch = append(c.batch, ev)
 	if len(c.batch) >= maxBatch {
 		c.flushBatch()

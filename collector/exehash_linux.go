@@ -35,6 +35,9 @@ const (
 	HashBusy = "busy"
 	// HashUnreadable: the file could not be opened or read.
 	HashUnreadable = "unreadable"
+	// HashPending: the hash was not done within hashWait; it follows as
+	// process.exe_hash.
+	HashPending = "pending"
 )
 
 const (
@@ -72,10 +75,9 @@ type hashJob struct {
 // once per exeID and kept in a bounded LRU cache. The reader goroutine calls
 // fill and drains done; it never waits for a hash: a miss opens the file
 // (/proc/PID/exe, which holds it even after the process exits) and hands it
-// to a worker, and the event comes back on done with its sum, so an exec
-// that missed the cache reaches the consumer after the events that followed
-// it in the ring buffer. Events of the same file that miss while it is being
-// hashed wait for the same job.
+// to a worker, and the event comes back on done with its sum; meanwhile the
+// collector holds it and the events after it (releaseHeld). Events of the
+// same file that miss while it is being hashed wait for the same job.
 type exeHasher struct {
 	jobs chan *hashJob
 	// done returns hashed events to the reader; it has room for every

@@ -61,6 +61,12 @@ func examples() map[string]*event.Event {
 		Syscall: "io_uring_setup", Errno: "EPERM"}
 	add(e)
 
+	e = base(event.KindExeHash, event.SourceKernel, 121)
+	e.Proc = &event.Proc{Pid: 4243, PPid: 4242, Comm: "node", Exe: "/usr/bin/node", ExePath: "/usr/bin/node",
+		ExeDev: 65024, ExeIno: 1835521, ExeSHA256: "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef",
+		StartTS: exampleTS.Add(110 * time.Millisecond), CgroupID: 7214}
+	add(e)
+
 	e = base(event.KindFork, event.SourceKernel, 122)
 	e.Proc = &event.Proc{Pid: 4244, PPid: 4242, UID: event.U32(1000), Comm: "npm", CgroupID: 7214,
 		StartTS: exampleTS.Add(121 * time.Millisecond)}

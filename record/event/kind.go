@@ -28,6 +28,10 @@ const (
 	KindPtrace = "process.ptrace"
 	// KindDenied is a syscall that the session's seccomp filter refused.
 	KindDenied = "process.denied"
+	// KindExeHash is the sha256 of the file a process executed, for an
+	// exec the collector sent before its hash was done
+	// (proc.exe_sha256_missing "pending").
+	KindExeHash = "process.exe_hash"
 
 	KindFileRead     = "file.read"
 	KindFileWrite    = "file.write"
@@ -83,7 +87,7 @@ const (
 
 // Kinds lists every kind above, in the order of docs/schema.md.
 var Kinds = []string{
-	KindExec, KindExecFailed, KindFork, KindExit, KindPtrace, KindDenied,
+	KindExec, KindExecFailed, KindFork, KindExit, KindPtrace, KindDenied, KindExeHash,
 	KindFileRead, KindFileWrite, KindFileCreate, KindFileDelete, KindFileRename,
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod, KindFileLink,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS, KindNetSocket,
