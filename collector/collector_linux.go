@@ -660,8 +660,8 @@ func (c *Collector) finishHashes() {
 // its own event, process.exe_hash, when it is done. At most maxHeldBehindHash events
 // wait; beyond that the oldest exec goes the same way.
 const (
-	hashWait = 100 * time.Millisecond
-	maxHeldBehindHash  = 16384
+	hashWait          = 100 * time.Millisecond
+	maxHeldBehindHash = 16384
 )
 
 // heldEvent is an event waiting behind an exec that is being hashed.
