@@ -15,7 +15,7 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 	if r.CacheHit {
 		cacheState = "hit"
 	}
-	p := &event.Pkg{Ecosystem: r.Ecosystem, Name: r.Name, Resolved: r.Version, SourceURL: event.RedactURL(r.URL),
+	p := &event.Pkg{Ecosystem: r.Ecosystem, Name: r.Name, Resolved: r.Version, SourceURL: r.URL,
 		Registry: r.Registry, Hash: r.Hash, Verified: event.Bool(r.Verified), Verdict: r.Verdict, Reason: r.Reason,
 		Purl: purl.Of(r.Ecosystem, r.Name, r.Version), Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
 		Rule: r.Rule, Bytes: r.Bytes, LatencyMS: r.Latency.Milliseconds(), MetadataStale: r.MetadataStale,
@@ -23,6 +23,7 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 	if r.Outcome != fetch.Served {
 		p.Cache = ""
 	}
+	redact(p)
 	return &event.Event{V: event.SchemaVersion, TS: now, SessionID: r.Client.SessionID, Host: host,
 		Kind: event.KindPkgFetch, Source: event.SourceMirror, Pkg: p}
 }
@@ -35,8 +36,23 @@ func filterEvent(f *fetch.Filtered, host string, now time.Time) *event.Event {
 	for _, r := range f.Removed {
 		p.Removed = append(p.Removed, event.PkgRemoval{Version: r.Version, Outcome: r.Outcome, Rule: r.Rule, Reason: r.Reason})
 	}
+	redact(p)
 	return &event.Event{V: event.SchemaVersion, TS: now, SessionID: f.Client.SessionID, Host: host,
 		Kind: event.KindPkgFilter, Source: event.SourceMirror, Pkg: p}
+}
+
+// redact masks the credentials in every field of a mirror event that may
+// hold a URL: the upstream's userinfo (https://user:secret@host/) and
+// token query parameters, in the artifact's URL and the registry's, and in
+// the reasons, which may quote a URL. It is the one place the mirror
+// redacts what it records; the ecosystems fill their records with the URLs
+// as they fetch them.
+func redact(p *event.Pkg) {
+	p.SourceURL, p.Registry = event.RedactURL(p.SourceURL), event.RedactURL(p.Registry)
+	p.Reason = event.Redact(p.Reason)
+	for i := range p.Removed {
+		p.Removed[i].Reason = event.Redact(p.Removed[i].Reason)
+	}
 }
 
 func clientAddr(c fetch.Client) string {

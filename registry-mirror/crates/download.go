@@ -7,7 +7,6 @@ import (
 	"time"
 
 	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -38,7 +37,7 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	up := downloadURL(cfg.DL, l.name, l.vers, l.cksum)
-	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, event.RedactURL(up), "sha256:"+l.cksum, idx.stale || stale
+	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, up, "sha256:"+l.cksum, idx.stale || stale
 	out, d := h.decide(ctx, cfg, l)
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policy.Allow {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -34,7 +33,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if in == nil {
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, clip(file))
 	}
-	rec.Version, rec.URL, rec.Registry, rec.Hash = v, event.RedactURL(in.tarball), h.upstream.String(), in.integrity
+	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.tarball, h.upstream.String(), in.integrity
 	rec.InstallScripts, rec.MetadataStale = in.scripts, p.stale
 	rec.Provenance, rec.ProvenanceLost = &in.attested, p.lostProvenance(v)
 	out, d := h.decide(ctx, p, v)

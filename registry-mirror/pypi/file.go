@@ -8,7 +8,6 @@ import (
 	"time"
 
 	policy "github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -43,7 +42,7 @@ func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.
 	if f == nil {
 		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no file %.120q", name, filename)
 	}
-	rec.Version, rec.URL, rec.Registry, rec.MetadataStale = f.version, event.RedactURL(f.url), h.upstream.String(), doc.Stale
+	rec.Version, rec.URL, rec.Registry, rec.MetadataStale = f.version, f.url, h.upstream.String(), doc.Stale
 	if f.sha256 != "" {
 		rec.Hash = verify.SHA256 + ":" + f.sha256
 	}
@@ -84,7 +83,7 @@ func (h *Handler) metadata(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	u.Path += metadataExt
 	u.RawPath = ""
-	rec.URL, rec.Hash = event.RedactURL(u.String()), verify.SHA256+":"+f.metaSHA256
+	rec.URL, rec.Hash = u.String(), verify.SHA256+":"+f.metaSHA256
 	return h.serveVerified(w, r, rec, u.String(), 0, f.metaSHA256)
 }
 
