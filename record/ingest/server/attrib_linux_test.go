@@ -91,6 +91,7 @@ func TestAttribution(t *testing.T) {
 		cgroup  uint64
 	}
 	wants := map[string]want{}
+	forgedBy := 0 // the pid that sent kinds only the host writes
 
 	t.Run("session A cannot write as B", func(t *testing.T) {
 		c := startChild(t, exe, sock, in(cgA, 0))
@@ -111,6 +112,7 @@ func TestAttribution(t *testing.T) {
 			}
 		}
 		pid := c.cmd.Process.Pid
+		forgedBy = pid
 		wants["a-pkg"] = want{"sess-A", event.SourceShim, pid, 0, idA}
 		wants["a-tool"] = want{"sess-A", event.SourceShim, pid, 0, idA}
 
@@ -165,7 +167,12 @@ func TestAttribution(t *testing.T) {
 	})
 
 	got := map[string]*event.Event{}
+	var alerts []*event.Event
 	for _, e := range journaled(t, jdir) {
+		if e.Kind == event.KindAlert {
+			alerts = append(alerts, e)
+			continue
+		}
 		if _, dup := got[e.EventID]; dup {
 			t.Errorf("event %s journaled twice", e.EventID)
 		}
@@ -191,6 +198,13 @@ func TestAttribution(t *testing.T) {
 		if e.Pkg != nil && (e.Pkg.Verified != nil || e.Pkg.Cache != "" || e.Pkg.Client != "") {
 			t.Errorf("event %s: pkg keeps mirror-only claims %+v", id, e.Pkg)
 		}
+	}
+	// Session A's forged kinds are recorded in A, by the kernel's pid.
+	wantSummary := fmt.Sprintf(`pid %d (uid 0) sent 3 events of kinds "process.exec", "alert", "net.connect" through the ingest socket; refused`, forgedBy)
+	if len(alerts) != 1 || alerts[0].SessionID != "sess-A" || alerts[0].Source != event.SourceRules ||
+		alerts[0].Alert.RuleID != RuleForgedKind || alerts[0].Alert.Summary != wantSummary ||
+		alerts[0].Proc == nil || int(alerts[0].Proc.Pid) != forgedBy || alerts[0].Proc.CgroupID != idA {
+		t.Errorf("alerts journaled = %+v, want one %s in sess-A: %q", alerts, RuleForgedKind, wantSummary)
 	}
 }
 

@@ -11,12 +11,16 @@
 //   - A peer whose cgroup is a registered session cgroup, or a descendant of
 //     one, belongs to that session. Its events get that session_id, source
 //     "shim", and proc.pid/proc.uid/proc.cgroup_id from the kernel; whatever
-//     it claimed there is discarded. It may send only pkg.*, tool.* and
-//     model.* events, and mirror-only pkg fields (verified, client, cache)
-//     are dropped.
+//     it claimed there is discarded. It may send only the agent side's own
+//     kinds: pkg.install, pkg.blocked, tool.call and model.call (see
+//     senders), and mirror-only pkg fields (verified, client, cache) are
+//     dropped. Every kind the host writes (pkg.fetch, pkg.filter, alert,
+//     process.*, file.*, net.*, session.*, limit.*, collector.*) is rejected,
+//     and the attempt is journaled in the peer's session as an alert
+//     (RuleForgedKind) naming the kinds and the peer.
 //   - A root peer (uid 0 at connect time) outside every session is the
-//     orchestrator. It names the session itself, may send only tool.* and
-//     model.* events, and they get source "api".
+//     orchestrator. It names the session itself, may send the same kinds
+//     and the mirror's pkg.fetch and pkg.filter, and they get source "api".
 //   - Any other peer is refused.
 //
 // Attribution is re-read for every batch, so a process that moves between
@@ -528,13 +532,6 @@ func (s *Server) attribute(p *peer) (attribution, error) {
 	return a, nil
 }
 
-// allowed reports whether a category may be sent by the peer.
-func (a attribution) allowed(cat string) bool {
-	// Root outside every session (a shim on the host, the orchestrator)
-	// may send the same categories; its events are marked api.
-	return cat == "pkg" || cat == "tool" || cat == "model"
-}
-
 // handle answers one request payload.
 func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 	batch, err := ingest.DecodeBatch(payload)
@@ -588,7 +585,8 @@ func (s *Server) admit(p *peer) (attribution, *ingest.Reply) {
 }
 
 // pending is a batch on its way to the journal: the result of each of its
-// events, and the events to store.
+// events, the events to store, and the alert that records what a session's
+// peer sent that it may not.
 type pending struct {
 	results []ingest.Result
 	evs     []*event.Event
@@ -596,24 +594,35 @@ type pending struct {
 	ids     []string    // event ids claimed by this batch
 	sameAs  map[int]int // results index → earlier index with the same id
 	first   map[string]int
+	alert   *event.Event // RuleForgedKind's, or nil
 }
 
 // triage rewrites the batch's events for peer a, rejecting those that are
 // invalid or that the peer may not send, and claims the others (see claim).
+// When a session's peer sent kinds that only the host writes, the batch
+// gets the alert that records it.
 func (s *Server) triage(b *pending, batch *ingest.Batch, a attribution) {
 	now := time.Now().UTC()
+	var forged forgery
 	for i, e := range batch.Events {
 		err := batch.Errs[i]
 		if err == nil {
 			err = s.rewrite(e, batch.Sizes[i], a, now)
 		}
 		if err != nil {
+			var ke *kindError
+			if errors.As(err, &ke) && ke.from == fromSession {
+				forged.add(ke.kind)
+			}
 			b.results[i] = ingest.Result{EventID: idOf(e), Status: ingest.StatusRejected, Error: err.Error()}
 			s.rejected.Add(1)
 			continue
 		}
 		b.results[i].EventID = e.EventID
 		s.claim(b, i, e)
+	}
+	if forged.n > 0 {
+		b.alert = s.forgedAlert(a, &forged, now)
 	}
 }
 
@@ -649,13 +658,17 @@ func (s *Server) claim(b *pending, i int, e *event.Event) {
 	b.idx = append(b.idx, i)
 }
 
-// store appends the claimed events to the journal in one call and settles
-// their claims and results.
+// store appends the claimed events, and after them the batch's alert, to
+// the journal in one call and settles their claims and results.
 func (s *Server) store(b *pending) {
-	if len(b.evs) == 0 {
+	evs := b.evs
+	if b.alert != nil {
+		evs = append(evs[:len(evs):len(evs)], b.alert)
+	}
+	if len(evs) == 0 {
 		return
 	}
-	err := s.app.Append(s.appendCx, b.evs...)
+	err := s.app.Append(s.appendCx, evs...)
 	s.dedup.settle(b.ids, err == nil)
 	for _, i := range b.idx {
 		if err != nil {
@@ -667,7 +680,7 @@ func (s *Server) store(b *pending) {
 	}
 	if err != nil {
 		s.failed.Add(uint64(len(b.evs)))
-		s.log.Error("appending to journal", "events", len(b.evs), "error", err)
+		s.log.Error("appending to journal", "events", len(evs), "error", err)
 	} else {
 		s.events.Add(uint64(len(b.evs)))
 	}
@@ -693,18 +706,19 @@ func idOf(e *event.Event) string {
 	return e.EventID
 }
 
-// rewrite replaces everything in e that the server vouches for and checks
-// that the peer may send it.
+// rewrite checks that the peer may send e, then replaces everything in e
+// that the server vouches for. An event of a kind the peer may not send is
+// rejected with a *kindError before anything else is checked.
 func (s *Server) rewrite(e *event.Event, rawLen int, a attribution, now time.Time) error {
+	if !a.permitted(e.Kind) {
+		return &kindError{kind: e.Kind, from: a.from()}
+	}
 	if e.EventID == "" {
 		e.EventID = ingest.NewEventID()
 	} else if !ingest.ValidEventID(e.EventID) {
 		return fmt.Errorf("%w: event_id: must be 1 to %d bytes of [A-Za-z0-9._:-]", event.ErrInvalid, ingest.MaxEventIDLen)
 	}
 	cat := e.Category()
-	if !a.allowed(cat) {
-		return fmt.Errorf("%w: kind %q may not be sent by this peer", event.ErrInvalid, truncate(e.Kind, 64))
-	}
 	if a.session != "" {
 		e.SessionID = a.session
 		e.Source = event.SourceShim
