@@ -37,6 +37,19 @@ func (r *recorder) all() []*event.Event {
 	return append([]*event.Event(nil), r.evs...)
 }
 
+// wait returns the events once there are at least n, waiting up to 10 s:
+// the mirror records a served artifact just after its last byte, which the
+// client may have read before.
+func (r *recorder) wait(t *testing.T, n int) []*event.Event {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(r.all()) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events, want %d", len(r.all()), n)
+		}
+	}
+	return r.all()
+}
+
 func start(t *testing.T, reg *npmtest.Registry, sessions Sessions) (*httptest.Server, *recorder) {
 	t.Helper()
 	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\n"))
@@ -74,7 +87,7 @@ func TestMirror(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("tarball = %d", resp.StatusCode)
 	}
-	evs := rec.all()
+	evs := rec.wait(t, 1)
 	if len(evs) != 1 || evs[0].Kind != event.KindPkgFetch || evs[0].Source != event.SourceMirror {
 		t.Fatalf("events = %+v, want one pkg.fetch", evs)
 	}

@@ -52,7 +52,7 @@ func TestRedactedUpstream(t *testing.T) {
 		resp.Body.Close()
 	}
 	kinds := map[string]int{}
-	for _, e := range rec.all() {
+	for _, e := range rec.wait(t, 3) {
 		kinds[e.Kind]++
 		b, err := json.Marshal(e)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +37,10 @@ func TestRun(t *testing.T) {
 	crUp := cratestest.Start(t, cratestest.Crate{Name: "leaf", Versions: []cratestest.Version{{Version: "1.0.0", Published: old}}})
 	eng := fetchtest.Policy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\n    pypi: [%s, %s/packages/]\n    cargo: [%s/]\n",
 		npmUp.URL, pyUp.SimpleURL(), pyUp.Files.URL, crUp.URL))
-	var evs []*event.Event
+	var evs events
 	m, err := mirror.New(mirror.Config{CacheDir: t.TempDir(), Policy: eng, Log: hclog.NewNullLogger(),
 		Upstreams: map[string]string{"npm": npmUp.URL, "pypi": pyUp.SimpleURL(), "cargo": crUp.URL + "/"},
-		Emit:      func(e *event.Event) { evs = append(evs, e) }})
+		Emit:      evs.emit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +97,39 @@ func TestRun(t *testing.T) {
 	if n := npmUp.Count(npmtest.TarballPath("pkg-1", "1.0.0")); n != 1 || before != 1 {
 		t.Errorf("pkg-1's tarball was fetched upstream %d times, want once", n)
 	}
-	served := 0
-	for _, e := range evs {
-		if e.Kind == event.KindPkgFetch && e.Pkg.Outcome == "served" {
-			served++
-		}
-	}
-	if served != 8 { // pkg-1, pkg-2 (the mirror serves it; only the lockfile disagrees), tiny-pkg, leaf: twice each
+	// pkg-1, pkg-2 (the mirror serves it; only the lockfile disagrees),
+	// tiny-pkg, leaf: twice each.
+	if served := evs.served(8); served != 8 {
 		t.Errorf("%d served pkg.fetch records, want 8", served)
+	}
+}
+
+// events keeps the mirror's events. The mirror emits a served artifact's
+// record after its last byte, so from its handler's goroutine while the
+// client may already be reading the next: emit and served hold a lock.
+type events struct {
+	mu  sync.Mutex
+	evs []*event.Event
+}
+
+func (e *events) emit(ev *event.Event) { e.mu.Lock(); e.evs = append(e.evs, ev); e.mu.Unlock() }
+
+// served counts the served pkg.fetch records, waiting up to 10 s for want
+// of them.
+func (e *events) served(want int) int {
+	n := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		e.mu.Lock()
+		n = 0
+		for _, ev := range e.evs {
+			if ev.Kind == event.KindPkgFetch && ev.Pkg.Outcome == "served" {
+				n++
+			}
+		}
+		e.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
 	}
 }
 
