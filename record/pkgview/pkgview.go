@@ -19,9 +19,13 @@
 // through the same code.
 //
 // Trust model: shim events are the agent side's own account and are never
-// believed alone; mirror and kernel events are trusted. A row says which
-// sources saw the package (Seen), so a package only the shim claims, or
-// only the mirror served, stands out. The package does no I/O and parses no
+// believed alone; mirror and kernel events are trusted. A pkg.fetch counts
+// as the mirror's only when its source is mirror: one with any other source
+// (a client's, sent through the ingest socket, which marks it shim or api)
+// is left out of the view, so it never makes a row shim+mirror or verified,
+// and never gives the BOM a hash. A row says which sources saw the package
+// (Seen), so a package only the shim claims, or only the mirror served,
+// stands out. The package does no I/O and parses no
 // bytes: it reads events that event.Unmarshal (or the index) already
 // decoded.
 package pkgview

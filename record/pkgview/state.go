@@ -88,7 +88,9 @@ func (s *state) add(e *event.Event) []*event.Event {
 	case event.KindPkgInstall:
 		s.install(e)
 	case event.KindPkgFetch:
-		s.fetch(e)
+		if mirrorWritten(e) {
+			s.fetch(e)
+		}
 	case event.KindPkgBlocked:
 		s.blocked(e)
 	case event.KindFork:
@@ -220,6 +222,14 @@ func (s *state) fetch(e *event.Event) {
 		s.checkRow(o, e)
 	}
 }
+
+// mirrorWritten reports whether e, a pkg.fetch or pkg.filter, is the
+// mirror's own record: only then is it an account of what was served. The
+// mirror (root, outside every session) journals these itself with source
+// mirror; one that a client sent through the ingest socket has source shim
+// or api, set by the server, and is a claim that must never verify a
+// package, join a shim's claim or give a BOM its hash.
+func mirrorWritten(e *event.Event) bool { return e.Source == event.SourceMirror }
 
 // maxRefs bounds a Watcher's installs, served and refused fetches kept
 // per package: the first ones decide the rules.
