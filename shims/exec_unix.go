@@ -22,6 +22,43 @@ var (
 	terminal  = []os.Signal{syscall.SIGINT, syscall.SIGQUIT}
 )
 
+// ignoredAtStart are the signals of forwarded and terminal that the shim
+// was started with ignored (SIGHUP under nohup, SIGINT in a background
+// job), read before anything calls signal.Notify: Notify un-ignores a
+// signal for the whole process, and signal.Ignored forgets that it was
+// ignored once Notify has been called. The shim never catches these, so
+// they stay ignored in the shim and in the manager it runs. Go's runtime
+// keeps an inherited SIG_IGN only for SIGHUP and SIGINT; it resets the
+// others (SIGQUIT, SIGTERM, SIGPIPE, ...) before the shim's code runs, so
+// only those two can be found here.
+var ignoredAtStart = ignored(append(append([]os.Signal(nil), forwarded...), terminal...))
+
+// ignored returns the signals of sigs that are ignored now.
+func ignored(sigs []os.Signal) map[os.Signal]bool {
+	m := map[os.Signal]bool{}
+	for _, sig := range sigs {
+		if signal.Ignored(sig) {
+			m[sig] = true
+		}
+	}
+	return m
+}
+
+// notifyUnignored relays to c those of sigs that the shim was not started
+// with ignored. It never calls signal.Notify with no signals, which would
+// relay every signal.
+func notifyUnignored(c chan<- os.Signal, sigs []os.Signal) {
+	var caught []os.Signal
+	for _, sig := range sigs {
+		if !ignoredAtStart[sig] {
+			caught = append(caught, sig)
+		}
+	}
+	if len(caught) > 0 {
+		signal.Notify(c, caught...)
+	}
+}
+
 // status is how the real manager ended.
 type status struct {
 	code   int // its exit code, or -1 when a signal ended it
@@ -43,11 +80,12 @@ func (s status) exit() int {
 }
 
 // runForwarding runs cmd, passing the forwarded signals on, and returns how
-// it ended and its pid.
+// it ended and its pid. A signal the shim was started with ignored is
+// neither forwarded nor caught: it stays ignored, and cmd inherits it so.
 func runForwarding(cmd *exec.Cmd) (status, int, error) {
 	sigs, dropped := make(chan os.Signal, 8), make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	signal.Notify(dropped, terminal...)
+	notifyUnignored(sigs, forwarded)
+	notifyUnignored(dropped, terminal)
 	defer signal.Stop(sigs)
 	defer signal.Stop(dropped)
 	if err := cmd.Start(); err != nil {
