@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -70,32 +71,28 @@ type Want struct {
 
 // Get returns the artifact w names and its bytes, open for reading. hit
 // says it came from the cache, where it was stored after it had been
-// verified against exactly these digests. An error that wraps
-// verify.ErrMismatch, ErrTooLarge or ErrSize means the upstream's bytes
-// did not match.
+// verified against exactly these digests; a cache hit passes the size
+// checks a fetch would too. An error that wraps verify.ErrMismatch,
+// ErrTooLarge or ErrSize means the upstream's bytes did not match.
 func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, bool, error) {
-	if art, f, ok := a.cached(w); ok {
-		return art, f, true, nil
+	if art, f, ok, err := a.cached(w); err != nil || ok {
+		return art, f, ok, err
 	}
 	art, err, _ := a.group.Do(w.URL, func() (cache.Artifact, error) {
 		// A fill that finished between the check above and this call
 		// stored it already.
-		if art, f, ok := a.cached(w); ok {
-			f.Close()
-			return art, nil
+		if art, f, ok, err := a.cached(w); err != nil || ok {
+			if f != nil {
+				f.Close()
+			}
+			return art, err
 		}
 		resp, err := a.env.Upstream.Get(context.WithoutCancel(ctx), w.URL, w.Accept)
 		if err != nil {
 			return cache.Artifact{}, err
 		}
 		defer resp.Body.Close()
-		max, exact := a.env.MaxArtifact, false
-		if w.Max > 0 {
-			max = w.Max
-		}
-		if w.Size > 0 {
-			max, exact = w.Size, true
-		}
+		max, exact := a.bound(w)
 		vr, err := verify.NewReader(resp.Body, max, exact, w.Digests...)
 		if err != nil {
 			return cache.Artifact{}, err
@@ -109,18 +106,46 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 	return art, f, false, err
 }
 
+// bound is how many bytes w's artifact may have: exactly its Size when
+// the metadata gives it, else at most Max or Env.MaxArtifact.
+func (a *Artifacts) bound(w Want) (max int64, exact bool) {
+	switch {
+	case w.Size > 0:
+		return w.Size, true
+	case w.Max > 0:
+		return w.Max, false
+	}
+	return a.env.MaxArtifact, false
+}
+
 // cached returns the artifact from the cache when it was verified against
-// exactly w's digests.
-func (a *Artifacts) cached(w Want) (cache.Artifact, *os.File, bool) {
+// exactly w's digests, checked as a fetch would check it: an artifact of
+// another size than w gives is an ErrSize, one past w's bound an
+// ErrTooLarge (a size the metadata gives can change while the digest
+// stays: an OCI blob first fetched with no manifest naming it). A blob
+// whose file is not the size it was stored with is a miss, fetched again.
+func (a *Artifacts) cached(w Want) (cache.Artifact, *os.File, bool, error) {
 	art, f, err := a.env.Cache.Get(w.URL)
 	if err != nil {
-		return art, nil, false
+		return art, nil, false, nil
 	}
 	if !slices.Equal(art.Digests, w.Names) {
 		f.Close()
-		return art, nil, false
+		return art, nil, false, nil
 	}
-	return art, f, true
+	if fi, err := f.Stat(); err != nil || fi.Size() != art.Size {
+		f.Close()
+		return art, nil, false, nil
+	}
+	switch max, exact := a.bound(w); {
+	case exact && art.Size != max:
+		f.Close()
+		return art, nil, false, fmt.Errorf("%w: the cached artifact has %d bytes, its metadata gives %d", verify.ErrSize, art.Size, max)
+	case art.Size > max:
+		f.Close()
+		return art, nil, false, fmt.Errorf("%w: the cached artifact has %d bytes, more than %d", verify.ErrTooLarge, art.Size, max)
+	}
+	return art, f, true, nil
 }
 
 // Serve writes an artifact's bytes, with its sha256 as the ETag.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -492,5 +494,65 @@ func TestCoalesce(t *testing.T) {
 	wg.Wait()
 	if n := reg.Count(ocitest.BlobPath("library/alpine", layer)); n != 1 {
 		t.Errorf("upstream blob requests = %d, want 1", n)
+	}
+}
+
+// TestCachedBlobSize: a blob fetched before any manifest named it (its
+// size unknown) is cached; once a manifest gives it another size, the
+// cache hit is refused as a fetch would be, not served.
+func TestCachedBlobSize(t *testing.T) {
+	reg := ocitest.Start(t)
+	img := ocitest.Image(t, 2048, 1)
+	reg.Push(t, "library/alpine:3.19", img)
+	layer := digestsOf(t, img)[2]
+	m := newMirror(t, reg, "")
+	if code, b, _ := m.fetch(t, ocitest.BlobPath("library/alpine", layer)); code != 200 {
+		t.Fatalf("GET blob = %d %s", code, b)
+	}
+	raw, err := img.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, _ := img.Manifest()
+	size := strconv.FormatInt(mf.Layers[0].Size, 10)
+	lied := bytes.Replace(raw, []byte(`"size":`+size+`,"digest":"`+layer.String()), []byte(`"size":`+size+`1,"digest":"`+layer.String()), 1)
+	if bytes.Equal(lied, raw) {
+		t.Fatalf("the layer's size is not in the manifest: %s", raw)
+	}
+	tag := ocitest.ManifestPath("library/alpine", "3.19")
+	reg.SendDigest(tag, sha256Digest(lied))
+	reg.Tamper(tag, func([]byte) []byte { return lied })
+	if code, b, _ := m.fetch(t, tag); code != 200 {
+		t.Fatalf("GET manifest = %d %s", code, b)
+	}
+	code, b, _ := m.fetch(t, ocitest.BlobPath("library/alpine", layer))
+	if r := m.last(); code != 403 || r.Outcome != fetch.HashMismatch || !strings.Contains(r.Reason, "cached") {
+		t.Errorf("cached blob of another size than its manifest's = %d (%d bytes), record %+v, want a 403 hash_mismatch", code, len(b), *r)
+	}
+}
+
+// TestCachedBlobTruncated: a cached blob whose file is no longer the size
+// it was stored with is not served: it is fetched again.
+func TestCachedBlobTruncated(t *testing.T) {
+	reg := ocitest.Start(t)
+	img := ocitest.Image(t, 2048, 1)
+	reg.Push(t, "library/alpine:3.19", img)
+	layer := digestsOf(t, img)[2]
+	path := ocitest.BlobPath("library/alpine", layer)
+	m := newMirror(t, reg, "")
+	if code, _, _ := m.fetch(t, path); code != 200 {
+		t.Fatalf("GET blob = %d", code)
+	}
+	_, f, err := m.h.env.Cache.Get(m.h.upstream + "library/alpine/blobs/" + layer.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(f.Name(), 100); err != nil {
+		t.Fatal(err)
+	}
+	code, b, _ := m.fetch(t, path)
+	if r := m.last(); code != 200 || sha256Digest(b) != layer.String() || r.CacheHit || reg.Count(path) != 2 {
+		t.Errorf("truncated cached blob = %d (%d bytes), record %+v, upstream requests %d, want it fetched again", code, len(b), *r, reg.Count(path))
 	}
 }
