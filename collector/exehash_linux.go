@@ -174,7 +174,15 @@ func openExe(p *event.Proc, id exeID) (*os.File, string) {
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
 			return nil, HashUnreadable
 		}
-		if p.Fileless || !filepath.IsAbs(p.ExePath) || strings.HasSuffix(p.ExePath, " (deleted)") {
+		if p.Fileless {
+			// A memfd or an unlinked file: the process that made it
+			// may still hold it open.
+			if f = openHeld(id); f == nil {
+				return nil, HashExited
+			}
+			return f, ""
+		}
+		if !filepath.IsAbs(p.ExePath) || strings.HasSuffix(p.ExePath, " (deleted)") {
 			return nil, HashExited
 		}
 		if f = openByPath(p.ExePath, id); f == nil {
@@ -210,6 +218,46 @@ func overlaid(f *os.File, st *unix.Stat_t, id exeID) bool {
 	got := idOf(st)
 	got.dev = id.dev
 	return got == id
+}
+
+// maxHeldScan bounds the descriptors openHeld looks at.
+const maxHeldScan = 1 << 16
+
+// openHeld opens the file id through a descriptor some process still holds
+// on it: the file a fileless exec ran (a memfd, an unlinked file) outlives
+// a short-lived process in the one that made it. The descriptors of every
+// process are looked at with stat (a link of /proc/PID/fd that is not id is
+// never opened), at most maxHeldScan of them.
+func openHeld(id exeID) *os.File {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	seen := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		dir := "/proc/" + p.Name() + "/fd"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if seen++; seen > maxHeldScan {
+				return nil
+			}
+			var st unix.Stat_t
+			path := dir + "/" + fd.Name()
+			if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || idOf(&st) != id {
+				continue
+			}
+			if f := openByPath(path, id); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 // overlayExe returns the identity of the file process pid executed from an

@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -126,5 +129,56 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFilelessExitedHash runs a memfd copy of /usr/bin/id that exits at
+// once, before the collector reads its exec (the reader is held back): its
+// /proc/PID/exe is gone, and the hash must come from the memfd that the
+// test still holds open.
+func TestFilelessExitedHash(t *testing.T) {
+	requireKernel(t)
+	bin, err := os.ReadFile("/usr/bin/id")
+	if err != nil {
+		t.Skip("no /usr/bin/id")
+	}
+	want := fmt.Sprintf("%x", sha256.Sum256(bin))
+	mfd, err := unix.MemfdCreate("sandtrail-id", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memfd := os.NewFile(uintptr(mfd), "memfd")
+	defer memfd.Close()
+	if _, err := memfd.Write(bin); err != nil {
+		t.Fatal(err)
+	}
+	cg := cgrouptest.New(t)
+	gate := make(chan struct{})
+	r := startRecorder(t, false, withReaderGate(gate))
+	const sid = "sess-fileless"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: "/proc/self/fd/3", Args: []string{"id"}, ExtraFiles: []*os.File{memfd},
+		SysProcAttr: cg.SysProcAttr(t, nobody)}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("memfd id: %v\n%s", err, out)
+	}
+	pid := int32(cmd.Process.Pid)
+	close(gate) // the process has exited and been reaped
+	evs := r.stop(t)
+	ex := findPid(evs, event.KindExec, pid)
+	if ex == nil {
+		t.Fatalf("no exec of pid %d: %v", pid, kinds(evs))
+	}
+	if !ex.Proc.Fileless {
+		t.Errorf("exec of a memfd: fileless = false")
+	}
+	got, missing := ex.Proc.ExeSHA256, ex.Proc.ExeSHA256Missing
+	if h := findPid(evs, event.KindExeHash, pid); h != nil {
+		got, missing = h.Proc.ExeSHA256, h.Proc.ExeSHA256Missing
+	}
+	if got != want {
+		t.Errorf("the memfd exec's sha256 = %q (missing: %q), want /usr/bin/id's %s", got, missing, want)
 	}
 }
