@@ -37,7 +37,9 @@ const filterHelp = `Filters (all optional; together they must all hold for an ev
                       badexample.com); matches connects and DNS lookups
   --package P         npm:lodash (any version), npm:lodash@4.17.20 (exact),
                       pkg:npm/lodash@4.17.20 (a purl), npm:lodash@^4.17.0 or
-                      pypi:requests@>=2,<3 or deb:curl@">= 7.88" (a range)
+                      pypi:requests@>=2,<3 or deb:curl@">= 7.88" (a range);
+                      PyPI also as pip takes it, pypi:requests==2.31.0 or
+                      pypi:requests>=2,<3 (PEP 440: == != < <= > >= ~= ===)
   --reason R          sessions that ended (session.terminate) with reason R:
                       normal, timeout, oom, api, policy_violation, signal
   --pid N             events of process N

@@ -277,3 +277,88 @@ func TestReindexCLI(t *testing.T) {
 		t.Errorf("sessions after the journal was replaced = %v, %v; want [CA CB]", got, err)
 	}
 }
+
+// pypiEvents is a record of PyPI installs in sessions P and Q, after the
+// collector.capabilities a start writes first, outside every session.
+func pypiEvents() []*event.Event {
+	at := func(i int) time.Time { return queryT0.Add(time.Duration(i) * time.Second) }
+	install := func(i int, sess, name, version string) *event.Event {
+		return &event.Event{V: event.SchemaVersion, TS: at(i), SessionID: sess, Kind: event.KindPkgInstall, Source: event.SourceShim,
+			Pkg: &event.Pkg{Ecosystem: "pypi", Name: name, Requested: name, Resolved: version}}
+	}
+	return []*event.Event{
+		{V: event.SchemaVersion, TS: at(0), Kind: event.KindCapabilities, Source: event.SourceKernel, Kernel: &event.Kernel{Release: "6.18.0"}},
+		install(1, "P", "requests", "2.31.0"),
+		install(2, "Q", "requests", "2.32.3"),
+		install(3, "Q", "Typing_Extensions", "4.12.2"),
+	}
+}
+
+// TestPackagePEP440CLI: sessions and query match PyPI's PEP 440 specifiers,
+// after @ or as pip takes them, and refuse a malformed one by name.
+func TestPackagePEP440CLI(t *testing.T) {
+	data := t.TempDir()
+	queryFixture(t, data, pypiEvents())
+	tests := []struct {
+		spec string
+		want []string
+	}{
+		{"pypi:requests==2.31.0", []string{"P"}},
+		{"pypi:requests==2.31", []string{"P"}},
+		{"pypi:requests@==2.31.0", []string{"P"}},
+		{"pypi:requests!=2.31.0", []string{"Q"}},
+		{"pypi:requests<2.32", []string{"P"}},
+		{"pypi:requests<=2.32.3", []string{"P", "Q"}},
+		{"pypi:requests>2.31.0", []string{"Q"}},
+		{"pypi:requests>=2.32", []string{"Q"}},
+		{"pypi:requests~=2.31.0", []string{"P"}},
+		{"pypi:requests===2.32.3", []string{"Q"}},
+		{"pypi:requests>=2,<3", []string{"P", "Q"}},
+		{"pypi:requests>=2,!=2.32.3,<3", []string{"P"}},
+		{"pypi:requests[socks]>=3", []string{}},
+		{"pypi:typing-extensions==4.12.2", []string{"Q"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			out, err := queryCLI(t, "--data", data, "sessions", "--package", tt.spec, "--format", "jsonl")
+			if err != nil {
+				t.Fatalf("sessions --package %q: %v", tt.spec, err)
+			}
+			if got := sessionsOf(t, out); !slices.Equal(got, tt.want) {
+				t.Errorf("sessions --package %q = %v, want %v", tt.spec, got, tt.want)
+			}
+			out, err = queryCLI(t, "--data", data, "query", "--package", tt.spec, "--format", "jsonl")
+			if err != nil {
+				t.Fatalf("query --package %q: %v", tt.spec, err)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if line == "" {
+					continue
+				}
+				var ev event.Event
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("query jsonl line %q: %v", line, err)
+				}
+				if ev.Pkg == nil {
+					t.Fatalf("query --package %q returned a %s event", tt.spec, ev.Kind)
+				}
+				got = append(got, ev.SessionID)
+			}
+			if got == nil {
+				got = []string{}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("query --package %q = events of %v, want %v", tt.spec, got, tt.want)
+			}
+		})
+	}
+	for _, spec := range []string{"pypi:requests=2.31.0", "pypi:requests==2.31.x", "pypi:requests>=2,<3x", "pypi:==2.31.0", "npm:lodash==4.17.20"} {
+		for _, cmd := range []string{"sessions", "query"} {
+			_, err := queryCLI(t, "--data", data, cmd, "--package", spec)
+			if err == nil || !strings.Contains(err.Error(), "--package") || !strings.Contains(err.Error(), "pypi:requests@>=2,<3") {
+				t.Errorf("%s --package %q error = %v, want one naming --package and the expected syntax", cmd, spec, err)
+			}
+		}
+	}
+}

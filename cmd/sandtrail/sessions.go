@@ -42,6 +42,7 @@ Output (--format):
   sandtrail sessions --package npm:event-stream@3.3.6
   sandtrail sessions --package pkg:npm/event-stream@3.3.6
   sandtrail sessions --package 'npm:lodash@>=4.17.0 <4.17.21'
+  sandtrail sessions --package 'pypi:requests==2.31.0'
   # 4. which sessions ended with a reason
   sandtrail sessions --reason oom --since 7d
   # 5. one session's summary (its timeline: sandtrail query --session ID)

@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("", "2026-11-29T08:00:00Z", "7d", "", "", "*.example.com", "", "", "", "", "a.example.com")
 	f.Add("", "", "", "pkg", "", "", "pkg:npm/%40babel/core@7.24.0", "", "", "", "")
 	f.Add("", "", "", "", "/etc/[!a-c]*", "", "npm:lodash@^4.17.0", "", "", "", "/etc/d")
+	f.Add("", "", "", "", "", "", "pypi:requests[socks]>=2,!=2.31.0,<3", "", "", "", "2.32.3")
 	f.Fuzz(func(t *testing.T, session, since, until, kind, path, domain, pkg, reason, pid, limit, probe string) {
 		a := Args{Session: session, Since: since, Until: until, Kind: kind, Path: path, Domain: domain,
 			Package: pkg, Reason: reason, Pid: pid, Limit: limit}

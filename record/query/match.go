@@ -310,10 +310,19 @@ type PackageMatch struct {
 //	npm:lodash@^4.17.0           a range: npm and cargo semver ranges,
 //	pypi:requests@>=2,<3         PEP 440 specifiers, Debian relations
 //	deb:curl@>= 7.88             (">= 7.88", "<< 8")
+//	pypi:requests==2.31.0        a PyPI requirement as pip takes it: the
+//	pypi:requests>=2,<3          same as pypi:requests@==2.31.0 and
+//	                             pypi:requests@>=2,<3
+//	pypi:requests[socks]         a PyPI name's extras are dropped
 //
 // The ecosystem:name[@spec] form is read by resolver.ParseRef; its spec
-// is exact when it is in the ecosystem's exact-version syntax
-// (resolver.Ecosystem.ExactVersion), and a range otherwise.
+// is exact when it is a version alone in the ecosystem's exact-version
+// syntax (resolver.Ecosystem.ExactVersion), and a range otherwise. A
+// PyPI spec that names its operator is a range even when it names one
+// version, so that ==2.31 matches 2.31.0 as PEP 440 says (a bare 2.31 is
+// compared as written). A name that holds a version operator (<, > or
+// =) is an error that names the expected form, never a name that matches
+// nothing.
 func ParsePackage(s string) (*PackageMatch, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: --package %q: %s", ErrBadFilter, clip(s), why)
@@ -327,7 +336,7 @@ func ParsePackage(s string) (*PackageMatch, error) {
 	if strings.HasPrefix(s, "pkg:") {
 		return parsePurl(s, bad)
 	}
-	r, err := resolver.ParseRef(s)
+	r, err := resolver.ParseRef(pipRequirement(s))
 	if errors.Is(err, resolver.ErrNotRef) {
 		return nil, bad("want ecosystem:name[@version|@range] (npm:lodash@4.17.20) or a purl (pkg:npm/lodash@4.17.20)")
 	}
@@ -335,11 +344,18 @@ func ParsePackage(s string) (*PackageMatch, error) {
 		return nil, bad(err.Error())
 	}
 	e := r.Ecosystem
+	if e.Name() == resolver.PyPI {
+		r.Name = dropExtras(r.Name)
+	}
+	if strings.ContainsAny(r.Name, nameOperators) {
+		return nil, bad(fmt.Sprintf("package name %q holds a version operator: want %s:NAME@VERSION or %s:NAME@RANGE, such as %s",
+			r.Name, e.Name(), e.Name(), refExamples))
+	}
 	p := &PackageMatch{Ecosystem: e.Name(), Name: e.NormalizeName(r.Name)}
 	if r.Spec == "" || r.Spec == "*" {
 		return p, nil
 	}
-	if exact, ok := e.ExactVersion(r.Spec); ok {
+	if exact, ok := e.ExactVersion(r.Spec); ok && (!e.HasRanges() || !e.MayBeRange(r.Spec)) {
 		p.Version = exact
 		return p, nil
 	}
@@ -348,11 +364,56 @@ func ParsePackage(s string) (*PackageMatch, error) {
 	}
 	spec, err := e.ParseSpec(r.Spec)
 	if err != nil {
-		return nil, bad(fmt.Sprintf("bad %s version range %q: %v", e.Name(), r.Spec, err))
+		return nil, bad(fmt.Sprintf("bad %s version range %q (want a version, or a range in the ecosystem's own syntax: %s): %v",
+			e.Name(), r.Spec, refExamples, err))
 	}
 	p.Range, p.eco, p.spec = r.Spec, e, spec
 	return p, nil
 }
+
+// nameOperators are the characters of a version operator that no
+// ecosystem's package names hold: a name with one is a version spec
+// written without its @.
+const nameOperators = "<>="
+
+// pep440Operators are the characters a PEP 440 version operator (==,
+// !=, <=, >=, <, >, ~=, ===) begins with. A PyPI name (PEP 508: letters,
+// digits, '.', '_' and '-') holds none of them.
+const pep440Operators = "<>=!~"
+
+// pipRequirement rewrites a PyPI requirement written as pip takes it,
+// pypi:NAME followed by PEP 440 specifiers (pypi:requests==2.31.0,
+// pypi:requests >=2,<3), as pypi:NAME@SPECIFIERS, the form
+// resolver.ParseRef reads. Any other s, and one that already holds an @,
+// is returned as it is.
+func pipRequirement(s string) string {
+	eco, rest, ok := strings.Cut(s, ":")
+	if !ok || !strings.EqualFold(eco, resolver.PyPI) || strings.Contains(rest, "@") {
+		return s
+	}
+	i := strings.IndexAny(rest, pep440Operators)
+	if i < 0 {
+		return s
+	}
+	name := strings.TrimSpace(rest[:i])
+	if name == "" {
+		return s
+	}
+	return eco + ":" + name + "@" + rest[i:]
+}
+
+// dropExtras returns a PyPI name without its extras (requests[socks] is
+// requests): they select optional dependencies, not another package.
+func dropExtras(name string) string {
+	if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
+		return name[:i]
+	}
+	return name
+}
+
+// refExamples are --package ranges, for the errors that say what was
+// expected.
+const refExamples = "npm:lodash@<4.17.21, pypi:requests@>=2,<3, pypi:requests==2.31.0"
 
 // parsePurl reads a purl --package value; the version, if any, is exact.
 // Qualifiers and a subpath are parsed and ignored. Only an npm scope is

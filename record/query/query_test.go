@@ -66,8 +66,10 @@ func TestParse(t *testing.T) {
 			want: Filter{Package: &PackageMatch{Ecosystem: "npm", Name: "@babel/core", Version: "7.24.0"}}},
 		{name: "package purl deb", in: Args{Package: "pkg:deb/debian/curl@7.88.1-10%2Bdeb12u5?arch=amd64"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "deb", Name: "curl", Version: "7.88.1-10+deb12u5"}}},
-		{name: "package pypi normalized", in: Args{Package: "pypi:Typing_Extensions@==4.12.2"},
+		{name: "package pypi normalized", in: Args{Package: "pypi:Typing_Extensions@4.12.2"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "pypi", Name: "typing-extensions", Version: "4.12.2"}}},
+		{name: "package pypi requirement no name", in: Args{Package: "pypi:==2.31.0"}, err: "holds a version operator"},
+		{name: "package npm without @", in: Args{Package: "npm:lodash==4.17.20"}, err: "want npm:NAME@VERSION or npm:NAME@RANGE"},
 		{name: "package no ecosystem", in: Args{Package: "lodash"}, err: "want ecosystem:name"},
 		{name: "package unknown ecosystem", in: Args{Package: "gem:rails"}, err: `unknown ecosystem "gem"`},
 		{name: "package empty version", in: Args{Package: "npm:lodash@"}, err: "empty version"},
@@ -250,6 +252,33 @@ func TestPackageRange(t *testing.T) {
 		{"pypi:requests@>=2,<3", "3.0", false},
 		{"pypi:requests@>=2,<3", "1.9.9", false},
 		{"pypi:requests@~=2.31", "2.32.3", true},
+		// PEP 440 specifiers, after @ or as pip takes them.
+		{"pypi:requests@==2.31", "2.31.0", true},
+		{"pypi:requests==2.31.0", "2.31.0", true},
+		{"pypi:requests==2.31", "2.31.0", true},
+		{"pypi:requests==2.31.0", "2.31.1", false},
+		{"pypi:requests==2.*", "2.5.1", true},
+		{"pypi:requests==2.*", "3.0", false},
+		{"pypi:requests!=2.31.0", "2.31.0", false},
+		{"pypi:requests!=2.31.0", "2.32.0", true},
+		{"pypi:requests<3", "2.99", true},
+		{"pypi:requests<3", "3.0", false},
+		{"pypi:requests<=2.31.0", "2.31.0", true},
+		{"pypi:requests<=2.31.0", "2.31.1", false},
+		{"pypi:requests>2", "2.0", false},
+		{"pypi:requests>2", "2.1", true},
+		{"pypi:requests>=2", "2.0", true},
+		{"pypi:requests>=2", "1.9", false},
+		{"pypi:requests~=2.31", "2.32.3", true},
+		{"pypi:requests~=2.31", "3.0", false},
+		{"pypi:requests===2.31.0", "2.31.0", true},
+		{"pypi:requests===2.31.0", "2.31", false},
+		{"pypi:requests>=2,<3", "2.5", true},
+		{"pypi:requests>=2,<3", "3.0", false},
+		{"pypi:requests >= 2, < 3", "2.5", true},
+		{"pypi:requests>=2,!=2.31.0,<3", "2.31.0", false},
+		{"pypi:requests>=2,!=2.31.0,<3", "2.32.0", true},
+		{"PyPI:Typing_Extensions==4.12.2", "4.12.2", true},
 		{"cargo:serde@^1.0.100", "1.0.200", true},
 		{"cargo:serde@^1.0.100", "1.0.99", false},
 		{"cargo:serde@~1.0", "1.1.0", false},
@@ -268,9 +297,41 @@ func TestPackageRange(t *testing.T) {
 }
 
 func TestPackageRangeErrors(t *testing.T) {
-	for _, spec := range []string{"npm:lodash@^^4", "deb:curl@>=> 1"} {
+	for _, spec := range []string{"npm:lodash@^^4", "deb:curl@>=> 1",
+		"pypi:requests=2.31", "pypi:requests==>2", "pypi:requests==2.31.x", "pypi:requests@==2.31.x",
+		"pypi:requests>=2,<3x", "pypi:requests~=2"} {
 		if _, err := ParsePackage(spec); err == nil || !strings.Contains(err.Error(), "version range") {
 			t.Errorf("ParsePackage(%q) error = %v, want a bad version range error", spec, err)
 		}
+	}
+}
+
+// TestPackageRequirementName: a PyPI requirement as pip takes it names the
+// package before its first operator, and the name is normalized as ever.
+func TestPackageRequirementName(t *testing.T) {
+	tests := []struct {
+		name, spec, wantName, wantRange string
+	}{
+		{name: "equal", spec: "pypi:requests==2.31.0", wantName: "requests", wantRange: "==2.31.0"},
+		{name: "set", spec: "pypi:requests>=2,<3", wantName: "requests", wantRange: ">=2,<3"},
+		{name: "spaces", spec: "pypi:requests >= 2", wantName: "requests", wantRange: ">= 2"},
+		{name: "compatible", spec: "pypi:Typing_Extensions~=4.12", wantName: "typing-extensions", wantRange: "~=4.12"},
+		{name: "not equal", spec: "pypi:requests!=2.31.0", wantName: "requests", wantRange: "!=2.31.0"},
+		{name: "arbitrary", spec: "pypi:requests===2.31.0", wantName: "requests", wantRange: "===2.31.0"},
+		{name: "extras", spec: "pypi:requests[socks,security]>=2", wantName: "requests", wantRange: ">=2"},
+		{name: "extras any version", spec: "pypi:requests[socks]", wantName: "requests"},
+		{name: "extras with @", spec: "pypi:requests[socks]@<3", wantName: "requests", wantRange: "<3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParsePackage(tt.spec)
+			if err != nil {
+				t.Fatalf("ParsePackage(%q) error = %v", tt.spec, err)
+			}
+			if p.Ecosystem != "pypi" || p.Name != tt.wantName || p.Range != tt.wantRange || p.Version != "" {
+				t.Errorf("ParsePackage(%q) = %s:%s range %q version %q, want pypi:%s range %q", tt.spec,
+					p.Ecosystem, p.Name, p.Range, p.Version, tt.wantName, tt.wantRange)
+			}
+		})
 	}
 }
