@@ -362,3 +362,24 @@ func TestPackagePEP440CLI(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsCLIHostEvents: the host's own events, which have no session,
+// make no row in sessions (no empty session id), in any format.
+func TestSessionsCLIHostEvents(t *testing.T) {
+	data := t.TempDir()
+	evs := append(pypiEvents(), &event.Event{V: event.SchemaVersion, TS: queryT0.Add(time.Minute), Kind: event.KindLoss,
+		Source: event.SourceKernel, Loss: &event.Loss{Count: 2, Source: "kernel:ringbuf", HostWide: true}})
+	queryFixture(t, data, evs)
+	out, err := queryCLI(t, "--data", data, "sessions", "--format", "jsonl")
+	if got := sessionsOf(t, out); err != nil || !slices.Equal(got, []string{"P", "Q"}) {
+		t.Errorf("sessions --format jsonl = %v, %v; want [P Q]", got, err)
+	}
+	out, err = queryCLI(t, "--data", data, "sessions", "--kind", "collector.")
+	if err != nil || !strings.HasPrefix(out, "SESSION") || strings.Count(out, "\n") != 1 {
+		t.Errorf("sessions --kind collector. = %q, %v; want the header alone", out, err)
+	}
+	out, err = queryCLI(t, "--data", data, "query", "--kind", "collector.", "--format", "jsonl")
+	if err != nil || strings.Count(out, "\n") != 2 {
+		t.Errorf("query --kind collector. = %q, %v; want the two host events", out, err)
+	}
+}

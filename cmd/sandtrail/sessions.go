@@ -26,6 +26,9 @@ func newSessionsCmd(g *globals) *cobra.Command {
 filter given (all sessions without filters), ordered by its first event: its
 first and last event time, its event counts (all, process, file, net, pkg,
 alert), and how it ended (reason and exit status, from session.terminate).
+The host's own events (collector.capabilities, journal.recovered, a
+host-wide collector.loss) belong to no session and are not listed; query
+shows them.
 
 ` + filterHelp + `
 

@@ -869,8 +869,10 @@ func removeDB(path string) {
 // Stats describes the index.
 type Stats struct {
 	// Next is the seq after the cursor (the number of entries handled).
-	Next     uint64
-	Events   uint64
+	Next   uint64
+	Events uint64
+	// Sessions counts the sessions, not the host's own events, which have
+	// no session.
 	Sessions uint64
 	Skipped  uint64
 }
@@ -884,7 +886,7 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	}
 	s.Next = next
 	var ev, se, sk int64
-	if err := ix.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM sessions), (SELECT count(*) FROM skipped)`).Scan(&ev, &se, &sk); err != nil {
+	if err := ix.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM sessions WHERE session_id <> ''), (SELECT count(*) FROM skipped)`).Scan(&ev, &se, &sk); err != nil {
 		return s, fmt.Errorf("counting index: %w", err)
 	}
 	s.Events, s.Sessions, s.Skipped = uint64(ev), uint64(se), uint64(sk)

@@ -771,3 +771,66 @@ func TestSessionLost(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsWithoutHostEvents: the host's own events (collector.capabilities,
+// which each daemon or run start writes first, journal.recovered, a host-wide
+// collector.loss) have no session, so they make no row in Sessions under any
+// filter, while Query still returns them.
+func TestSessionsWithoutHostEvents(t *testing.T) {
+	ix := openTemp(t)
+	ctx := context.Background()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	host := func(i int, kind string, mod func(*event.Event)) *event.Event {
+		ev := &event.Event{V: event.SchemaVersion, TS: at(i), Kind: kind, Source: event.SourceKernel}
+		mod(ev)
+		return ev
+	}
+	read := func(i int, sess string) *event.Event {
+		return &event.Event{V: event.SchemaVersion, TS: at(i), SessionID: sess, Kind: event.KindFileRead,
+			Source: event.SourceKernel, File: &event.File{Op: "read", Path: "/etc/hosts"}, Proc: &event.Proc{Pid: 7}}
+	}
+	evs := []*event.Event{
+		host(1, event.KindCapabilities, func(e *event.Event) { e.Kernel = &event.Kernel{Release: "6.18.0"} }),
+		host(2, event.KindJournalRecovered, func(e *event.Event) {
+			e.Source = event.SourceJournal
+			e.Journal = &event.Journal{Segment: "0000", CutBytes: 12}
+		}),
+		read(3, "A"),
+		host(4, event.KindLoss, func(e *event.Event) {
+			e.Loss = &event.Loss{Count: 3, Source: "kernel:ringbuf", LostKind: event.KindExec, HostWide: true}
+		}),
+		read(5, "B"),
+	}
+	if err := ix.Add(ctx, entries(t, evs)); err != nil {
+		t.Fatalf("Add() error = %v", err)
+	}
+	tests := []struct {
+		name string
+		args query.Args
+		want []string
+	}{
+		{"all", query.Args{}, []string{"A", "B"}},
+		{"limit", query.Args{Limit: "1"}, []string{"A"}},
+		{"host kinds only", query.Args{Kind: "collector.,journal."}, []string{}},
+		{"window of host events only", query.Args{Since: at(1).Format(time.RFC3339), Until: at(3).Format(time.RFC3339)}, []string{}},
+		{"path", query.Args{Path: "/etc/hosts"}, []string{"A", "B"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ss, err := ix.Sessions(ctx, mustParse(t, tt.args))
+			if err != nil {
+				t.Fatalf("Sessions(%+v) error = %v", tt.args, err)
+			}
+			if got := sessionIDs(ss); !slices.Equal(got, tt.want) {
+				t.Errorf("Sessions(%+v) = %q, want %q", tt.args, got, tt.want)
+			}
+		})
+	}
+	hits, err := ix.Query(ctx, query.Filter{})
+	if err != nil || len(hits) != len(evs) {
+		t.Errorf("Query() = %d events, %v; want all %d, the host's among them", len(hits), err, len(evs))
+	}
+	if st, err := ix.Stats(ctx); err != nil || st.Sessions != 2 {
+		t.Errorf("Stats() = %+v, %v; want 2 sessions", st, err)
+	}
+}

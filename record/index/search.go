@@ -378,7 +378,10 @@ func (ix *Index) Query(ctx context.Context, f query.Filter) ([]Hit, error) {
 const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.files, s.nets, s.pkgs, s.alerts, s.lost, s.end_ts, s.end_reason, s.exit_status`
 
 // sessionPlan compiles f into a query for the sessions that have at least
-// one event matching f.
+// one event matching f. The host's own events (collector.capabilities,
+// journal.recovered, a host-wide collector.loss) have no session: the
+// sessions table keeps them under the empty session id, which is never
+// listed.
 func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error) {
 	sid, ok, err := ix.filterSID(ctx, f)
 	if err != nil {
@@ -392,6 +395,7 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 		return &plan{none: none}, err
 	}
 	var c conds
+	c.add("s.session_id <> ''")
 	if w, a := sessionMatch(f, sd, sid); w != "" {
 		c.add(w, a...)
 	}
@@ -401,10 +405,7 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 	if f.Reason != "" {
 		c.add("s.end_reason = ?", f.Reason)
 	}
-	p := &plan{q: "SELECT " + sessionCols + " FROM sessions s"}
-	if len(c.where) > 0 {
-		p.q += " WHERE " + c.sql()
-	}
+	p := &plan{q: "SELECT " + sessionCols + " FROM sessions s WHERE " + c.sql()}
 	p.q, p.args = limit(p.q+" ORDER BY s.first_ts, s.sid", c.args, f)
 	return p, nil
 }
@@ -448,7 +449,8 @@ func sessionMatch(f *query.Filter, sd *side, sid int64) (string, []any) {
 
 // Sessions returns the sessions that have at least one event matching f
 // (every session for the zero Filter), ordered by their first event, at
-// most f.Limit of them when it is set.
+// most f.Limit of them when it is set. Events without a session (the
+// host's own) are in no session's row and make none of their own.
 func (ix *Index) Sessions(ctx context.Context, f query.Filter) ([]Session, error) {
 	p, err := ix.sessionPlan(ctx, &f)
 	if err != nil {
