@@ -7,10 +7,13 @@ GOTESTFLAGS ?= -count=1 -timeout 25m
 
 .DEFAULT_GOAL := help
 
+# help lists every target that has a "## " description on its line (each
+# must: test/makefile checks it), coloured only when stdout is a terminal.
 .PHONY: help
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
-	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+	@if [ -t 1 ]; then on=$$'\e[36m' off=$$'\e[0m'; else on='' off=''; fi; \
+	grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "}; {printf "  %s%-10s%s %s\n", on, $$1, off, $$2}'
 
 .PHONY: build
 build: ## Build the binaries into bin/
