@@ -125,7 +125,7 @@ $mark
 replace-with = "sandtrail-mirror"
 
 [source.sandtrail-mirror]
-registry = "sparse+$MIRROR/crates/"
+registry = "sparse+$MIRROR/crates/index/"
 CARGO
 	say "wrote $cargo_home/config.toml"
 	printf '%s\nAcquire::http::Proxy "%s/";\n' "$mark" "$MIRROR" >/etc/apt/apt.conf.d/80sandtrail-mirror
