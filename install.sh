@@ -24,17 +24,21 @@
 set -euo pipefail
 
 MIRROR=""
+mirror_given=""
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--mirror) [ $# -ge 2 ] || { echo "install: --mirror needs a URL" >&2; exit 2; }; MIRROR="${2%/}"; shift 2 ;;
-	--mirror=*) MIRROR="${1#--mirror=}"; MIRROR="${MIRROR%/}"; shift ;;
+	--mirror) [ $# -ge 2 ] || { echo "install: --mirror needs a URL" >&2; exit 2; }; MIRROR="${2%/}"; mirror_given=1; shift 2 ;;
+	--mirror=*) MIRROR="${1#--mirror=}"; MIRROR="${MIRROR%/}"; mirror_given=1; shift ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "install: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
+[ -z "$mirror_given" ] || [ -n "$MIRROR" ] || { echo "install: --mirror needs a URL" >&2; exit 2; }
+# The URL is written into pip's, npm's, cargo's and apt's own syntaxes.
 case "$MIRROR" in
-""|http://*|https://*) ;;
-*) echo "install: --mirror $MIRROR: want an http:// or https:// URL" >&2; exit 2 ;;
+*[[:space:]\"\'\\]*) echo "install: --mirror $MIRROR: want a URL, without spaces, quotes or backslashes" >&2; exit 2 ;;
+""|http://[!/]*|https://[!/]*) ;;
+*) echo "install: --mirror $MIRROR: want an http:// or https:// URL with a host" >&2; exit 2 ;;
 esac
 
 PREFIX="${PREFIX:-/usr/local}"
