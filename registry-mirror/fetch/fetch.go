@@ -192,13 +192,14 @@ type Record struct {
 
 // Failed sets the outcome of a request that failed with err before a
 // check set one: not_found for an upstream 404, upstream_error for
-// anything else, with the client's message as the reason. It does nothing
-// when err is nil or the outcome is set.
+// anything else, with the client's message as the reason and no rule (the
+// policy's rule and reason for the version do not say why it failed). It does
+// nothing when err is nil or the outcome is set.
 func (r *Record) Failed(err error) {
 	if err == nil || r.Outcome != "" {
 		return
 	}
-	r.Outcome = UpstreamError
+	r.Outcome, r.Rule, r.Reason = UpstreamError, "", ""
 	var e *Error
 	if errors.As(err, &e) {
 		r.Reason = e.Public
