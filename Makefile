@@ -57,7 +57,9 @@ install: ## Install sandtrail on this machine (root): binaries, config, keys, ag
 	./install.sh
 
 .PHONY: demo
-demo: install ## Install, then run a recorded agent session on embedded defaults
+demo: ## Install what the demo needs (python3, pip, npm) and sandtrail, then run a recorded agent session on embedded defaults
+	scripts/deps.sh demo
+	$(MAKE) --no-print-directory install
 	scripts/demo.sh
 
 .PHONY: clean

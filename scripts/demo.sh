@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh records a small agent session with `sandtrail run` and shows what
-# sandtrail knows about it. `make demo` runs ./install.sh first; this script
-# then needs only root and the installed sandtrail: no daemon (when one is
-# running, run hands the session to it, and the demo works the same).
+# sandtrail knows about it. `make demo` runs `scripts/deps.sh demo` and
+# ./install.sh first. This script then needs root, the installed sandtrail,
+# python3 (for the PyPI fixture index) and the real npm and pip that the
+# agent's shims run, but no daemon (when one is running, run hands the
+# session to it, and the demo works the same).
 #
 # Environment: SANDTRAIL (default: sandtrail on PATH).
 set -euo pipefail
@@ -11,6 +13,7 @@ ST="${SANDTRAIL:-sandtrail}"
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: must run as root (sessions need cgroups, the collector loads BPF)" >&2; exit 1; }
 command -v "$ST" >/dev/null || { echo "demo: $ST is not on PATH; run ./install.sh first" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "demo: python3 is not on PATH; run scripts/deps.sh demo first (make demo does)" >&2; exit 1; }
 
 bold=$'\e[1m' dim=$'\e[2m' off=$'\e[0m'
 [ -t 1 ] || { bold='' dim='' off=''; }

@@ -1,11 +1,36 @@
 #!/usr/bin/env bash
 # deps.sh installs the Debian packages a make target needs, once.
-# Usage: scripts/deps.sh test|kernels|bench|generate
+# Usage: scripts/deps.sh test|demo|kernels|bench|generate
 set -euo pipefail
 
 need=()
 want() { # want CMD PACKAGE: install PACKAGE unless CMD is on PATH
 	command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+
+# agent_path is the PATH that a session's agent has after the shims'
+# directory (launch.SystemPath): where the shims look for the real npm and
+# pip. Root's own PATH may begin with the shims themselves (install.sh's
+# /etc/profile.d entry), or hold managers the agent cannot reach (pyenv's
+# beneath /root).
+agent_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+agent_want() { # agent_want CMD PACKAGE: install PACKAGE unless CMD --version runs from agent_path
+	PATH="$agent_path" "$1" --version >/dev/null 2>&1 || need+=("$2")
+}
+
+# demo: what make demo needs on a Debian machine with Go, beyond the base
+# system: python3 with its standard library for demo.sh and its PyPI
+# fixture index (scripts/demo/pypi-fixture.py); the real pip and npm that
+# the session's shims run for the agent (Debian's python3-pip; npm brings
+# nodejs); the CA certificates the mirror needs to reach the npm registry
+# over TLS; and useradd, with which install.sh creates the agent's user.
+demo() {
+	python3 -c 'import http.server, urllib.request, zipfile' >/dev/null 2>&1 || need+=(python3)
+	agent_want pip python3-pip
+	agent_want npm npm
+	[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+	want useradd passwd
 }
 
 # kernels: what the kernel matrix (test/kernels) needs: qemu, a static
@@ -32,6 +57,9 @@ test)
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 	kernels
 	;;
+demo)
+	demo
+	;;
 kernels)
 	kernels
 	;;
@@ -48,7 +76,7 @@ generate)
 	[ -e /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
 *)
-	echo "usage: $0 test|kernels|bench|generate" >&2
+	echo "usage: $0 test|demo|kernels|bench|generate" >&2
 	exit 2
 	;;
 esac
