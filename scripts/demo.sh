@@ -32,7 +32,7 @@ trap cleanup EXIT
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 python3 "$(dirname "$0")/demo/pypi-fixture.py" "$port" &
 index_pid=$!
-for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/simple/')" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/simple/sandtrail-demo/')" 2>/dev/null && break; sleep 0.1; done
 # The embedded default policy, with the fixture index approved; the config
 # makes it the mirror's PyPI upstream.
 "$ST" policy show | sed "/^    pypi:\$/a\      - http://127.0.0.1:$port/" >"$work/policy.yaml"
