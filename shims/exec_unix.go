@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
-	"time"
 )
 
 // forwarded are the signals the shim passes on to the real manager. SIGINT
@@ -66,16 +65,13 @@ type status struct {
 }
 
 // exit ends the shim as the manager ended: with its exit code, or by the
-// same signal.
+// same signal (raise). When the signal cannot end the shim, it exits
+// 128+signal, as a shell would.
 func (s status) exit() int {
 	if s.code >= 0 {
 		return s.code
 	}
-	signal.Reset(s.signal)
-	_ = syscall.Kill(os.Getpid(), s.signal)
-	// The signal is delivered asynchronously; an ignored one (inherited
-	// SIG_IGN) never ends the shim, which then exits as a shell would.
-	time.Sleep(time.Second)
+	raise(s.signal)
 	return 128 + int(s.signal)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,7 +183,7 @@ func TestTransparent(t *testing.T) {
 	fake := "#!/bin/sh\n" +
 		"read line; echo \"out:$line:$*\"; echo err >&2\n" +
 		"case \"$2\" in sigign) grep SigIgn /proc/self/status; exit 0 ;; esac\n" +
-		"case \"$2\" in die) kill -TERM $$ ;; esac\n" +
+		"case \"$2\" in die) kill -\"$3\" $$ ;; esac\n" +
 		"exit 42\n"
 	if err := os.WriteFile(filepath.Join(realDir, "npm"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
@@ -200,8 +201,13 @@ func TestTransparent(t *testing.T) {
 	if !strings.Contains(got.stdout, "SigIgn:") || got.stdout != direct.stdout {
 		t.Errorf("the manager's ignored signals through the shim: %q, directly %q", got.stdout, direct.stdout)
 	}
-	got = runIn(t, dir, env, "x\n", filepath.Join(shims, "npm"), "install", "die")
-	if got.signal != syscall.SIGTERM {
-		t.Errorf("a manager killed by SIGTERM: the shim ended with %+v, want the same signal", got)
+	// The shim ends by the manager's signal with its default action: never
+	// with the Go runtime's goroutine dump (SIGQUIT, SIGABRT) or an exit
+	// code for a signal the runtime would swallow (SIGUSR1).
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1} {
+		got = runIn(t, dir, env, "x\n", filepath.Join(shims, "npm"), "install", "die", strconv.Itoa(int(sig)))
+		if got.signal != sig || got.stderr != "err\n" {
+			t.Errorf("a manager killed by %v: the shim ended with %+v, want the same signal and only the manager's stderr", sig, got)
+		}
 	}
 }
