@@ -15,7 +15,8 @@ import (
 // host's record, refused.
 const RuleForgedKind = "ingest_forged_kind"
 
-// peers is a set of the two kinds of peer that may send events.
+// peers is a set of the two sorts of peer that may send events: a process
+// in a session, and root outside every session.
 type peers uint8
 
 const (
