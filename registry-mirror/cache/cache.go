@@ -125,6 +125,9 @@ type Artifact struct {
 	Digests []string `json:"digests"`
 	// Stored is when the artifact was verified and stored.
 	Stored time.Time `json:"stored"`
+	// Source is the URL the bytes were fetched from when it is not the
+	// key: the upstream redirected the mirror there.
+	Source string `json:"source,omitempty"`
 }
 
 // Put reads r to its end into a new blob and indexes it under key, with
@@ -132,6 +135,12 @@ type Artifact struct {
 // verifier: an error from it (a mismatch, too many bytes, an upstream that
 // broke off) discards what was written, and nothing is indexed.
 func (c *Cache) Put(key string, r io.Reader, digests []string) (Artifact, error) {
+	return c.PutFrom(key, "", r, digests)
+}
+
+// PutFrom is Put for bytes fetched from source, a URL other than key's (a
+// redirect's target), which the artifact remembers as its Source.
+func (c *Cache) PutFrom(key, source string, r io.Reader, digests []string) (Artifact, error) {
 	tmp, err := os.CreateTemp(filepath.Join(c.dir, "tmp"), "blob-")
 	if err != nil {
 		return Artifact{}, fmt.Errorf("cache: creating a blob: %w", err)
@@ -148,7 +157,7 @@ func (c *Cache) Put(key string, r io.Reader, digests []string) (Artifact, error)
 	if err != nil {
 		return Artifact{}, err
 	}
-	a := Artifact{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n, Digests: digests, Stored: time.Now().UTC()}
+	a := Artifact{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n, Digests: digests, Stored: time.Now().UTC(), Source: source}
 	p := c.blobPath(a.SHA256)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return Artifact{}, fmt.Errorf("cache: %w", err)

@@ -47,7 +47,8 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		rec.Outcome = out
 		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", l.name, l.vers, d.Rule, d.Reason)
 	}
-	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: up, Digests: []verify.Digest{l.sum}, Names: []string{"sha256:" + l.cksum}})
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: up, Digests: []verify.Digest{l.sum}, Names: []string{"sha256:" + l.cksum},
+		Ecosystem: Ecosystem, Name: l.name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -56,7 +57,7 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	defer f.Close()
-	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	rec.ServedArtifact(a, hit)
 	fetch.Serve(w, r, a, f, "application/gzip")
 	return nil
 }

@@ -124,7 +124,9 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 		rec.Outcome = out
 		return none, nil, fetch.Errorf(http.StatusForbidden, out, nil, "%s %s is refused by the policy (%s): %s", e.pkg, e.version, d.Rule, d.Reason)
 	}
-	art, f, hit, err := h.artifacts.Get(ctx, wantOf(rec.URL, e.sum))
+	want := wantOf(rec.URL, e.sum)
+	want.Ecosystem, want.Name = Ecosystem, e.pkg
+	art, f, hit, err := h.artifacts.Get(ctx, want)
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -132,7 +134,7 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 		}
 		return none, nil, err
 	}
-	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, art.Size
+	rec.ServedArtifact(art, hit)
 	return art, f, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"time"
@@ -67,6 +68,10 @@ type Want struct {
 	// Max bounds an artifact whose Size is unknown (0: Env.MaxArtifact),
 	// for artifacts with a tighter bound of their own (OCI manifests).
 	Max int64
+	// Ecosystem and Name say whose artifact it is: a redirect to another
+	// host is followed only to a source the policy approves for it
+	// (approveRedirects); without them, only to URL's own host.
+	Ecosystem, Name string
 }
 
 // Get returns the artifact w names and its bytes, open for reading. hit
@@ -87,7 +92,8 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 			}
 			return art, err
 		}
-		resp, err := a.env.Upstream.Get(context.WithoutCancel(ctx), w.URL, w.Accept)
+		uctx := withRedirects(context.WithoutCancel(ctx), a.env.approveRedirects(ctx, w))
+		resp, err := a.env.Upstream.Get(uctx, w.URL, w.Accept)
 		if err != nil {
 			return cache.Artifact{}, err
 		}
@@ -97,7 +103,12 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 		if err != nil {
 			return cache.Artifact{}, err
 		}
-		return a.env.Cache.Put(w.URL, vr, w.Names)
+		// The URL the bytes came from, when a redirect led elsewhere.
+		source := ""
+		if asked, err := url.Parse(w.URL); err == nil && resp.Request.URL.String() != asked.String() {
+			source = resp.Request.URL.String()
+		}
+		return a.env.Cache.PutFrom(w.URL, source, vr, w.Names)
 	})
 	if err != nil {
 		return art, nil, false, err

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 )
 
 // Client is who asked, as the mirror saw it: the peer's address and port,
@@ -106,7 +108,8 @@ type Upstream struct {
 }
 
 // Get fetches url. A response that is not 200 is an *Error (404 passes
-// through as not_found, anything else as upstream_error); the caller
+// through as not_found, anything else as upstream_error; a redirect that
+// the approval ctx carries refused, an unknown_source 403); the caller
 // closes the body of a 200.
 func (u *Upstream) Get(ctx context.Context, url, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -119,7 +122,12 @@ func (u *Upstream) Get(ctx context.Context, url, accept string) (*http.Response,
 	if u.UserAgent != "" {
 		req.Header.Set("User-Agent", u.UserAgent)
 	}
-	resp, err := u.HTTP.Do(req)
+	c := *u.HTTP
+	c.CheckRedirect = checkRedirect(u.HTTP.CheckRedirect)
+	resp, err := c.Do(req)
+	if re := (*RedirectError)(nil); errors.As(err, &re) {
+		return nil, Errorf(http.StatusForbidden, UnknownSource, err, "the upstream redirected to %.120s, which is not an approved source", re.Target.Host)
+	}
 	if err != nil {
 		return nil, Errorf(http.StatusBadGateway, UpstreamError, err, "the upstream registry did not answer")
 	}
@@ -190,13 +198,28 @@ type Record struct {
 	InstallScripts []string
 }
 
+// ServedArtifact fills r for artifact a, served verified (from the cache
+// when hit): its URL becomes the one the bytes came from when the
+// upstream redirected the mirror elsewhere.
+func (r *Record) ServedArtifact(a cache.Artifact, hit bool) {
+	r.Outcome, r.Verified, r.CacheHit, r.Bytes = Served, true, hit, a.Size
+	if a.Source != "" {
+		r.URL = a.Source
+	}
+}
+
 // Failed sets the outcome of a request that failed with err before a
-// check set one: not_found for an upstream 404, upstream_error for
+// check set one: a block by RuleRedirect (unknown_source) for a redirect
+// the mirror refused to follow, not_found for an upstream 404, upstream_error for
 // anything else, with the client's message as the reason and no rule (the
 // policy's rule and reason for the version do not say why it failed). It does
 // nothing when err is nil or the outcome is set.
 func (r *Record) Failed(err error) {
 	if err == nil || r.Outcome != "" {
+		return
+	}
+	if re := (*RedirectError)(nil); errors.As(err, &re) {
+		r.Outcome, r.Verdict, r.Rule, r.Reason, r.Verified = UnknownSource, "block", RuleRedirect, re.Error(), false
 		return
 	}
 	r.Outcome, r.Rule, r.Reason = UpstreamError, "", ""

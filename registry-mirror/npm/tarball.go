@@ -59,7 +59,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
 		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
 	}
-	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.tarball, Digests: ds, Names: names})
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.tarball, Digests: ds, Names: names, Ecosystem: Ecosystem, Name: name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -68,7 +68,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return err
 	}
 	defer f.Close()
-	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	rec.ServedArtifact(a, hit)
 	fetch.Serve(w, r, a, f, "application/octet-stream")
 	return nil
 }

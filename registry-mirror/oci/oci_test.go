@@ -37,7 +37,13 @@ type mirror struct {
 
 func newMirror(t *testing.T, reg *ocitest.Registry, extraPolicy string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/library/]\n"+extraPolicy))
+	return newMirrorWith(t, reg, "sources:\n  registries:\n    oci: ["+reg.URL+"/v2/library/]\n"+extraPolicy)
+}
+
+// newMirrorWith is newMirror with the policy in yaml.
+func newMirrorWith(t *testing.T, reg *ocitest.Registry, yaml string) *mirror {
+	t.Helper()
+	pol, err := policy.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,5 +560,46 @@ func TestCachedBlobTruncated(t *testing.T) {
 	code, b, _ := m.fetch(t, path)
 	if r := m.last(); code != 200 || sha256Digest(b) != layer.String() || r.CacheHit || reg.Count(path) != 2 {
 		t.Errorf("truncated cached blob = %d (%d bytes), record %+v, upstream requests %d, want it fetched again", code, len(b), *r, reg.Count(path))
+	}
+}
+
+// TestRedirect: a blob the upstream redirects to another host is fetched
+// from there only when the policy approves that host as an OCI source,
+// and its record names the URL the bytes came from, on a cache hit too;
+// a redirect to a host the policy does not approve is not followed, and
+// is recorded as a refusal.
+func TestRedirect(t *testing.T) {
+	reg := ocitest.Start(t)
+	img := ocitest.Image(t, 2048, 1)
+	reg.Push(t, "library/alpine:3.19", img)
+	layer := digestsOf(t, img)[2]
+	path := ocitest.BlobPath("library/alpine", layer)
+	_, blob, _ := newMirror(t, reg, "").get(t, path)
+	var cdnHits sync.Map
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := cdnHits.LoadOrStore(r.URL.Path, new(int))
+		*n.(*int)++
+		w.Write(blob)
+	}))
+	t.Cleanup(cdn.Close)
+	reg.Redirect(path, cdn.URL+"/blobs/"+layer.Hex+"?X-Amz-Signature=s3cr3t")
+
+	m := newMirror(t, reg, "")
+	code, b, _ := m.fetch(t, path)
+	if r := m.last(); code != 403 || r.Outcome != fetch.UnknownSource || r.Verdict != "block" || r.Rule != fetch.RuleRedirect ||
+		!strings.Contains(r.Reason, cdn.URL) || !strings.Contains(string(b), "not an approved source") {
+		t.Errorf("redirect to an unapproved host = %d %s, record %+v", code, b, *r)
+	}
+	if _, ok := cdnHits.Load("/blobs/" + layer.Hex); ok {
+		t.Error("the mirror followed a redirect to an unapproved host")
+	}
+
+	m = newMirrorWith(t, reg, "sources:\n  registries:\n    oci: ["+reg.URL+"/v2/library/, "+cdn.URL+"/blobs/]\n")
+	for _, hit := range []bool{false, true} {
+		code, b, _ := m.fetch(t, path)
+		if r := m.last(); code != 200 || sha256Digest(b) != layer.String() || r.Outcome != fetch.Served || r.CacheHit != hit ||
+			!strings.HasPrefix(r.URL, cdn.URL+"/blobs/"+layer.Hex) || r.Registry != m.h.upstream {
+			t.Errorf("redirect to an approved host (cache hit %v) = %d, record %+v, want served from %s", hit, code, *r, cdn.URL)
+		}
 	}
 }

@@ -52,13 +52,14 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, req request, rec 
 	if err := h.decide(r.Context(), req, rec); err != nil {
 		return err
 	}
-	want := fetch.Want{URL: rec.URL, Digests: []verify.Digest{*req.digest}, Names: []string{req.ref}, Size: h.sizeOf(req.name, req.ref)}
+	want := fetch.Want{URL: rec.URL, Digests: []verify.Digest{*req.digest}, Names: []string{req.ref}, Size: h.sizeOf(req.name, req.ref),
+		Ecosystem: Ecosystem, Name: req.name}
 	a, f, hit, err := h.artifacts.Get(r.Context(), want)
 	if err != nil {
 		return refuse(err, rec, req)
 	}
 	defer f.Close()
-	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	rec.ServedArtifact(a, hit)
 	w.Header().Set("Docker-Content-Digest", req.ref)
 	fetch.Serve(w, r, a, f, "application/octet-stream")
 	return nil
@@ -109,7 +110,8 @@ type tagged struct {
 // verified against it and bounded by maxManifest (or the size an index
 // gave it).
 func (h *Handler) byDigest(ctx context.Context, req request, acc string) (*tagged, error) {
-	want := fetch.Want{URL: h.url(req), Digests: []verify.Digest{*req.digest}, Names: []string{req.ref}, Accept: acc, Max: maxManifest}
+	want := fetch.Want{URL: h.url(req), Digests: []verify.Digest{*req.digest}, Names: []string{req.ref}, Accept: acc, Max: maxManifest,
+		Ecosystem: Ecosystem, Name: req.name}
 	switch n := h.sizeOf(req.name, req.ref); {
 	case n > maxManifest:
 		return nil, fmt.Errorf("%w: its index gives it %d bytes, more than %d", verify.ErrTooLarge, n, maxManifest)

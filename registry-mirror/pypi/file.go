@@ -99,7 +99,8 @@ func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fet
 		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
 		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s: %v", rec.Name, rec.Version, err)
 	}
-	a, fh, hit, err := h.artifacts.Get(r.Context(), fetch.Want{URL: rawURL, Size: size, Digests: []verify.Digest{d}, Names: []string{d.String()}})
+	a, fh, hit, err := h.artifacts.Get(r.Context(), fetch.Want{URL: rawURL, Size: size, Digests: []verify.Digest{d}, Names: []string{d.String()},
+		Ecosystem: Ecosystem, Name: rec.Name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -108,7 +109,7 @@ func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fet
 		return err
 	}
 	defer fh.Close()
-	rec.Outcome, rec.Verified, rec.CacheHit, rec.Bytes = fetch.Served, true, hit, a.Size
+	rec.ServedArtifact(a, hit)
 	fetch.Serve(w, r, a, fh, "application/octet-stream")
 	return nil
 }

@@ -2,7 +2,8 @@
 // go-containerregistry's in-memory registry (pkg/registry) served on
 // loopback, with images the test pushes. It counts the GET requests for
 // each path, can be told to serve other bytes (or another Docker-Content-Digest)
-// for a path, and to demand anonymous bearer tokens as Docker Hub does.
+// for a path, to redirect a path elsewhere, and to demand anonymous bearer
+// tokens as Docker Hub does.
 package ocitest
 
 import (
@@ -35,6 +36,7 @@ type Registry struct {
 	counts  map[string]int
 	tamper  map[string]func([]byte) []byte
 	digests map[string]string
+	moved   map[string]string
 	token   string
 }
 
@@ -42,7 +44,7 @@ type Registry struct {
 func Start(t testing.TB) *Registry {
 	t.Helper()
 	r := &Registry{reg: registry.New(registry.Logger(nopLogger())), counts: map[string]int{},
-		tamper: map[string]func([]byte) []byte{}, digests: map[string]string{}}
+		tamper: map[string]func([]byte) []byte{}, digests: map[string]string{}, moved: map[string]string{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
 	r.Host = strings.TrimPrefix(r.URL, "http://")
 	t.Cleanup(r.Close)
@@ -54,8 +56,12 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	if req.Method == http.MethodGet {
 		r.counts[req.URL.Path]++
 	}
-	tamper, digest, token := r.tamper[req.URL.Path], r.digests[req.URL.Path], r.token
+	tamper, digest, token, moved := r.tamper[req.URL.Path], r.digests[req.URL.Path], r.token, r.moved[req.URL.Path]
 	r.mu.Unlock()
+	if moved != "" {
+		http.Redirect(w, req, moved, http.StatusTemporaryRedirect)
+		return
+	}
 	if req.URL.Path == "/token" {
 		fmt.Fprintf(w, "{\"token\":%q}", token)
 		return
@@ -106,6 +112,14 @@ func (r *Registry) SendDigest(path, d string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.digests[path] = d
+}
+
+// Redirect makes the registry answer requests for path with a 307 to
+// the URL to, as registries do for blobs kept on a CDN.
+func (r *Registry) Redirect(path, to string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.moved[path] = to
 }
 
 // RequireToken makes the registry answer 401 with a Bearer challenge
