@@ -61,6 +61,12 @@ type handler interface {
 	Serve(w http.ResponseWriter, r *http.Request, path string) error
 }
 
+// errorWriter is a handler whose clients read errors in a form of their
+// own (OCI's distribution spec errors); the others get fetch.Write's.
+type errorWriter interface {
+	WriteError(w http.ResponseWriter, r *http.Request, err error) *fetch.Error
+}
+
 // Config configures a mirror.
 type Config struct {
 	// CacheDir holds the cache; CacheMax bounds its blobs (<= 0: no bound).
@@ -205,9 +211,14 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c := m.client(r)
 	r = r.WithContext(fetch.WithClient(r.Context(), c))
-	err := m.route(w, r)
+	h, err := m.route(w, r)
 	if err != nil {
-		e := fetch.Write(w, err)
+		var e *fetch.Error
+		if ew, ok := h.(errorWriter); ok {
+			e = ew.WriteError(w, r, err)
+		} else {
+			e = fetch.Write(w, err)
+		}
 		m.log.Debug("request refused", "method", r.Method, "url", r.URL.String(), "status", e.Status, "code", e.Code,
 			"session_id", c.SessionID, "client", c.Addr.String(), "error", e.Err)
 		return
@@ -215,32 +226,40 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
 }
 
-func (m *Mirror) route(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return fetch.Errorf(http.StatusMethodNotAllowed, "method", nil, "the mirror serves GET and HEAD only")
-	}
-	if r.URL.IsAbs() {
-		return m.proxy(w, r)
-	}
+// route serves r with the handler of its prefix (or its host, in
+// HTTP-proxy mode), which it returns with the error; nil when none is the
+// request's.
+func (m *Mirror) route(w http.ResponseWriter, r *http.Request) (handler, error) {
 	p := r.URL.EscapedPath()
+	var h handler
+	var rest string
 	for _, rt := range m.prefixes {
-		if rest, ok := strings.CutPrefix(p, rt.prefix); ok {
-			return rt.h.Serve(w, r, rest)
+		if s, ok := strings.CutPrefix(p, rt.prefix); ok && !r.URL.IsAbs() {
+			h, rest = rt.h, s
+			break
 		}
 	}
-	return fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", clip(p), m.prefixList())
+	switch {
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		return h, fetch.Errorf(http.StatusMethodNotAllowed, "method", nil, "the mirror serves GET and HEAD only")
+	case r.URL.IsAbs():
+		return m.proxy(w, r)
+	case h == nil:
+		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", clip(p), m.prefixList())
+	}
+	return h, h.Serve(w, r, rest)
 }
 
 // proxy serves an absolute-URI request for a configured upstream host.
-func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) error {
+func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) (handler, error) {
 	h, ok := m.hosts[strings.ToLower(r.URL.Host)]
 	if !ok || r.URL.Scheme != "http" {
 		c := fetch.ClientOf(r.Context())
 		m.env.Record(&fetch.Record{Ecosystem: resolver.Deb, Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
 			Verdict: "block", Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
-		return fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
+		return nil, fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
 	}
-	return h.Serve(w, r, r.URL.EscapedPath())
+	return h, h.Serve(w, r, r.URL.EscapedPath())
 }
 
 func (m *Mirror) prefixList() string {

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -122,5 +123,48 @@ func TestMirror(t *testing.T) {
 	evs = rec.all()
 	if last := evs[len(evs)-1]; last.Pkg.Outcome != "unknown_source" || last.Pkg.Name != "deb.example.invalid" {
 		t.Errorf("proxy refusal = %+v", last.Pkg)
+	}
+}
+
+// TestErrorForms: each ecosystem's clients get errors in a form they read:
+// OCI's distribution spec errors beneath /v2/ (a method too), npm's
+// {"error": …} everywhere else, valid JSON whatever the request held.
+func TestErrorForms(t *testing.T) {
+	reg := npmtest.Start(t)
+	srv, _ := start(t, reg, nil)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		oci          bool
+	}{
+		{"GET", "/npm/%00%1b%5b31m", 400, false},
+		{"GET", "/nope/x", 404, false},
+		{"GET", "/v2/library/alpine/manifests/%00", 400, true},
+		{"POST", "/v2/library/alpine/blobs/uploads/", 405, true},
+	} {
+		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var body struct {
+			Error  string `json:"error"`
+			Errors []struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"errors"`
+		}
+		err = json.Unmarshal(b, &body)
+		ok := err == nil && resp.StatusCode == tt.status
+		if tt.oci {
+			ok = ok && len(body.Errors) == 1 && body.Errors[0].Code != "" && strings.HasPrefix(body.Errors[0].Message, "sandtrail mirror: ")
+		} else {
+			ok = ok && strings.HasPrefix(body.Error, "sandtrail mirror: ")
+		}
+		if !ok {
+			t.Errorf("%s %s = %d %s (%v)", tt.method, tt.path, resp.StatusCode, b, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ package fetch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,19 +83,32 @@ func Errorf(status int, code string, err error, format string, a ...any) *Error 
 	return &Error{Status: status, Code: code, Public: fmt.Sprintf(format, a...), Err: err}
 }
 
-// Write writes err to w: an *Error as its status, code and public message,
-// anything else as a 500 that tells the client nothing more. It returns
-// the *Error it wrote.
-func Write(w http.ResponseWriter, err error) *Error {
+// AsError is err as an *Error: itself, or a 500 that tells the client
+// nothing more.
+func AsError(err error) *Error {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Public: "internal error", Err: err}
 	}
+	return e
+}
+
+// Message is what the client is told of e: the mirror, its code and its
+// public message.
+func (e *Error) Message() string { return "sandtrail mirror: " + e.Code + ": " + e.Public }
+
+// Write writes err to w (AsError) in npm's JSON error form, which npm
+// prints and cargo shows as the body of a failed download: its status,
+// {"error": Message, "code": Code}. It returns the *Error it wrote.
+func Write(w http.ResponseWriter, err error) *Error {
+	e := AsError(err)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)
-	// npm prints the error field: it leads with the code.
-	fmt.Fprintf(w, "{\"error\":%q,\"code\":%q}\n", "sandtrail mirror: "+e.Code+": "+e.Public, e.Code)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}{e.Message(), e.Code})
 	return e
 }
 

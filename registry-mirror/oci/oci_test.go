@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +70,7 @@ func newMirrorWith(t *testing.T, reg *ocitest.Registry, yaml string) *mirror {
 			return
 		}
 		if err := m.h.Serve(w, r, p); err != nil {
-			fetch.Write(w, err)
+			m.h.WriteError(w, r, err)
 		}
 	}))
 	m.host = strings.TrimPrefix(m.URL, "http://")
@@ -308,8 +309,8 @@ func TestTamperedBlob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := readAll(pulled); err == nil || !strings.Contains(err.Error(), "403") {
-		t.Errorf("reading a tampered layer = %v, want the mirror's 403", err)
+	if err := readAll(pulled); err == nil || !strings.Contains(err.Error(), "DENIED: sandtrail mirror: hash_mismatch") {
+		t.Errorf("reading a tampered layer = %v, want the mirror's DENIED hash_mismatch", err)
 	}
 	m.wait(t, 4)
 	r := m.byHash(layer)
@@ -337,8 +338,8 @@ func TestTamperedManifest(t *testing.T) {
 	d := digestsOf(t, img)[0]
 	reg.Tamper(ocitest.ManifestPath("library/alpine", d.String()), func(b []byte) []byte { return append(bytes.Clone(b), ' ') })
 	m := newMirror(t, reg, "")
-	if _, err := remote.Image(m.ref(t, "library/alpine@"+d.String())); err == nil || !strings.Contains(err.Error(), "403") {
-		t.Errorf("pulling a tampered manifest by digest = %v, want the mirror's 403", err)
+	if _, err := remote.Image(m.ref(t, "library/alpine@"+d.String())); err == nil || !strings.Contains(err.Error(), "DENIED: sandtrail mirror: hash_mismatch") {
+		t.Errorf("pulling a tampered manifest by digest = %v, want the mirror's DENIED hash_mismatch", err)
 	}
 	if r := m.last(); r.Outcome != fetch.HashMismatch || r.Hash != d.String() {
 		t.Errorf("record = %+v, want hash_mismatch of %s", *r, d)
@@ -600,6 +601,39 @@ func TestRedirect(t *testing.T) {
 		if r := m.last(); code != 200 || sha256Digest(b) != layer.String() || r.Outcome != fetch.Served || r.CacheHit != hit ||
 			!strings.HasPrefix(r.URL, cdn.URL+"/blobs/"+layer.Hex) || r.Registry != m.h.upstream {
 			t.Errorf("redirect to an approved host (cache hit %v) = %d, record %+v, want served from %s", hit, code, *r, cdn.URL)
+		}
+	}
+}
+
+// TestErrorBodies: the mirror's errors are in the distribution spec's
+// form, so that clients show why: go-containerregistry's error carries the
+// code and the mirror's message, and each failure has the spec's code.
+func TestErrorBodies(t *testing.T) {
+	reg := ocitest.Start(t)
+	reg.Push(t, "library/alpine:3.1", ocitest.Image(t, 512, 1))
+	m := newMirror(t, reg, "blocklist:\n  - purl: pkg:oci/library/alpine@3.1\n    reason: a test\n")
+	_, err := remote.Image(m.ref(t, "library/alpine:3.1"))
+	if err == nil || !strings.Contains(err.Error(), "DENIED: sandtrail mirror: blocked: library/alpine@3.1 is refused by the policy (blocklist[0]): ") {
+		t.Errorf("pulling a blocked tag = %v, want the spec's DENIED with the mirror's reason", err)
+	}
+	hex := strings.Repeat("ab", 32)
+	for _, tt := range []struct{ path, code string }{
+		{ocitest.ManifestPath("library/alpine", "3.1"), "DENIED"},
+		{ocitest.ManifestPath("library/alpine", "nope"), "MANIFEST_UNKNOWN"},
+		{ocitest.BlobPath("library/alpine", v1.Hash{Algorithm: "sha256", Hex: hex}), "BLOB_UNKNOWN"},
+		{"/v2/Library/alpine/manifests/latest", "NAME_INVALID"},
+		{"/v2/library/alpine/blobs/sha256:" + hex[:60], "DIGEST_INVALID"},
+	} {
+		_, b, hdr := m.get(t, tt.path)
+		var body struct {
+			Errors []struct {
+				Code, Message string
+				Detail        map[string]string
+			}
+		}
+		if err := json.Unmarshal(b, &body); err != nil || len(body.Errors) != 1 || body.Errors[0].Code != tt.code ||
+			!strings.HasPrefix(body.Errors[0].Message, "sandtrail mirror: ") || hdr.Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s = %s (%v), want one error %s", tt.path, b, err, tt.code)
 		}
 	}
 }
