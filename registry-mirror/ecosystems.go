@@ -1,7 +1,10 @@
 package mirror
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb"
@@ -49,6 +52,29 @@ var ecosystems = []ecosystem{
 		newNamed: func(env *fetch.Env, up map[string]string) (handler, error) { return deb.New(env, up) }},
 	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,
 		new: func(env *fetch.Env, u *url.URL) (handler, error) { return oci.New(env, u), nil }},
+}
+
+// CheckUpstream checks one upstream of the configuration (Config.
+// Upstreams): key names an ecosystem of the list (or, for an ecosystem
+// that takes named upstreams, NAME/UPSTREAM), and raw is an http(s) URL
+// with a host, after the "[option=value] " a named ecosystem's value may
+// begin with (deb's signed-by).
+func CheckUpstream(key, raw string) error {
+	name, sub, named := strings.Cut(key, "/")
+	i := slices.IndexFunc(ecosystems, func(e ecosystem) bool { return e.name == name && (!named || e.newNamed != nil && sub != "") })
+	if i < 0 {
+		return fmt.Errorf("unknown ecosystem %q (known: %s)", key, Names())
+	}
+	if ecosystems[i].newNamed != nil && strings.HasPrefix(raw, "[") {
+		if _, rest, ok := strings.Cut(raw, "] "); ok {
+			raw = strings.TrimSpace(rest)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s upstream %q is not an http(s) URL with a host", key, raw)
+	}
+	return nil
 }
 
 // Upstream is the upstream a mirror configured with upstreams (Config.

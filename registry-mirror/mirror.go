@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -111,10 +110,9 @@ func New(cfg Config) (*Mirror, error) {
 		env.Upstream.HTTP = upstreamClient()
 	}
 	m := &Mirror{env: env, log: env.Log, sessions: cfg.Sessions, hosts: map[string]handler{}}
-	for key := range cfg.Upstreams {
-		name, sub, named := strings.Cut(key, "/")
-		if !slices.ContainsFunc(ecosystems, func(e ecosystem) bool { return e.name == name && (!named || e.newNamed != nil && sub != "") }) {
-			return nil, fmt.Errorf("mirror: unknown ecosystem %q in the upstreams (known: %s)", key, Names())
+	for key, raw := range cfg.Upstreams {
+		if err := CheckUpstream(key, raw); err != nil {
+			return nil, fmt.Errorf("mirror: upstreams: %w", err)
 		}
 	}
 	for _, e := range ecosystems {

@@ -88,16 +88,29 @@ func newMirrorCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// parseUpstreams adds --upstream ECOSYSTEM=URL values to cfg.
+// parseUpstreams adds --upstream ECOSYSTEM=URL values to cfg. A value
+// that is not of that form, names no ecosystem of the mirror, or whose URL
+// is not http(s) is refused naming itself and the form; so is a second
+// value for one ecosystem, which would otherwise replace the first.
 func parseUpstreams(cfg *Config, flags []string) error {
 	if cfg.Mirror.Upstreams == nil {
 		cfg.Mirror.Upstreams = map[string]string{}
 	}
+	const form = "want ECOSYSTEM=URL or deb/NAME=URL, such as npm=https://registry.npmjs.org/"
+	given := map[string]string{}
 	for _, u := range flags {
 		eco, raw, ok := strings.Cut(u, "=")
 		if !ok || eco == "" || raw == "" {
-			return fmt.Errorf("--upstream %q: want ECOSYSTEM=URL (ecosystems: %s)", u, mirror.Names())
+			return fmt.Errorf("--upstream %q: %s (ecosystems: %s)", u, form, mirror.Names())
 		}
+		if err := mirror.CheckUpstream(eco, raw); err != nil {
+			return fmt.Errorf("--upstream %q: %v; %s", u, err, form)
+		}
+		if first, dup := given[eco]; dup {
+			return fmt.Errorf("--upstream %q: %s has an upstream already (--upstream %s=%s); the mirror serves one upstream per ecosystem (more Debian archives as deb/NAME=URL)",
+				u, eco, eco, first)
+		}
+		given[eco] = raw
 		cfg.Mirror.Upstreams[eco] = raw
 	}
 	return nil

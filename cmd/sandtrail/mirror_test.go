@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -79,5 +80,41 @@ func TestMirrorPrefetch(t *testing.T) {
 	}
 	if code, _ := runCLI(t, "mirror", "prefetch", "--mirror", srv.URL, filepath.Join(t.TempDir(), "yarn.lock")); code != exitFailed {
 		t.Errorf("prefetch of a missing file = %d, want %d", code, exitFailed)
+	}
+}
+
+// TestParseUpstreams: a malformed --upstream is refused naming the value
+// and the form it should have, and a second upstream for one ecosystem is
+// refused rather than replacing the first.
+func TestParseUpstreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags []string
+		want  map[string]string
+		err   string
+	}{
+		{name: "good", flags: []string{"npm=https://r.example/", "deb/debian-security=[signed-by=/k.gpg] http://s.example/debian-security/", "oci=https://o.example/v2/"},
+			want: map[string]string{"npm": "https://r.example/", "deb/debian-security": "[signed-by=/k.gpg] http://s.example/debian-security/", "oci": "https://o.example/v2/"}},
+		{name: "no equals", flags: []string{"npm:https://r.example/"}, err: `--upstream "npm:https://r.example/": want ECOSYSTEM=URL`},
+		{name: "no scheme", flags: []string{"oci=registry.example"}, err: `--upstream "oci=registry.example": oci upstream "registry.example" is not an http(s) URL with a host; want ECOSYSTEM=URL`},
+		{name: "unknown ecosystem", flags: []string{"maven=https://m.example/"}, err: `--upstream "maven=https://m.example/": unknown ecosystem "maven"`},
+		{name: "named non-deb", flags: []string{"npm/x=https://r.example/"}, err: `unknown ecosystem "npm/x"`},
+		{name: "second oci", flags: []string{"oci=https://a.example", "oci=https://b.example"},
+			err: `--upstream "oci=https://b.example": oci has an upstream already (--upstream oci=https://a.example)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &Config{}
+			err := parseUpstreams(cfg, tt.flags)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("parseUpstreams(%q) = %v, want %q", tt.flags, err, tt.err)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(cfg.Mirror.Upstreams, tt.want) {
+				t.Errorf("parseUpstreams(%q) = %v, %v, want %v", tt.flags, cfg.Mirror.Upstreams, err, tt.want)
+			}
+		})
 	}
 }

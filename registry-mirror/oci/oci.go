@@ -65,10 +65,13 @@ type Handler struct {
 // maxSizes bounds the descriptor sizes kept in memory.
 const maxSizes = 1 << 16
 
-// New returns the handler for the registry at upstream.
+// New returns the handler for the registry at upstream: its host, or the
+// API's root beneath it, with or without the /v2/ that clients add
+// (https://registry.example and https://registry.example/v2/ are one).
 func New(env *fetch.Env, upstream *url.URL) *Handler {
 	root := *upstream
-	root.Path = strings.TrimSuffix(root.Path, "/") + Prefix
+	root.Path = strings.TrimSuffix(strings.TrimSuffix(root.Path, "/"), strings.TrimSuffix(Prefix, "/")) + Prefix
+	root.RawPath = ""
 	root.RawQuery, root.Fragment = "", ""
 	e, up := *env, *env.Upstream
 	c := http.DefaultClient

@@ -637,3 +637,15 @@ func TestErrorBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamForms: an upstream given with the /v2/ that clients add is
+// the same registry as one given without it, not /v2/v2/.
+func TestUpstreamForms(t *testing.T) {
+	env := &fetch.Env{Upstream: &fetch.Upstream{}}
+	for _, raw := range []string{"https://r.example", "https://r.example/", "https://r.example/v2", "https://r.example/v2/"} {
+		u, _ := url.Parse(raw)
+		if got := New(env, u).upstream; got != "https://r.example/v2/" {
+			t.Errorf("New(%s).upstream = %s, want https://r.example/v2/", raw, got)
+		}
+	}
+}
