@@ -40,6 +40,9 @@ type cgroup struct {
 	// noKillFile makes kill ignore cgroup.kill, as on kernels before 5.14
 	// (tests use it to run the fallback for real).
 	noKillFile bool
+	// gone is set for an adopted session whose v2 cgroup no longer exists:
+	// nothing can run in it, and there is nothing to kill.
+	gone bool
 }
 
 // cfsPeriod is the CPU bandwidth period, in microseconds.
@@ -471,6 +474,9 @@ func waitFor(ctx context.Context, done func() (bool, error)) error {
 // nothing can fork in between. Either way it then thaws a paused session,
 // because v1 frozen tasks only die once thawed.
 func (c *cgroup) kill(ctx context.Context) error {
+	if c.gone {
+		return nil
+	}
 	var errs []error
 	err := fs.ErrNotExist
 	if !c.noKillFile {

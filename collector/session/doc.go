@@ -51,6 +51,15 @@
 // kernel enforces, and nothing of it is on the host's disk. Cleanup copies
 // a preserved workdir out to disk.
 //
+// # A lost host
+//
+// Create writes a state file, <root>/<id>/session.json, before it makes
+// the session's filesystem and cgroups, and the manager holds a flock on
+// it until Cleanup removes it. When the manager's process dies the kernel
+// drops the lock, and Manager.Abandoned in a later manager finds the
+// session, adopts it and lets it be ended with ReasonHostLost (which kills
+// what is still running in its cgroups) and cleaned up.
+//
 // # Trust model
 //
 // The manager runs as root. Processes in a session are untrusted: they

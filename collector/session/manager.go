@@ -42,6 +42,9 @@ const (
 	ReasonAPI             = "api"
 	ReasonPolicyViolation = "policy_violation"
 	ReasonSignal          = "signal"
+	// ReasonHostLost ends a session whose host died without ending it
+	// (Manager.Abandoned): a later host kills what is left of it.
+	ReasonHostLost = "host_lost"
 
 	FSPreserved = "preserved"
 	FSDeleted   = "deleted"
@@ -225,6 +228,12 @@ type Session struct {
 	fs      *sessionFS
 	cg      *cgroup
 	log     hclog.Logger
+	// stateF is the session's state file, held locked while this manager
+	// knows the session (saveState).
+	stateF *os.File
+	// adopted is set for a session that Abandoned found: it has no main
+	// process, and only it may end with ReasonHostLost.
+	adopted bool
 
 	mu         sync.Mutex
 	state      state
@@ -248,7 +257,8 @@ type Session struct {
 // mounted at <root>/<id>/fs, whose work directory is bind-mounted on the
 // workdir <root>/<id>/work; its v2 cgroup and, on hybrid hosts, its v1
 // controller cgroups, all beneath this process's own cgroups, with the
-// limits applied.
+// limits applied. First it writes the session's state file,
+// <root>/<id>/session.json, held locked until Cleanup (see Abandoned).
 // It emits session.create. A limit whose controller the host lacks fails
 // with ErrControllerUnavailable; an id in use fails with ErrExists.
 func (m *Manager) Create(ctx context.Context, spec Spec) (*Session, error) {
@@ -302,19 +312,29 @@ func (m *Manager) create(spec Spec) (*Session, error) {
 		}
 		return nil, fmt.Errorf("creating session directory: %w", err)
 	}
-	if err := os.Mkdir(s.workdir, 0o755); err != nil {
+	undo := func() {
 		os.RemoveAll(s.dir)
+		if s.stateF != nil {
+			s.stateF.Close()
+		}
+	}
+	if err := s.saveState(); err != nil {
+		undo()
+		return nil, err
+	}
+	if err := os.Mkdir(s.workdir, 0o755); err != nil {
+		undo()
 		return nil, fmt.Errorf("creating workdir: %w", err)
 	}
 	f, err := newSessionFS(s.dir, m.root, spec.Limits.DiskBytes, m.shared)
 	if err != nil {
-		os.RemoveAll(s.dir)
+		undo()
 		return nil, err
 	}
 	cg, err := newCgroup(m.layout, "sandtrail-"+spec.ID, spec.Limits)
 	if err != nil {
 		f.unmount()
-		os.RemoveAll(s.dir)
+		undo()
 		return nil, fmt.Errorf("creating session cgroups: %w", err)
 	}
 	s.fs, s.cg = f, cg
@@ -529,10 +549,15 @@ func (s *Session) Resume(ctx context.Context, actor string) error {
 // with reason and the exit status. A nil exitStatus means the main
 // process's own: its exit code, or 128+signal when a signal ended it. The
 // first termination wins: a later call, or the main process's exit, only
-// waits for it and returns nil.
+// waits for it and returns nil. ReasonHostLost is only for a session that
+// Abandoned returned.
 func (s *Session) Terminate(ctx context.Context, reason string, exitStatus *int32) error {
 	switch reason {
 	case ReasonNormal, ReasonTimeout, ReasonOOM, ReasonAPI, ReasonPolicyViolation, ReasonSignal:
+	case ReasonHostLost:
+		if !s.adopted {
+			return fmt.Errorf("%w: terminate reason %s is for a session whose host was lost", ErrInvalidSpec, reason)
+		}
 	default:
 		return fmt.Errorf("%w: terminate reason %q", ErrInvalidSpec, truncate(reason, 32))
 	}
@@ -612,8 +637,8 @@ func exitCode(ws syscall.WaitStatus) int32 {
 // <root>/<id>/snapshot.tar (a tar of the workdir, symlinks stored as links
 // and never followed) and then removes the workdir; the tar's sha256 goes
 // into session.cleanup. The files of the private /tmp, /var/tmp, /dev/shm
-// and /run/lock are dropped. A session that has not terminated fails with
-// ErrState.
+// and /run/lock are dropped. Last, it removes the session's state file. A
+// session that has not terminated fails with ErrState.
 func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	switch fsState {
 	case FSPreserved, FSDeleted, FSSnapshot:
@@ -632,6 +657,14 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	if err := s.cg.closeAndRemove(ctx); err != nil {
 		return err
 	}
+	if err := s.removeState(); err != nil {
+		return err
+	}
+	if fsState == FSDeleted {
+		if err := os.Remove(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing session directory: %w", err)
+		}
+	}
 	s.mon.close()
 	s.state = stateCleaned
 	s.m.mu.Lock()
@@ -643,7 +676,10 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 }
 
 // cleanupFS keeps what fsState says of the workdir, unmounts the session's
-// filesystem and returns the snapshot's sha256, if any.
+// filesystem and returns the snapshot's sha256, if any. Deleted removes
+// all of the session's directory but its state file, which Cleanup
+// removes last. An adopted session whose filesystem is no longer mounted
+// has nothing to copy out: its workdir is what is on disk.
 func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error) {
 	var sum string
 	switch fsState {
@@ -654,6 +690,9 @@ func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error)
 			return "", err
 		}
 	case FSPreserved:
+		if s.adopted && !s.fs.mounted() {
+			break
+		}
 		used, _, err := s.fs.usage()
 		if err != nil {
 			return "", err
@@ -677,11 +716,31 @@ func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error)
 			return "", fmt.Errorf("removing workdir: %w", err)
 		}
 	case FSDeleted:
-		if err := os.RemoveAll(s.dir); err != nil {
+		if err := removeAllBut(s.dir, stateFile); err != nil {
 			return "", fmt.Errorf("removing session directory: %w", err)
 		}
 	}
 	return sum, nil
+}
+
+// removeAllBut removes everything in dir but the entry named keep.
+func removeAllBut(dir, keep string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() == keep {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // change is one lifecycle step or limit hit, before it becomes an event.

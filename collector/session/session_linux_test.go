@@ -73,9 +73,14 @@ func helper(mode string, args []string) int {
 		f.Sync()
 		time.Sleep(time.Minute)
 		return 0
+	case "host": // a manager whose session outlives it (abandoned_linux_test.go)
+		return hostHelper(args)
 	}
 	return 2
 }
+
+// hostHelper is the helper mode "host", set by abandoned_linux_test.go.
+var hostHelper func(args []string) int
 
 func helperCmd(t *testing.T, mode string, args ...string) *exec.Cmd {
 	t.Helper()

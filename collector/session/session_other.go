@@ -27,6 +27,16 @@ type kmsg struct{}
 
 type sessionFS struct{ mnt string }
 
+func (s *Session) saveState() error   { return ErrNotSupported }
+func (s *Session) removeState() error { return nil }
+func (f *sessionFS) mounted() bool    { return false }
+
+const stateFile = "session.json"
+
+// Abandoned finds the sessions a dead manager left behind; there are none
+// off Linux.
+func (m *Manager) Abandoned(context.Context) ([]*Session, error) { return nil, ErrNotSupported }
+
 // ErrNoSpace is Linux's; it is never returned here.
 var ErrNoSpace = errors.New("session: not enough free space to preserve the workdir")
 

@@ -376,7 +376,7 @@ type Session struct {
 	Host        string  `json:"host,omitempty"`
 	Limits      *Limits `json:"limits,omitempty"`
 	// Reason is, for pause, api|timeout|auto; for terminate,
-	// normal|timeout|oom|api|policy_violation|signal.
+	// normal|timeout|oom|api|policy_violation|signal|host_lost.
 	Reason     string `json:"reason,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	ExitStatus *int32 `json:"exit_status,omitempty"`

@@ -136,6 +136,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if err := h.checkKernel(pol.Require()); err != nil {
 		return h, err
 	}
+	h.endAbandoned()
 	if o.Mirror != "" {
 		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, log); err != nil {
 			return h, err
@@ -158,6 +159,54 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 		}()
 	}
 	return h, nil
+}
+
+// endAbandoned ends the sessions that a host before this one left behind
+// when it died without ending them (SIGKILL, a crash): for each, the
+// collector watches its cgroup, everything still running in it is killed
+// (session.terminate with reason host_lost), and it is cleaned up
+// (session.cleanup), its workdir preserved, or deleted when there is no
+// room to preserve it. It runs before this host serves anything. What
+// fails is logged, and the session's state stays for the next host.
+func (h *Host) endAbandoned() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ss, err := h.mgr.Abandoned(ctx)
+	if err != nil {
+		h.log.Warn("finding the sessions a lost host left behind", "error", err)
+	}
+	for _, s := range ss {
+		if err := h.endHostLost(ctx, s); err != nil {
+			h.log.Warn("ending a session whose host was lost", "session_id", s.ID(), "error", err)
+			continue
+		}
+		h.log.Info("ended a session whose host was lost", "session_id", s.ID())
+	}
+}
+
+// endHostLost ends and cleans up the abandoned session s.
+func (h *Host) endHostLost(ctx context.Context, s *session.Session) error {
+	watched := false
+	if id := s.CgroupID(); id != 0 {
+		if err := h.col.Watch(id, s.ID()); err != nil {
+			h.log.Warn("watching a session whose host was lost", "session_id", s.ID(), "error", err)
+		} else {
+			watched = true
+		}
+	}
+	err := s.Terminate(ctx, session.ReasonHostLost, nil)
+	if err == nil {
+		err = s.Cleanup(ctx, session.FSPreserved)
+		if errors.Is(err, session.ErrNoSpace) {
+			err = s.Cleanup(ctx, session.FSDeleted)
+		}
+	}
+	if watched {
+		if uerr := h.col.Unwatch(s.CgroupID()); uerr != nil && err == nil {
+			err = fmt.Errorf("unwatching session %s: %w", s.ID(), uerr)
+		}
+	}
+	return err
 }
 
 // checkKernel logs what the running collector does without and fails when
