@@ -198,6 +198,16 @@ type netSocketEvent struct {
 	Pad      [7]uint8
 }
 
+type netUdpFlow struct {
+	_        structs.HostLayout
+	Watched  uint64
+	Start    uint64
+	BytesOut uint64
+	BytesIn  uint64
+	Src      netNetAddr
+	Dst      netNetAddr
+}
+
 type netUnixAllowVal struct {
 	_        structs.HostLayout
 	ExactLen uint16
@@ -259,6 +269,7 @@ const (
 	netMapSettings           = "settings"
 	netMapSocketRefused      = "socket_refused"
 	netMapSubmitted          = "submitted"
+	netMapUdpFlows           = "udp_flows"
 	netMapWatched            = "watched"
 	netMapWokenAt            = "woken_at"
 	netProgNetConnect4       = "net_connect4"
@@ -270,6 +281,7 @@ const (
 	netProgNetSendmsg4       = "net_sendmsg4"
 	netProgNetSendmsg6       = "net_sendmsg6"
 	netProgNetSockCreate     = "net_sock_create"
+	netProgNetSockRelease    = "net_sock_release"
 	netProgNetSockState      = "net_sock_state"
 	netProgNetSocketExit     = "net_socket_exit"
 	netVarUnusedCidrFlags    = "unused_cidr_flags"
@@ -339,6 +351,7 @@ type netProgramSpecs struct {
 	NetSendmsg4     *ebpf.ProgramSpec `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.ProgramSpec `ebpf:"net_sendmsg6"`
 	NetSockCreate   *ebpf.ProgramSpec `ebpf:"net_sock_create"`
+	NetSockRelease  *ebpf.ProgramSpec `ebpf:"net_sock_release"`
 	NetSockState    *ebpf.ProgramSpec `ebpf:"net_sock_state"`
 	NetSocketExit   *ebpf.ProgramSpec `ebpf:"net_socket_exit"`
 }
@@ -367,6 +380,7 @@ type netMapSpecs struct {
 	Settings      *ebpf.MapSpec `ebpf:"settings"`
 	SocketRefused *ebpf.MapSpec `ebpf:"socket_refused"`
 	Submitted     *ebpf.MapSpec `ebpf:"submitted"`
+	UdpFlows      *ebpf.MapSpec `ebpf:"udp_flows"`
 	Watched       *ebpf.MapSpec `ebpf:"watched"`
 	WokenAt       *ebpf.MapSpec `ebpf:"woken_at"`
 }
@@ -431,6 +445,7 @@ type netMaps struct {
 	Settings      *ebpf.Map `ebpf:"settings"`
 	SocketRefused *ebpf.Map `ebpf:"socket_refused"`
 	Submitted     *ebpf.Map `ebpf:"submitted"`
+	UdpFlows      *ebpf.Map `ebpf:"udp_flows"`
 	Watched       *ebpf.Map `ebpf:"watched"`
 	WokenAt       *ebpf.Map `ebpf:"woken_at"`
 }
@@ -457,6 +472,7 @@ func (m *netMaps) Close() error {
 		m.Settings,
 		m.SocketRefused,
 		m.Submitted,
+		m.UdpFlows,
 		m.Watched,
 		m.WokenAt,
 	)
@@ -495,6 +511,7 @@ type netPrograms struct {
 	NetSendmsg4     *ebpf.Program `ebpf:"net_sendmsg4"`
 	NetSendmsg6     *ebpf.Program `ebpf:"net_sendmsg6"`
 	NetSockCreate   *ebpf.Program `ebpf:"net_sock_create"`
+	NetSockRelease  *ebpf.Program `ebpf:"net_sock_release"`
 	NetSockState    *ebpf.Program `ebpf:"net_sock_state"`
 	NetSocketExit   *ebpf.Program `ebpf:"net_socket_exit"`
 }
@@ -510,6 +527,7 @@ func (p *netPrograms) Close() error {
 		p.NetSendmsg4,
 		p.NetSendmsg6,
 		p.NetSockCreate,
+		p.NetSockRelease,
 		p.NetSockState,
 		p.NetSocketExit,
 	)

@@ -125,6 +125,8 @@ func (n *netCollector) attach(c *Collector) error {
 		{n.objs.NetSendmsg6, ebpf.AttachCGroupUDP6Sendmsg, false},
 		{n.objs.NetRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg, false},
 		{n.objs.NetRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg, false},
+		// A UDP socket's bytes at its release.
+		{n.objs.NetSockRelease, ebpf.AttachCgroupInetSockRelease, false},
 		// Socket creation.
 		{n.objs.NetSockCreate, ebpf.AttachCGroupInetSockCreate, false},
 		// getpeername of a redirected connected socket names the proxy
@@ -169,6 +171,7 @@ func (n *netCollector) programs() []progKind {
 		{n.objs.NetSendmsg4, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSendmsg6, processEventKindKIND_NET_CONNECT},
 		{n.objs.NetSocketExit, processEventKindKIND_NET_SOCKET},
+		{n.objs.NetSockRelease, processEventKindKIND_NET_CLOSE},
 		// The state tracepoint loses listen, accept and close records;
 		// it is accounted as net.close, the most frequent.
 		{n.objs.NetSockState, processEventKindKIND_NET_CLOSE},

@@ -41,12 +41,34 @@ const (
 	rateRateDirIndexRATE_EGRESS  rateRateDirIndex = 1
 )
 
+type rateUdpFlow struct {
+	_        structs.HostLayout
+	Watched  uint64
+	Start    uint64
+	BytesOut uint64
+	BytesIn  uint64
+	Src      struct {
+		_      structs.HostLayout
+		Addr   [4]uint32
+		Port   uint16
+		Family uint16
+	}
+	Dst struct {
+		_      structs.HostLayout
+		Addr   [4]uint32
+		Port   uint16
+		Family uint16
+	}
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	rateMapRateOwner          = "rate_owner"
 	rateMapRates              = "rates"
+	rateMapUdpFlows           = "udp_flows"
+	rateMapWatched            = "watched"
 	rateProgRateEgress        = "rate_egress"
 	rateProgRateIngress       = "rate_ingress"
 	rateVarUnusedNetRate      = "unused_net_rate"
@@ -105,6 +127,8 @@ type rateProgramSpecs struct {
 type rateMapSpecs struct {
 	RateOwner *ebpf.MapSpec `ebpf:"rate_owner"`
 	Rates     *ebpf.MapSpec `ebpf:"rates"`
+	UdpFlows  *ebpf.MapSpec `ebpf:"udp_flows"`
+	Watched   *ebpf.MapSpec `ebpf:"watched"`
 }
 
 // rateVariableSpecs contains global variables before they are loaded into the kernel.
@@ -137,12 +161,16 @@ func (o *rateObjects) Close() error {
 type rateMaps struct {
 	RateOwner *ebpf.Map `ebpf:"rate_owner"`
 	Rates     *ebpf.Map `ebpf:"rates"`
+	UdpFlows  *ebpf.Map `ebpf:"udp_flows"`
+	Watched   *ebpf.Map `ebpf:"watched"`
 }
 
 func (m *rateMaps) Close() error {
 	return _RateClose(
 		m.RateOwner,
 		m.Rates,
+		m.UdpFlows,
+		m.Watched,
 	)
 }
 

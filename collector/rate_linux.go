@@ -18,7 +18,9 @@ import (
 // rateCollector is the network rate limit (bpf/rate.c): the cgroup_skb
 // programs keep a token bucket per direction for each rate-limited cgroup,
 // and tick turns their counters into limit.hit net_rate events, one per
-// burst of traffic over the rate.
+// burst of traffic over the rate. The same programs count the UDP payload
+// of the watched cgroups' sockets into net.c's udp_flows, which net.c
+// records as net.close at each socket's release.
 type rateCollector struct {
 	objs   rateObjects
 	loaded bool
@@ -85,7 +87,10 @@ func (r *rateCollector) load(c *Collector, _ *ebpf.CollectionOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading rate bpf spec: %w", err)
 	}
-	if err := spec.LoadAndAssign(&r.objs, nil); err != nil {
+	// The UDP byte counts: net.c's flows, of process.c's watched cgroups.
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		rateMapWatched: c.objs.Watched, rateMapUdpFlows: c.net.objs.UdpFlows}}
+	if err := spec.LoadAndAssign(&r.objs, opts); err != nil {
 		c.verifierError(err)
 		return fmt.Errorf("loading rate bpf objects: %w", err)
 	}

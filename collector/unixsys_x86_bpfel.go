@@ -20,18 +20,6 @@ type unixsysDropKey struct {
 	Pad    uint32
 }
 
-type unixsysEgressConfig struct {
-	_            structs.HostLayout
-	Enabled      uint8
-	Def          uint8
-	DohAction    uint8
-	AllowedDests uint8
-	AllowedPorts uint8
-	UnixDef      uint8
-	RawBlock     uint8
-	Pad          uint8
-}
-
 type unixsysUnixScratch struct {
 	_ structs.HostLayout
 	E struct {
@@ -81,7 +69,6 @@ type unixsysUnixSendKey struct {
 const (
 	unixsysMapCgroupDrops  = "cgroup_drops"
 	unixsysMapDrops        = "drops"
-	unixsysMapEgressConf   = "egress_conf"
 	unixsysMapEvents       = "events"
 	unixsysMapSettings     = "settings"
 	unixsysMapSubmitted    = "submitted"
@@ -143,7 +130,6 @@ type unixsysProgramSpecs struct {
 type unixsysMapSpecs struct {
 	CgroupDrops *ebpf.MapSpec `ebpf:"cgroup_drops"`
 	Drops       *ebpf.MapSpec `ebpf:"drops"`
-	EgressConf  *ebpf.MapSpec `ebpf:"egress_conf"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
 	Settings    *ebpf.MapSpec `ebpf:"settings"`
 	Submitted   *ebpf.MapSpec `ebpf:"submitted"`
@@ -181,7 +167,6 @@ func (o *unixsysObjects) Close() error {
 type unixsysMaps struct {
 	CgroupDrops *ebpf.Map `ebpf:"cgroup_drops"`
 	Drops       *ebpf.Map `ebpf:"drops"`
-	EgressConf  *ebpf.Map `ebpf:"egress_conf"`
 	Events      *ebpf.Map `ebpf:"events"`
 	Settings    *ebpf.Map `ebpf:"settings"`
 	Submitted   *ebpf.Map `ebpf:"submitted"`
@@ -195,7 +180,6 @@ func (m *unixsysMaps) Close() error {
 	return _UnixsysClose(
 		m.CgroupDrops,
 		m.Drops,
-		m.EgressConf,
 		m.Events,
 		m.Settings,
 		m.Submitted,

@@ -13,6 +13,8 @@
  *    in getpeername;
  *  - tp_btf/inet_sock_set_state: net.listen, net.accept and net.close (with
  *    the bytes of the connection) for TCP;
+ *  - cgroup/sock_release: net.close of a UDP socket with the bytes rate.c
+ *    counted for it (udp_flows);
  *  - the unix-socket hooks are unix.c's, an object of their own (they need
  *    Linux 6.7);
  *  - cgroup/sock_create and syscalls/sys_exit_socket: net.socket for
@@ -30,6 +32,7 @@
 #include "common.h"
 #include "shared.h"
 #include "net.h"
+#include "egress.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -769,6 +772,48 @@ int BPF_PROG(net_sock_state, const struct sock *sk, const int oldstate, const in
 	if (!c)
 		return 0;
 	return on_close(sk, c, cookie, oldstate);
+}
+
+/* ---- UDP flows ---- */
+
+/* The UDP sockets of watched cgroups and their traffic, by cookie: written
+ * by rate.c's cgroup_skb programs (shared by the loader), recorded and
+ * removed here at release. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct udp_flow);
+} udp_flows SEC(".maps");
+
+/* net_sock_release records, when a UDP socket that carried datagrams of a
+ * watched cgroup is released, its total payload each way as net.close. */
+SEC("cgroup/sock_release")
+int net_sock_release(struct bpf_sock *ctx)
+{
+	if (ctx->protocol != IPPROTO_UDP)
+		return 1;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct udp_flow *f = bpf_map_lookup_elem(&udp_flows, &cookie);
+	if (!f)
+		return 1;
+	struct net_event e = {};
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	selected(task, &e.hdr);
+	fill_header(&e.hdr, KIND_NET_CLOSE, task);
+	/* The socket's session, whoever releases it. */
+	e.hdr.watched = f->watched;
+	e.proto = IPPROTO_UDP;
+	e.cookie = cookie;
+	e.uid = (__u32)bpf_get_current_uid_gid();
+	e.start = f->start;
+	e.bytes_out = f->bytes_out;
+	e.bytes_in = f->bytes_in;
+	e.src = f->src;
+	e.dst = f->dst;
+	bpf_map_delete_elem(&udp_flows, &cookie);
+	emit(&e, KIND_NET_CLOSE);
+	return 1;
 }
 
 /* ---- socket creation ---- */

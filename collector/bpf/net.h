@@ -167,13 +167,19 @@ struct socket_event {
 	__u8 _pad[7];
 };
 
-/* The egress settings, written by Go (one entry): net.c's, shared with
- * unix.c. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct egress_config);
-} egress_conf SEC(".maps");
+
+/* A UDP socket of a watched cgroup and its traffic (udp_flows, by socket
+ * cookie): rate.c's cgroup_skb programs count every datagram's payload,
+ * whatever syscall sent it (send, sendto, sendmsg, sendmmsg, write), on a
+ * connected socket or not; net.c's sock_release program records the total
+ * as net.close when the socket is released. */
+struct udp_flow {
+	__u64 watched;   /* the watched cgroup of the socket's */
+	__u64 start;     /* its first datagram, boot ns */
+	__u64 bytes_out; /* UDP payload sent */
+	__u64 bytes_in;  /* UDP payload received */
+	struct net_addr src;
+	struct net_addr dst; /* a connected socket's peer; zero otherwise */
+};
 
 #endif

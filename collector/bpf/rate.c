@@ -15,12 +15,21 @@
  * Loopback has no qdisc that honours departure times, so packets are not
  * paced by skb->tstamp.
  *
+ * The same programs count the UDP payload of every socket of a watched
+ * cgroup (udp_flows, struct udp_flow in net.h), which net.c records as
+ * net.close when the socket is released.
+ *
  * These programs use no ring buffer: the Go side reads the counters.
  */
 #include "headers/vmlinux.h"
 #include "headers/bpf_helpers.h"
 #include "common.h"
 #include "rate.h"
+#include "net.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_UDP 17
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -49,6 +58,121 @@ struct {
 	__type(key, __u64);
 	__type(value, __u64);
 } rate_owner SEC(".maps");
+
+/* The watched cgroups: process.c's table (shared.h), shared with this
+ * object by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} watched SEC(".maps");
+
+/* The UDP sockets of watched cgroups, by cookie: net.c's, shared with this
+ * object by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct udp_flow);
+} udp_flows SEC(".maps");
+
+/* watched_of returns the watched cgroup that the skb's socket's cgroup is,
+ * or is nested in (up to CGROUP_MAX_NEST levels), 0 for none. */
+static __always_inline __u64 watched_of(struct __sk_buff *skb, __u64 id)
+{
+	int level = -1;
+	for (int i = 0; i < CGROUP_LEVEL_MAX; i++) {
+		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, i);
+		if (anc == id) {
+			level = i;
+			break;
+		}
+		if (!anc)
+			break;
+	}
+	for (int j = 0; j < CGROUP_MAX_NEST; j++) {
+		if (level - j < 0)
+			break;
+		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, level - j);
+		if (anc && bpf_map_lookup_elem(&watched, &anc))
+			return anc;
+	}
+	return 0;
+}
+
+/* ip4_packet reports whether skb is an IPv4 packet (else IPv6). */
+static __always_inline bool ip4_packet(struct __sk_buff *skb)
+{
+	return skb->protocol == __builtin_bswap16(0x0800); /* ETH_P_IP */
+}
+
+/* flow_addr fills a of family from a bpf_sock's address words and port. */
+static __always_inline void flow_addr(struct net_addr *a, __u32 family, __u32 ip4, const __u32 *ip6, __u16 port)
+{
+	a->port = port;
+	if (family == AF_INET) {
+		a->family = AF_INET;
+		a->addr[0] = ip4;
+		return;
+	}
+	a->family = AF_INET6;
+	a->addr[0] = ip6[0];
+	a->addr[1] = ip6[1];
+	a->addr[2] = ip6[2];
+	a->addr[3] = ip6[3];
+}
+
+/* count_udp adds the UDP payload of skb to its socket's flow, creating it
+ * on a watched socket's first datagram. The payload is the packet less an
+ * IP header without options and the UDP header. */
+static __always_inline void count_udp(struct __sk_buff *skb, int dir)
+{
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk || sk->protocol != IPPROTO_UDP)
+		return;
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct udp_flow *f = bpf_map_lookup_elem(&udp_flows, &cookie);
+	if (!f) {
+		__u64 id = bpf_skb_cgroup_id(skb);
+		__u64 w = id ? watched_of(skb, id) : 0;
+		if (!w)
+			return;
+		struct udp_flow n = {.watched = w, .start = bpf_ktime_get_boot_ns()};
+		/* The packet's family: a v6 socket sends IPv4 to a v4-mapped
+		 * peer, with its v4 addresses in the v4 fields. */
+		__u32 family = ip4_packet(skb) ? AF_INET : AF_INET6;
+		/* An unbound socket's address is the packet's (the packet's
+		 * local end either way). */
+		/* An unbound socket's local address is the packet's: its
+		 * source going out, its destination coming in (the IP header,
+		 * where a cgroup_skb program's data starts). */
+		__u32 src4 = sk->src_ip4;
+		__u32 src6[4] = {sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3]};
+		bool out = dir == RATE_EGRESS;
+		if (family == AF_INET && !src4)
+			bpf_skb_load_bytes(skb, out ? 12 : 16, &src4, 4);
+		if (family == AF_INET6 && !(src6[0] | src6[1] | src6[2] | src6[3]))
+			bpf_skb_load_bytes(skb, out ? 8 : 24, src6, 16);
+		__u32 dst6[4] = {sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3]};
+		flow_addr(&n.src, family, src4, src6, sk->src_port);
+		if (sk->dst_port)
+			flow_addr(&n.dst, family, sk->dst_ip4, dst6, __builtin_bswap16((__u16)sk->dst_port));
+		bpf_map_update_elem(&udp_flows, &cookie, &n, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&udp_flows, &cookie);
+		if (!f)
+			return;
+	}
+	__u64 hdr = (ip4_packet(skb) ? 20 : 40) + 8;
+	__u64 len = skb->len > hdr ? skb->len - hdr : 0;
+	if (dir == RATE_EGRESS)
+		__sync_fetch_and_add(&f->bytes_out, len);
+	else
+		__sync_fetch_and_add(&f->bytes_in, len);
+}
 
 /* limited_of walks up from the skb's socket's cgroup to the nearest
  * rate-limited cgroup. */
@@ -157,12 +281,18 @@ static __always_inline bool over_limit(struct __sk_buff *skb, int dir)
 SEC("cgroup_skb/ingress")
 int rate_ingress(struct __sk_buff *skb)
 {
-	return over_limit(skb, RATE_INGRESS) ? 0 : 1;
+	if (over_limit(skb, RATE_INGRESS))
+		return 0;
+	count_udp(skb, RATE_INGRESS);
+	return 1;
 }
 
 /* 2 is "drop, and notify congestion": TCP enters CWR. */
 SEC("cgroup_skb/egress")
 int rate_egress(struct __sk_buff *skb)
 {
-	return over_limit(skb, RATE_EGRESS) ? 2 : 1;
+	if (over_limit(skb, RATE_EGRESS))
+		return 2;
+	count_udp(skb, RATE_EGRESS);
+	return 1;
 }

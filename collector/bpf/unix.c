@@ -21,6 +21,7 @@
 #include "common.h"
 #include "shared.h"
 #include "net.h"
+#include "egress.h"
 #include "unix.h"
 
 char LICENSE[] SEC("license") = "GPL";
