@@ -4,6 +4,7 @@
 set -euo pipefail
 
 need=()
+agent_user=
 want() { # want CMD PACKAGE: install PACKAGE unless CMD is on PATH
 	command -v "$1" >/dev/null 2>&1 || need+=("$2")
 }
@@ -56,6 +57,7 @@ test)
 	# The deb mirror checks Debian's archive against this keyring.
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 	kernels
+	agent_user=1
 	;;
 demo)
 	demo
@@ -104,6 +106,18 @@ if [ "${#need[@]}" -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+# The end-to-end tests run sessions as the default agent user, which
+# install.sh creates on an installed machine: create it the same way where
+# install.sh never ran.
+if [ -n "$agent_user" ] && ! id -u sandtrail-agent >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps: the user sandtrail-agent is missing; run as root, or run install.sh" >&2
+		exit 1
+	fi
+	useradd --system --user-group --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin sandtrail-agent
+	echo "deps: created user sandtrail-agent"
 fi
 if [ "${1:-test}" = bench ]; then
 	verdaccio
