@@ -158,7 +158,13 @@ func (q *Queue) Emit(e *event.Event) {
 	q.mu.RUnlock()
 	q.dropped.Add(1)
 	q.dmu.Lock()
-	q.drops[dropKey{e.Source, e.SessionID, e.Kind}]++
+	if e.Kind == event.KindLoss && e.Loss != nil {
+		// A loss event dropped keeps its count: the events it stood for
+		// are counted as the queue's own drops, under their kind.
+		q.drops[dropKey{e.Source, e.SessionID, e.Loss.LostKind}] += e.Loss.Count
+	} else {
+		q.drops[dropKey{e.Source, e.SessionID, e.Kind}]++
+	}
 	q.dropsBy[e.Source]++
 	q.dmu.Unlock()
 }

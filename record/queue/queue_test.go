@@ -286,3 +286,42 @@ func TestLossEventForSessionSource(t *testing.T) {
 		t.Error("no loss event journaled")
 	}
 }
+
+// TestDroppedLossKeepsItsCount: a collector.loss event that the full queue
+// drops is not itself "a lost loss event": the events it counted are
+// counted again, under their kind and session, in the queue's own loss
+// events.
+func TestDroppedLossKeepsItsCount(t *testing.T) {
+	j, dir := journaltest.Open(t)
+	g := newGated(j)
+	q := queue.New(g, queue.WithSize(1), queue.WithBatchSize(1))
+	const n = 20
+	for range n {
+		q.Emit(&event.Event{V: 1, TS: time.Now(), SessionID: "abc", Kind: event.KindLoss, Source: event.SourceKernel,
+			Loss: &event.Loss{Count: 1000, Source: "kernel:ringbuf", LostKind: event.KindFileCreate}})
+	}
+	close(g.gate)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var total uint64
+	err := journal.Scan(dir, 0, func(_ uint64, raw []byte) error {
+		e, err := event.Unmarshal(raw)
+		if err != nil {
+			return err
+		}
+		if e.Kind == event.KindLoss {
+			if e.Loss.LostKind != event.KindFileCreate || e.SessionID != "abc" {
+				t.Errorf("loss event: session %q, lost kind %q; want abc, file.create", e.SessionID, e.Loss.LostKind)
+			}
+			total += e.Loss.Count
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != n*1000 {
+		t.Errorf("the journal's losses sum to %d, want the %d the dropped loss events counted", total, n*1000)
+	}
+}
