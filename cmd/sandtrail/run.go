@@ -29,9 +29,12 @@ import (
 // runLong is run's help.
 const runLong = `run creates a session, runs CMD in it and waits for it to end.
 
-CMD runs as the unprivileged user sandtrail-agent (created by install.sh;
---user picks another), in the session's workdir <data_dir>/sessions/<id>/work,
-with HOME there, inside the session's cgroups and limits from its first
+CMD runs as the unprivileged user sandtrail-agent (created by install.sh),
+under a uid of the session's own (0x5a000000+n, given back at cleanup), so
+that no other session can signal, trace or look into its processes (and
+their files); --user runs CMD as exactly that account instead, whose uid
+other sessions as the same user share. It starts in the session's workdir
+<data_dir>/sessions/<id>/work (mode 0700, its uid's), with HOME there, inside the session's cgroups and limits from its first
 instruction (a relative CMD path such as ./agent.sh is made absolute first).
 Everything CMD can write lands in the session's own filesystem, a tmpfs of
 --disk's size: the workdir, and private /tmp, /var/tmp, /dev/shm and
@@ -166,7 +169,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.StringVar(&req.ID, "session", "", "session id (default: a new sortable random id)")
-	f.StringVar(&req.User, "user", "", "user to run CMD as (default "+launch.AgentUser+")")
+	f.StringVar(&req.User, "user", "", "user to run CMD as, exactly (default "+launch.AgentUser+", under a uid of the session's own)")
 	f.StringVar(&req.Tenant, "tenant", "", "tenant recorded in session.create")
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")

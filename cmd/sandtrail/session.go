@@ -112,7 +112,7 @@ func newSessionCreateCmd(g *globals, format *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.ID, "session", "", "session id (default: a new sortable random id)")
-	f.StringVar(&req.User, "user", "", "user recorded in session.create (default "+launch.AgentUser+")")
+	f.StringVar(&req.User, "user", "", "user recorded in session.create and its commands run as, exactly (default "+launch.AgentUser+", under a uid of the session's own)")
 	f.StringVar(&req.Tenant, "tenant", "", "tenant recorded in session.create")
 	f.StringVar(&req.Template, "template", "", "template recorded in session.create")
 	f.StringVar(&req.Image, "image", "", "image recorded in session.create")
@@ -135,7 +135,7 @@ func newSessionStartCmd(g *globals, format *string) *cobra.Command {
 			return sessionCall(g, cmd, *format, &control.Request{Op: "start", Session: args[0], Spec: &req})
 		},
 	}
-	cmd.Flags().StringVar(&req.User, "user", "", "user to run CMD as (default: the session's user)")
+	cmd.Flags().StringVar(&req.User, "user", "", "user to run CMD as, exactly (default: the session's user, under the session's own uid when it has one)")
 	return cmd
 }
 

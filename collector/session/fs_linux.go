@@ -28,6 +28,9 @@ type sessionFS struct {
 	// shared are host directories the session sees as they are even
 	// beneath a private place (the ingest socket's directory).
 	shared []string
+	// passwd, when set, is the session's /etc/passwd (writePasswd), which
+	// names the session's own uid.
+	passwd string
 }
 
 // privatePlace is a world-writable directory of the host that each session
@@ -163,6 +166,9 @@ func (f *sessionFS) enter(others []string) error {
 	if err := f.overlay(fsfd); err != nil {
 		return err
 	}
+	if err := f.bindPasswd(); err != nil {
+		return err
+	}
 	if err := f.mask(); err != nil {
 		return err
 	}
@@ -190,6 +196,20 @@ func (f *sessionFS) overlay(fsfd int) error {
 		if err := unix.Mount("overlay", p.path, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mounting private %s: %w", p.path, err)
 		}
+	}
+	return nil
+}
+
+// bindPasswd mounts the session's passwd file, read-only, on /etc/passwd.
+func (f *sessionFS) bindPasswd() error {
+	if f.passwd == "" {
+		return nil
+	}
+	if err := unix.Mount(f.passwd, "/etc/passwd", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mounting the session's passwd: %w", err)
+	}
+	if err := unix.Mount("", "/etc/passwd", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("making the session's passwd read-only: %w", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ var (
 	ErrControllerUnavailable = errors.New("session: cgroup controller unavailable")
 	ErrEscaped               = errors.New("session: process is not in the session cgroups")
 	ErrState                 = errors.New("session: wrong state for this operation")
+	ErrNoUID                 = errors.New("session: no session uid free")
 )
 
 // The reasons and states written into session events.
@@ -55,6 +57,24 @@ const (
 // otherwise.
 const DefaultRoot = "/var/lib/sandtrail/sessions"
 
+// UIDRange is a range of uids reserved for sessions: Count uids from First.
+// No account of the machine may have one, and no range of /etc/subuid may
+// overlap it.
+type UIDRange struct {
+	First, Count uint32
+}
+
+// DefaultUIDRange is the range a session's own uid is taken from unless
+// WithUIDRange says otherwise: 0x5a000000 (1509949440) and the 65535 uids
+// after it, far above the accounts and the /etc/subuid ranges that useradd
+// hands out.
+var DefaultUIDRange = UIDRange{First: 0x5a000000, Count: 65536}
+
+// contains reports whether uid is in r.
+func (r UIDRange) contains(uid uint32) bool {
+	return uid >= r.First && uid-r.First < r.Count
+}
+
 // Manager creates sessions and watches their limits. It is safe for
 // concurrent use.
 //
@@ -70,6 +90,7 @@ type Manager struct {
 	poll   time.Duration
 	layout *Layout
 	shared []string
+	uids   UIDRange
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -100,6 +121,10 @@ func WithShared(dirs ...string) Option {
 	return func(m *Manager) { m.shared = append(m.shared, dirs...) }
 }
 
+// WithUIDRange sets the range that a session's own uid is taken from
+// (Spec.Agent). The default is DefaultUIDRange.
+func WithUIDRange(r UIDRange) Option { return func(m *Manager) { m.uids = r } }
+
 // WithLayout uses l instead of detecting the layout from /proc/self.
 func WithLayout(l *Layout) Option { return func(m *Manager) { m.layout = l } }
 
@@ -116,7 +141,7 @@ func NewManager(log hclog.Logger, emit func(*event.Event), opts ...Option) (*Man
 		return nil, fmt.Errorf("%w: emit is nil", ErrInvalidSpec)
 	}
 	m := &Manager{
-		log: log.Named("session"), emit: emit, root: DefaultRoot, poll: 250 * time.Millisecond,
+		log: log.Named("session"), emit: emit, root: DefaultRoot, poll: 250 * time.Millisecond, uids: DefaultUIDRange,
 		sessions: map[string]*Session{}, byCgroup: map[uint64]*Session{},
 	}
 	for _, o := range opts {
@@ -131,6 +156,9 @@ func NewManager(log hclog.Logger, emit func(*event.Event), opts ...Option) (*Man
 	}
 	if m.poll <= 0 {
 		return nil, fmt.Errorf("%w: poll interval %v", ErrInvalidSpec, m.poll)
+	}
+	if m.uids.Count == 0 || m.uids.First == 0 || m.uids.First+(m.uids.Count-1) < m.uids.First {
+		return nil, fmt.Errorf("%w: session uid range %d+%d", ErrInvalidSpec, m.uids.First, m.uids.Count)
 	}
 	if m.layout == nil {
 		l, err := readLayout()
@@ -164,6 +192,23 @@ type Spec struct {
 	// before they run. nil is the default filter, which refuses every group
 	// (seccomp.New(nil)): a session never runs unfiltered.
 	Seccomp *seccomp.Filter
+	// Agent, when set, gives the session a uid of its own (Session.UID),
+	// taken from the manager's range at Create and given back at Cleanup,
+	// which no other session on the machine has meanwhile: the agent's
+	// processes then cannot signal, trace or look into another session's
+	// (/proc/PID/root, cwd, environ, fd, mem), whose files are not its
+	// own either. In the session's mount namespace /etc/passwd names that
+	// uid Agent.Name.
+	Agent *Agent
+}
+
+// Agent is the account whose name a session's own uid has in the session:
+// the host's line of /etc/passwd for Name, with the uid replaced (home,
+// shell and group are the host's), or, when the host has none, a line with
+// GID, no home and no login shell.
+type Agent struct {
+	Name string
+	GID  uint32
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -205,6 +250,9 @@ func (sp *Spec) validate() error {
 	if l.MemoryBytes > 0 && l.MemoryBytes < 1<<20 {
 		return fmt.Errorf("%w: memory limit %d below 1 MiB", ErrInvalidSpec, l.MemoryBytes)
 	}
+	if a := sp.Agent; a != nil && (a.Name == "" || strings.ContainsAny(a.Name, ":\n") || len(a.Name) > 64) {
+		return fmt.Errorf("%w: agent name %q", ErrInvalidSpec, truncate(a.Name, 80))
+	}
 	return nil
 }
 
@@ -234,6 +282,8 @@ type Session struct {
 	// adopted is set for a session that Abandoned found: it has no main
 	// process, and only it may end with ReasonHostLost.
 	adopted bool
+	// own is the session's own uid (Spec.Agent), nil without one.
+	own *ownUID
 
 	mu         sync.Mutex
 	state      state
@@ -317,6 +367,15 @@ func (m *Manager) create(spec Spec) (*Session, error) {
 		if s.stateF != nil {
 			s.stateF.Close()
 		}
+		s.own.release()
+	}
+	if spec.Agent != nil {
+		own, err := m.allocUID()
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		s.own = own
 	}
 	if err := s.saveState(); err != nil {
 		undo()
@@ -326,11 +385,20 @@ func (m *Manager) create(spec Spec) (*Session, error) {
 		undo()
 		return nil, fmt.Errorf("creating workdir: %w", err)
 	}
+	passwd := ""
+	if s.own != nil {
+		passwd = filepath.Join(s.dir, "passwd")
+		if err := writePasswd(passwd, spec.Agent, s.own.uid); err != nil {
+			undo()
+			return nil, err
+		}
+	}
 	f, err := newSessionFS(s.dir, m.root, spec.Limits.DiskBytes, m.shared)
 	if err != nil {
 		undo()
 		return nil, err
 	}
+	f.passwd = passwd
 	cg, err := newCgroup(m.layout, "sandtrail-"+spec.ID, spec.Limits)
 	if err != nil {
 		f.unmount()
@@ -385,6 +453,15 @@ func (s *Session) Spec() Spec { return s.spec }
 
 // Workdir returns the session's working directory, <root>/<id>/work.
 func (s *Session) Workdir() string { return s.workdir }
+
+// UID returns the session's own uid and true when it has one (Spec.Agent):
+// the uid its agent runs as, no other session's while it exists.
+func (s *Session) UID() (uint32, bool) {
+	if s.own == nil {
+		return 0, false
+	}
+	return s.own.uid, true
+}
 
 // CgroupID returns the id of the session's v2 cgroup: the inode number of
 // its directory, which is what bpf_get_current_cgroup_id returns for every
@@ -657,6 +734,7 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	if err := s.cg.closeAndRemove(ctx); err != nil {
 		return err
 	}
+	s.own.release()
 	if err := s.removeState(); err != nil {
 		return err
 	}
@@ -703,7 +781,7 @@ func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error)
 		if err := s.fs.unmountWork(); err != nil {
 			return "", err
 		}
-		if err := copyTree(ctx, filepath.Join(s.fs.mnt, "work"), s.workdir); err != nil {
+		if err := copyTree(ctx, filepath.Join(s.fs.mnt, "work"), s.workdir, s.ownUIDOrNil()); err != nil {
 			return "", fmt.Errorf("preserving workdir: %w", err)
 		}
 	}
@@ -721,6 +799,14 @@ func (s *Session) cleanupFS(ctx context.Context, fsState string) (string, error)
 		}
 	}
 	return sum, nil
+}
+
+// ownUIDOrNil returns the session's own uid, or nil without one.
+func (s *Session) ownUIDOrNil() *uint32 {
+	if s.own == nil {
+		return nil
+	}
+	return &s.own.uid
 }
 
 // removeAllBut removes everything in dir but the entry named keep.

@@ -44,7 +44,10 @@ func roomFor(dst string, used int64) error {
 // root: regular files, directories and symlinks (as links, never
 // followed), with their owners and modes; devices, fifos and sockets are
 // skipped, as in a snapshot. Regular files are opened with O_NOFOLLOW.
-func copyTree(ctx context.Context, src, dst string) error {
+// What own (the session's own uid, when not nil) owned becomes root's:
+// the uid is given back at cleanup, and a later session that gets it must
+// not own the copy.
+func copyTree(ctx context.Context, src, dst string, own *uint32) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -61,7 +64,7 @@ func copyTree(ctx context.Context, src, dst string) error {
 			return err
 		}
 		to := filepath.Join(dst, rel)
-		if err := copyEntry(p, to, info, rel != "."); err != nil {
+		if err := copyEntry(p, to, info, rel != ".", own); err != nil {
 			return fmt.Errorf("preserving %s: %w", rel, err)
 		}
 		return nil
@@ -69,8 +72,8 @@ func copyTree(ctx context.Context, src, dst string) error {
 }
 
 // copyEntry copies one entry from p to to; create is false for the root,
-// which exists already.
-func copyEntry(p, to string, info fs.FileInfo, create bool) error {
+// which exists already. An entry that own owned becomes root's.
+func copyEntry(p, to string, info fs.FileInfo, create bool, own *uint32) error {
 	mode := info.Mode()
 	switch {
 	case mode.IsDir():
@@ -96,7 +99,11 @@ func copyEntry(p, to string, info fs.FileInfo, create bool) error {
 	}
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if ok {
-		if err := os.Lchown(to, int(st.Uid), int(st.Gid)); err != nil {
+		uid := st.Uid
+		if own != nil && uid == *own {
+			uid = 0
+		}
+		if err := os.Lchown(to, int(uid), int(st.Gid)); err != nil {
 			return err
 		}
 	}

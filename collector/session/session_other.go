@@ -25,7 +25,7 @@ type stats struct{ oomKill, memPeak, pidsEvents, pidsCurrent, throttledUsec int6
 
 type kmsg struct{}
 
-type sessionFS struct{ mnt string }
+type sessionFS struct{ mnt, passwd string }
 
 func (s *Session) saveState() error   { return ErrNotSupported }
 func (s *Session) removeState() error { return nil }
@@ -47,7 +47,13 @@ func (f *sessionFS) usage() (int64, int64, error)                      { return 
 func (f *sessionFS) unmountWork() error                                { return ErrNotSupported }
 func (f *sessionFS) unmount() error                                    { return ErrNotSupported }
 func roomFor(string, int64) error                                      { return ErrNotSupported }
-func copyTree(context.Context, string, string) error                   { return ErrNotSupported }
+func copyTree(context.Context, string, string, *uint32) error          { return ErrNotSupported }
+
+type ownUID struct{ uid uint32 }
+
+func (o *ownUID) release()                     {}
+func (m *Manager) allocUID() (*ownUID, error)  { return nil, ErrNotSupported }
+func writePasswd(string, *Agent, uint32) error { return ErrNotSupported }
 
 func readLayout() (*Layout, error)                                     { return nil, ErrNotSupported }
 func newCgroup(*Layout, string, event.Limits) (*cgroup, error)         { return nil, ErrNotSupported }

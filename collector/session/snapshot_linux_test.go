@@ -81,7 +81,7 @@ func TestCopyTree(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyTree(context.Background(), src, dst); err != nil {
+	if err := copyTree(context.Background(), src, dst, nil); err != nil {
 		t.Fatalf("copyTree() = %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "sub", "a.txt")); err != nil || string(b) != "hello" {

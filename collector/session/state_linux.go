@@ -39,6 +39,8 @@ type sessionState struct {
 	// written before they are created.
 	V2 Dir            `json:"v2"`
 	V1 map[string]Dir `json:"v1,omitempty"`
+	// UID is the session's own uid (Spec.Agent), when it has one.
+	UID *uint32 `json:"uid,omitempty"`
 }
 
 // plannedCgroups returns the directories that newCgroup creates for a
@@ -63,7 +65,7 @@ func (s *Session) saveState() error {
 	v2, v1 := plannedCgroups(s.m.layout, "sandtrail-"+s.spec.ID)
 	sp := s.spec
 	b, err := json.Marshal(&sessionState{ID: sp.ID, Tenant: sp.Tenant, User: sp.User, Template: sp.Template,
-		Image: sp.Image, Limits: sp.Limits, V2: v2, V1: v1})
+		Image: sp.Image, Limits: sp.Limits, V2: v2, V1: v1, UID: s.ownUIDOrNil()})
 	if err != nil {
 		return fmt.Errorf("encoding session state: %w", err)
 	}
@@ -209,14 +211,30 @@ func (m *Manager) adopt1(id string) (*Session, error) {
 		stateF: f, adopted: true, state: stateRunning,
 	}
 	s.fs = &sessionFS{mnt: filepath.Join(dir, "fs"), workdir: s.workdir, root: m.root, size: st.Limits.DiskBytes}
+	if st.UID != nil {
+		s.own = adoptUID(*st.UID)
+	}
 	cg, err := adoptCgroup(m.layout, "sandtrail-"+id, st)
 	if err != nil {
 		f.Close()
+		s.own.release()
 		return nil, err
 	}
 	s.cg = cg
 	s.mon.init(s)
 	return s, nil
+}
+
+// adoptUID takes back the machine-wide lock of an abandoned session's own
+// uid, so that no new session gets it before the abandoned one is cleaned
+// up. When another session holds it already, the session keeps the uid
+// without its lock (its preserved files still become root's).
+func adoptUID(uid uint32) *ownUID {
+	o := &ownUID{uid: uid}
+	if err := os.MkdirAll(uidLockDir, 0o700); err == nil {
+		o.lock, _ = lockUID(uid)
+	}
+	return o
 }
 
 // adoptCgroup finds an abandoned session's cgroups: the directories its

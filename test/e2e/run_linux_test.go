@@ -719,15 +719,20 @@ func TestRunExecStorm(t *testing.T) {
 	e.verify()
 }
 
-// TestRunDefaultUser: without --user, run uses sandtrail-agent, and says
-// how to get it when it is missing.
+// TestRunDefaultUser: without --user, run uses sandtrail-agent, under a
+// uid of the session's own (0x5a000000+n) with the agent's name and group,
+// and says how to get it when it is missing.
 func TestRunDefaultUser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	if u, err := user.Lookup("sandtrail-agent"); err == nil {
-		r := e.run("--", "id", "-u")
-		if r.code != 0 || strings.TrimSpace(r.stdout) != u.Uid {
-			t.Errorf("id -u in session %s = %q (exit %d), want %s", r.summary.SessionID, r.stdout, r.code, u.Uid)
+		r := e.run("--", "sh", "-c", "id -un; id -g; id -u")
+		got := strings.Fields(r.stdout)
+		if r.code != 0 || len(got) != 3 || got[0] != "sandtrail-agent" || got[1] != u.Gid {
+			t.Fatalf("id -un, -g, -u in session %s = %q (exit %d), want sandtrail-agent, %s and the session's uid", r.summary.SessionID, r.stdout, r.code, u.Gid)
+		}
+		if uid, err := strconv.ParseUint(got[2], 10, 32); err != nil || uid < 0x5a000000 || uid >= 0x5a000000+65536 || got[2] == u.Uid {
+			t.Errorf("id -u in session %s = %s, want a uid of the session's own, 0x5a000000+n", r.summary.SessionID, got[2])
 		}
 		return
 	}

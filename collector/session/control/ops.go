@@ -89,7 +89,7 @@ func (c *Server) create(k *call) {
 		return
 	}
 	s, err := c.h.CreateSession(c.ctx, session.Spec{ID: spec.ID, Tenant: spec.Tenant, User: acct.Name,
-		Template: spec.Template, Image: spec.Image, Limits: spec.Limits})
+		Template: spec.Template, Image: spec.Image, Limits: spec.Limits, Agent: launch.AgentSpec(spec.User, acct)})
 	if err != nil {
 		k.fail(err)
 		return
@@ -176,18 +176,24 @@ func (c *Server) setPaused(cs *ctlSession, p bool) {
 
 // start runs a command in a created session, detached: stdin is
 // /dev/null, stdout and stderr go to stdout.log and stderr.log in the
-// session's directory.
+// session's directory. Without a user it runs as the session's, under the
+// session's own uid when it has one; a user named runs as exactly that
+// account.
 func (c *Server) start(k *call, cs *ctlSession) error {
 	spec := k.req.Spec
 	if spec == nil || len(spec.Argv) == 0 {
 		return errors.New("start: no command given")
 	}
-	if spec.User == "" {
+	named := spec.User != ""
+	if !named {
 		spec.User = cs.s.Spec().User
 	}
 	acct, err := launch.LookupAccount(spec.User)
 	if err != nil {
 		return err
+	}
+	if !named {
+		acct = launch.SessionAccount(cs.s, acct)
 	}
 	files, err := logFiles(filepath.Dir(cs.s.Workdir()))
 	if err != nil {

@@ -8,7 +8,10 @@
 // Trust model: the caller is root; the command runs as an unprivileged
 // account with no supplementary groups, in the session's cgroups, with the
 // invoking user's agents, buses and sudo variables removed from its
-// environment.
+// environment. The default account, AgentUser, runs under a uid of the
+// session's own (session.Spec.Agent), so that no two sessions share a uid;
+// an account named with --user is that account's uid, which other
+// sessions run as the same user share.
 package launch
 
 import (
@@ -45,7 +48,8 @@ type Request struct {
 	Template string       `json:"template,omitempty"`
 	Image    string       `json:"image,omitempty"`
 	Limits   event.Limits `json:"limits"`
-	// User is the account the command runs as; empty means AgentUser.
+	// User is the account the command runs as; empty means AgentUser,
+	// under a uid of the session's own (AgentSpec).
 	User string `json:"user,omitempty"`
 	// Argv is the command. Env is the caller's environment, of which the
 	// session gets only the variables of EnvAllowlist; Set are variables
@@ -110,6 +114,26 @@ func LookupAccount(name string) (Account, error) {
 	return Account{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
+// AgentSpec is what a session spec needs for a command that runs as acct
+// because the request named no user (user is empty): the agent account
+// under a uid of the session's own. It is nil for a named user, who runs
+// as exactly that account.
+func AgentSpec(user string, acct Account) *session.Agent {
+	if user != "" {
+		return nil
+	}
+	return &session.Agent{Name: acct.Name, GID: acct.GID}
+}
+
+// SessionAccount is the account a command of session s runs as: acct, with
+// the session's own uid when it has one (AgentSpec).
+func SessionAccount(s *session.Session, acct Account) Account {
+	if uid, ok := s.UID(); ok {
+		acct.UID = uid
+	}
+	return acct
+}
+
 // CheckKeep validates a workdir fate (--keep): preserved (also for empty),
 // deleted or snapshot.
 func CheckKeep(keep string) (string, error) {
@@ -123,14 +147,18 @@ func CheckKeep(keep string) (string, error) {
 }
 
 // Command builds the session's main process: argv as acct, in the workdir
-// with HOME there, with stdio passed through. It hands the workdir to acct
-// and fails when acct cannot reach it or the command is not found.
+// with HOME there, with stdio passed through. It hands the workdir to acct,
+// mode 0700, and fails when acct cannot reach it or the command is not
+// found.
 func Command(s *session.Session, req *Request, acct Account, stdio [3]*os.File) (*exec.Cmd, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, errors.New("no command given")
 	}
 	wd := s.Workdir()
 	if err := os.Chown(wd, int(acct.UID), int(acct.GID)); err != nil {
+		return nil, fmt.Errorf("handing the workdir to %s: %w", acct.Name, err)
+	}
+	if err := os.Chmod(wd, 0o700); err != nil {
 		return nil, fmt.Errorf("handing the workdir to %s: %w", acct.Name, err)
 	}
 	if err := Reachable(wd, acct); err != nil {
@@ -340,10 +368,11 @@ func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started f
 	}
 	res := &Result{From: h.JournalSize(), Keep: keep}
 	s, err := h.CreateSession(ctx, session.Spec{ID: req.ID, Tenant: req.Tenant, User: acct.Name,
-		Template: req.Template, Image: req.Image, Limits: req.Limits})
+		Template: req.Template, Image: req.Image, Limits: req.Limits, Agent: AgentSpec(req.User, acct)})
 	if err != nil {
 		return nil, err
 	}
+	acct = SessionAccount(s, acct)
 	res.SessionID, res.Workdir = s.ID(), s.Workdir()
 	if started != nil {
 		started(s.ID())
