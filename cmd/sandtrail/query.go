@@ -41,7 +41,7 @@ const filterHelp = `Filters (all optional; together they must all hold for an ev
                       PyPI also as pip takes it, pypi:requests==2.31.0 or
                       pypi:requests>=2,<3 (PEP 440: == != < <= > >= ~= ===)
   --reason R          sessions that ended (session.terminate) with reason R:
-                      normal, timeout, oom, api, policy_violation, signal
+                      normal, timeout, oom, api, policy_violation, signal, host_lost
   --pid N             events of process N
   --limit N           at most N results (0: no limit)
 

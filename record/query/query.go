@@ -309,12 +309,12 @@ func ParseKinds(s string) ([]Kind, error) {
 }
 
 // ParseReason checks a session end reason: a lowercase word such as
-// normal, timeout, oom, api, policy_violation or signal.
+// normal, timeout, oom, api, policy_violation, signal or host_lost.
 func ParseReason(s string) (string, error) {
 	if len(s) > 64 || strings.ContainsFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 	}) || s == "" {
-		return "", fmt.Errorf("%w: --reason %q: want a lowercase end reason (normal, timeout, oom, api, policy_violation, signal)", ErrBadFilter, clip(s))
+		return "", fmt.Errorf("%w: --reason %q: want a lowercase end reason (normal, timeout, oom, api, policy_violation, signal, host_lost)", ErrBadFilter, clip(s))
 	}
 	return s, nil
 }
