@@ -50,6 +50,11 @@ func (c *Collector) RedirectDNS(cgroupID uint64, v4, v6 netip.AddrPort) error {
 // DNSSender finds no sender.
 func (c *Collector) DNSSender(cookie uint64) (p event.Proc, ok bool) { return event.Proc{}, false }
 
+// ConnSender finds no process.
+func (c *Collector) ConnSender(cookie uint64) (p event.Proc, session string, ok bool) {
+	return event.Proc{}, "", false
+}
+
 // SetNetRate returns ErrNotSupported.
 func (c *Collector) SetNetRate(cgroupID uint64, bytesPerSec int64, warn bool) error {
 	return ErrNotSupported

@@ -613,6 +613,27 @@ func (c *Collector) DNSSender(cookie uint64) (p event.Proc, ok bool) {
 	return event.Proc{Pid: int32(s.Pid), UID: event.U32(s.Uid), Comm: cString(s.Comm[:])}, true
 }
 
+// ConnSender returns the process that made the recorded TCP connection
+// whose socket has cookie (the kernel's record of its connect, kept while
+// the connection is open: a connection of a watched cgroup), with the
+// session it belongs to. The mirror names the process behind each fetch
+// with it, by the cookie sock_diag gives for its client's socket.
+func (c *Collector) ConnSender(cookie uint64) (p event.Proc, session string, ok bool) {
+	c.mu.RLock()
+	if c.closed || !c.net.loaded {
+		c.mu.RUnlock()
+		return event.Proc{}, "", false
+	}
+	var conn netConn
+	err := c.net.objs.Conns.Lookup(cookie, &conn)
+	c.mu.RUnlock()
+	if err != nil {
+		return event.Proc{}, "", false
+	}
+	return event.Proc{Pid: int32(conn.Hdr.Pid), UID: event.U32(conn.Uid), Comm: cString(conn.Hdr.Comm[:]),
+		CgroupID: conn.Hdr.CgroupId}, c.session(conn.Hdr.Watched), true
+}
+
 // addrWordsFamily stores a in the layout of struct net_addr: an IPv4
 // address in the first word, an IPv6 one in all four.
 func addrWordsFamily(a netip.Addr) [4]uint32 {
