@@ -44,7 +44,7 @@ func FuzzLock(f *testing.F) {
 		if err != nil {
 			return
 		}
-		report(t.TempDir(), lock{}, l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"})
+		report(t.TempDir(), installed(l), l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"})
 	})
 }
 

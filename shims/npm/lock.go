@@ -112,6 +112,18 @@ func isPackagePath(p string) bool {
 	return strings.HasPrefix(p, "node_modules/") || strings.Contains(p, "/node_modules/")
 }
 
+// installed are the package paths of l, in order.
+func installed(l lock) []string {
+	var out []string
+	for p := range l {
+		if isPackagePath(p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // changed are the package paths of after that are new or whose version,
 // resolved or integrity differ from before, in order.
 func changed(before, after lock) []string {

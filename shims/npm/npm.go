@@ -2,9 +2,12 @@
 // argv as npm 11 does (nopt's option table, shorthands and abbreviations,
 // npm's command aliases and abbreviations, npm-package-arg's spec
 // classification), names the packages asked for, and after the real npm
-// ran reads back what it installed by diffing the lockfiles
-// (package-lock.json, npm-shrinkwrap.json and the hidden
-// node_modules/.package-lock.json) before and after.
+// ran reads back what the tree holds: every package of the hidden
+// lockfile (node_modules/.package-lock.json), which npm writes after
+// every install, npm ci included, changed or not, with package-lock.json's
+// root for what the project asks for. The global folder, which has no
+// lockfile and holds what other installs put there, is diffed: its
+// packages before and after.
 //
 // Trust model: argv, package.json, .npmrc and the lockfiles are the
 // agent's. The parser errs toward install intent: every command that can

@@ -289,7 +289,10 @@ func requests(ws []want) []shims.Request {
 }
 
 // plan is the plan of an install into the local tree, the global one or
-// both: it snapshots them and diffs them in Collect.
+// both. Collect reads the local tree's result: every package its hidden
+// lockfile lists once the install ran, changed or not. The global folder,
+// which has no lockfile and holds what other installs put there (npm
+// itself), is diffed against its snapshot.
 func (s *session) plan(ws []want, m manifest, trees []bool) (*shims.Plan, error) {
 	var snaps []*snapshot
 	for _, g := range trees {
@@ -302,11 +305,19 @@ func (s *session) plan(ws []want, m manifest, trees []bool) (*shims.Plan, error)
 	collect := func(int) ([]shims.Package, error) {
 		var out []shims.Package
 		for _, sn := range snaps {
+			if sn.files != nil {
+				tree, err := sn.result()
+				if err != nil {
+					return out, fmt.Errorf("reading the tree after the install: %w", err)
+				}
+				out = append(out, report(sn.root, installed(tree.hidden), tree.lock, ws, m)...)
+				continue
+			}
 			after, err := sn.read()
 			if err != nil {
 				return out, fmt.Errorf("reading the tree after the install: %w", err)
 			}
-			out = append(out, report(sn.root, sn.before, after, ws, m)...)
+			out = append(out, report(sn.root, changed(sn.before, after), after, ws, m)...)
 		}
 		return out, nil
 	}
@@ -315,6 +326,9 @@ func (s *session) plan(ws []want, m manifest, trees []bool) (*shims.Plan, error)
 
 // snapshot is a tree as it was before the install.
 type snapshot struct {
+	// root is the tree's root: the local prefix, or the workspace root
+	// above it, whose node_modules npm installs into; for the global
+	// folder <prefix>/lib.
 	root   string
 	files  []string  // its lockfiles; none for the global folder
 	cache  string    // the npm cache, for the global folder
@@ -327,28 +341,60 @@ func (s *session) snapshot(global bool) (*snapshot, error) {
 	if global {
 		sn.root = filepath.Join(s.globalPrefix(), "lib")
 		sn.cache = s.cacheDir()
-	} else {
-		sn.root, sn.files = s.dir, treeLocks(s.dir)
-		w, err := workspaceRoot(s.dir)
-		if err != nil {
-			return nil, err
+		var err error
+		if sn.before, err = sn.read(); err != nil {
+			return nil, fmt.Errorf("reading the tree before the install: %w", err)
 		}
-		if w != "" {
-			sn.files = append(sn.files, treeLocks(w)...)
-		}
+		return sn, nil
 	}
-	var err error
-	if sn.before, err = sn.read(); err != nil {
+	sn.root, sn.files = s.dir, treeLocks(s.dir)
+	w, err := workspaceRoot(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	if w != "" {
+		sn.root, sn.files = w, treeLocks(w)
+	}
+	// Read now for the check alone: a lockfile that is not a regular
+	// file is refused before npm runs.
+	if _, err := readLocks(append(treeLocks(s.dir), sn.files...)...); err != nil {
 		return nil, fmt.Errorf("reading the tree before the install: %w", err)
 	}
 	return sn, nil
 }
 
-// read reads the tree's lockfiles, or the global folder's packages.
-func (sn *snapshot) read() (lock, error) {
-	if sn.files != nil {
-		return readLocks(sn.files...)
+// installedTree is a local tree after the install: hidden is its hidden
+// lockfile (node_modules/.package-lock.json), which npm writes after
+// every install (npm ci included) and which lists exactly the packages
+// on disk, so not an optional dependency skipped on this platform; lock
+// is hidden with the root and workspace folders of package-lock.json or
+// npm-shrinkwrap.json, whose dependencies make the direct packages.
+type installedTree struct {
+	hidden, lock lock
+}
+
+// result reads the tree's lockfiles after the install. A tree without a
+// hidden lockfile has nothing installed.
+func (sn *snapshot) result() (installedTree, error) {
+	hidden, err := readLocks(filepath.Join(sn.root, "node_modules", ".package-lock.json"))
+	if err != nil {
+		return installedTree{}, err
 	}
+	all, err := readLocks(sn.files...)
+	if err != nil {
+		return installedTree{}, err
+	}
+	l := maps.Clone(hidden)
+	for k, e := range all {
+		if _, ok := l[k]; !ok && !isPackagePath(k) {
+			l[k] = e
+		}
+	}
+	return installedTree{hidden: hidden, lock: l}, nil
+}
+
+// read reads the global folder's packages.
+func (sn *snapshot) read() (lock, error) {
 	l := readTree(sn.root)
 	if hidden, err := readLocks(filepath.Join(sn.root, "node_modules", ".package-lock.json")); err == nil {
 		for k, e := range hidden {
@@ -399,7 +445,7 @@ func (s *session) collectNpx(before map[string]time.Time, ws []want) ([]shims.Pa
 		if err != nil {
 			return out, err
 		}
-		out = append(out, report(d, lock{}, after, ws, manifest{})...)
+		out = append(out, report(d, installed(after), after, ws, manifest{})...)
 	}
 	return out, nil
 }

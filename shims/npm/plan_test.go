@@ -160,7 +160,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := []want{{req: shims.Request{Name: "real", Spec: "1"}, install: "al"}}
-	got := report(t.TempDir(), bl, al, ws, manifest{"a": "^1"})
+	got := report(t.TempDir(), changed(bl, al), al, ws, manifest{"a": "^1"})
 	wantPk := []shims.Package{
 		{Name: "a", Version: "1.1.0", SourceURL: "u/a2", Hash: "i2", Direct: true, Requested: "^1"},
 		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", InstallScripts: []string{"hasInstallScript"}},

@@ -118,19 +118,39 @@ func TestRealInstall(t *testing.T) {
 	}
 	checkPackages(t, "install", got, want)
 
-	// A second install that pins one package changes only that one.
+	// A second install that pins one package reports the whole tree it
+	// leaves, not only what changed.
 	got, _ = runPlanned(t, npm, dir, env, "i", "left-pad@1.3.0", "--no-audit")
-	checkPackages(t, "i left-pad@1.3.0", got, []shims.Package{{Name: "left-pad", Version: "1.3.0",
-		SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.0"), Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0"}})
+	pinned := slices.Clone(want)
+	pinned[1].Requested = "^2.0.0" // package.json's now
+	pinned[2] = shims.Package{Name: "left-pad", Version: "1.3.0", SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.0"),
+		Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0"}
+	checkPackages(t, "i left-pad@1.3.0", got, pinned)
 
-	// npm ci from the lockfile reinstalls nothing new: the lock is the same.
+	// npm ci from the lockfile reinstalls the tree: every package is
+	// reported, with package.json's specs.
 	got, p = runPlanned(t, npm, dir, env, "ci")
-	if len(got) != 0 {
-		t.Errorf("Collect after npm ci = %+v, want nothing changed", got)
-	}
+	fromLock := slices.Clone(pinned)
+	fromLock[2].Requested = "^1.3.0"
+	checkPackages(t, "ci", got, fromLock)
 	if len(p.Requests) != 2 || p.Requests[0].Origin != "package.json" {
 		t.Errorf("Plan(ci).Requests = %+v, want package.json's two", p.Requests)
 	}
+
+	// npm install in a fresh copy of the project with its lockfile
+	// installs the lockfile's tree, all of it reported.
+	fresh := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(fresh, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ = runPlanned(t, npm, fresh, env, "install", "--no-audit")
+	checkPackages(t, "install from a lockfile", got, fromLock)
 }
 
 // TestRealInstallFailed: a failed install still reports what it changed

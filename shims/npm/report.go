@@ -12,11 +12,10 @@ import (
 	"github.com/sandtrail/sandtrail/shims"
 )
 
-// report is the Packages of the lock entries that an install added or
-// changed in the tree at root, each marked direct when the invocation or
-// a manifest asked for it.
-func report(root string, before, after lock, ws []want, m manifest) []shims.Package {
-	paths := changed(before, after)
+// report is the Packages of the lock entries at paths (what an install
+// left in the tree at root), each marked direct when the invocation or a
+// manifest asked for it.
+func report(root string, paths []string, after lock, ws []want, m manifest) []shims.Package {
 	if len(paths) == 0 {
 		return nil
 	}
