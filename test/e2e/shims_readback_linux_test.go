@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
+	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
 // installsByRun groups a session's pkg.install events by the real
@@ -91,4 +92,43 @@ echo LOCKFILE; cat package-lock.json`
 		t.Errorf("no express row in the packages view")
 	}
 	e.verify()
+}
+
+// TestShimPipRequireHashes: `pip install -r requirements.txt
+// --require-hashes` of a fully pinned, hashed file (a dependency pinned
+// next to the package that needs it) from the fixture index gives one
+// pkg.install per package pip installed, each with the file's spec, the
+// sha256 the file pins and shim+mirror in `sandtrail packages`.
+func TestShimPipRequireHashes(t *testing.T) {
+	t.Parallel()
+	e, _, pol := pipEnv(t)
+	sum := func(name, version string, deps ...string) string {
+		return pypitest.SHA256(pypitest.Wheel(name, pypitest.Version{Version: version, Deps: deps}))
+	}
+	reqs := "fixture-pkg==1.5 --hash=sha256:" + sum("fixture-pkg", "1.5", "fixture-dep>=0.1") + "\n" +
+		"fixture-dep==0.1 \\\n    --hash=sha256:" + sum("fixture-dep", "0.1") + "\n"
+	script := `cd "$HOME" && printf '%s' '` + reqs + `' >requirements.txt && ` + pipInstall("-r requirements.txt --require-hashes")
+	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("pip install -r requirements.txt --require-hashes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	evs := e.events(r.summary.SessionID)
+	ins := kinds(evs, event.KindPkgInstall)
+	want := map[string]string{"fixture-pkg@1.5": sum("fixture-pkg", "1.5", "fixture-dep>=0.1"), "fixture-dep@0.1": sum("fixture-dep", "0.1")}
+	if len(ins) != len(want) {
+		t.Errorf("%d pkg.install events, want %d\n%s", len(ins), len(want), e.pkgEvents(r.summary.SessionID))
+	}
+	for _, in := range ins {
+		p := in.Pkg
+		id := p.Name + "@" + p.Resolved
+		h, ok := want[id]
+		if !ok || p.Hash != "sha256:"+h || p.Requested != "=="+p.Resolved || p.Direct == nil || !*p.Direct {
+			t.Errorf("%s: pkg.install %+v, want requested ==%s, direct, hash sha256:%s", id, *p, p.Resolved, h)
+		}
+	}
+	for _, p := range e.packagesView(r.summary.SessionID).Packages {
+		if p.Seen != pkgview.SeenBoth {
+			t.Errorf("%s@%s: seen %s, want %s", p.Name, p.Version, p.Seen, pkgview.SeenBoth)
+		}
+	}
 }
