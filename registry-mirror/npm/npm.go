@@ -2,7 +2,9 @@
 //
 //   - packuments, full or abbreviated (Accept:
 //     application/vnd.npm.install-v1+json), for plain and scoped names,
-//     with every tarball URL rewritten onto the mirror and the versions the
+//     with every tarball URL rewritten onto the mirror (or, for npm itself
+//     on a mirror of the public registry, onto registry.npmjs.org, which npm
+//     fetches through the mirror and writes into lockfiles) and the versions the
 //     policy refuses (blocklist, cooldown) removed, the dist-tags that
 //     named them repaired;
 //   - tarballs, each checked against dist.integrity (sha512 SRI) and

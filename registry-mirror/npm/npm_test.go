@@ -348,3 +348,72 @@ func TestForeignTarball(t *testing.T) {
 		t.Errorf("the packument still offers the version whose tarball is off the registry:\n%s", b)
 	}
 }
+
+// publicTransport sends the requests for the public registry to the fixture
+// registry at fixture, and everything else as it is.
+type publicTransport struct{ fixture *url.URL }
+
+func (p publicTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == "registry.npmjs.org" {
+		r = r.Clone(r.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = p.fixture.Scheme, p.fixture.Host, p.fixture.Host
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestPackumentPortableTarballs: on a mirror of the public registry, npm
+// (User-Agent npm/…) is served tarball URLs on registry.npmjs.org, at the
+// registry's own paths (scoped names with their slash), which npm fetches
+// through the mirror and writes into lockfiles; other clients get the
+// mirror's URLs, and the mirror serves both paths.
+func TestPackumentPortableTarballs(t *testing.T) {
+	reg := npmtest.Start(t, fixture()...)
+	env := fetchtest.New(t, "sources:\n  registries:\n    npm: ["+reg.URL+"/, "+PublicRegistry+"]\n")
+	fu, _ := url.Parse(reg.URL)
+	env.Upstream.HTTP = &http.Client{Transport: publicTransport{fu}}
+	pub, _ := url.Parse(PublicRegistry)
+	h := New(env.Env, pub, "/npm/")
+	srv := fetchtest.Serve(t, "/npm/", h.Serve)
+	tests := []struct {
+		name, agent, pkg, version, want string
+	}{
+		{"npm", "npm/11.19.1 node/v22.0.0 linux x64 workspaces/false", "left-pad", "1.3.0",
+			"https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz"},
+		{"npm scoped", "npm/10.0.0 node/v20.0.0 linux x64", "@scope/util", "0.1.0",
+			"https://registry.npmjs.org/@scope/util/-/util-0.1.0.tgz"},
+		{"yarn", "yarn/1.22.22 npm/? node/v22.0.0 linux x64", "left-pad", "1.3.0",
+			srv.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz"},
+		{"no agent", "", "@scope/util", "0.1.0", srv.URL + "/npm/@scope%2Futil/-/util-0.1.0.tgz"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, accept := range []string{"application/json", abbreviated} {
+				code, b, hdr := fetchtest.Get(t, srv.URL+"/npm/"+tt.pkg, "Accept", accept, "User-Agent", tt.agent)
+				if code != 200 {
+					t.Fatalf("GET %s = %d %s", tt.pkg, code, b)
+				}
+				var p struct {
+					Versions map[string]struct {
+						Dist struct{ Tarball string } `json:"dist"`
+					} `json:"versions"`
+				}
+				if err := json.Unmarshal(b, &p); err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Versions[tt.version].Dist.Tarball; got != tt.want {
+					t.Errorf("%s (%s): tarball = %q, want %q", tt.agent, accept, got, tt.want)
+				}
+				if !strings.Contains(hdr.Get("Vary"), "User-Agent") {
+					t.Errorf("Vary = %q, want User-Agent among it", hdr.Get("Vary"))
+				}
+			}
+		})
+	}
+	// What npm fetches for the first two: the registry's path beneath the
+	// mirror's prefix.
+	for _, p := range []string{"/npm/left-pad/-/left-pad-1.3.0.tgz", "/npm/@scope/util/-/util-0.1.0.tgz"} {
+		if code, b, _ := fetchtest.Get(t, srv.URL+p); code != 200 {
+			t.Errorf("GET %s = %d %s", p, code, b)
+		}
+	}
+}

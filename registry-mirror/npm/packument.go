@@ -218,6 +218,35 @@ func (h *Handler) tarballPath(name, tarball string) string {
 	return h.prefix + escapeName(name) + "/-/" + path.Base(tarball)
 }
 
+// PublicRegistry is the public npm registry's origin, as npm names it in
+// lockfiles: the host that npm's replace-registry-host (default "npmjs")
+// rewrites onto the registry it is configured with.
+const PublicRegistry = "https://registry.npmjs.org/"
+
+// tarballBase is where the packument served for r names its tarballs.
+// For an npm client (User-Agent npm/…) of a mirror of the public registry
+// it is PublicRegistry: npm fetches such a tarball through the registry it
+// is configured with (the mirror, with the mirror's path prefix kept), and
+// its lockfiles name registry.npmjs.org, not the mirror's address, so that
+// `npm ci` works later anywhere. Other clients (yarn 1, pnpm, bun) fetch
+// dist.tarball as it is, and get the mirror's own URL, "http://HOST".
+func (h *Handler) tarballBase(r *http.Request) string {
+	if h.upstream.String() == PublicRegistry && strings.HasPrefix(r.Header.Get("User-Agent"), "npm/") {
+		return PublicRegistry
+	}
+	return "http://" + r.Host
+}
+
+// tarballURL is the URL of a version's tarball in a packument whose
+// tarballs are beneath base (tarballBase): the registry's own path on
+// PublicRegistry, else the mirror's.
+func (h *Handler) tarballURL(base, name, tarball string) string {
+	if base == PublicRegistry {
+		return PublicRegistry + name + "/-/" + path.Base(tarball)
+	}
+	return base + h.tarballPath(name, tarball)
+}
+
 // servePackument serves a filtered, rewritten packument.
 func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name string) error {
 	p, err := h.get(r.Context(), name)
@@ -227,7 +256,7 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	removed := h.filter(r.Context(), p)
 	h.recordFilter(r.Context(), p, removed)
 	abbrev := strings.Contains(r.Header.Get("Accept"), abbreviated)
-	b, err := h.rendered(p, removed, abbrev, "http://"+r.Host)
+	b, err := h.rendered(p, removed, abbrev, h.tarballBase(r))
 	if err != nil {
 		return err
 	}
@@ -236,6 +265,9 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 		ct = abbreviated
 	}
 	w.Header().Set("Content-Type", ct)
+	if h.upstream.String() == PublicRegistry {
+		w.Header().Add("Vary", "User-Agent") // tarballBase
+	}
 	if p.stale {
 		w.Header().Set("Warning", `110 sandtrail "stale: the upstream registry could not be reached"`)
 	}
@@ -282,8 +314,8 @@ var abbrevFields = []string{"name", "version", "deprecated", "dependencies", "op
 	"bundleDependencies", "bundledDependencies", "peerDependencies", "peerDependenciesMeta", "acceptDependencies",
 	"bin", "directories", "dist", "engines", "_hasShrinkwrap", "hasInstallScript", "cpu", "os", "libc", "funding", "license"}
 
-// render writes p without the removed versions, its tarball URLs on the
-// mirror at base.
+// render writes p without the removed versions, its tarball URLs beneath
+// base (tarballBase).
 func (h *Handler) render(p *packument, removed map[string]fetch.Removal, abbrev bool, base string) ([]byte, error) {
 	versions := make(map[string]json.RawMessage, len(p.raw))
 	for v, raw := range p.raw {
@@ -323,7 +355,7 @@ func (p *packument) times(removed map[string]fetch.Removal) map[string]json.RawM
 	return all
 }
 
-// rewriteVersion points a version's tarball at the mirror and, for the
+// rewriteVersion points a version's tarball beneath base (tarballURL) and, for the
 // abbreviated form, keeps only its fields (with hasInstallScript set when
 // npm would run a script).
 func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, abbrev bool, base string) (json.RawMessage, error) {
@@ -335,7 +367,7 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 	if err := json.Unmarshal(m["dist"], &dist); err != nil {
 		return nil, errors.New("no dist")
 	}
-	t, _ := json.Marshal(base + h.tarballPath(p.name, p.info[v].tarball))
+	t, _ := json.Marshal(h.tarballURL(base, p.name, p.info[v].tarball))
 	// dist.attestations stays: npm rewrites its URL onto the registry it
 	// is configured with, the mirror, which proxies it.
 	dist["tarball"] = t

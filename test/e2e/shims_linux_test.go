@@ -69,9 +69,9 @@ func TestShimNpmRegistry(t *testing.T) {
 	}
 	nobody := uint32(65534)
 	if p := lp.Pkg; p.Manager != "npm" || p.Requested != "^1.3.0" || p.Direct == nil || !*p.Direct ||
-		!strings.HasPrefix(p.Hash, "sha512-") || !strings.Contains(p.SourceURL, "/npm/left-pad/-/left-pad-1.3.0.tgz") ||
+		!strings.HasPrefix(p.Hash, "sha512-") || p.SourceURL != "https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz" ||
 		p.ManagerPid == 0 || p.Purl != "pkg:npm/left-pad@1.3.0" {
-		t.Errorf("left-pad's pkg.install = %+v, want requested ^1.3.0, direct, sha512, the mirror's URL and npm's pid", *p)
+		t.Errorf("left-pad's pkg.install = %+v, want requested ^1.3.0, direct, sha512, the registry's URL (as npm's lockfile names it) and npm's pid", *p)
 	}
 	if lp.Source != event.SourceShim || lp.SessionID != r.summary.SessionID || lp.Proc == nil || lp.Proc.UID == nil || *lp.Proc.UID != nobody {
 		t.Errorf("left-pad's pkg.install: source %s, session %s, proc %+v; want the shim's, in the session, as nobody", lp.Source, lp.SessionID, lp.Proc)
