@@ -17,11 +17,14 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 	}
 	p := &event.Pkg{Ecosystem: r.Ecosystem, Name: r.Name, Resolved: r.Version, SourceURL: r.URL,
 		Registry: r.Registry, Hash: r.Hash, Verified: event.Bool(r.Verified), Verdict: r.Verdict, Reason: r.Reason,
-		Purl: purl.Of(r.Ecosystem, r.Name, r.Version), Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
+		Purl: r.Purl, Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
 		Rule: r.Rule, Bytes: r.Bytes, LatencyMS: r.Latency.Milliseconds(), MetadataStale: r.MetadataStale,
 		Provenance: r.Provenance, ProvenanceLost: r.ProvenanceLost, InstallScripts: r.InstallScripts, Signature: r.Signature}
 	if r.Outcome != fetch.Served {
 		p.Cache = ""
+	}
+	if p.Purl == "" {
+		p.Purl = purl.Of(r.Ecosystem, r.Name, r.Version)
 	}
 	redact(p)
 	return &event.Event{V: event.SchemaVersion, TS: now, SessionID: r.Client.SessionID, Host: host,

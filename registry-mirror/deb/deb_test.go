@@ -68,7 +68,8 @@ var fixturePkgs = []debtest.Package{{Name: "hello", Version: "2.10-3"}, {Name: "
 
 // TestChain: the InRelease, the Packages file (by name and by hash) and
 // the .deb are served after their checks; the .deb is recorded with its
-// package, version and sha256, a cache miss then a hit, and nothing but
+// package, version, purl (with the Packages paragraph's architecture, as
+// the apt broker spells it) and sha256, a cache miss then a hit, and nothing but
 // refusals of index files is recorded.
 func TestChain(t *testing.T) {
 	arch := debtest.Start(t, debtest.Options{}, fixturePkgs...)
@@ -91,7 +92,8 @@ func TestChain(t *testing.T) {
 		}
 		r := m.last()
 		if r.Outcome != fetch.Served || !r.Verified || r.Name != "hello" || r.Version != "2.10-3" || r.Hash != "sha256:"+sha(deb) ||
-			r.CacheHit != (cache == "hit") || r.Ecosystem != "deb" || r.URL != arch.URL+arch.Debs["hello"] || r.Bytes != int64(len(deb)) {
+			r.CacheHit != (cache == "hit") || r.Ecosystem != "deb" || r.URL != arch.URL+arch.Debs["hello"] || r.Bytes != int64(len(deb)) ||
+			r.Purl != "pkg:deb/debian/hello@2.10-3?arch=amd64" {
 			t.Errorf("record #%d = %+v", i, r)
 		}
 	}
@@ -100,6 +102,31 @@ func TestChain(t *testing.T) {
 	}
 	if code, b := m.get(t, arch.Debs["evil"]); code != 403 || m.last().Outcome != fetch.Blocked || m.last().Name != "evil" {
 		t.Errorf("blocklisted .deb = %d %s, record %+v", code, b, m.last())
+	}
+}
+
+// TestArchOf: a Packages paragraph's Architecture is kept for the purl
+// when it is one word of [a-z0-9-]; anything else is left out, and the
+// paragraph still counts.
+func TestArchOf(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{name: "all", in: "all", want: "all"},
+		{name: "amd64", in: "amd64", want: "amd64"},
+		{name: "uncommon", in: "hurd-i386", want: "hurd-i386"},
+		{name: "two words", in: "amd64 i386", want: ""},
+		{name: "upper case", in: "AMD64", want: ""},
+		{name: "purl syntax", in: "amd64&x=1", want: ""},
+		{name: "too long", in: strings.Repeat("a", 33), want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := archOf([]field{{name: "architecture", value: tt.in}}); got != tt.want {
+				t.Errorf("archOf(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	if got := archOf(nil); got != "" {
+		t.Errorf("archOf(no field) = %q, want \"\"", got)
 	}
 }
 

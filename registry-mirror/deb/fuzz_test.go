@@ -37,9 +37,11 @@ func FuzzEachPackage(f *testing.F) {
 	f.Add([]byte("Package: hello\nVersion: 2.10-3\nFilename: pool/main/h/hello/hello_2.10-3_amd64.deb\nSize: 10\nSHA256: " +
 		strings.Repeat("0f", 32) + "\nDescription: x\n y\n .\n\n"))
 	f.Add([]byte("Package: a\n\n\nPackage: b\n"))
+	f.Add([]byte("Package: hello\nVersion: 2.10-3\nArchitecture: am d64\nFilename: pool/main/h/hello/hello_2.10-3_amd64.deb\nSize: 10\nSHA256: " +
+		strings.Repeat("0f", 32) + "\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = eachPackage(bytes.NewReader(b), func(name string, e debEntry) error {
-			if _, err := splitPath(name); err != nil || !validPackage(e.pkg) {
+			if _, err := splitPath(name); err != nil || !validPackage(e.pkg) || len(e.arch) > 32 || strings.ContainsAny(e.arch, " \t\n/?&#@") {
 				t.Fatalf("accepted %q %+v", name, e)
 			}
 			return nil

@@ -13,6 +13,7 @@ import (
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 // Bounds on a Packages paragraph.
@@ -22,7 +23,7 @@ const (
 )
 
 // packageFields are the fields of a Packages paragraph the mirror reads.
-var packageFields = map[string]bool{"package": true, "version": true, "filename": true, "size": true, "sha256": true}
+var packageFields = map[string]bool{"package": true, "version": true, "architecture": true, "filename": true, "size": true, "sha256": true}
 
 // eachPackage reads Packages paragraphs from r, streaming, and calls fn
 // with each one's Filename and entry. A malformed paragraph, or one
@@ -68,8 +69,29 @@ func entryOf(fields []field) (string, debEntry, error) {
 	if err != nil {
 		return "", debEntry{}, err
 	}
-	return v[2], debEntry{sum: s, pkg: v[0], version: v[1]}, nil
+	return v[2], debEntry{sum: s, pkg: v[0], version: v[1], arch: archOf(fields)}, nil
 }
+
+// archOf reads a paragraph's Architecture for the purl: one word of at most
+// 32 bytes, [a-z0-9-], else "" (the purl then has no arch; the field names
+// the package, it verifies nothing, so an odd one does not refuse the
+// index). The common ones share one string each, so that a bookworm
+// index's 63,440 entries do not hold as many copies.
+func archOf(fields []field) string {
+	a, _ := get(fields, "architecture")
+	if a == "" || len(a) > 32 || strings.Trim(a, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return ""
+	}
+	for _, c := range commonArchs {
+		if a == c {
+			return c
+		}
+	}
+	return a
+}
+
+// commonArchs are the architectures archOf shares.
+var commonArchs = []string{"all", "amd64", "arm64", "armhf", "i386", "ppc64el", "s390x", "riscv64", "armel", "mips64el"}
 
 // validPackage: a Debian package name, [a-z0-9][a-z0-9+.-]+, at most 128
 // bytes.
@@ -115,6 +137,7 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 			"%s: no verified Packages file of archive %s lists it (fetch the indexes through the mirror first: apt-get update)", clip(p), a.name)
 	}
 	rec.Name, rec.Version, rec.Hash = e.pkg, e.version, "sha256:"+e.sum.hex()
+	rec.Purl = purl.Deb(e.pkg, e.version, e.arch)
 	out, d := h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: e.pkg, Version: e.version, Source: rec.URL, Registry: rec.Registry})
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policy.Allow {

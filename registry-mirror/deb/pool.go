@@ -44,6 +44,8 @@ type debEntry struct {
 	sum     sum
 	pkg     string
 	version string
+	// arch is the paragraph's Architecture ("amd64", "all"), for the purl.
+	arch string
 }
 
 // index is one Packages file's entries, by Filename.

@@ -178,6 +178,10 @@ type Record struct {
 	Ecosystem string
 	Name      string
 	Version   string
+	// Purl is the package URL, set by an ecosystem that knows more of the
+	// package than its name and version (a deb's architecture, from
+	// resolver/purl's Deb); empty: purl.Of of the three.
+	Purl string
 	// URL is the artifact's upstream URL; Registry the upstream registry.
 	URL      string
 	Registry string

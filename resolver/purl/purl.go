@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 )
 
 // ErrSyntax is wrapped by every error Parse returns.
@@ -282,14 +284,43 @@ func escape(s string) string {
 
 // Of is the package URL of an ecosystem's package name and version (empty
 // when unknown): a name's part before its last "/" is the namespace, as
-// npm's "@scope/name" is. It is "" without an ecosystem or name.
-func Of(ecosystem, name, version string) string {
-	if ecosystem == "" || name == "" {
+// npm's "@scope/name" is. A Debian package's is Deb's, without an
+// architecture. It is "" without an ecosystem or name.
+func Of(eco, name, version string) string {
+	if eco == "" || name == "" {
 		return ""
 	}
-	p := Purl{Type: ecosystem, Name: name, Version: version}
+	if eco == ecosystem.Deb {
+		return Deb(name, version, "")
+	}
+	p := Purl{Type: eco, Name: name, Version: version}
 	if i := strings.LastIndexByte(name, '/'); i > 0 {
 		p.Namespace, p.Name = name[:i], name[i+1:]
+	}
+	return p.String()
+}
+
+// DebVendor is the namespace Deb gives Debian packages: the vendor of the
+// archives the mirror serves (an archive is named by its URL, which does
+// not say whose it is, so every deb is Debian's).
+const DebVendor = "debian"
+
+// Deb is the package URL of a Debian package, the one spelling that the
+// apt broker's pkg.install and the mirror's pkg.fetch share, so that the
+// two name one package alike:
+//
+//	pkg:deb/debian/NAME@VERSION?arch=ARCH
+//
+// VERSION is the full Debian version, epoch included ("1:2.3-1" is written
+// 1%3A2.3-1), and ARCH the package's architecture ("amd64", "all"). An
+// empty version or arch is left out; Deb is "" without a name.
+func Deb(name, version, arch string) string {
+	if name == "" {
+		return ""
+	}
+	p := Purl{Type: ecosystem.Deb, Namespace: DebVendor, Name: name, Version: version}
+	if arch != "" {
+		p.Qualifiers = map[string]string{"arch": arch}
 	}
 	return p.String()
 }

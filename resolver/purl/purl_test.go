@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 )
 
 func TestParse(t *testing.T) {
@@ -85,6 +87,33 @@ func TestString(t *testing.T) {
 				t.Errorf("Parse(%q).String() = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestDeb(t *testing.T) {
+	tests := []struct {
+		name, pkg, version, arch, want string
+	}{
+		{name: "arch all", pkg: "cowsay", version: "3.03+dfsg2-8", arch: "all", want: "pkg:deb/debian/cowsay@3.03%2Bdfsg2-8?arch=all"},
+		{name: "epoch", pkg: "libc6", version: "1:2.36-9", arch: "amd64", want: "pkg:deb/debian/libc6@1%3A2.36-9?arch=amd64"},
+		{name: "no arch", pkg: "sl", version: "5.02-1", want: "pkg:deb/debian/sl@5.02-1"},
+		{name: "no version", pkg: "sl", want: "pkg:deb/debian/sl"},
+		{name: "no name", version: "1", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Deb(tt.pkg, tt.version, tt.arch); got != tt.want {
+				t.Errorf("Deb(%q, %q, %q) = %q, want %q", tt.pkg, tt.version, tt.arch, got, tt.want)
+			}
+		})
+	}
+	// Of spells a deb as Deb does, so that the records that know no
+	// architecture (a pkg.filter) still name the same package.
+	if got, want := Of(ecosystem.Deb, "sl", "5.02-1"), Deb("sl", "5.02-1", ""); got != want {
+		t.Errorf("Of(deb, sl, 5.02-1) = %q, want %q", got, want)
+	}
+	if p, err := Parse(Deb("libc6", "1:2.36-9", "amd64")); err != nil || p.Version != "1:2.36-9" || p.Qualifiers["arch"] != "amd64" {
+		t.Errorf("Parse(Deb(libc6, 1:2.36-9, amd64)) = %+v, %v", p, err)
 	}
 }
 

@@ -43,10 +43,12 @@
 // A marker Registry would not do for these: an unknown registry is only
 // refused when on_unknown_source is block.
 //
-// Read-back: for everything but install, the packages of Cargo.lock that
-// are new or changed, or whose .crate file this run downloaded into
-// $CARGO_HOME/registry/cache (a build from an unchanged lock still
-// fetches what the cache lacked). Hash is "sha256:" and the lock's
+// Read-back: for everything but install, what the build has on disk,
+// after every run: each registry package of Cargo.lock whose .crate file
+// is in $CARGO_HOME/registry/cache (whether this run or an earlier one
+// downloaded it; a lock's crates for other platforms are never
+// downloaded and are left out), and each git package that is new or
+// changed in the lock. Hash is "sha256:" and the lock's
 // checksum; git packages have none. For install, the new entries of
 // .crates2.json, which holds no checksum: the hash is that of the
 // downloaded .crate in the cache, when there is exactly one.
@@ -240,7 +242,7 @@ func plan(orig, args []string, c shims.Context, expanded []string) (*shims.Plan,
 		if err != nil {
 			return nil, fmt.Errorf("reading Cargo.lock after cargo ran: %w", err)
 		}
-		return lockDiff(before, after, all), nil
+		return lockResult(before, after, all), nil
 	}
 	return p, nil
 }

@@ -245,7 +245,10 @@ dependencies = [
 ]
 `
 
-func TestLockDiff(t *testing.T) {
+// TestLockResult: the registry packages whose .crate is on disk, changed
+// or not, and a new git package; a crate of the lock that was never
+// downloaded (another platform's) is left out.
+func TestLockResult(t *testing.T) {
 	b, err := parseLock([]byte(lockBefore))
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +257,8 @@ func TestLockDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := lockDiff(lockState{pkgs: b}, lockState{pkgs: a}, []shims.Request{{Name: "mid", Spec: "0.2"}})
+	both := map[string]bool{"leaf-1.0.0.crate": true, "mid-0.2.0.crate": true}
+	got := lockResult(lockState{pkgs: b}, lockState{pkgs: a, crates: both}, []shims.Request{{Name: "mid", Spec: "0.2"}})
 	src := "registry+https://github.com/rust-lang/crates.io-index"
 	want := []shims.Package{
 		{Name: "leaf", Version: "1.0.0", SourceURL: src, Hash: "sha256:aa", RequestedBy: "mid"},
@@ -262,14 +266,14 @@ func TestLockDiff(t *testing.T) {
 		{Name: "g", Version: "0.1.0", SourceURL: "git+https://example.invalid/g.git#0123", Direct: true},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("lockDiff = %+v\nwant %+v", got, want)
+		t.Errorf("lockResult = %+v\nwant %+v", got, want)
 	}
-	if got := lockDiff(lockState{pkgs: a}, lockState{pkgs: a}, nil); len(got) != 0 {
-		t.Errorf("lockDiff of an unchanged lock = %+v, want none", got)
+	if got := lockResult(lockState{pkgs: a, crates: both}, lockState{pkgs: a, crates: both}, nil); len(got) != 2 {
+		t.Errorf("lockResult of an unchanged lock = %+v, want its two crates on disk", got)
 	}
-	got = lockDiff(lockState{pkgs: a, crates: map[string]bool{}}, lockState{pkgs: a, crates: map[string]bool{"leaf-1.0.0.crate": true}}, nil)
+	got = lockResult(lockState{pkgs: a}, lockState{pkgs: a, crates: map[string]bool{"leaf-1.0.0.crate": true}}, nil)
 	if len(got) != 1 || got[0].Name != "leaf" {
-		t.Errorf("lockDiff of an unchanged lock with leaf downloaded = %+v, want leaf", got)
+		t.Errorf("lockResult with only leaf downloaded = %+v, want leaf", got)
 	}
 }
 

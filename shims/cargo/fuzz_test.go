@@ -110,6 +110,6 @@ func FuzzLock(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = lockDiff(lockState{}, lockState{pkgs: p}, nil)
+		_ = lockResult(lockState{}, lockState{pkgs: p}, nil)
 	})
 }

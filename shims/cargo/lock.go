@@ -96,13 +96,15 @@ func cachedCrates(cargoHome string) map[string]bool {
 	return out
 }
 
-// lockDiff reports the packages of after that are new or changed since
-// before, or whose .crate this run downloaded (a build from an unchanged
-// lock still installs what the cache lacked). Local packages (workspace
-// members, path dependencies: no source) are not reported. Direct
-// packages are those a local package depends on, or that reqs name;
-// RequestedBy is a parent on the way to a direct one.
-func lockDiff(before, after lockState, reqs []shims.Request) []shims.Package {
+// lockResult reports what the build has on disk once cargo ran: every
+// registry package of after's lock whose .crate is in the download cache
+// (downloaded now or by an earlier run; a lock's packages for other
+// platforms are never downloaded and not reported), and every package of
+// another source (git) that is new or changed since before. Local
+// packages (workspace members, path dependencies: no source) are not
+// reported. Direct packages are those a local package depends on, or that
+// reqs name; RequestedBy is a parent on the way to a direct one.
+func lockResult(before, after lockState, reqs []shims.Request) []shims.Package {
 	old := map[string]string{}
 	for _, p := range before.pkgs {
 		old[p.key()] = p.Checksum
@@ -119,10 +121,11 @@ func lockDiff(before, after lockState, reqs []shims.Request) []shims.Package {
 		if p.Source == "" {
 			continue
 		}
-		sum, had := old[p.key()]
-		crate := p.Name + "-" + p.Version + ".crate"
-		downloaded := after.crates[crate] && !before.crates[crate]
-		if had && sum == p.Checksum && !downloaded {
+		if isRegistry(p.Source) {
+			if !after.crates[p.Name+"-"+p.Version+".crate"] {
+				continue
+			}
+		} else if sum, had := old[p.key()]; had && sum == p.Checksum {
 			continue
 		}
 		_, named := spec[p.Name]
@@ -139,6 +142,12 @@ func lockDiff(before, after lockState, reqs []shims.Request) []shims.Package {
 		out = append(out, pkg)
 	}
 	return out
+}
+
+// isRegistry reports whether a lock's source is a registry (an index,
+// git or sparse), whose crates cargo downloads as .crate files.
+func isRegistry(source string) bool {
+	return strings.HasPrefix(source, "registry+") || strings.HasPrefix(source, "sparse+")
 }
 
 // graph is a lock's dependency graph, walked from the local packages.

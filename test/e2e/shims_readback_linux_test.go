@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
+	"github.com/sandtrail/sandtrail/registry-mirror/crates/cratestest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
@@ -124,6 +129,82 @@ func TestShimPipRequireHashes(t *testing.T) {
 		h, ok := want[id]
 		if !ok || p.Hash != "sha256:"+h || p.Requested != "=="+p.Resolved || p.Direct == nil || !*p.Direct {
 			t.Errorf("%s: pkg.install %+v, want requested ==%s, direct, hash sha256:%s", id, *p, p.Resolved, h)
+		}
+	}
+	for _, p := range e.packagesView(r.summary.SessionID).Packages {
+		if p.Seen != pkgview.SeenBoth {
+			t.Errorf("%s@%s: seen %s, want %s", p.Name, p.Version, p.Seen, pkgview.SeenBoth)
+		}
+	}
+}
+
+// TestShimCargoLocked: `cargo build --locked` of a project whose
+// Cargo.lock exists gives one pkg.install per crate it builds from, each
+// joined shim+mirror (`cargo generate-lockfile`, which downloads
+// nothing, gives none); a second `cargo build --locked` after `rm -rf
+// target`, whose crates are all in the cache already, gives them again.
+func TestShimCargoLocked(t *testing.T) {
+	t.Parallel()
+	tc := rustToolchain(t)
+	leafDep := []cratestest.Dep{{Name: "fx-leaf", Req: "^1"}}
+	crates := []cratestest.Crate{
+		{Name: "fx-leaf", Versions: []cratestest.Version{{Version: "1.0.0"}}},
+		{Name: "fx-mid", Versions: []cratestest.Version{{Version: "0.2.1", Deps: leafDep}}},
+	}
+	ix := cratestest.Start(t, crates...)
+	e := newEnv(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("mirror:\n  upstreams:\n    cargo: "+ix.URL+"/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	pol := writePolicy(t, "sources:\n  registries:\n    cargo: ["+ix.URL+"/]\n")
+	script := `set -e; mkdir -p "$HOME/p/src" && cd "$HOME/p"
+printf '[package]\nname = "p"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\nfx-mid = "0.2"\n' >Cargo.toml
+echo 'pub use fx_mid::version;' >src/lib.rs
+run() { "$@" >cargo.out 2>&1 || { cat cargo.out; exit 3; }; }
+run cargo generate-lockfile
+run cargo build --locked
+rm -rf target
+date +%s%N >second
+run cargo build --locked`
+	args := append([]string{"--user", "nobody", "--timeout", "10m", "--policy", pol}, cargoEnv(tc)...)
+	r := e.run(append(args, "--", "sh", "-c", script)...)
+	if r.code != 0 {
+		t.Fatalf("cargo build --locked through the shim: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The second build's pkg.install events are those after the time
+	// the session wrote before it ran.
+	b, err := os.ReadFile(filepath.Join(r.summary.Workdir, "p", "second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("the second build's start: %v", err)
+	}
+	second := time.Unix(0, ns)
+	var builds [2][]*event.Pkg
+	for _, in := range kinds(e.events(r.summary.SessionID), event.KindPkgInstall) {
+		i := 0
+		if in.TS.After(second) {
+			i = 1
+		}
+		builds[i] = append(builds[i], in.Pkg)
+	}
+	want := map[string]string{"fx-mid@0.2.1": "", "fx-leaf@1.0.0": "fx-mid"}
+	for i, b := range builds {
+		got := map[string]*event.Pkg{}
+		for _, p := range b {
+			got[p.Name+"@"+p.Resolved] = p
+		}
+		if len(b) != len(want) || len(got) != len(want) {
+			t.Errorf("build %d: %d pkg.install events, want one per crate: %v\n%s", i+1, len(b), want, e.pkgEvents(r.summary.SessionID))
+		}
+		for id, by := range want {
+			if p := got[id]; p == nil || p.RequestedBy != by || !strings.HasPrefix(p.Hash, "sha256:") {
+				t.Errorf("build %d: %s: pkg.install %+v, want requested_by %q and a sha256", i+1, id, p, by)
+			}
 		}
 	}
 	for _, p := range e.packagesView(r.summary.SessionID).Packages {

@@ -61,8 +61,7 @@ func (b *Broker) emitInstalls(p peer, reqs []shims.Request, uris []apt.URI, out 
 		}
 		e.Pkg = &event.Pkg{Manager: "apt", Ecosystem: ecosystem.Deb, Name: rec.Name, Resolved: rec.Version, SourceURL: u.URL,
 			Hash: "sha256:" + rec.SHA256, Direct: &direct, Requested: spec, ManagerPid: pid,
-			Purl: purl.Purl{Type: ecosystem.Deb, Namespace: "debian", Name: rec.Name, Version: rec.Version,
-				Qualifiers: map[string]string{"arch": rec.Arch}}.String()}
+			Purl: purl.Deb(rec.Name, rec.Version, rec.Arch)}
 		if u.SHA256 != "" && u.SHA256 != rec.SHA256 {
 			e.Pkg.Reason = "the .deb's hash differs from the archive index's " + u.SHA256
 		}
