@@ -24,6 +24,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,11 +41,23 @@ type Sessions interface {
 	Lookup(cgroupID uint64) (id string, ok bool)
 }
 
+// Processes names the process behind a client's connection, by its
+// socket's cookie, and whether it is an agent's process that no live shim
+// started: the host's one attribution step (the kernel collector's record
+// of the connect, and the process tree).
+type Processes interface {
+	Process(cookie uint64) (p event.Proc, unshimmed bool, ok bool)
+}
+
 // Mirror serves the ecosystems.
 type Mirror struct {
 	env      *fetch.Env
 	log      hclog.Logger
 	sessions Sessions
+	procs    Processes
+	// bypass says which (session, pid) already has its shim_bypass alert.
+	bypassMu sync.Mutex
+	bypassed map[bypassKey]bool
 	prefixes []route            // by prefix, in the list's order
 	hosts    map[string]handler // HTTP-proxy mode: upstream host → handler
 }
@@ -85,6 +98,9 @@ type Config struct {
 	Emit func(*event.Event)
 	// Sessions attributes clients to sessions; nil: none.
 	Sessions Sessions
+	// Processes names the process behind each client; nil: none, and no
+	// shim_bypass from the mirror.
+	Processes Processes
 	// Host is recorded in the events.
 	Host string
 	Log  hclog.Logger
@@ -101,15 +117,23 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := &Mirror{}
 	env := &fetch.Env{Cache: c, Policy: cfg.Policy, Log: cfg.Log.Named("mirror"), Now: time.Now,
 		MetaTTL: or(cfg.MetaTTL, 5*time.Minute), MaxArtifact: or(cfg.MaxArtifact, 1<<30),
 		Upstream: &fetch.Upstream{HTTP: cfg.HTTP, MaxMeta: or(cfg.MaxMeta, 64<<20), UserAgent: "sandtrail-mirror"},
-		Record:   func(r *fetch.Record) { cfg.Emit(fetchEvent(r, cfg.Host, time.Now())) },
-		Filter:   func(f *fetch.Filtered) { cfg.Emit(filterEvent(f, cfg.Host, time.Now())) }}
+		Record: func(r *fetch.Record) {
+			now := time.Now()
+			cfg.Emit(fetchEvent(r, cfg.Host, now))
+			if m.firstBypass(r.Client) {
+				cfg.Emit(bypassEvent(r, cfg.Host, now))
+			}
+		},
+		Filter: func(f *fetch.Filtered) { cfg.Emit(filterEvent(f, cfg.Host, time.Now())) }}
 	if env.Upstream.HTTP == nil {
 		env.Upstream.HTTP = upstreamClient()
 	}
-	m := &Mirror{env: env, log: env.Log, sessions: cfg.Sessions, hosts: map[string]handler{}}
+	m.env, m.log, m.sessions, m.procs = env, env.Log, cfg.Sessions, cfg.Processes
+	m.hosts, m.bypassed = map[string]handler{}, map[bypassKey]bool{}
 	for key, raw := range cfg.Upstreams {
 		if err := CheckUpstream(key, raw); err != nil {
 			return nil, fmt.Errorf("mirror: upstreams: %w", err)
@@ -285,15 +309,51 @@ func (m *Mirror) client(r *http.Request) fetch.Client {
 	if err != nil {
 		return c
 	}
-	cg, err := peercred.SocketCgroup("tcp", remote, la)
+	s, err := peercred.SocketOf("tcp", remote, la)
+	if err == nil && s.Cgroup == 0 {
+		err = errors.New("reading sock_diag: no cgroup id (kernel without INET_DIAG_CGROUP_ID)")
+	}
 	if err != nil {
 		if !errors.Is(err, peercred.ErrNoSocket) {
 			m.log.Warn("attributing a client", "client", r.RemoteAddr, "error", err)
 		}
 		return c
 	}
-	c.SessionID, _ = m.sessions.Lookup(cg)
+	c.SessionID, _ = m.sessions.Lookup(s.Cgroup)
+	if m.procs != nil && c.SessionID != "" {
+		if p, unshimmed, ok := m.procs.Process(s.Cookie); ok {
+			c.Proc, c.Unshimmed = &p, unshimmed
+		}
+	}
 	return c
+}
+
+// bypassKey is a process of a session.
+type bypassKey struct {
+	session string
+	pid     int32
+}
+
+// maxBypassed bounds the processes remembered as alerted.
+const maxBypassed = 4096
+
+// firstBypass reports whether c is a session's process fetching around its
+// shim that has no shim_bypass alert yet: one alert per process.
+func (m *Mirror) firstBypass(c fetch.Client) bool {
+	if !c.Unshimmed || c.SessionID == "" || c.Proc == nil {
+		return false
+	}
+	m.bypassMu.Lock()
+	defer m.bypassMu.Unlock()
+	k := bypassKey{c.SessionID, c.Proc.Pid}
+	if m.bypassed[k] {
+		return false
+	}
+	if len(m.bypassed) >= maxBypassed {
+		clear(m.bypassed)
+	}
+	m.bypassed[k] = true
+	return true
 }
 
 // Serve serves ln until ctx ends, then shuts down within the grace period.

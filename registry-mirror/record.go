@@ -1,9 +1,11 @@
 package mirror
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/purl"
 )
@@ -27,8 +29,30 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 		p.Purl = purl.Of(r.Ecosystem, r.Name, r.Version)
 	}
 	redact(p)
-	return &event.Event{V: event.SchemaVersion, TS: now, SessionID: r.Client.SessionID, Host: host,
+	e := &event.Event{V: event.SchemaVersion, TS: now, SessionID: r.Client.SessionID, Host: host,
 		Kind: event.KindPkgFetch, Source: event.SourceMirror, Pkg: p}
+	if r.Client.Proc != nil {
+		proc := *r.Client.Proc
+		e.Proc = &proc
+	}
+	return e
+}
+
+// RuleBypass is the rule of the mirror's alert for a fetch by a session's
+// process with no live shim among its ancestors (the package view raises
+// the same rule from the kernel's exec records).
+const RuleBypass = "shim_bypass"
+
+// bypassEvent is the one conversion of a fetch around the shim to its
+// alert: the process, and what it fetched.
+func bypassEvent(r *fetch.Record, host string, now time.Time) *event.Event {
+	p := r.Client.Proc
+	summary := fmt.Sprintf("pid %d (%s) fetched %s %s through the mirror with no shim among its ancestors: a package manager run around its shim",
+		p.Pid, render.Clean(p.Comm, 16), render.Clean(r.Ecosystem, 16), render.Clean(purl.Of(r.Ecosystem, r.Name, r.Version), 256))
+	proc := *p
+	return &event.Event{V: event.SchemaVersion, TS: now, SessionID: r.Client.SessionID, Host: host,
+		Kind: event.KindAlert, Source: event.SourceRules, Proc: &proc,
+		Alert: &event.Alert{RuleID: RuleBypass, Title: "a package manager fetched around its shim", Level: "high", Summary: summary}}
 }
 
 // filterEvent is the one conversion of a filtering record to its

@@ -138,7 +138,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	}
 	h.endAbandoned()
 	if o.Mirror != "" {
-		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, log); err != nil {
+		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, newProcesses(h.col, cfg.ShimDir, log), log); err != nil {
 			return h, err
 		}
 	}

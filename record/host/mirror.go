@@ -23,8 +23,10 @@ type Mirror struct {
 }
 
 // ServeMirror serves a mirror of cfg on listen, recording into emit and
-// attributing clients with sessions (nil: none). The caller Closes it.
-func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions, log hclog.Logger) (*Mirror, error) {
+// attributing clients with sessions and their processes with procs (nil:
+// none). The caller Closes it.
+func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions,
+	procs mirror.Processes, log hclog.Logger) (*Mirror, error) {
 	max := int64(0)
 	if cfg.Mirror.CacheMax != "" {
 		var err error
@@ -33,7 +35,7 @@ func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*even
 		}
 	}
 	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
-		Policy: pol, Emit: emit, Sessions: sessions, Host: cfg.Host, Log: log}
+		Policy: pol, Emit: emit, Sessions: sessions, Processes: procs, Host: cfg.Host, Log: log}
 	m, err := mirror.New(mc)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 )
 
@@ -25,6 +26,12 @@ import (
 type Client struct {
 	Addr      netip.AddrPort
 	SessionID string
+	// Proc is the process that made the client's connection, as the
+	// kernel recorded its connect (nil when unknown).
+	Proc *event.Proc
+	// Unshimmed is set when Proc is an agent's process with no live shim
+	// among its ancestors: a package manager run around its shim.
+	Unshimmed bool
 }
 
 type clientKey struct{}
