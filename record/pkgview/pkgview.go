@@ -12,9 +12,11 @@
 // maintainer scripts), with the files they touched and the connections they
 // made.
 //
-// Two rules raise alerts: RuleMismatch, when the shim claims a hash or a
-// version that the mirror did not serve, and RuleBypass, when a real
-// package manager ran without a shim above it. Build finds them over a
+// Three rules raise alerts: RuleMismatch, when the shim claims a hash or
+// a version that the mirror did not serve; RuleUnverified, when the shim
+// claims an installed package that no verified fetch of the mirror's in
+// the session accounts for, by hash; and RuleBypass, when a real package
+// manager ran without a shim above it. Build finds them over a
 // whole session; a Watcher finds the same ones live, one event at a time,
 // through the same code.
 //
@@ -62,6 +64,9 @@ var Seens = []string{SeenBoth, SeenMirrorOnly, SeenShimOnly, SeenBlocked, SeenKe
 const (
 	RuleMismatch = "shim_mirror_mismatch"
 	RuleBypass   = "shim_bypass"
+	// RuleUnverified: an installed package with no verified mirror fetch
+	// of its artifact in the session.
+	RuleUnverified = "unverified_install"
 )
 
 // DefaultShimDir is where the package-manager shims are installed.

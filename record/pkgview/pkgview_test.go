@@ -34,6 +34,9 @@ func alertSum(as []*event.Event) []string {
 
 func TestJoin(t *testing.T) {
 	mm := []string{RuleMismatch}
+	un := []string{RuleUnverified}
+	mmun := []string{RuleMismatch, RuleUnverified}
+	unmm := []string{RuleUnverified, RuleMismatch}
 	tests := []struct {
 		name   string
 		events func(r *rec)
@@ -59,11 +62,11 @@ func TestJoin(t *testing.T) {
 		{"mismatch by hash", func(r *rec) {
 			r.fetch("npm", "lodash", "4.17.21", sriA, "served")
 			r.install("npm", "lodash", "4.17.21", sriB, 11)
-		}, []rowSum{{"npm", "lodash", "4.17.21", SeenBoth, mm}}, []string{"shim_mirror_mismatch[1 0]"}},
+		}, []rowSum{{"npm", "lodash", "4.17.21", SeenBoth, mmun}}, []string{"shim_mirror_mismatch[1 0]", "unverified_install[1]"}},
 		{"mismatch by hash: sha256 against hex", func(r *rec) {
 			r.fetch("deb", "curl", "7.88.1-10", shaA, "served")
 			r.install("deb", "curl", "7.88.1-10", hexB, 11)
-		}, []rowSum{{"deb", "curl", "7.88.1-10", SeenBoth, mm}}, []string{"shim_mirror_mismatch[1 0]"}},
+		}, []rowSum{{"deb", "curl", "7.88.1-10", SeenBoth, mmun}}, []string{"shim_mirror_mismatch[1 0]", "unverified_install[1]"}},
 		{"no mismatch when one served fetch matches", func(r *rec) {
 			r.fetch("pypi", "a", "1.0", shaB, "served")
 			r.fetch("pypi", "a", "1.0", shaA, "served")
@@ -78,7 +81,7 @@ func TestJoin(t *testing.T) {
 		{"mismatch by hash when the fetch comes after the install", func(r *rec) {
 			r.install("npm", "lodash", "4.17.21", sriB, 11)
 			r.fetch("npm", "lodash", "4.17.21", sriA, "served")
-		}, []rowSum{{"npm", "lodash", "4.17.21", SeenBoth, mm}}, []string{"shim_mirror_mismatch[0 1]"}},
+		}, []rowSum{{"npm", "lodash", "4.17.21", SeenBoth, unmm}}, []string{"unverified_install[0]", "shim_mirror_mismatch[0 1]"}},
 		{"mismatch by version", func(r *rec) {
 			r.fetch("npm", "lodash", "4.17.21", sriA, "served")
 			r.install("npm", "lodash", "4.17.99", sriA, 11)
@@ -87,31 +90,47 @@ func TestJoin(t *testing.T) {
 		{"mismatch by version when another version is served later", func(r *rec) {
 			r.install("pypi", "a", "2.0", shaA, 11)
 			r.fetch("pypi", "a", "1.0", shaB, "served")
-		}, []rowSum{{"pypi", "a", "2.0", SeenShimOnly, mm}, {"pypi", "a", "1.0", SeenMirrorOnly, nil}},
-			[]string{"shim_mirror_mismatch[0 1]"}},
+		}, []rowSum{{"pypi", "a", "2.0", SeenShimOnly, unmm}, {"pypi", "a", "1.0", SeenMirrorOnly, nil}},
+			[]string{"unverified_install[0]", "shim_mirror_mismatch[0 1]"}},
 		{"mismatch: the mirror refused that version", func(r *rec) {
 			r.fetch("npm", "evil", "1.0.0", sriA, "cooldown")
 			r.install("npm", "evil", "1.0.0", sriA, 11)
-		}, []rowSum{{"npm", "evil", "1.0.0", SeenBoth, mm}}, []string{"shim_mirror_mismatch[1 0]"}},
+		}, []rowSum{{"npm", "evil", "1.0.0", SeenBoth, mmun}}, []string{"shim_mirror_mismatch[1 0]", "unverified_install[1]"}},
 		{"one alert per row", func(r *rec) {
 			r.fetch("npm", "a", "1.0.0", sriA, "served")
 			r.install("npm", "a", "1.0.0", sriB, 11)
 			r.install("npm", "a", "1.0.0", sriB, 12)
 			r.fetch("npm", "a", "1.0.0", sriA, "served")
-		}, []rowSum{{"npm", "a", "1.0.0", SeenBoth, mm}}, []string{"shim_mirror_mismatch[1 0]"}},
+		}, []rowSum{{"npm", "a", "1.0.0", SeenBoth, mmun}}, []string{"shim_mirror_mismatch[1 0]", "unverified_install[1]"}},
 		{"mirror_only is not an alert", func(r *rec) {
 			r.fetch("cargo", "cc", "1.0.83", hexA, "served")
 		}, []rowSum{{"cargo", "cc", "1.0.83", SeenMirrorOnly, nil}}, nil},
-		{"shim_only is not an alert", func(r *rec) {
+		{"shim_only is an unverified install", func(r *rec) {
 			r.install("pypi", "local-thing", "0.1", shaA, 11)
-		}, []rowSum{{"pypi", "local-thing", "0.1", SeenShimOnly, nil}}, nil},
+		}, []rowSum{{"pypi", "local-thing", "0.1", SeenShimOnly, un}}, []string{"unverified_install[0]"}},
+		{"a reinstall from the cache is verified by the session's earlier fetch", func(r *rec) {
+			r.fetch("npm", "a", "1.0.0", sriA, "served")
+			r.install("npm", "a", "1.0.0", sriA, 11)
+			r.install("npm", "a", "1.0.0", sriA, 12)
+		}, []rowSum{{"npm", "a", "1.0.0", SeenBoth, nil}}, nil},
+		{"a fetch the mirror served unverified does not verify", func(r *rec) {
+			r.fetch("pypi", "a", "1.0", shaA, "served").Pkg.Verified = event.Bool(false)
+			r.install("pypi", "a", "1.0", shaA, 11)
+		}, []rowSum{{"pypi", "a", "1.0", SeenBoth, un}}, []string{"unverified_install[1]"}},
+		{"a verified fetch of another version with the same hash verifies", func(r *rec) {
+			r.fetch("npm", "real", "1.0.0", sriA, "served")
+			r.install("npm", "alias", "1.0.0", sriA, 11)
+		}, []rowSum{{"npm", "real", "1.0.0", SeenMirrorOnly, nil}, {"npm", "alias", "1.0.0", SeenShimOnly, nil}}, nil},
+		{"a local package (file:) is exempt", func(r *rec) {
+			r.install("npm", "ws-a", "0.1.0", "", 11).Pkg.SourceURL = "file:packages/a"
+		}, []rowSum{{"npm", "ws-a", "0.1.0", SeenShimOnly, nil}}, nil},
 		{"pypi core metadata is not an artifact", func(r *rec) {
 			r.add(event.KindPkgFetch, event.SourceMirror, func(e *event.Event) {
 				e.Pkg = &event.Pkg{Ecosystem: "pypi", Name: "a", Resolved: "1.0", Hash: shaB, Outcome: "served",
 					SourceURL: "https://files.example.invalid/a-1.0-py3-none-any.whl.metadata"}
 			})
 			r.install("pypi", "a", "1.0", shaA, 11)
-		}, []rowSum{{"pypi", "a", "1.0", SeenShimOnly, nil}}, nil},
+		}, []rowSum{{"pypi", "a", "1.0", SeenShimOnly, un}}, []string{"unverified_install[1]"}},
 		{"blocked requests are rows of their own", func(r *rec) {
 			r.blocked("npm", "evil", "^1", "blocklist")
 			r.blocked("npm", "evil", "^1", "blocklist")

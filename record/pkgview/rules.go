@@ -2,6 +2,7 @@ package pkgview
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/render"
@@ -49,6 +50,39 @@ func (s *state) checkRow(r *row, e *event.Event) {
 	s.raise(alert(e, RuleMismatch, "shim's install differs from what the mirror served",
 		fmt.Sprintf("the shim says %s %s@%s was installed%s", render.Clean(q.Ecosystem, 16), render.Clean(q.Name, 214),
 			render.Clean(in.version, 64), why), in.seq, f.seq))
+}
+
+// checkVerified raises RuleUnverified, once per row, when the shim claims
+// an installed package that no verified fetch of the mirror's in the
+// session accounts for: no artifact the mirror served with verified true
+// has a digest of the claim's hash, and no verified fetch of the row's
+// version has a hash that cannot be compared with the claim's (a claim
+// without a hash, or of another algorithm, is taken at its version). Whatever else the
+// claim says, its package's bytes then did not come through the verifying
+// mirror in this session: a direct upstream, a cache filled elsewhere, a
+// file put in place. A claim of a local package (a file: source, npm's
+// link to a workspace folder or a path) has no artifact and is exempt.
+func (s *state) checkVerified(r *row, e *event.Event) {
+	p := e.Pkg
+	if r.unverifiedAlerted || r.blocked || strings.HasPrefix(p.SourceURL, "file:") {
+		return
+	}
+	for _, d := range digests(p.Hash) {
+		if s.verified[d] {
+			return
+		}
+	}
+	for _, f := range r.served {
+		if _, comparable := compareHashes(p.Hash, f.hash); f.verified && !comparable {
+			return
+		}
+	}
+	r.unverifiedAlerted = true
+	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
+	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
+		fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
+			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),
+			render.Clean(p.SourceURL, 256)), e.Seq))
 }
 
 // differing returns an install whose hash can be compared with every

@@ -30,6 +30,9 @@ type state struct {
 	order   []*row            // every row, blocked ones too, by first event
 	byName  map[string][]*row // the rows of each ecosystem and name
 	served  map[string]fetchRef
+	// verified holds the digests of every artifact the mirror served
+	// verified in the session, which an install's hash is looked up in.
+	verified map[digest]bool
 	procs   map[int32]*proc
 	groups  map[groupKey]*group
 	alerts  []*event.Event // a Builder's: every alert raised
@@ -48,13 +51,16 @@ type row struct {
 	served   []fetchRef
 	refused  []fetchRef
 	alerted  bool
+	// unverifiedAlerted: the row has had its RuleUnverified alert.
+	unverifiedAlerted bool
 }
 
-// fetchRef is a pkg event: its seq, hash, version and the mirror's
-// outcome.
+// fetchRef is a pkg event: its seq, hash, version, the mirror's outcome
+// and whether the mirror verified the artifact.
 type fetchRef struct {
 	seq                    uint64
 	hash, version, outcome string
+	verified               bool
 }
 
 // proc is what the rules know of a live process.
@@ -78,7 +84,7 @@ type proc struct {
 
 func newState(session string, o options, live bool) *state {
 	return &state{session: session, o: o, live: live, rows: map[string]*row{}, byName: map[string][]*row{},
-		served: map[string]fetchRef{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{}}
+		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{}}
 }
 
 // add takes the next event and returns the alerts it raises.
@@ -182,6 +188,7 @@ func (s *state) install(e *event.Event) {
 	r.installs = s.appendRef(r.installs, fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved})
 	s.appendSeq(r, e)
 	s.checkRow(r, e)
+	s.checkVerified(r, e)
 }
 
 func (s *state) fetch(e *event.Event) {
@@ -202,7 +209,7 @@ func (s *state) fetch(e *event.Event) {
 	if len(q.InstallScripts) == 0 {
 		q.InstallScripts = p.InstallScripts
 	}
-	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome}
+	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome, verified: p.Verified != nil && *p.Verified}
 	if p.Outcome != "served" {
 		r.refused = s.appendRef(r.refused, ref)
 		if len(r.served) == 0 {
@@ -216,10 +223,27 @@ func (s *state) fetch(e *event.Event) {
 	}
 	r.served = s.appendRef(r.served, ref)
 	s.served[r.nameKey] = ref
+	if p.Verified != nil && *p.Verified {
+		s.addVerified(p.Hash)
+	}
 	// A version served now makes a claim of another version, by the
 	// same name, one the mirror served only at other versions.
 	for _, o := range s.byName[r.nameKey] {
 		s.checkRow(o, e)
+	}
+}
+
+// maxVerified bounds a Watcher's verified digests per session.
+const maxVerified = 4 * maxRows
+
+// addVerified records the digests of a hash the mirror served verified.
+func (s *state) addVerified(h string) {
+	for _, d := range digests(h) {
+		if s.live && len(s.verified) >= maxVerified {
+			s.dropped++
+			return
+		}
+		s.verified[d] = true
 	}
 }
 

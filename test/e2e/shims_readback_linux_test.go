@@ -12,6 +12,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates/cratestest"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
@@ -96,6 +97,9 @@ echo LOCKFILE; cat package-lock.json`
 	if i := slices.IndexFunc(v.Packages, func(p *pkgview.Package) bool { return p.Name == "express" }); i < 0 {
 		t.Errorf("no express row in the packages view")
 	}
+	// npm install took every package from npm's cache, which npm ci
+	// filled through the mirror in this session: no alert.
+	noAlerts(t, e, r.summary.SessionID, v)
 	e.verify()
 }
 
@@ -131,11 +135,13 @@ func TestShimPipRequireHashes(t *testing.T) {
 			t.Errorf("%s: pkg.install %+v, want requested ==%s, direct, hash sha256:%s", id, *p, p.Resolved, h)
 		}
 	}
-	for _, p := range e.packagesView(r.summary.SessionID).Packages {
+	v := e.packagesView(r.summary.SessionID)
+	for _, p := range v.Packages {
 		if p.Seen != pkgview.SeenBoth {
 			t.Errorf("%s@%s: seen %s, want %s", p.Name, p.Version, p.Seen, pkgview.SeenBoth)
 		}
 	}
+	noAlerts(t, e, r.summary.SessionID, v)
 }
 
 // TestShimCargoLocked: `cargo build --locked` of a project whose
@@ -207,9 +213,80 @@ run cargo build --locked`
 			}
 		}
 	}
-	for _, p := range e.packagesView(r.summary.SessionID).Packages {
+	v := e.packagesView(r.summary.SessionID)
+	for _, p := range v.Packages {
 		if p.Seen != pkgview.SeenBoth {
 			t.Errorf("%s@%s: seen %s, want %s", p.Name, p.Version, p.Seen, pkgview.SeenBoth)
 		}
 	}
+	noAlerts(t, e, r.summary.SessionID, v)
+}
+
+// noAlerts fails t for every alert the daemon's live rules journaled in
+// the session, and every package rule's alert of its view. (`sandtrail
+// packages` runs the view with the default shim directory, so in these
+// tests, whose shims are elsewhere, it takes them for bypasses: its
+// shim_bypass alerts are not counted.)
+func noAlerts(t *testing.T, e *env, id string, v *pkgview.View) {
+	t.Helper()
+	for _, a := range kinds(e.events(id), event.KindAlert) {
+		t.Errorf("alert in the record: %s: %s", a.Alert.RuleID, a.Alert.Summary)
+	}
+	for _, a := range v.Alerts {
+		if a.Alert.RuleID != pkgview.RuleBypass {
+			t.Errorf("alert %s: %s", a.Alert.RuleID, a.Alert.Summary)
+		}
+	}
+}
+
+// TestUnverifiedInstall: an npm install whose --registry names a loopback
+// registry directly, around the mirror (the policy approves the
+// registry, so the shim lets it run), is claimed by the shim and raises
+// unverified_install for each package, live in the record and in
+// `sandtrail packages`: no verified fetch of the mirror's accounts for
+// its bytes.
+func TestUnverifiedInstall(t *testing.T) {
+	t.Parallel()
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	reg := npmtest.Start(t,
+		npmtest.Package{Name: "fx-direct", Versions: []npmtest.Version{{Version: "1.0.0", Published: old, Deps: map[string]string{"fx-dep": "^2"}}}},
+		npmtest.Package{Name: "fx-dep", Versions: []npmtest.Version{{Version: "2.0.0", Published: old}}})
+	e := newEnv(t)
+	pol := writePolicy(t, "sources:\n  registries:\n    npm: ["+reg.URL+"/, https://registry.npmjs.org/]\n")
+	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", npmInstall("--registry "+reg.URL+"/ fx-direct@1.0.0"))
+	if r.code != 0 {
+		t.Fatalf("npm install --registry: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	v := e.packagesView(r.summary.SessionID)
+	got := map[string]bool{}
+	n := 0
+	for _, a := range v.Alerts {
+		if a.Alert.RuleID == pkgview.RuleBypass {
+			continue // the view's default shim directory: see noAlerts
+		}
+		n++
+		if a.Alert.RuleID == pkgview.RuleUnverified {
+			got[a.Alert.Summary[strings.Index(a.Alert.Summary, "fx-"):strings.Index(a.Alert.Summary, " was installed")]] = true
+		}
+	}
+	if !got["fx-direct@1.0.0"] || !got["fx-dep@2.0.0"] || n != 2 {
+		t.Errorf("alerts %v, want unverified_install for fx-direct@1.0.0 and fx-dep@2.0.0 only", alertSummaries(v))
+	}
+	live := 0
+	for _, a := range kinds(e.events(r.summary.SessionID), event.KindAlert) {
+		if a.Alert.RuleID == pkgview.RuleUnverified {
+			live++
+		}
+	}
+	if live != 2 {
+		t.Errorf("%d unverified_install alerts in the record, want 2 (the daemon's live rule)", live)
+	}
+}
+
+func alertSummaries(v *pkgview.View) []string {
+	var out []string
+	for _, a := range v.Alerts {
+		out = append(out, a.Alert.RuleID+": "+a.Alert.Summary)
+	}
+	return out
 }
