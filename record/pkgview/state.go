@@ -33,10 +33,10 @@ type state struct {
 	// verified holds the digests of every artifact the mirror served
 	// verified in the session, which an install's hash is looked up in.
 	verified map[digest]bool
-	procs   map[int32]*proc
-	groups  map[groupKey]*group
-	alerts  []*event.Event // a Builder's: every alert raised
-	out     []*event.Event // the alerts raised by the event being added
+	procs    map[int32]*proc
+	groups   map[groupKey]*group
+	alerts   []*event.Event // a Builder's: every alert raised
+	out      []*event.Event // the alerts raised by the event being added
 	// dropped counts events a Watcher did not track, past a bound.
 	dropped uint64
 }
