@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/session/launch"
 	policy "github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
@@ -53,10 +54,9 @@ func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*even
 // Done returns the channel the mirror's serving error arrives on.
 func (m *Mirror) Done() <-chan error { return m.done }
 
-// sessionEnv points a session's package managers at the mirror.
-func (m *Mirror) sessionEnv() []string {
-	return []string{"SANDTRAIL_MIRROR=" + m.URL, "npm_config_registry=" + m.URL + "/npm/", "PIP_INDEX_URL=" + m.URL + "/pypi/simple/"}
-}
+// sessionEnv points a session's package managers at the mirror: every one
+// the mirror serves (launch.MirrorEnv).
+func (m *Mirror) sessionEnv() []string { return launch.MirrorEnv(m.URL) }
 
 // Close stops the mirror, letting requests in flight finish.
 func (m *Mirror) Close() error {

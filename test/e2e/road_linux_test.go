@@ -87,3 +87,42 @@ func TestRunLockfilePortable(t *testing.T) {
 		t.Errorf("npm ci installed no is-number: %v", err)
 	}
 }
+
+// TestRunManagersPointedAtMirror: in a session, every manager the mirror
+// serves is pointed at the mirror `sandtrail run` hosts: npm's family (npm,
+// pnpm, yarn 1 and berry, bun) at its /npm/, pip's (pip, uv) at its
+// /pypi/simple/, cargo's crates.io on the sparse protocol; npm itself reads
+// its registry from there.
+func TestRunManagersPointedAtMirror(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.run("--", "sh", "-c", `env | sort; echo NPM; npm config get registry`)
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var mirror string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if v, ok := strings.CutPrefix(l, "SANDTRAIL_MIRROR="); ok {
+			mirror = v
+		}
+	}
+	if !strings.HasPrefix(mirror, "http://127.0.0.1:") {
+		t.Fatalf("SANDTRAIL_MIRROR = %q, want the run's mirror on loopback\n%s", mirror, r.stdout)
+	}
+	for _, want := range []string{
+		"npm_config_registry=" + mirror + "/npm/",
+		"NPM_CONFIG_REGISTRY=" + mirror + "/npm/",
+		"BUN_CONFIG_REGISTRY=" + mirror + "/npm/",
+		"YARN_REGISTRY=" + mirror + "/npm/",
+		"YARN_NPM_REGISTRY_SERVER=" + mirror + "/npm/",
+		"PIP_INDEX_URL=" + mirror + "/pypi/simple/",
+		"UV_DEFAULT_INDEX=" + mirror + "/pypi/simple/",
+		"UV_INDEX_URL=" + mirror + "/pypi/simple/",
+		"CARGO_REGISTRIES_CRATES_IO_PROTOCOL=sparse",
+		"NPM\n" + mirror + "/npm/",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the session lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
