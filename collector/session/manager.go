@@ -284,6 +284,9 @@ type Session struct {
 	adopted bool
 	// own is the session's own uid (Spec.Agent), nil without one.
 	own *ownUID
+	// nested are the ids of the cgroups NewNested made, which Lookup maps
+	// to the session until Cleanup; guarded by m.mu.
+	nested []uint64
 
 	mu         sync.Mutex
 	state      state
@@ -748,6 +751,11 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	s.m.mu.Lock()
 	delete(s.m.sessions, s.spec.ID)
 	delete(s.m.byCgroup, s.cg.id)
+	for _, id := range s.nested {
+		if s.m.byCgroup[id] == s {
+			delete(s.m.byCgroup, id)
+		}
+	}
 	s.m.mu.Unlock()
 	s.m.emit(s.toEvent(change{op: "cleanup", fsState: fsState, sha256: sum}))
 	return nil

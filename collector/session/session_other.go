@@ -69,3 +69,21 @@ func openKmsg() (*kmsg, error)                                         { return 
 func (k *kmsg) oomKills() []OOMKill                                    { return nil }
 func (k *kmsg) close()                                                 {}
 func openNoFollow(p string) (*os.File, error)                          { return os.Open(p) }
+
+// Nested is Linux's; NewNested fails with ErrNotSupported here.
+type Nested struct{}
+
+// NewNested fails with ErrNotSupported: there are no cgroups off Linux.
+func (s *Session) NewNested(string) (*Nested, error) { return nil, ErrNotSupported }
+
+// FD is never reached off Linux.
+func (n *Nested) FD() int { return -1 }
+
+// ID is never reached off Linux.
+func (n *Nested) ID() uint64 { return 0 }
+
+// Path is never reached off Linux.
+func (n *Nested) Path() string { return "" }
+
+// Close does nothing off Linux.
+func (n *Nested) Close() error { return nil }

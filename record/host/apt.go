@@ -66,7 +66,8 @@ func (h *Host) startApt(chk *checker) error {
 		Check: func(ctx context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			return aptCheck(ctx, chk, session, reqs)
 		},
-		Session: func(pid int32, _ uint32) (string, bool) { return h.sessionOf(mount, pid) }})
+		Session: func(pid int32, _ uint32) (string, bool) { return h.sessionOf(mount, pid) },
+		Nest:    h.aptCgroup})
 	if err != nil {
 		return err
 	}
@@ -77,6 +78,20 @@ func (h *Host) startApt(chk *checker) error {
 	h.apt = b
 	go func() { _ = b.Serve(ln) }()
 	return nil
+}
+
+// aptCgroup is the cgroup a session's apt request runs apt-get in: one
+// nested in the session's (session.NewNested), so that apt-get, dpkg and
+// the maintainer scripts are recorded in the session, beneath the broker in
+// its process tree, and the mirror's attribution of apt's fetches (the
+// peer socket's cgroup) names the session. They are root there: see
+// docs/shims.md, "apt in the session".
+func (h *Host) aptCgroup(id string) (broker.Cgroup, error) {
+	s, ok := h.mgr.Get(id)
+	if !ok {
+		return nil, fmt.Errorf("no session %s", id)
+	}
+	return s.NewNested("apt")
 }
 
 // aptCheck decides an apt install's requests: blocked by the first block.

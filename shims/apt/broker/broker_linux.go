@@ -39,6 +39,13 @@ type Config struct {
 	// Session maps a peer (its pid and uid, from SO_PEERCRED) to its
 	// session; false refuses the peer. Nil: every peer, with no session.
 	Session func(pid int32, uid uint32) (string, bool)
+	// Nest makes the cgroup that a session's request runs apt-get in: one
+	// nested in the session's v2 cgroup (collector/session's
+	// Session.NewNested), so that the kernel records apt-get, dpkg and
+	// the maintainer scripts in the session, and the mirror attributes
+	// apt's fetches to it. An error refuses the request. Nil, or a peer in
+	// no session: apt-get runs in the broker's own cgroup.
+	Nest func(session string) (Cgroup, error)
 	// HookCmd is the hook's command line; the broker appends the output
 	// file ("/usr/local/bin/sandtrail-shim apt-hook"). Its first word
 	// names apt's DPkg::Tools::Options section.
@@ -49,6 +56,16 @@ type Config struct {
 	// Host names the machine in the events.
 	Host string
 	Log  hclog.Logger
+}
+
+// Cgroup is a cgroup that apt-get is started in (CLONE_INTO_CGROUP), held
+// for one request.
+type Cgroup interface {
+	// FD is an open descriptor of the cgroup's directory.
+	FD() int
+	// Close removes the cgroup; it may fail while processes that apt-get
+	// left behind run in it.
+	Close() error
 }
 
 // Broker serves apt installs on a unix socket.
@@ -122,6 +139,9 @@ func (b *Broker) Close() error {
 type peer struct {
 	cred    peercred.Cred
 	session string
+	// cgroupFD is the cgroup the request's apt-get runs in, -1 for the
+	// broker's own.
+	cgroupFD int
 }
 
 // serveConn serves one request.
@@ -131,7 +151,7 @@ func (b *Broker) serveConn(c *net.UnixConn) {
 		b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "cannot read the peer's credentials"})
 		return
 	}
-	p := peer{cred: cred}
+	p := peer{cred: cred, cgroupFD: -1}
 	if b.cfg.Session != nil {
 		var ok bool
 		if p.session, ok = b.cfg.Session(cred.Pid, cred.UID); !ok {
@@ -215,6 +235,19 @@ func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []in
 			return apt.BrokerReply{Exit: 100, Refused: true, Message: msg}
 		}
 	}
+	if b.cfg.Nest != nil && p.session != "" {
+		cg, err := b.cfg.Nest(p.session)
+		if err != nil {
+			b.log.Warn("making the session's apt cgroup failed", "session", p.session, "error", err)
+			return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot run apt-get in the session: " + err.Error()}
+		}
+		defer func() {
+			if err := cg.Close(); err != nil {
+				b.log.Info("the session's apt cgroup stays until the session ends", "session", p.session, "error", err)
+			}
+		}()
+		p.cgroupFD = cg.FD()
+	}
 	tmp, err := os.MkdirTemp("", "sandtrail-apt-")
 	if err != nil {
 		return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot make a temporary directory"}
@@ -228,7 +261,7 @@ func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []in
 		}
 	}
 	out := filepath.Join(tmp, "hook.jsonl")
-	exit, pid, err := b.run(ctx, b.installArgs(argv, out), req, fds)
+	exit, pid, err := b.run(ctx, p, b.installArgs(argv, out), req, fds)
 	if err != nil {
 		return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: " + err.Error()}
 	}
@@ -270,7 +303,7 @@ func (b *Broker) installArgs(argv []string, out string) []string {
 // non-nil reply ends the request: apt's own failure (its exit code and
 // its stderr, passed on) or the policy's refusal.
 func (b *Broker) checkURIs(ctx context.Context, p peer, argv []string, req apt.BrokerRequest, fds []int, tmp string) ([]apt.URI, *apt.BrokerReply) {
-	uris, exit, stderr, err := b.printURIs(ctx, argv, req, tmp)
+	uris, exit, stderr, err := b.printURIs(ctx, p, argv, req, tmp)
 	if err != nil {
 		b.log.Warn("print-uris failed", "error", err)
 		return nil, &apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot list what apt-get would install: " + err.Error()}
@@ -293,7 +326,7 @@ func (b *Broker) checkURIs(ctx context.Context, p peer, argv []string, req apt.B
 // archive cache of its own under tmp (so that a package already in the
 // cache is listed too). A failure of apt-get's own is its exit code and
 // stderr; err is for not running or reading it.
-func (b *Broker) printURIs(ctx context.Context, argv []string, req apt.BrokerRequest, tmp string) ([]apt.URI, int, []byte, error) {
+func (b *Broker) printURIs(ctx context.Context, p peer, argv []string, req apt.BrokerRequest, tmp string) ([]apt.URI, int, []byte, error) {
 	archives := filepath.Join(tmp, "archives")
 	if err := os.MkdirAll(filepath.Join(archives, "partial"), 0o700); err != nil {
 		return nil, 0, nil, fmt.Errorf("making an archive cache for --print-uris: %w", err)
@@ -301,6 +334,7 @@ func (b *Broker) printURIs(ctx context.Context, argv []string, req apt.BrokerReq
 	a := append(b.baseArgs(), "--print-uris", "-qq", "-o", "Acquire::ForceHash=sha256", "-o", "Dir::Cache::Archives="+archives+"/")
 	cmd := exec.CommandContext(ctx, b.cfg.AptGet, append(a, argv...)...)
 	cmd.Env, cmd.Dir = b.env(req), "/"
+	cmd.SysProcAttr = p.procAttr(false)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -333,13 +367,24 @@ func (b *Broker) env(req apt.BrokerRequest) []string {
 	return append(env, b.cfg.Env...)
 }
 
+// procAttr starts apt-get in the peer's cgroup, if it has one, and, with
+// pgid, in a process group of its own.
+func (p peer) procAttr(pgid bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: pgid}
+	if p.cgroupFD >= 0 {
+		a.UseCgroupFD, a.CgroupFD = true, p.cgroupFD
+	}
+	return a
+}
+
 // run runs apt-get with the client's stdout and stderr, stdin /dev/null,
-// in a process group of its own that is stopped when ctx ends.
-func (b *Broker) run(ctx context.Context, args []string, req apt.BrokerRequest, fds []int) (int, int32, error) {
+// in the peer's cgroup and a process group of its own that is stopped
+// when ctx ends.
+func (b *Broker) run(ctx context.Context, p peer, args []string, req apt.BrokerRequest, fds []int) (int, int32, error) {
 	stdout, stderr := os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")
 	cmd := exec.CommandContext(ctx, b.cfg.AptGet, args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = b.env(req), stdout, stderr, "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = p.procAttr(true)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -22,10 +22,17 @@ type Config struct {
 	Check          func(ctx context.Context, session string, reqs []shims.Request) (blocked bool, rule, message string)
 	Emit           func(*event.Event)
 	Session        func(pid int32, uid uint32) (string, bool)
+	Nest           func(session string) (Cgroup, error)
 	HookCmd        string
 	Env            []string
 	Host           string
 	Log            hclog.Logger
+}
+
+// Cgroup is a cgroup that apt-get is started in (see the Linux build).
+type Cgroup interface {
+	FD() int
+	Close() error
 }
 
 // Broker is not supported here.
