@@ -55,8 +55,9 @@ type Package struct {
 	// for by name; Requested is then its spec.
 	Direct    bool   `json:"direct"`
 	Requested string `json:"requested,omitempty"`
-	// RequestedBy names a package that depends on a transitive one, on
-	// the way to a direct one.
+	// RequestedBy names the packages that depend on this one, joined
+	// with ", " (npm: its parents in the installed tree, a direct one's
+	// too; pip and cargo: a package on the way to a direct one).
 	RequestedBy string `json:"requested_by,omitempty"`
 	// InstallScripts are the install-time scripts the package declares
 	// (npm's preinstall, install, postinstall; a cargo build script).

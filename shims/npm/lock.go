@@ -188,29 +188,19 @@ func (l lock) parents() map[string][]string {
 	return ps
 }
 
-// requestedBy is the package that leads from p to a direct package: the
-// nearest direct ancestor, else the nearest parent; "" when only the root
-// (or a workspace) depends on p.
-func (l lock) requestedBy(p string, parents map[string][]string, direct func(string) bool) string {
-	seen := map[string]bool{p: true}
-	queue := slices.Clone(parents[p])
-	nearest := ""
-	for len(queue) > 0 {
-		q := queue[0]
-		queue = queue[1:]
-		if seen[q] || !isPackagePath(q) {
-			continue
+// requestedBy names the packages whose dependencies resolve to p by
+// node_modules path rules (parents), sorted and joined with ", "; the
+// root and workspace folders are not packages and are left out, so a
+// package only the project asks for has none.
+func (l lock) requestedBy(p string, parents map[string][]string) string {
+	var names []string
+	for _, q := range parents[p] {
+		if isPackagePath(q) {
+			names = append(names, l.pkgName(q))
 		}
-		seen[q] = true
-		if nearest == "" {
-			nearest = l.pkgName(q)
-		}
-		if direct(q) {
-			return l.pkgName(q)
-		}
-		queue = append(queue, parents[q]...)
 	}
-	return nearest
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ", ")
 }
 
 // installScripts are the install-time scripts the package at p declares,

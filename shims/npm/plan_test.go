@@ -139,8 +139,9 @@ func write(t *testing.T, p, s string) {
 	}
 }
 
-// TestReport: nested entries, requested_by walking to the direct
-// ancestor, aliases, links, changed-only.
+// TestReport: nested entries, requested_by naming the parents (by
+// node_modules resolution: c's d is the top-level one), aliases, links,
+// changed-only.
 func TestReport(t *testing.T) {
 	before := `{"packages":{"":{"dependencies":{"a":"^1"}},"node_modules/a":{"version":"1.0.0","resolved":"u/a1","integrity":"i1","dependencies":{"b":"*"}},
 		"node_modules/b":{"version":"1.0.0","resolved":"u/b","integrity":"ib"}}}`
@@ -149,7 +150,7 @@ func TestReport(t *testing.T) {
 		"node_modules/b":{"version":"1.0.0","resolved":"u/b","integrity":"ib"},
 		"node_modules/a/node_modules/c":{"version":"3.0.0","resolved":"u/c","integrity":"ic","dependencies":{"d":"*"},"hasInstallScript":true},
 		"node_modules/d":{"version":"4.0.0","resolved":"u/d","integrity":"id"},
-		"node_modules/al":{"name":"real","version":"1.0.0","resolved":"u/r","integrity":"ir"},
+		"node_modules/al":{"name":"real","version":"1.0.0","resolved":"u/r","integrity":"ir","dependencies":{"d":"^4"}},
 		"node_modules/ln":{"resolved":"../ln","link":true},"../ln":{"version":"0.1.0"}}}`
 	bl, err := parseLock([]byte(before))
 	if err != nil {
@@ -166,7 +167,7 @@ func TestReport(t *testing.T) {
 		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", InstallScripts: []string{"hasInstallScript"}},
 		{Name: "real", Version: "1.0.0", SourceURL: "u/r", Hash: "ir", Direct: true, Requested: "1"},
 		{Name: "ln", Version: "0.1.0", SourceURL: "file:../ln", Direct: true, Requested: "file:../ln"},
-		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "a"},
+		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "c, real"},
 	}
 	byName := map[string]shims.Package{}
 	for _, p := range got {

@@ -42,6 +42,7 @@ func report(root string, paths []string, after lock, ws []want, m manifest) []sh
 	for _, p := range paths {
 		pk := after.packageOf(p)
 		pk.InstallScripts = installScripts(root, p, after[p])
+		pk.RequestedBy = after.requestedBy(p, parents)
 		if direct(p) {
 			pk.Direct = true
 			n := installName(p)
@@ -53,8 +54,6 @@ func report(root string, paths []string, after lock, ws []want, m manifest) []sh
 			default:
 				pk.Requested = deps[n]
 			}
-		} else {
-			pk.RequestedBy = after.requestedBy(p, parents, direct)
 		}
 		out = append(out, pk)
 	}

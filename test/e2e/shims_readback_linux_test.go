@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -289,4 +290,112 @@ func alertSummaries(v *pkgview.View) []string {
 		out = append(out, a.Alert.RuleID+": "+a.Alert.Summary)
 	}
 	return out
+}
+
+// TestShimNpmRequestedBy: an eslint, typescript and webpack install
+// through the real registry and the mirror; every pkg.install's
+// requested_by names exactly the packages of the hidden lockfile whose
+// dependencies resolve to it by node_modules path rules, and the
+// session raises no alert.
+func TestShimNpmRequestedBy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	script := `set -e; mkdir -p "$HOME/p" && cd "$HOME/p" && echo '{"name":"p","version":"1.0.0"}' >package.json
+npm install ` + npmFlags + ` eslint typescript webpack >npm.out 2>&1 || { cat npm.out; exit 3; }
+echo LOCKFILE; cat node_modules/.package-lock.json`
+	r := e.run("--user", "nobody", "--timeout", "8m", "--", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("npm install eslint typescript webpack: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	_, lock, _ := strings.Cut(r.stdout, "LOCKFILE\n")
+	var l struct {
+		Packages map[string]struct {
+			Name                                                 string
+			Dependencies, OptionalDependencies, PeerDependencies map[string]string
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal([]byte(lock), &l); err != nil {
+		t.Fatalf("the hidden lockfile: %v", err)
+	}
+	name := func(p string) string {
+		if n := l.Packages[p].Name; n != "" {
+			return n
+		}
+		return p[strings.LastIndex(p, "node_modules/")+len("node_modules/"):]
+	}
+	// resolve walks up from the package at path from, as node does.
+	resolve := func(from, dep string) string {
+		for dir := from; ; {
+			cand := dir + "/node_modules/" + dep
+			if dir == "" {
+				cand = "node_modules/" + dep
+			}
+			if _, ok := l.Packages[cand]; ok {
+				return cand
+			}
+			if dir == "" {
+				return ""
+			}
+			if i := strings.LastIndex(dir, "/node_modules/"); i >= 0 {
+				dir = dir[:i]
+			} else {
+				dir = ""
+			}
+		}
+	}
+	parents := map[string][]string{}
+	for p, ent := range l.Packages {
+		for _, deps := range []map[string]string{ent.Dependencies, ent.OptionalDependencies, ent.PeerDependencies} {
+			for d := range deps {
+				if c := resolve(p, d); c != "" && !slices.Contains(parents[c], name(p)) {
+					parents[c] = append(parents[c], name(p))
+				}
+			}
+		}
+	}
+	got := map[string]*event.Pkg{}
+	ins := kinds(e.events(r.summary.SessionID), event.KindPkgInstall)
+	for _, in := range ins {
+		got[in.Pkg.Name+"@"+in.Pkg.Resolved] = in.Pkg
+	}
+	if len(ins) < 100 || len(ins) != len(l.Packages) {
+		t.Errorf("%d pkg.install events, the hidden lockfile has %d packages; want one each (over 100)", len(ins), len(l.Packages))
+	}
+	nested := 0
+	for p := range l.Packages {
+		if strings.Count(p, "node_modules/") > 1 {
+			nested++
+		}
+	}
+	checked := 0
+	for p := range l.Packages {
+		if strings.Count(p, "node_modules/") > 1 {
+			continue // a nested copy's row is the same name@version's (install paths come later)
+		}
+		want := slices.Sorted(slices.Values(parents[p]))
+		var version string
+		if err := json.Unmarshal([]byte(lockField(lock, p)), &struct{ Version *string }{&version}); err != nil {
+			t.Fatal(err)
+		}
+		in := got[name(p)+"@"+version]
+		if in == nil {
+			t.Errorf("%s: no pkg.install", p)
+			continue
+		}
+		checked++
+		if in.RequestedBy != strings.Join(want, ", ") {
+			t.Errorf("%s: requested_by %q, want the lockfile's parents %q", p, in.RequestedBy, strings.Join(want, ", "))
+		}
+	}
+	t.Logf("%d packages (%d nested), %d top-level requested_by checked", len(l.Packages), nested, checked)
+	noAlerts(t, e, r.summary.SessionID, e.packagesView(r.summary.SessionID))
+}
+
+// lockField is the JSON of the entry at path p of a lockfile's packages.
+func lockField(lock, p string) string {
+	var l struct {
+		Packages map[string]json.RawMessage `json:"packages"`
+	}
+	json.Unmarshal([]byte(lock), &l)
+	return string(l.Packages[p])
 }
