@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Serve the demo's PyPI fixture index on 127.0.0.1:PORT until killed: one
 small wheel, sandtrail-demo 1.0, and its PEP 691 JSON simple page, which
-names the wheel's sha256. PyPI itself is out of reach on sandbox build
-machines; the demo's mirror uses this index as its PyPI upstream.
+names the wheel's sha256, size and upload time (PEP 700; the mirror's
+cooldown reads it, and flags a file of unknown age). PyPI itself is out of
+reach on sandbox build machines; the demo's mirror uses this index as its
+PyPI upstream.
 
 Usage: pypi-fixture.py PORT"""
 import base64, hashlib, http.server, io, json, sys, zipfile
@@ -27,8 +29,9 @@ with zipfile.ZipFile(buf, "w") as z:
     for p, body in files.items():
         z.writestr(zipfile.ZipInfo(p, date_time=(2020, 1, 1, 0, 0, 0)), body)
 blob = buf.getvalue()
-page = json.dumps({"meta": {"api-version": "1.0"}, "name": "sandtrail-demo", "files": [
-    {"filename": wheel, "url": f"/files/{wheel}", "hashes": {"sha256": hashlib.sha256(blob).hexdigest()}}]}).encode()
+page = json.dumps({"meta": {"api-version": "1.1"}, "name": "sandtrail-demo", "versions": [version], "files": [
+    {"filename": wheel, "url": f"/files/{wheel}", "hashes": {"sha256": hashlib.sha256(blob).hexdigest()},
+     "size": len(blob), "upload-time": "2020-01-01T00:00:00.000000Z"}]}).encode()
 routes = {
     "/simple/sandtrail-demo/": ("application/vnd.pypi.simple.v1+json", page),
     f"/files/{wheel}": ("application/octet-stream", blob),
