@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# demo.sh records a small agent session with `sandtrail run` and shows what
-# sandtrail knows about it. `make demo` runs `scripts/deps.sh demo` and
-# ./install.sh first. This script then needs root, the installed sandtrail,
-# python3 (for the PyPI fixture index) and the real npm and pip that the
-# agent's shims run, but no daemon (when one is running, run hands the
-# session to it, and the demo works the same).
+# demo.sh records a small agent session with `sandtrail run` and shows what a
+# security engineer reads afterwards: what the agent installed (the package
+# table), the alerts, what was refused (egress refusals and blocked
+# packages), and that the journal verifies. `make demo` runs
+# `scripts/deps.sh demo` and ./install.sh first. This script then needs
+# root, the installed sandtrail, python3 (for the PyPI fixture index and the
+# agent's probe), ip (iproute2), and the real npm and pip that the agent's
+# shims run, but no daemon (when one is running, run hands the session to
+# it, and the demo works the same).
+#
+# The agent installs left-pad from the real npm registry and sandtrail-demo
+# from a PyPI fixture index, both through the shims and the verifying
+# mirror; asks for event-stream@3.3.6, which the default policy's blocklist
+# refuses; and tries the cloud metadata service, which the default egress
+# policy refuses (see "The metadata probe" below).
 #
 # Environment: SANDTRAIL (default: sandtrail on PATH).
 set -euo pipefail
@@ -14,17 +23,54 @@ ST="${SANDTRAIL:-sandtrail}"
 [ "$(id -u)" -eq 0 ] || { echo "demo: must run as root (sessions need cgroups, the collector loads BPF)" >&2; exit 1; }
 command -v "$ST" >/dev/null || { echo "demo: $ST is not on PATH; run ./install.sh first" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "demo: python3 is not on PATH; run scripts/deps.sh demo first (make demo does)" >&2; exit 1; }
+command -v ip >/dev/null || { echo "demo: ip is not on PATH; install iproute2" >&2; exit 1; }
 
 bold=$'\e[1m' dim=$'\e[2m' off=$'\e[0m'
 [ -t 1 ] || { bold='' dim='' off=''; }
 step() { printf '\n%s== %s ==%s\n' "$bold" "$*" "$off"; }
 show() { printf '%s$ %s%s\n' "$dim" "$*" "$off"; "$@"; }
 
+# The metadata probe. The agent connects to 169.254.169.254:80 over TCP.
+# The session's egress policy refuses it in the kernel: the cgroup connect4
+# hook returns EPERM before the connect is routed, so no SYN is made, and
+# the collector records a blocked net.connect. So that no packet can leave
+# this machine even if that refusal failed, the probe's address has no
+# route for the sessions' uids while the demo runs: a blackhole rule for
+# them (removed at exit; sessions run under uids of their own, 0x5a000000
+# and the 65535 after it, so nothing else on the host is affected), and the
+# agent checks with `ip route get`, as itself, that the kernel finds no
+# route before it connects. Were the egress refusal gone, the connect would
+# fail with EINVAL at the route lookup, still before any packet. (Not a
+# network namespace: the session's seccomp filter refuses unshare, and
+# moving a session's process into a namespace root made is no agent's
+# doing. Not a UDP connect alone, which sends nothing but is not the probe
+# an agent makes of an HTTP service.) The uids are the sessions' default
+# range (session.DefaultUIDRange); under another, the probe finds a route,
+# does not connect, and the demo fails below.
+meta=169.254.169.254
+meta_rule=(to "$meta/32" uidrange 1509949440-1510014975 blackhole pref 1000)
+
 work="$(mktemp -d /tmp/sandtrail-demo.XXXXXX)"
 chmod 0755 "$work"
-index_pid=""
-cleanup() { [ -z "$index_pid" ] || kill "$index_pid" 2>/dev/null || true; rm -rf "$work"; }
+index_pid="" meta_rule_added=""
+cleanup() {
+	[ -z "$index_pid" ] || kill "$index_pid" 2>/dev/null || true
+	[ -z "$meta_rule_added" ] || ip rule del "${meta_rule[@]}" || true
+	rm -rf "$work"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM # so that cleanup runs
+
+# An identical rule that exists already (a killed demo's, or a concurrent
+# demo's) is left as it is. A concurrent demo that removes its rule first
+# leaves this one's probe with a route: the probe then does not connect,
+# and the demo fails below, naming the missing record.
+if err="$(ip rule add "${meta_rule[@]}" 2>&1)"; then
+	meta_rule_added=1
+elif [[ "$err" != *"File exists"* ]]; then
+	echo "demo: adding the blackhole rule for the metadata probe (ip rule add ${meta_rule[*]}): $err" >&2
+	exit 1
+fi
 
 # PyPI is out of reach on sandbox build machines: the session's mirror uses
 # a small fixture index (scripts/demo/pypi-fixture.py), served on loopback,
@@ -39,67 +85,30 @@ for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen
 { [ -r /etc/sandtrail/config.yaml ] && cat /etc/sandtrail/config.yaml; printf 'mirror:\n  upstreams:\n    pypi: http://127.0.0.1:%s/simple/\n' "$port"; } >"$work/config.yaml"
 export SANDTRAIL_CONFIG="$work/config.yaml"
 
-# The agent: a script the session runs as the unprivileged sandtrail-agent.
-agent="$work/agent.sh"
-cat >"$agent" <<'AGENT'
-#!/bin/sh
-echo "agent: where am I?";           pwd; id
-echo "agent: listing files";         ls /etc | head -n 5
-echo "agent: reading /etc/passwd";   wc -l </etc/passwd
-echo "agent: writing a small project"
-mkdir -p project && cd project
-printf 'print("hello from the agent")\n' >main.py
-ls -l
-echo "agent: asking the system";     uname -sr; date -u +%FT%TZ
-echo "agent: looking up the npm registry"
-getent hosts registry.npmjs.org || echo "agent: lookup failed"
-echo "agent: installing packages (npm and pip are the sandtrail shims, pointed at the mirror)"
-command -v npm pip
-mkdir -p webapp && cd webapp && echo '{"name":"webapp","version":"1.0.0"}' >package.json
-npm install --no-audit --no-fund --no-update-notifier left-pad@^1.3.0 2>&1 | sed 's/^/agent: npm: /'
-pip install --disable-pip-version-check --no-input --target "$HOME/py" sandtrail-demo 2>&1 | sed 's/^/agent: pip: /'
-cd ..
-echo "agent: trying /etc/shadow";    cat /etc/shadow >/dev/null 2>&1 || echo "agent: denied, as expected"
-echo "agent: trying the cloud metadata service (the default policy blocks it)"
-# From a network namespace of its own, which has no route out, so that the
-# demo sends no packet off this machine even if the block failed. The
-# session's egress hooks belong to its cgroup and apply there too.
-if unshare -rn true 2>/dev/null; then
-	unshare -rn bash -c 'exec 3<>/dev/tcp/169.254.169.254/80' 2>&1 | sed 's/^/agent: /' || true
-else
-	echo "agent: (skipped: no unprivileged network namespace here)"
-fi
-echo "agent: done"
-AGENT
-chmod 0755 "$agent"
+cp "$(dirname "$0")/demo/agent.sh" "$(dirname "$0")/demo/metadata-probe.py" "$work/"
+chmod 0755 "$work/agent.sh"
 
 id="demo-$(date -u +%Y%m%d-%H%M%S)"
 
-step "1. run the agent in a recorded session"
-echo "sandtrail run creates session $id, runs the agent inside its own cgroups as"
-echo "sandtrail-agent, records from the kernel every exec, fork and exit, sensitive file"
-echo "reads and every write, each connection (blocking what the policy forbids) and every"
-echo "DNS lookup; its npm and pip installs go through the shims and the verifying mirror."
-echo "It prints a summary (on stderr) when it ends."
-show "$ST" run --session "$id" --policy "$work/policy.yaml" --memory 512M --pids 128 --timeout 3m -- /bin/sh "$agent"
+step "1. the agent runs in a recorded session"
+echo "sandtrail run runs the agent as an unprivileged uid in cgroups of its own: the kernel"
+echo "records what it runs, reads, writes and connects to; npm and pip are the shims, pointed"
+echo "at the verifying mirror. The summary (on stderr) follows the agent's own output."
+show "$ST" run --session "$id" --policy "$work/policy.yaml" --memory 512M --pids 128 --timeout 3m -- /bin/sh "$work/agent.sh"
 
-step "2. the session's process tree and lifecycle"
-show "$ST" timeline "$id"
-
-step "3. the session among all sessions"
-show "$ST" sessions --session "$id"
-
-step "4. its process events, straight from the index"
-show "$ST" query --session "$id" --kind process.
-
-step "5. what it touched: files, network, DNS"
-show "$ST" query --session "$id" --kind file.
-show "$ST" query --session "$id" --kind net.
-
-step "6. what it installed: one row per package, the shim's account joined with the mirror's"
+step "2. what it installed: the shim's account joined with the mirror's"
 show "$ST" packages --session "$id"
 
-step "7. the journal verifies against its signed checkpoints"
+step "3. alerts"
+show "$ST" query --session "$id" --kind alert
+
+step "4. what was refused: connections the egress policy blocked, packages the policy blocked"
+printf '%s$ %s query --session %s --kind net.connect,pkg.blocked | grep -e SEQ -e blocked%s\n' "$dim" "$ST" "$id" "$off"
+refused="$("$ST" query --session "$id" --kind net.connect,pkg.blocked | grep -e SEQ -e blocked || true)"
+printf '%s\n' "$refused"
+grep -q "connect tcp $meta:80 .*\[blocked\]" <<<"$refused" || { echo "demo: the metadata probe was not recorded as a blocked connect" >&2; exit 1; }
+
+step "5. the journal verifies against its signed checkpoints"
 show "$ST" verify
 
-printf '\n%sdone.%s Try: %s query --session %s --format jsonl | jq .\n' "$bold" "$off" "$ST" "$id"
+printf '\n%sdone.%s More: %s timeline %s; %s query --session %s --format jsonl\n' "$bold" "$off" "$ST" "$id" "$ST" "$id"

@@ -25,13 +25,15 @@ agent_want() { # agent_want CMD PACKAGE: install PACKAGE unless CMD --version ru
 # fixture index (scripts/demo/pypi-fixture.py); the real pip and npm that
 # the session's shims run for the agent (Debian's python3-pip; npm brings
 # nodejs); the CA certificates the mirror needs to reach the npm registry
-# over TLS; and useradd, with which install.sh creates the agent's user.
+# over TLS; useradd, with which install.sh creates the agent's user; and
+# ip, for demo.sh's blackhole rule and its agent's route check.
 demo() {
 	python3 -c 'import http.server, urllib.request, zipfile' >/dev/null 2>&1 || need+=(python3)
 	agent_want pip python3-pip
 	agent_want npm npm
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 	want useradd passwd
+	want ip iproute2
 }
 
 # kernels: what the kernel matrix (test/kernels) needs: qemu, a static
