@@ -159,9 +159,11 @@ func TestShimAptJoins(t *testing.T) {
 	if p := rows["figlet"]; p != nil && !slices.ContainsFunc(p.Processes, func(pr pkgview.Process) bool { return pr.Match == pkgview.MatchDpkg }) {
 		t.Errorf("figlet's row has no maintainer script process: %+v", p.Processes)
 	}
-	for _, a := range v.Alerts {
+	// The broker's apt-get is the host's, not a bypass; the daemon's live
+	// rules and the mirror do not yet all know that (logged, not failed).
+	for _, a := range kinds(evs, event.KindAlert) {
 		if a.Alert != nil && a.Alert.RuleID == pkgview.RuleBypass {
-			t.Logf("a shim_bypass alert about the broker's apt-get: %s", a.Alert.Summary)
+			t.Logf("a shim_bypass alert in the record: %s", a.Alert.Summary)
 		}
 	}
 	e.verify()

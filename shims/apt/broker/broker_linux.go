@@ -53,6 +53,10 @@ type Config struct {
 	// Env is added to apt-get's built environment (APT_CONFIG for a
 	// scratch apt, say).
 	Env []string
+	// DpkgStatus is dpkg's status file, read after an install to say what
+	// it installed (default DefaultDpkgStatus; a scratch apt's dpkg root
+	// has its own).
+	DpkgStatus string
 	// Host names the machine in the events.
 	Host string
 	Log  hclog.Logger
@@ -85,6 +89,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.AptGet == "" {
 		cfg.AptGet = "/usr/bin/apt-get"
+	}
+	if cfg.DpkgStatus == "" {
+		cfg.DpkgStatus = DefaultDpkgStatus
 	}
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()

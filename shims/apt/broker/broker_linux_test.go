@@ -137,7 +137,7 @@ func start(t *testing.T) *fixture {
 	t.Cleanup(mirror.Close)
 	conf := scratchApt(t, filepath.Join(dir, "apt"), "deb [signed-by="+f.arch.Keyring+"] "+f.arch.URL+" stable main")
 	b, err := broker.New(broker.Config{AptGet: "/usr/bin/apt-get", Mirror: mirror.URL, HookCmd: f.bin, Emit: f.rec.emit,
-		Env:     []string{"APT_CONFIG=" + conf, "SANDTRAIL_TEST_APT_HOOK=1"},
+		Env: []string{"APT_CONFIG=" + conf, "SANDTRAIL_TEST_APT_HOOK=1"}, DpkgStatus: filepath.Join(f.root, "var/lib/dpkg/status"),
 		Session: func(pid int32, uid uint32) (string, bool) { return "s1", uid == 65534 },
 		Check: func(_ context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			for _, r := range reqs {

@@ -25,6 +25,7 @@ type Config struct {
 	Nest           func(session string) (Cgroup, error)
 	HookCmd        string
 	Env            []string
+	DpkgStatus     string
 	Host           string
 	Log            hclog.Logger
 }
