@@ -50,13 +50,15 @@ SEEN says which sources account for a package:
   blocked       the policy refused the request before the manager ran
   kernel_only   only a script process names it
 
-It also runs two rules and prints their alerts:
+It also runs three rules and prints their alerts:
   shim_mirror_mismatch  the shim claims a hash the mirror did not serve for
                         that version, a version the mirror refused, or a
                         version the mirror never served while it served
                         others of the name
   shim_bypass           a real package manager (npm, pip, python -m pip,
                         cargo, apt, dpkg) ran with no shim above it
+  unverified_install    the shim says a package was installed that no
+                        verified fetch of the mirror in the session matches
 
 Without --session, the newest session with package events is shown (the
 newest session at all if none has any), and its id is printed on stderr.
@@ -110,7 +112,7 @@ func runPackages(cmd *cobra.Command, g *globals, fl packagesFlags) error {
 		}
 	}
 	ctx := cmd.Context()
-	_, ix, err := g.loadIndex(ctx)
+	cfg, ix, err := g.loadIndex(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,7 +123,7 @@ func runPackages(cmd *cobra.Command, g *globals, fl packagesFlags) error {
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "session %s (the newest; --session chooses)\n", render.Clean(id, 128))
 	}
-	v, n, err := buildPackages(ctx, ix, id)
+	v, n, err := buildPackages(ctx, ix, id, cfg.ShimDir)
 	if err != nil {
 		return err
 	}
@@ -167,13 +169,14 @@ func newestSession(ctx context.Context, ix *index.Index) (string, error) {
 const packagesKinds = "process,file,net.connect,net.send,pkg"
 
 // buildPackages reads the session's events from the index and builds its
-// view; n counts the events read.
-func buildPackages(ctx context.Context, ix *index.Index, id string) (v *pkgview.View, n int, err error) {
+// view, with the shims of shimDir (the configured shim_dir, as the daemon's
+// live rules have it); n counts the events read.
+func buildPackages(ctx context.Context, ix *index.Index, id, shimDir string) (v *pkgview.View, n int, err error) {
 	kinds, err := query.ParseKinds(packagesKinds)
 	if err != nil {
 		return nil, 0, err
 	}
-	b := pkgview.New()
+	b := pkgview.New(pkgview.WithShimDir(shimDir))
 	err = ix.Each(ctx, query.Filter{Session: id, Kinds: kinds}, func(h index.Hit) error {
 		var e event.Event
 		if err := decodeHit(h.Raw, &e); err == nil {
