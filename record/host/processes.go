@@ -67,9 +67,16 @@ func (p *processes) Process(cookie uint64) (event.Proc, bool, bool) {
 }
 
 // underShim reports whether pid or one of its ancestors runs the shim
-// binary; known is false when the tree could not be read (the process has
-// exited), and then it is not called unshimmed.
+// binary, or was started by the host: an ancestor of uid 0 in pid's own
+// cgroup or beneath it (the apt broker's apt-get, whose http method runs
+// as _apt; the daemon itself is in a cgroup above every session's). known
+// is false when the tree could not be read (the process has exited), and
+// then it is not called unshimmed.
 func (p *processes) underShim(pid int32) (shimmed, known bool) {
+	own, err := cgroupOf(pid)
+	if err != nil {
+		return false, false
+	}
 	for range maxAncestors {
 		if pid <= 1 {
 			return false, true
@@ -77,11 +84,16 @@ func (p *processes) underShim(pid int32) (shimmed, known bool) {
 		if p.isShim(pid) {
 			return true, true
 		}
-		ppid, err := parentOf(pid)
+		st, err := statusOf(pid)
 		if err != nil {
 			return false, false
 		}
-		pid = ppid
+		if st.uid == 0 {
+			if cg, err := cgroupOf(pid); err == nil && (cg == own || strings.HasPrefix(cg, own+"/")) {
+				return true, true
+			}
+		}
+		pid = st.ppid
 	}
 	return false, true
 }
@@ -106,17 +118,51 @@ func (p *processes) isShim(pid int32) bool {
 	return unix.Fstatfs(fd, &fs) == nil && fs.Type == unix.OVERLAYFS_SUPER_MAGIC
 }
 
-// parentOf reads pid's parent from /proc/PID/status.
-func parentOf(pid int32) (int32, error) {
+// procStatus is what /proc/PID/status says of a process's parent and real
+// uid.
+type procStatus struct {
+	ppid int32
+	uid  int
+}
+
+// statusOf reads pid's parent and real uid from /proc/PID/status.
+func statusOf(pid int32) (procStatus, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return procStatus{}, err
 	}
+	st := procStatus{uid: -1}
+	havePPid := false
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "PPid:"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return int32(n), err
+			if err != nil {
+				return procStatus{}, fmt.Errorf("/proc/%d/status: PPid: %w", pid, err)
+			}
+			st.ppid, havePPid = int32(n), true
+		}
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				st.uid, _ = strconv.Atoi(f[0])
+			}
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no PPid", pid)
+	if !havePPid {
+		return procStatus{}, fmt.Errorf("/proc/%d/status has no PPid", pid)
+	}
+	return st, nil
+}
+
+// cgroupOf reads pid's cgroup v2 path from /proc/PID/cgroup.
+func cgroupOf(pid int32) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "0::"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("/proc/%d/cgroup has no v2 line", pid)
 }

@@ -25,7 +25,7 @@ func child(pid int32, parent *proc) *proc {
 	p := &proc{pid: pid}
 	if parent != nil {
 		p.shim, p.under, p.managerPid = parent.shim || parent.image, parent.under|parent.self, parent.managerPid
-		p.bypass, p.group = parent.bypass, parent.group
+		p.bypass, p.group, p.host = parent.bypass, parent.group, parent.host
 	}
 	return p
 }
@@ -43,7 +43,17 @@ func (s *state) fork(e *event.Event) {
 	if e.Proc == nil {
 		return
 	}
-	s.keep(child(e.Proc.Pid, s.procs[e.Proc.PPid]))
+	parent := s.procs[e.Proc.PPid]
+	p := child(e.Proc.Pid, parent)
+	p.host = p.host || hostStarted(parent, e.Proc)
+	s.keep(p)
+}
+
+// hostStarted reports whether pr, a process new to the session whose
+// parent (nil: not in the session) is parent, was started by the host: a
+// root process from outside the session, as the apt broker starts apt.
+func hostStarted(parent *proc, pr *event.Proc) bool {
+	return parent == nil && pr.UID != nil && *pr.UID == 0
 }
 
 // exec classifies the new image of a process: a shim, a real manager
@@ -55,7 +65,9 @@ func (s *state) exec(e *event.Event) {
 	}
 	p := s.procs[pr.Pid]
 	if p == nil {
-		p = child(pr.Pid, s.procs[pr.PPid])
+		parent := s.procs[pr.PPid]
+		p = child(pr.Pid, parent)
+		p.host = p.host || hostStarted(parent, pr)
 		s.keep(p)
 	}
 	var m manager

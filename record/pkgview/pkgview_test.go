@@ -234,6 +234,18 @@ func TestBypass(t *testing.T) {
 			r.fork(11, 10)
 			r.exec(11, 0, "/usr/bin/npm", "/w", "npm", "install")
 		}, nil},
+		{"the host's apt: root, its parent outside the session", nil, func(r *rec) {
+			r.add(event.KindFork, event.SourceKernel, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: 10, PPid: 1, UID: event.U32(0)}
+			})
+			r.add(event.KindExec, event.SourceKernel, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: 10, PPid: 1, Exe: "/usr/bin/apt-get", Cwd: "/", Argv: []string{"apt-get", "install", "-y", "sl"}, UID: event.U32(0)}
+			})
+			r.spawn(11, 10, "/usr/bin/dpkg", "/", "dpkg", "--unpack", "sl.deb")
+		}, nil},
+		{"the agent's apt-get without a shim still alerts", nil, func(r *rec) {
+			r.spawn(10, 1, "/usr/bin/apt-get", "/w", "apt-get", "download", "sl")
+		}, []string{"shim_bypass[1]"}},
 		{"dot-dot out of the shim directory", nil, func(r *rec) {
 			r.spawn(10, 1, DefaultShimDir+"/../../../../usr/bin/npm", "/w", "npm", "install")
 		}, []string{"shim_bypass[1]"}},

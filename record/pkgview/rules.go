@@ -107,7 +107,7 @@ func differing(installs, served []fetchRef) (fetchRef, bool) {
 // manager (m) in a process with no shim in its ancestry, once per process
 // tree: the process and its descendants are marked.
 func (s *state) checkBypass(p *proc, m manager, e *event.Event) {
-	if m == 0 || p.shim || p.viaShim || p.bypass {
+	if m == 0 || p.shim || p.viaShim || p.bypass || p.host {
 		return
 	}
 	p.bypass = true

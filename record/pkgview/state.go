@@ -79,6 +79,10 @@ type proc struct {
 	managerPid int32
 	// bypass: it is in a tree already alerted as a shim bypass.
 	bypass bool
+	// host: the host started its tree: a root process whose parent is
+	// not in the session (the apt broker's apt and dpkg; the agent cannot
+	// become root). Such a tree is never a bypass.
+	host bool
 	group  *group
 }
 
