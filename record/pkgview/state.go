@@ -82,8 +82,8 @@ type proc struct {
 	// host: the host started its tree: a root process whose parent is
 	// not in the session (the apt broker's apt and dpkg; the agent cannot
 	// become root). Such a tree is never a bypass.
-	host bool
-	group  *group
+	host  bool
+	group *group
 }
 
 func newState(session string, o options, live bool) *state {
