@@ -77,9 +77,10 @@ struct {
 	__type(value, struct udp_flow);
 } udp_flows SEC(".maps");
 
-/* watched_of returns the watched cgroup that the skb's socket's cgroup is,
- * or is nested in (up to CGROUP_MAX_NEST levels), 0 for none. */
-static __always_inline __u64 watched_of(struct __sk_buff *skb, __u64 id)
+/* nearest_in walks up from the skb's socket's cgroup (id) to the nearest
+ * cgroup, itself or up to CGROUP_MAX_NEST levels above it, that is a key of
+ * map (rates, watched); 0 for none. */
+static __always_inline __u64 nearest_in(struct __sk_buff *skb, __u64 id, void *map)
 {
 	int level = -1;
 	for (int i = 0; i < CGROUP_LEVEL_MAX; i++) {
@@ -95,7 +96,7 @@ static __always_inline __u64 watched_of(struct __sk_buff *skb, __u64 id)
 		if (level - j < 0)
 			break;
 		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, level - j);
-		if (anc && bpf_map_lookup_elem(&watched, &anc))
+		if (anc && bpf_map_lookup_elem(map, &anc))
 			return anc;
 	}
 	return 0;
@@ -138,7 +139,7 @@ static __always_inline void count_udp(struct __sk_buff *skb, int dir)
 	struct udp_flow *f = bpf_map_lookup_elem(&udp_flows, &cookie);
 	if (!f) {
 		__u64 id = bpf_skb_cgroup_id(skb);
-		__u64 w = id ? watched_of(skb, id) : 0;
+		__u64 w = id ? nearest_in(skb, id, &watched) : 0;
 		if (!w)
 			return;
 		struct udp_flow n = {.watched = w, .start = bpf_ktime_get_boot_ns()};
@@ -174,30 +175,6 @@ static __always_inline void count_udp(struct __sk_buff *skb, int dir)
 		__sync_fetch_and_add(&f->bytes_in, len);
 }
 
-/* limited_of walks up from the skb's socket's cgroup to the nearest
- * rate-limited cgroup. */
-static __always_inline __u64 limited_of(struct __sk_buff *skb, __u64 id)
-{
-	int level = -1;
-	for (int i = 0; i < CGROUP_LEVEL_MAX; i++) {
-		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, i);
-		if (anc == id) {
-			level = i;
-			break;
-		}
-		if (!anc)
-			break;
-	}
-	for (int j = 0; j < CGROUP_MAX_NEST; j++) {
-		if (level - j < 0)
-			break;
-		__u64 anc = bpf_skb_ancestor_cgroup_id(skb, level - j);
-		if (anc && bpf_map_lookup_elem(&rates, &anc))
-			return anc;
-	}
-	return 0;
-}
-
 static __always_inline struct net_rate *rate_of(struct __sk_buff *skb)
 {
 	__u64 id = bpf_skb_cgroup_id(skb);
@@ -208,7 +185,7 @@ static __always_inline struct net_rate *rate_of(struct __sk_buff *skb)
 	if (owner) {
 		lim = *owner;
 	} else {
-		lim = limited_of(skb, id);
+		lim = nearest_in(skb, id, &rates);
 		bpf_map_update_elem(&rate_owner, &id, &lim, BPF_ANY);
 	}
 	if (!lim)
