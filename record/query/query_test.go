@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -84,7 +86,9 @@ func TestParse(t *testing.T) {
 		{name: "package purl npm scope without @", in: Args{Package: "pkg:npm/babel/core@7.24.0"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "npm", Name: "@babel/core", Version: "7.24.0"}}},
 		{name: "package purl oci", in: Args{Package: "pkg:oci/library/alpine@3.19"},
-			want: Filter{Package: &PackageMatch{Ecosystem: "oci", Name: "alpine", Version: "3.19"}}},
+			want: Filter{Package: &PackageMatch{Ecosystem: "oci", Name: "library/alpine", Version: "3.19"}}},
+		{name: "package purl oci digest, as the record spells it", in: Args{Package: "pkg:oci/library/alpine@sha256%3A0123?repository_url=127.0.0.1:5000"},
+			want: Filter{Package: &PackageMatch{Ecosystem: "oci", Name: "library/alpine", Version: "sha256:0123"}}},
 		{name: "package oci tag", in: Args{Package: "oci:library/alpine@3.19"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "oci", Name: "library/alpine", Version: "3.19"}}},
 		{name: "package spec with @", in: Args{Package: "npm:x@npm:y@1"}, err: "bad npm version range"},
@@ -333,5 +337,28 @@ func TestPackageRequirementName(t *testing.T) {
 					p.Ecosystem, p.Name, p.Range, p.Version, tt.wantName, tt.wantRange)
 			}
 		})
+	}
+}
+
+// TestPackageRecordPurl: --package takes a record's own purl (the one
+// purl.Of writes into pkg.fetch and pkg.install) and matches its name and
+// version, for every ecosystem.
+func TestPackageRecordPurl(t *testing.T) {
+	for _, c := range []struct{ eco, name, version string }{
+		{"npm", "@babel/core", "7.24.0"},
+		{"pypi", "requests", "2.31.0"},
+		{"cargo", "serde", "1.0.200"},
+		{"deb", "curl", "7.88.1-10+deb12u5"},
+		{"oci", "library/alpine", "sha256:0123abcd"},
+		{"oci", "org/team/image", "v1"},
+	} {
+		f, err := Parse(Args{Package: purl.Of(c.eco, c.name, c.version)}, time.Now())
+		if err != nil {
+			t.Errorf("%s: %v", purl.Of(c.eco, c.name, c.version), err)
+			continue
+		}
+		if p := f.Package; p.Ecosystem != c.eco || p.Name != c.name || p.Version != c.version {
+			t.Errorf("%s: matches %s, want %s:%s@%s", purl.Of(c.eco, c.name, c.version), p, c.eco, c.name, c.version)
+		}
 	}
 }
