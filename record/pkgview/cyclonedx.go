@@ -138,7 +138,7 @@ func inBOM(p *Package) bool {
 func component(p *Package) cdxComponent {
 	c := cdxComponent{Type: "library", Name: p.Name, Version: p.Version, Purl: p.Purl}
 	if c.Purl == "" {
-		c.Purl = purlOf(p.Ecosystem, p.Name, p.Version)
+		c.Purl = purl.Of(p.Ecosystem, p.Name, p.Version)
 	}
 	if scope, name, ok := strings.Cut(p.Name, "/"); ok && strings.HasPrefix(scope, "@") {
 		c.Group, c.Name = scope, name
@@ -180,19 +180,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// purlOf is the package URL of a name (a namespace before its last /), as
-// the mirror writes it.
-func purlOf(eco, name, version string) string {
-	if eco == "" || name == "" {
-		return ""
-	}
-	p := purl.Purl{Type: eco, Name: name, Version: version}
-	if i := strings.LastIndexByte(name, '/'); i > 0 {
-		p.Namespace, p.Name = name[:i], name[i+1:]
-	}
-	return p.String()
 }
 
 // urlNamespace is RFC 9562's namespace for names that are URLs.
