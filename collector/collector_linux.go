@@ -657,8 +657,9 @@ func (c *Collector) finishHashes() {
 // child's exec nor the process's own file and network events reach the
 // journal before it. An exec waits at most hashWait for its hash; then it
 // goes without (proc.exe_sha256_missing "pending") and its hash follows as
-// its own event, process.exe_hash, when it is done. At most maxHeldBehindHash events
-// wait; beyond that the oldest exec goes the same way.
+// its own event, process.exe_hash, when it is done. At most
+// maxHeldBehindHash events wait; beyond that the oldest exec goes the same
+// way.
 const (
 	hashWait          = 100 * time.Millisecond
 	maxHeldBehindHash = 16384
