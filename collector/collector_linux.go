@@ -608,16 +608,18 @@ func (c *Collector) handle(raw []byte) {
 func (c *Collector) drainHashes() {
 	for {
 		select {
-		case ev := <-c.hash.done:
-			c.hashed(ev)
+		case h := <-c.hash.done:
+			c.hashed(h)
 		default:
 			return
 		}
 	}
 }
 
-// hashed takes an exec event back from the hasher.
-func (c *Collector) hashed(ev *event.Event) {
+// hashed takes an exec event back from the hasher and puts its sum on it.
+func (c *Collector) hashed(h hashed) {
+	ev := h.ev
+	ev.Proc.ExeSHA256, ev.Proc.ExeSHA256Missing = h.sum, h.missing
 	if _, ok := c.hashing[ev]; ok {
 		c.hashing[ev] = true
 		return
@@ -636,8 +638,8 @@ func (c *Collector) finishHashes() {
 	defer t.Stop()
 	for c.hash.pending() > 0 {
 		select {
-		case ev := <-c.hash.done:
-			c.hashed(ev)
+		case h := <-c.hash.done:
+			c.hashed(h)
 		case <-t.C:
 			n := uint64(c.hash.pending())
 			c.queueDrops.Add(n)
@@ -660,10 +662,11 @@ func (c *Collector) finishHashes() {
 // its own event, process.exe_hash, when it is done. At most
 // maxHeldBehindHash events wait; beyond that the oldest exec goes the same
 // way.
-const (
-	hashWait          = 100 * time.Millisecond
-	maxHeldBehindHash = 16384
-)
+const maxHeldBehindHash = 16384
+
+// hashWait is how long an exec waits for its hash (a variable: tests
+// shorten it).
+var hashWait = 100 * time.Millisecond
 
 // heldEvent is an event waiting behind an exec that is being hashed.
 type heldEvent struct {
@@ -689,8 +692,8 @@ func (c *Collector) hold(ev *event.Event, hashing bool) {
 
 // releaseHeld sends the held events from the front, up to the first exec
 // still waiting for its hash within hashWait of now (all of them when all
-// is set, or while more than maxHeldBehindHash wait). A waiting exec that goes is a
-// copy without its hash: the worker still owns the original, whose hash
+// is set, or while more than maxHeldBehindHash wait). A waiting exec that
+// goes is a copy without its hash: the original waits for the hasher, and its hash
 // then follows as process.exe_hash (hashed).
 func (c *Collector) releaseHeld(now time.Time, all bool) {
 	n := 0
@@ -720,7 +723,7 @@ func (c *Collector) releaseHeld(now time.Time, all bool) {
 }
 
 // withoutHash is a copy of the exec event ev to send before its hash is
-// done: the hasher's worker still writes the original.
+// done: the original is the one the hasher hands back.
 func withoutHash(ev *event.Event) *event.Event {
 	e := *ev
 	p := *ev.Proc

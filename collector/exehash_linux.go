@@ -64,6 +64,13 @@ func idOf(st *unix.Stat_t) exeID {
 	return exeID{dev: st.Dev, ino: st.Ino, ctimeSec: st.Ctim.Sec, ctimeNsec: uint32(st.Ctim.Nsec)}
 }
 
+// hashed is an exec event back from the hasher with its file's sum, or
+// why there is none.
+type hashed struct {
+	ev           *event.Event
+	sum, missing string
+}
+
 // hashJob is one file to hash and the exec events waiting for its sum.
 type hashJob struct {
 	id     exeID
@@ -80,9 +87,10 @@ type hashJob struct {
 // same file that miss while it is being hashed wait for the same job.
 type exeHasher struct {
 	jobs chan *hashJob
-	// done returns hashed events to the reader; it has room for every
-	// event that can be waiting, so workers never block on it.
-	done chan *event.Event
+	// done returns hashed events to the reader, with their sums; it has
+	// room for every event that can be waiting, so workers never block
+	// on it. Only the reader writes the sum into the event.
+	done chan hashed
 
 	mu       sync.Mutex
 	cache    map[exeID]*list.Element // of cacheEntry
@@ -100,7 +108,7 @@ type cacheEntry struct {
 func newExeHasher() *exeHasher {
 	h := &exeHasher{
 		jobs:     make(chan *hashJob, hashQueue),
-		done:     make(chan *event.Event, hashQueue),
+		done:     make(chan hashed, hashQueue),
 		cache:    make(map[exeID]*list.Element),
 		lru:      list.New(),
 		inflight: make(map[exeID]*hashJob),
@@ -306,8 +314,7 @@ func (h *exeHasher) work() {
 		events := j.events
 		h.mu.Unlock()
 		for _, ev := range events {
-			ev.Proc.ExeSHA256, ev.Proc.ExeSHA256Missing = sum, reason
-			h.done <- ev
+			h.done <- hashed{ev: ev, sum: sum, missing: reason}
 		}
 		// Only once they are in done: pending() counts an event until the
 		// reader can drain it (finishHashes).

@@ -182,3 +182,69 @@ func TestFilelessExitedHash(t *testing.T) {
 		t.Errorf("the memfd exec's sha256 = %q (missing: %q), want /usr/bin/id's %s", got, missing, want)
 	}
 }
+
+// TestLateHash: an exec whose hash is not done within hashWait goes
+// without it (exe_sha256_missing pending), and the hash follows as
+// process.exe_hash, after the exec.
+func TestLateHash(t *testing.T) {
+	requireKernel(t)
+	old := hashWait
+	hashWait = 0
+	t.Cleanup(func() { hashWait = old })
+	dir, err := os.MkdirTemp("", "sandtrail-late-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helper")
+	copyFile(t, self, bin) // tens of MiB the cache has never seen
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cg := cgrouptest.New(t)
+	r := startRecorder(t, false)
+	const sid = "sess-late"
+	if err := r.c.Watch(cg.ID, sid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, out, "1")
+	cmd.Env = append(os.Environ(), helperEnv+"=create-files")
+	cmd.SysProcAttr = cg.SysProcAttr(t, nobody)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, b)
+	}
+	pid := int32(cmd.Process.Pid)
+	evs := r.stop(t)
+	execAt, hashAt := -1, -1
+	for i, ev := range evs {
+		if ev.Proc == nil || ev.Proc.Pid != pid {
+			continue
+		}
+		switch ev.Kind {
+		case event.KindExec:
+			execAt = i
+			if ev.Proc.ExeSHA256 != "" || ev.Proc.ExeSHA256Missing != HashPending {
+				t.Errorf("exec: sha256 %q, missing %q; want none yet (pending)", ev.Proc.ExeSHA256, ev.Proc.ExeSHA256Missing)
+			}
+		case event.KindExeHash:
+			hashAt = i
+			if len(ev.Proc.ExeSHA256) != 64 || ev.Proc.ExePath != bin {
+				t.Errorf("process.exe_hash: sha256 %q (missing %q) of %q; want the hash of %s", ev.Proc.ExeSHA256, ev.Proc.ExeSHA256Missing, ev.Proc.ExePath, bin)
+			}
+		}
+	}
+	if execAt < 0 || hashAt <= execAt {
+		t.Errorf("exec at %d, process.exe_hash at %d: want the hash after its exec", execAt, hashAt)
+	}
+}
