@@ -45,15 +45,8 @@ func (s *state) fork(e *event.Event) {
 	}
 	parent := s.procs[e.Proc.PPid]
 	p := child(e.Proc.Pid, parent)
-	p.host = p.host || hostStarted(parent, e.Proc)
+	p.outside = parent == nil
 	s.keep(p)
-}
-
-// hostStarted reports whether pr, a process new to the session whose
-// parent (nil: not in the session) is parent, was started by the host: a
-// root process from outside the session, as the apt broker starts apt.
-func hostStarted(parent *proc, pr *event.Proc) bool {
-	return parent == nil && pr.UID != nil && *pr.UID == 0
 }
 
 // exec classifies the new image of a process: a shim, a real manager
@@ -67,8 +60,11 @@ func (s *state) exec(e *event.Event) {
 	if p == nil {
 		parent := s.procs[pr.PPid]
 		p = child(pr.Pid, parent)
-		p.host = p.host || hostStarted(parent, pr)
+		p.outside = parent == nil
 		s.keep(p)
+	}
+	if p.outside && pr.UID != nil && *pr.UID == 0 {
+		p.host = true
 	}
 	var m manager
 	wasShim := p.image

@@ -243,6 +243,13 @@ func TestBypass(t *testing.T) {
 			})
 			r.spawn(11, 10, "/usr/bin/dpkg", "/", "dpkg", "--unpack", "sl.deb")
 		}, nil},
+		{"the session's first process, forked as root, exec'd as the agent", nil, func(r *rec) {
+			r.add(event.KindFork, event.SourceKernel, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: 10, PPid: 1, UID: event.U32(0)}
+			})
+			r.exec(10, 1, "/bin/sh", "/w", "sh", "-c", "python3 -m pip install x")
+			r.spawn(11, 10, "/usr/bin/python3", "/w", "python3", "-m", "pip", "install", "x")
+		}, []string{"shim_bypass[3]"}},
 		{"the agent's apt-get without a shim still alerts", nil, func(r *rec) {
 			r.spawn(10, 1, "/usr/bin/apt-get", "/w", "apt-get", "download", "sl")
 		}, []string{"shim_bypass[1]"}},

@@ -79,11 +79,14 @@ type proc struct {
 	managerPid int32
 	// bypass: it is in a tree already alerted as a shim bypass.
 	bypass bool
-	// host: the host started its tree: a root process whose parent is
-	// not in the session (the apt broker's apt and dpkg; the agent cannot
-	// become root). Such a tree is never a bypass.
-	host  bool
-	group *group
+	// outside: its parent is not in the session (the host started it:
+	// the session's first process, or the apt broker's apt-get). host: it
+	// was outside and exec'd as root (the broker's apt and dpkg; the
+	// agent cannot become root, and the session's first process has
+	// dropped to the agent's uid by its exec). A host tree is never a
+	// bypass.
+	outside, host bool
+	group         *group
 }
 
 func newState(session string, o options, live bool) *state {
