@@ -51,7 +51,7 @@ func (h *Host) startDNS() error {
 		dns.WithHost(h.cfg.Host),
 		dns.WithTimeout(c.Timeout),
 		dns.WithMaxSessions(c.MaxSessions),
-		dns.WithPolicy(h.egress.DomainBlocked),
+		dns.WithPolicy(h.pol.DomainBlocked),
 		dns.WithEmit(h.q.Emit),
 		dns.WithAnswerHook(h.learnDomain),
 		dns.WithSender(h.dnsSenderOf))
