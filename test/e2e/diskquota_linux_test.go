@@ -63,13 +63,13 @@ func diskFill(p string, buf []byte, mib int) string {
 	return err.Error()
 }
 
-// TestDiskQuota14 is gap 8 of issue 14: with --disk 1M, the agent writes
+// TestDiskQuota: with --disk 1M, the agent writes
 // 8 MiB to /tmp, /var/tmp, /dev/shm, /run/lock and its home. Every write
 // stops at the quota with ENOSPC, one disk_quota limit.hit is recorded, the
 // journal goes on appending (the exec after the hit is journaled and the
 // journal verifies), none of the files reaches the host's directories,
 // and the preserved workdir holds what the kernel let through.
-func TestDiskQuota14(t *testing.T) {
+func TestDiskQuota(t *testing.T) {
 	e := newEnv(t)
 	places := []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "~"}
 	r := e.run(append([]string{"--disk", "1M", "--timeout", "60s", "--"}, helperCmd("diskfill", append([]string{"8"}, places...)...)...)...)
