@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"path"
@@ -506,13 +507,13 @@ func parsePrefix(raw string) (urlPrefix, error) {
 }
 
 // normHost returns the lower-case host with the scheme's default port
-// removed.
+// removed; an IPv6 address with a port keeps its brackets.
 func normHost(u *url.URL) string {
 	h, port := strings.ToLower(u.Hostname()), u.Port()
 	if port == "" || (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
 		return h
 	}
-	return h + ":" + port
+	return net.JoinHostPort(h, port)
 }
 
 // dirPath cleans p and ends it with a slash.

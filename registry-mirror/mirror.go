@@ -106,6 +106,12 @@ type Config struct {
 	Log  hclog.Logger
 	// HTTP is the upstream client (default: one with timeouts).
 	HTTP *http.Client
+	// Dialed, when set, is told the host name and the address of every
+	// upstream connection the default client makes (not called with HTTP
+	// set). The host refuses those addresses to its sessions: the
+	// registries' addresses are then closed to a session that names them
+	// by address, around the mirror.
+	Dialed func(host string, addr netip.Addr)
 }
 
 // New builds a mirror from cfg.
@@ -130,7 +136,7 @@ func New(cfg Config) (*Mirror, error) {
 		},
 		Filter: func(f *fetch.Filtered) { cfg.Emit(filterEvent(f, cfg.Host, time.Now())) }}
 	if env.Upstream.HTTP == nil {
-		env.Upstream.HTTP = upstreamClient()
+		env.Upstream.HTTP = upstreamClient(cfg.Dialed)
 	}
 	m.env, m.log, m.sessions, m.procs = env, env.Log, cfg.Sessions, cfg.Processes
 	m.hosts, m.bypassed = map[string]handler{}, map[bypassKey]bool{}
@@ -199,9 +205,26 @@ func (m *Mirror) add(e ecosystem, raw string) error {
 
 // upstreamClient is the default upstream client: bounded dial, TLS and
 // header times, no overall timeout (a large artifact takes what it takes;
-// the verifier bounds its size).
-func upstreamClient() *http.Client {
+// the verifier bounds its size). Each connection it makes is told to
+// dialed (nil: none) with the host it was made for.
+func upstreamClient(dialed func(host string, addr netip.Addr)) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if dialed != nil {
+		dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			host, _, _ := net.SplitHostPort(addr)
+			if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+				if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+					dialed(host, ip.Unmap())
+				}
+			}
+			return c, nil
+		}
+	}
 	t.TLSHandshakeTimeout = 15 * time.Second
 	t.ResponseHeaderTimeout = 60 * time.Second
 	t.MaxIdleConnsPerHost = 64

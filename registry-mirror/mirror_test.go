@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,5 +167,51 @@ func TestErrorForms(t *testing.T) {
 		if !ok {
 			t.Errorf("%s %s = %d %s (%v)", tt.method, tt.path, resp.StatusCode, b, err)
 		}
+	}
+}
+
+// TestMirrorDialed: the default upstream client tells Dialed the host name
+// and the address of each upstream connection it makes, which the host
+// refuses to its sessions.
+func TestMirrorDialed(t *testing.T) {
+	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(reg.URL, "http://"))
+	upstream := "http://localhost:" + port
+	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+upstream+"/, "+reg.URL+"/]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dialed := map[string]bool{}
+	m, err := New(Config{CacheDir: t.TempDir(), Upstreams: map[string]string{"npm": upstream}, Policy: eng, Emit: func(*event.Event) {},
+		Log: hclog.NewNullLogger(), Dialed: func(host string, addr netip.Addr) {
+			mu.Lock()
+			dialed[host+" "+addr.String()] = true
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/npm/left-pad/-/left-pad-1.3.0.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("tarball = %d", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The packument is fetched from localhost, the tarball from the
+	// address the fixture's packument names.
+	if !dialed["localhost 127.0.0.1"] || !dialed["127.0.0.1 127.0.0.1"] || len(dialed) != 2 {
+		t.Errorf("Dialed saw %v, want localhost and 127.0.0.1, each at 127.0.0.1", dialed)
 	}
 }

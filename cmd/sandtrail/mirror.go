@@ -128,7 +128,7 @@ func runMirror(ctx context.Context, cfg *Config, log hclog.Logger) error {
 		return err
 	}
 	q := queue.New(j, queue.WithLogger(log), queue.WithHost(cfg.Host))
-	m, err := host.ServeMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, nil, nil, log)
+	m, err := host.ServeMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, host.MirrorLinks{}, log)
 	if err == nil {
 		log.Info("mirror started", "url", m.URL, "journal", cfg.JournalDir(), "cache", cfg.Mirror.CacheDir)
 		select {

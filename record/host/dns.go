@@ -51,7 +51,7 @@ func (h *Host) startDNS() error {
 		dns.WithHost(h.cfg.Host),
 		dns.WithTimeout(c.Timeout),
 		dns.WithMaxSessions(c.MaxSessions),
-		dns.WithPolicy(h.pol.DomainBlocked),
+		dns.WithPolicy(h.egress.DomainBlocked),
 		dns.WithEmit(h.q.Emit),
 		dns.WithAnswerHook(h.learnDomain),
 		dns.WithSender(h.dnsSenderOf))
@@ -91,6 +91,24 @@ func (h *Host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
 	if err := h.col.LearnDomain(ip, domain, ttl); err != nil && !errors.Is(err, collector.ErrClosed) {
 		h.log.Debug("collector did not learn a dns answer", "domain", domain, "ip", ip, "error", err)
 	}
+}
+
+// upstreamTTL is how long an address the mirror connected to stays
+// learned; each new connection renews it.
+const upstreamTTL = 6 * time.Hour
+
+// learnUpstream tells the collector that the mirror connected to addr for
+// host, so that a session's connection to addr is decided as one to host:
+// when host is an approved registry, refused like its name (the session
+// egress of RegistriesThroughMirror), even by an agent that never looked
+// it up. An address on loopback, where the mirror itself listens, is
+// never learned, nor is an upstream given by address (the policy refuses
+// that address itself).
+func (h *Host) learnUpstream(host string, addr netip.Addr) {
+	if _, err := netip.ParseAddr(host); err == nil || addr.IsLoopback() || addr.IsUnspecified() {
+		return
+	}
+	h.learnDomain(host, addr, upstreamTTL)
 }
 
 // dnsSenderOf is the proxy's sender lookup: the process the collector saw

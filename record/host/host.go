@@ -43,19 +43,23 @@ import (
 // logs what the collector does without on this kernel, and fails when the
 // policy requires a capability that the kernel lacks (require).
 type Host struct {
-	cfg  *Config
-	log  hclog.Logger
-	pol  *policy.Engine // the host's policy (cfg.Policy)
-	jdir string
-	j    *journal.Journal
-	app  pkgview.Appender // the journal, with the package view's rules watching
-	q    *queue.Queue
-	mgr  *session.Manager
-	col  *collector.Collector
-	dns  *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
-	srv  *server.Server
-	mir  *Mirror        // nil without a mirror
-	apt  *broker.Broker // nil without the apt broker
+	cfg *Config
+	log hclog.Logger
+	pol *policy.Engine // the host's policy (cfg.Policy)
+	// egress decides the sessions' connections and lookups: pol, and,
+	// when the host serves the mirror, the approved registries refused
+	// to sessions (the mirror is then their only road to a registry).
+	egress *policy.Engine
+	jdir   string
+	j      *journal.Journal
+	app    pkgview.Appender // the journal, with the package view's rules watching
+	q      *queue.Queue
+	mgr    *session.Manager
+	col    *collector.Collector
+	dns    *dns.Proxy // the sessions' DNS proxy; nil with dns.enabled false
+	srv    *server.Server
+	mir    *Mirror        // nil without a mirror
+	apt    *broker.Broker // nil without the apt broker
 
 	// opened is the journal's size when the host opened it.
 	opened uint64
@@ -91,7 +95,10 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if err != nil {
 		return nil, err
 	}
-	h = &Host{cfg: cfg, log: log, pol: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	h = &Host{cfg: cfg, log: log, pol: pol, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	if o.Mirror != "" {
+		h.egress = pol.RegistriesThroughMirror()
+	}
 	if h.j, err = OpenJournal(cfg, log); err != nil {
 		return nil, err
 	}
@@ -121,7 +128,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 		return h, err
 	}
 	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
-		collector.WithEgress(pol), collector.WithSensitiveReads(pol.SensitiveReads("")),
+		collector.WithEgress(h.egress), collector.WithSensitiveReads(pol.SensitiveReads("")),
 		collector.WithUnixAllowed(cfg.OwnSockets()...), collector.WithExecEnv(pol.ExecEnv())},
 		h.dnsCollectorOptions()...)...)
 	if err != nil {
@@ -138,7 +145,8 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	}
 	h.endAbandoned()
 	if o.Mirror != "" {
-		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit, h.mgr, newProcesses(h.col, cfg.ShimDir, log), log); err != nil {
+		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit,
+			MirrorLinks{Sessions: h.mgr, Processes: newProcesses(h.col, cfg.ShimDir, log), Dialed: h.learnUpstream}, log); err != nil {
 			return h, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,11 +24,22 @@ type Mirror struct {
 	done chan error
 }
 
-// ServeMirror serves a mirror of cfg on listen, recording into emit and
-// attributing clients with sessions and their processes with procs (nil:
-// none). The caller Closes it.
-func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), sessions mirror.Sessions,
-	procs mirror.Processes, log hclog.Logger) (*Mirror, error) {
+// MirrorLinks ties a mirror to the host that serves it; each is optional
+// (a standalone mirror has none).
+type MirrorLinks struct {
+	// Sessions attributes clients to sessions.
+	Sessions mirror.Sessions
+	// Processes names the process behind each client.
+	Processes mirror.Processes
+	// Dialed is told every upstream address the mirror connects to
+	// (mirror.Config.Dialed).
+	Dialed func(host string, addr netip.Addr)
+}
+
+// ServeMirror serves a mirror of cfg on listen, recording into emit, tied
+// to its host by links. The caller Closes it.
+func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*event.Event), links MirrorLinks,
+	log hclog.Logger) (*Mirror, error) {
 	max := int64(0)
 	if cfg.Mirror.CacheMax != "" {
 		var err error
@@ -36,7 +48,7 @@ func ServeMirror(cfg *Config, listen string, pol *policy.Engine, emit func(*even
 		}
 	}
 	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
-		Policy: pol, Emit: emit, Sessions: sessions, Processes: procs, Host: cfg.Host, Log: log}
+		Policy: pol, Emit: emit, Sessions: links.Sessions, Processes: links.Processes, Dialed: links.Dialed, Host: cfg.Host, Log: log}
 	m, err := mirror.New(mc)
 	if err != nil {
 		return nil, err

@@ -40,15 +40,16 @@ func (e *env) addLocal(addrs ...string) {
 }
 
 // TestRunStrictPolicy runs the unprivileged agent in a real `sandtrail
-// run` session under the shipped policies/strict.yaml (issue 14): an
-// address the session's DNS proxy answered for an allowed registry is
-// reachable on 443, the same address before the lookup is not, nor is an
-// allowed registry's address the session never looked up, nor an address
-// looked up under a name strict.yaml does not allow; a resolver on port
-// 5353 is a blocked connection and a blocked send that its server never
-// sees; the mirror's loopback port is reachable and another loopback port
-// is not. Every listener sits in the test's namespace, and counts what
-// reaches it.
+// run` session under the shipped policies/strict.yaml: the session's
+// lookup of an approved registry is refused (the host serves the mirror,
+// which is then the only road to a registry), and so is a connection to
+// the address its upstream has for it, before and after the lookup; an
+// approved registry's address the session never looked up is refused,
+// and so is an address looked up under a name strict.yaml does not
+// allow; a resolver on port 5353 is a blocked connection and a blocked
+// send that its server never sees; the mirror's loopback port is
+// reachable and another loopback port is not. Every listener sits in the
+// test's namespace, and counts what reaches it.
 func TestRunStrictPolicy(t *testing.T) {
 	t.Parallel()
 	e := newNetEnv(t)
@@ -61,7 +62,7 @@ func TestRunStrictPolicy(t *testing.T) {
 		domain  string // the recorded domain of those connects
 	}
 	dests := []dest{
-		{addr: "192.0.2.10", port: 443, verdict: "allowed", domain: "registry.npmjs.org"},
+		{addr: "192.0.2.10", port: 443, verdict: "blocked"},
 		{addr: "192.0.2.11", port: 443, verdict: "blocked"},
 		{addr: "192.0.2.20", port: 443, verdict: "blocked", domain: "evil.example"},
 		{addr: "127.0.0.1", port: 8484, verdict: "allowed"},
@@ -93,7 +94,7 @@ func TestRunStrictPolicy(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("sandtrail run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	want := []string{"before: tcp 192.0.2.10 443 EPERM", "registry=0", "evil=0",
+	want := []string{"before: tcp 192.0.2.10 443 EPERM", "registry=2", "evil=0",
 		"resolver: udp 192.0.2.53 5353 EPERM", "resolver: tcp 192.0.2.53 5353 EPERM", "dnsquery=1"}
 	for _, d := range dests {
 		if d.verdict == "blocked" {
@@ -118,15 +119,19 @@ func TestRunStrictPolicy(t *testing.T) {
 	if n := resolver.Count("registry.npmjs.org."); n != 0 {
 		t.Errorf("the resolver on %s got %d queries, want 0", strictResolver, n)
 	}
+	if n := up.Count("registry.npmjs.org."); n != 0 {
+		t.Errorf("the DNS proxy asked its upstream for registry.npmjs.org %d times, want 0: it is refused to sessions", n)
+	}
 	evs := e.events(r.summary.SessionID)
 	for _, d := range dests {
 		want := []string{d.verdict}
 		if d.addr == "192.0.2.10" {
-			want = []string{"blocked", d.verdict} // before the lookup, then after it
+			want = []string{"blocked", "blocked"} // before the lookup, then after it
 		}
 		checkStrictConnects(t, evs, d.addr, d.port, d.domain, want)
 	}
 	checkStrictResolver(t, evs)
+	checkRegistryRefused(t, evs, "registry.npmjs.org")
 	e.verify()
 }
 
@@ -208,5 +213,25 @@ func checkStrictResolver(t *testing.T, evs []*event.Event) {
 		if n == 0 {
 			t.Errorf("no %s to %s recorded", kind, strictResolver)
 		}
+	}
+}
+
+// checkRegistryRefused checks that the session's lookups of the approved
+// registry host were refused, each recorded with a reason naming the
+// mirror, and at least one.
+func checkRegistryRefused(t *testing.T, evs []*event.Event, host string) {
+	t.Helper()
+	n := 0
+	for _, ev := range kinds(evs, event.KindNetDNS) {
+		if ev.Net.DNS == nil || strings.TrimSuffix(ev.Net.DNS.Query, ".") != host {
+			continue
+		}
+		n++
+		if ev.Net.Verdict != "blocked" || !strings.Contains(ev.Net.Reason, "only through the mirror") {
+			t.Errorf("net.dns of %s: verdict %q, reason %q; want blocked, naming the mirror", host, ev.Net.Verdict, ev.Net.Reason)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no net.dns of %s in the record", host)
 	}
 }
