@@ -324,6 +324,26 @@ func (e *Engine) unknownSource(why string) Check {
 	return Check{Name: "source", Verdict: e.c.onUnknown, Rule: "on_unknown_source", Reason: "unknown source: " + why}
 }
 
+// UpstreamApproved reports whether the policy can approve anything that
+// a registry of ecosystem eco at raw (an upstream's base URL, as the
+// mirror is configured with) serves: some sources.registries prefix of eco
+// is on raw's scheme and host, with a path beneath raw's or above it. The
+// mirror refuses to start with an upstream it is not: every package from
+// it would be refused as an unknown source.
+func (e *Engine) UpstreamApproved(eco, raw string) bool {
+	u, err := url.Parse(strings.TrimPrefix(strings.TrimPrefix(raw, "sparse+"), "registry+"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	host, p := normHost(u), dirPath(u.Path)
+	for _, pre := range e.c.registries[eco] {
+		if u.Scheme == pre.scheme && host == pre.host && (strings.HasPrefix(p, pre.path) || strings.HasPrefix(pre.path, p)) {
+			return true
+		}
+	}
+	return false
+}
+
 // matchRegistry checks raw against the ecosystem's approved prefixes.
 func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 	s := strings.TrimPrefix(strings.TrimPrefix(raw, "sparse+"), "registry+")

@@ -57,3 +57,28 @@ func TestRegistriesThroughMirrorByAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamApproved: an upstream is approved when a registry prefix of
+// its ecosystem is on its scheme and host, beneath or above its path.
+func TestUpstreamApproved(t *testing.T) {
+	e := newTestEngine(t, "sources:\n  registries:\n    npm: [\"https://registry.npmjs.org/\"]\n    oci: [\"https://registry-1.docker.io/v2/library/\"]\n    cargo: [\"https://index.crates.io/\"]\n")
+	for _, c := range []struct {
+		eco, url string
+		want     bool
+	}{
+		{"npm", "https://registry.npmjs.org/", true},
+		{"npm", "https://registry.npmjs.org", true},
+		{"npm", "https://registry.npmjs.org/sub/", true},
+		{"npm", "http://registry.npmjs.org/", false},
+		{"npm", "https://registry.npmjs.org.evil.test/", false},
+		{"pypi", "https://registry.npmjs.org/", false},
+		{"oci", "https://registry-1.docker.io", true},
+		{"oci", "https://registry-1.docker.io/v2/other/", false},
+		{"cargo", "sparse+https://index.crates.io/", true},
+		{"npm", "not a url", false},
+	} {
+		if got := e.UpstreamApproved(c.eco, c.url); got != c.want {
+			t.Errorf("UpstreamApproved(%s, %s) = %v, want %v", c.eco, c.url, got, c.want)
+		}
+	}
+}

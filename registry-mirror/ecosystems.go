@@ -2,10 +2,12 @@ package mirror
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
@@ -65,14 +67,41 @@ func CheckUpstream(key, raw string) error {
 	if i < 0 {
 		return fmt.Errorf("unknown ecosystem %q (known: %s)", key, Names())
 	}
-	if ecosystems[i].newNamed != nil && strings.HasPrefix(raw, "[") {
-		if _, rest, ok := strings.Cut(raw, "] "); ok {
-			raw = strings.TrimSpace(rest)
-		}
+	if ecosystems[i].newNamed != nil {
+		raw = namedURL(raw)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%s upstream %q is not an http(s) URL with a host", key, raw)
+	}
+	return nil
+}
+
+// namedURL is the URL of a named ecosystem's upstream value, after its
+// "[option=value] " if any.
+func namedURL(raw string) string {
+	if strings.HasPrefix(raw, "[") {
+		if _, rest, ok := strings.Cut(raw, "] "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return raw
+}
+
+// checkApproved checks that pol can approve something from each upstream
+// configured (Config.Upstreams, each already checked by CheckUpstream): an
+// upstream the operator named that the policy approves nothing from would
+// have every package refused as an unknown source, which the clients
+// report only as "not found".
+func checkApproved(pol fetch.Policy, upstreams map[string]string) error {
+	keys := slices.Sorted(maps.Keys(upstreams))
+	for _, key := range keys {
+		eco, _, _ := strings.Cut(key, "/")
+		raw := namedURL(upstreams[key])
+		if !pol.UpstreamApproved(eco, raw) {
+			return fmt.Errorf("upstream %s=%s: the policy approves no %s registry there, so it would refuse every package from it; add the URL to the policy's sources.registries.%s",
+				key, event.RedactURL(raw), eco, eco)
+		}
 	}
 	return nil
 }

@@ -156,6 +156,9 @@ func New(cfg Config) (*Mirror, error) {
 			return nil, err
 		}
 	}
+	if err := checkApproved(cfg.Policy, cfg.Upstreams); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
 	return m, nil
 }
 

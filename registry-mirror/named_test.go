@@ -12,9 +12,10 @@ import (
 
 // TestNamedUpstreams: an ecosystem that takes named upstreams (deb)
 // accepts deb/NAME keys and serves each archive's host in HTTP-proxy
-// mode; other ecosystems, and an empty name, are refused.
+// mode; other ecosystems, and an empty name, are refused, and so is an
+// upstream the policy approves nothing from (named without its secret).
 func TestNamedUpstreams(t *testing.T) {
-	eng, err := policy.New(&policy.Policy{})
+	eng, err := policy.New(policy.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +30,8 @@ func TestNamedUpstreams(t *testing.T) {
 			hosts: []string{"deb.debian.org", "security.debian.org"}},
 		{name: "npm named", upstreams: map[string]string{"npm/x": "https://registry.npmjs.org/"}, err: "unknown ecosystem"},
 		{name: "empty name", upstreams: map[string]string{"deb/": "http://deb.debian.org/debian/"}, err: "unknown ecosystem"},
+		{name: "unapproved", upstreams: map[string]string{"npm": "https://user:secret@npm.example.test/"}, err: "upstream npm=https://user:***@npm.example.test/: the policy approves no npm registry there"},
+		{name: "approved elsewhere on the host", upstreams: map[string]string{"pypi": "https://pypi.org/other/"}, err: "approves no pypi registry"},
 		{name: "bad option", upstreams: map[string]string{"deb": "[trusted=yes] http://deb.debian.org/debian/"}, err: "signed-by"},
 	}
 	for _, tt := range tests {

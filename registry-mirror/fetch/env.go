@@ -13,6 +13,9 @@ import (
 // Policy decides on a package version; *policy.Engine is one.
 type Policy interface {
 	Package(ctx context.Context, req policy.PackageRequest) policy.Decision
+	// UpstreamApproved reports whether anything from a registry of the
+	// ecosystem at the URL can be approved (policy.Engine.UpstreamApproved).
+	UpstreamApproved(ecosystem, url string) bool
 }
 
 // Env is what the mirror gives each ecosystem's handler.
