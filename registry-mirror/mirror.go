@@ -274,6 +274,29 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
 }
 
+// npmRootTarball reports whether the path p is an npm tarball's path on
+// the registry's root (/NAME/-/FILE.tgz, /@SCOPE/NAME/-/FILE.tgz): where
+// npm asks for a tarball whose registry.npmjs.org URL it rewrote onto the
+// configured registry's host by its pathname alone (pacote's
+// replace-registry-host: `new URL(pathname, registry)` drops the
+// registry's /npm/), as it does for a lockfile entry without `resolved`
+// (omit-lockfile-registry-resolved) or one that names registry.npmjs.org.
+func npmRootTarball(p string) bool {
+	name, file, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/-/")
+	return ok && name != "" && strings.HasSuffix(file, ".tgz") && !strings.Contains(file, "/") &&
+		(!strings.Contains(name, "/") || strings.HasPrefix(name, "@") && strings.Count(name, "/") == 1)
+}
+
+// handler is the handler of the route with prefix, nil when none.
+func (m *Mirror) handler(prefix string) handler {
+	for _, rt := range m.prefixes {
+		if rt.prefix == prefix {
+			return rt.h
+		}
+	}
+	return nil
+}
+
 // route serves r with the handler of its prefix (or its host, in
 // HTTP-proxy mode), which it returns with the error; nil when none is the
 // request's.
@@ -286,6 +309,9 @@ func (m *Mirror) route(w http.ResponseWriter, r *http.Request) (handler, error) 
 			h, rest = rt.h, s
 			break
 		}
+	}
+	if h == nil && !r.URL.IsAbs() && npmRootTarball(p) {
+		h, rest = m.handler("/npm/"), p[1:]
 	}
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:

@@ -215,3 +215,33 @@ func TestMirrorDialed(t *testing.T) {
 		t.Errorf("Dialed saw %v, want localhost and 127.0.0.1, each at 127.0.0.1", dialed)
 	}
 }
+
+// TestMirrorNpmRootTarball: an npm tarball asked for on the mirror's root
+// (where npm's replace-registry-host puts a registry.npmjs.org tarball URL)
+// is served and recorded as one beneath /npm/; other root paths are not.
+func TestMirrorNpmRootTarball(t *testing.T) {
+	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
+	srv, rec := start(t, reg, nil)
+	resp, err := http.Get(srv.URL + "/left-pad/-/left-pad-1.3.0.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("tarball on the root = %d, want 200", resp.StatusCode)
+	}
+	if evs := rec.wait(t, 1); evs[0].Pkg.Purl != "pkg:npm/left-pad@1.3.0" || evs[0].Pkg.Outcome != "served" {
+		t.Errorf("pkg.fetch = %+v, want left-pad 1.3.0 served", *evs[0].Pkg)
+	}
+	for _, p := range []string{"/left-pad", "/a/b/-/x.tgz", "/left-pad/-/sub/x.tgz", "/-/x.tgz", "/left-pad/-/left-pad-1.3.0.tar"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)
+		}
+	}
+}

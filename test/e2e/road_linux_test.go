@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -85,6 +86,34 @@ func TestRunLockfilePortable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "is-number", "package.json")); err != nil {
 		t.Errorf("npm ci installed no is-number: %v", err)
+	}
+
+	// The same lockfile without its resolved URLs, as npm writes it with
+	// omit-lockfile-registry-resolved: npm ci takes each tarball's URL from
+	// the packument and rewrites it onto the mirror's root, without /npm/.
+	var lf map[string]any
+	if err := json.Unmarshal([]byte(lock), &lf); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lf["packages"].(map[string]any) {
+		delete(p.(map[string]any), "resolved")
+	}
+	bare, err := json.Marshal(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir2 := t.TempDir()
+	os.WriteFile(filepath.Join(dir2, "package.json"), []byte(`{"name":"p","version":"1.0.0","dependencies":{"is-odd":"^3"}}`), 0o644)
+	if err := os.WriteFile(filepath.Join(dir2, "package-lock.json"), bare, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = exec.Command("npm", "ci", "--no-audit", "--no-fund", "--no-update-notifier", "--registry", reg, "--cache", filepath.Join(dir2, ".npm"))
+	c.Dir = dir2
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci of the lockfile without resolved URLs: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, "node_modules", "is-odd", "package.json")); err != nil {
+		t.Errorf("npm ci of the lockfile without resolved URLs installed no is-odd: %v", err)
 	}
 }
 
