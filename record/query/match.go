@@ -447,6 +447,9 @@ func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 	if err := e.CheckName(name); err != nil {
 		return nil, bad(err.Error())
 	}
+	if strings.ContainsAny(name, nameOperators) {
+		return nil, bad(fmt.Sprintf("package name %q holds a version operator: a purl's version follows an @ (pkg:%s/NAME@VERSION)", name, u.Type))
+	}
 	if u.Version != "" && e.MayBeRange(u.Version) {
 		return nil, bad("a purl version is exact; use eco:name@range for a range")
 	}
