@@ -49,6 +49,8 @@ SEEN says which sources account for a package:
   shim_only     the shim claimed it and the mirror never served it
   blocked       the policy refused the request before the manager ran
   kernel_only   only a script process names it
+  bundled       the shim claimed a copy that came inside another package's
+                artifact (bundled_in); verified through that carrier's fetch
 
 It also runs three rules and prints their alerts:
   shim_mirror_mismatch  the shim claims a hash the mirror did not serve for
