@@ -242,8 +242,12 @@ func writePackagesTable(w io.Writer, v *pkgview.View) {
 	}
 }
 
-// writeScripts prints what a package's scripts did, indented.
+// writeScripts prints what a package's scripts did, indented, after the
+// carrier of a bundled copy.
 func writeScripts(w io.Writer, p *pkgview.Package) {
+	if p.BundledIn != "" {
+		fmt.Fprintf(w, "    bundled in %s at %s\n", render.Clean(p.BundledIn, 200), render.Clean(strings.Join(p.Paths, ", "), 300))
+	}
 	if p.Rule != "" || p.Reason != "" {
 		what := "refused"
 		if p.Seen != pkgview.SeenBlocked {

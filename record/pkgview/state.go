@@ -286,9 +286,13 @@ func (s *state) fetch(e *event.Event) {
 	}
 }
 
+// maxPath is the longest install path kept: no longer one exists
+// (PATH_MAX).
+const maxPath = 4096
+
 // addPath records an install path of a row's claim, once.
 func (s *state) addPath(r *row, path string) {
-	if path == "" || slices.Contains(r.pkg.Paths, path) {
+	if path == "" || len(path) > maxPath || slices.Contains(r.pkg.Paths, path) {
 		return
 	}
 	if s.live && len(r.pkg.Paths) >= maxRefs {
