@@ -62,6 +62,13 @@ type Package struct {
 	// InstallScripts are the install-time scripts the package declares
 	// (npm's preinstall, install, postinstall; a cargo build script).
 	InstallScripts []string `json:"install_scripts,omitempty"`
+	// Path is where the package was installed, relative to the tree's
+	// root (npm: "node_modules/a/node_modules/b"); a package installed at
+	// two paths is two Packages.
+	Path string `json:"path,omitempty"`
+	// BundledIn is the purl of the package whose artifact carried this
+	// one (an npm bundled dependency), empty for one fetched by itself.
+	BundledIn string `json:"bundled_in,omitempty"`
 }
 
 // Plan is what a shim does for one invocation with install intent.

@@ -49,6 +49,8 @@ SEEN says which sources account for a package:
   shim_only     the shim claimed it and the mirror never served it
   blocked       the policy refused the request before the manager ran
   kernel_only   only a script process names it
+  bundled       the shim claimed a copy that came inside another package's
+                artifact (bundled_in); verified through that carrier's fetch
 
 It also runs three rules and prints their alerts:
   shim_mirror_mismatch  the shim claims a hash the mirror did not serve for
@@ -240,8 +242,12 @@ func writePackagesTable(w io.Writer, v *pkgview.View) {
 	}
 }
 
-// writeScripts prints what a package's scripts did, indented.
+// writeScripts prints what a package's scripts did, indented, after the
+// carrier of a bundled copy.
 func writeScripts(w io.Writer, p *pkgview.Package) {
+	if p.BundledIn != "" {
+		fmt.Fprintf(w, "    bundled in %s at %s\n", render.Clean(p.BundledIn, 200), render.Clean(strings.Join(p.Paths, ", "), 300))
+	}
 	if p.Rule != "" || p.Reason != "" {
 		what := "refused"
 		if p.Seen != pkgview.SeenBlocked {

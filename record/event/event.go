@@ -333,6 +333,15 @@ type Pkg struct {
 	// ManagerPid is the pid of the real package manager process that the
 	// shim ran (pkg.install, pkg.blocked); the event's proc is the shim.
 	ManagerPid int32 `json:"manager_pid,omitempty"`
+	// Path is where a pkg.install put the package, relative to the
+	// project (the tree's root): npm's "node_modules/a/node_modules/b".
+	// Two copies of one name and version at two paths are two events.
+	Path string `json:"path,omitempty"`
+	// BundledIn is the purl of the package whose artifact carried this
+	// one (pkg.install of an npm bundled dependency): the nearest
+	// enclosing package that is not itself bundled. Such a copy has no
+	// fetch of its own.
+	BundledIn string `json:"bundled_in,omitempty"`
 }
 
 // PkgRemoval is one version the policy removed from the metadata the

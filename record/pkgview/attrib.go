@@ -1,22 +1,31 @@
 package pkgview
 
-import "github.com/sandtrail/sandtrail/record/event"
+import (
+	"strings"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
 
 // group is what the scripts of one package, run by one manager, did.
 type group struct {
 	eco, name, nameKey string
-	managerPid         int32
-	first              event.Event // TS only, for a kernel_only row
-	procs              []Process
-	files              []FileOp
-	sensitive, other   int
-	omitted            int
-	conns              []Conn
+	// dir is where the package is installed, as the cwd of the process
+	// that claimed it names it (npm: the cwd up to the deepest
+	// node_modules/<name>); empty when the match says no place.
+	dir              string
+	managerPid       int32
+	first            event.Event // TS only, for a kernel_only row
+	procs            []Process
+	files            []FileOp
+	sensitive, other int
+	omitted          int
+	conns            []Conn
 }
 
 type groupKey struct {
 	nameKey    string
 	managerPid int32
+	dir        string
 }
 
 // child returns a new process of parent (nil when unknown), which inherits
@@ -100,7 +109,7 @@ func (s *state) attribute(p *proc, e *event.Event) {
 		if !ok {
 			return
 		}
-		p.group, match = s.groupFor(c, p.managerPid, e), c.match
+		p.group, match = s.groupAt(c, scriptDir(c, pr.Cwd), p.managerPid, e), c.match
 	}
 	g := p.group
 	if len(g.procs) >= maxProcsKept {
@@ -111,12 +120,18 @@ func (s *state) attribute(p *proc, e *event.Event) {
 }
 
 func (s *state) groupFor(c claim, managerPid int32, e *event.Event) *group {
+	return s.groupAt(c, "", managerPid, e)
+}
+
+// groupAt is the group of a package's scripts run by one manager in one
+// install directory (dir, empty when unknown).
+func (s *state) groupAt(c claim, dir string, managerPid int32, e *event.Event) *group {
 	nameKey, _ := keys(c.eco, c.name, "")
-	k := groupKey{nameKey, managerPid}
+	k := groupKey{nameKey, managerPid, dir}
 	if g := s.groups[k]; g != nil {
 		return g
 	}
-	g := &group{eco: c.eco, name: c.name, nameKey: nameKey, managerPid: managerPid,
+	g := &group{eco: c.eco, name: c.name, nameKey: nameKey, dir: dir, managerPid: managerPid,
 		first: event.Event{TS: e.TS}}
 	s.groups[k] = g
 	return g
@@ -166,13 +181,65 @@ func (s *state) conn(e *event.Event) {
 		DstIP: n.DstIP, DstPort: n.DstPort, Domain: n.Domain, Verdict: n.Verdict})
 }
 
-// rowOf finds the row a script group belongs to: a row of its ecosystem
-// and name, preferring one the same manager installed, and the latest.
+// scriptDir is the install directory of the package an npm lifecycle
+// script runs for: its cwd up to the deepest node_modules/<name> (the
+// name the claim read there, @scope/name included); "" for other
+// matches, or a cwd that does not have that form.
+func scriptDir(c claim, cwd string) string {
+	if c.match != MatchNpm {
+		return ""
+	}
+	i := strings.LastIndex(cwd, "/node_modules/")
+	if i < 0 {
+		return ""
+	}
+	end := i + len("/node_modules/") + len(c.name)
+	if !strings.HasPrefix(cwd[i+len("/node_modules/"):], c.name) || end < len(cwd) && cwd[end] != '/' {
+		return ""
+	}
+	return cwd[:end]
+}
+
+// rowOf finds the row a script group belongs to: the row a claim put at
+// the group's install directory (rowInstalledAt), else a row of its
+// ecosystem and name that is not a bundled copy, preferring one the same
+// manager installed, and the latest. A bundled copy is found only by its
+// path: a script elsewhere is not its.
 func (s *state) rowOf(g *group) *row {
+	if r := s.rowInstalledAt(g); r != nil {
+		return r
+	}
 	var best *row
 	for _, r := range s.byName[g.nameKey] {
+		if r.bundled {
+			continue
+		}
 		if best == nil || r.pkg.Pid == g.managerPid || best.pkg.Pid != g.managerPid {
 			best = r
+		}
+	}
+	return best
+}
+
+// rowInstalledAt is the row of the group's name with the longest claimed
+// install path that ends its directory (a claim's path is relative to its
+// project, the directory absolute: /p/node_modules/a/node_modules/b is
+// node_modules/a/node_modules/b's, not node_modules/b's), preferring the
+// same manager's row, then the latest; nil when none is.
+func (s *state) rowInstalledAt(g *group) *row {
+	if g.dir == "" {
+		return nil
+	}
+	var best *row
+	bestLen := 0
+	for _, r := range s.byName[g.nameKey] {
+		for _, p := range r.pkg.Paths {
+			if p == "" || g.dir != p && !strings.HasSuffix(g.dir, "/"+p) {
+				continue
+			}
+			if len(p) > bestLen || len(p) == bestLen && (r.pkg.Pid == g.managerPid || best.pkg.Pid != g.managerPid) {
+				best, bestLen = r, len(p)
+			}
 		}
 	}
 	return best

@@ -70,13 +70,15 @@ var cdxAlgs = map[string]string{"sha1": "SHA-1", "sha256": "SHA-256", "sha384": 
 
 // CycloneDX returns the packages of v that were installed or served as a
 // CycloneDX 1.6 JSON bill of materials: one "library" component per
-// package seen by the shim or served by the mirror (blocked requests,
-// refused fetches and kernel_only rows are left out), with its purl (an
-// npm @scope is the group), the artifact's hashes (the mirror's when it
-// served one, else the shim's), where it was fetched from, and sandtrail's
-// account in properties (sandtrail:seen, sandtrail:requested,
-// sandtrail:requested_by, sandtrail:verified, sandtrail:alerts, and
-// sandtrail:shim_hash when the shim's hash differs from the one given).
+// package seen by the shim or served by the mirror, a bundled copy
+// included (blocked requests, refused fetches and kernel_only rows are
+// left out), with its purl (an npm @scope is the group), the artifact's
+// hashes (the mirror's when it served one, else the shim's), where it was
+// fetched from, and sandtrail's account in properties (sandtrail:seen,
+// sandtrail:requested, sandtrail:bundled_in for a bundled copy, the purl
+// of the component whose artifact carried it, sandtrail:requested_by,
+// sandtrail:verified, sandtrail:alerts, and sandtrail:shim_hash when the
+// shim's hash differs from the one given).
 //
 // The document is a function of v: its serialNumber is a name-based UUID
 // (version 5) of the session and the components, and its timestamp the
@@ -127,7 +129,7 @@ func inBOM(p *Package) bool {
 		return false
 	}
 	switch p.Seen {
-	case SeenBoth, SeenShimOnly:
+	case SeenBoth, SeenShimOnly, SeenBundled:
 		return true
 	case SeenMirrorOnly:
 		return p.Outcome == "served"
@@ -164,6 +166,7 @@ func component(p *Package) cdxComponent {
 		}
 	}
 	add("sandtrail:requested", p.Requested)
+	add("sandtrail:bundled_in", p.BundledIn)
 	add("sandtrail:requested_by", p.RequestedBy)
 	if p.Verified != nil {
 		add("sandtrail:verified", strconv.FormatBool(*p.Verified))

@@ -26,6 +26,12 @@ func bomEvents() []*event.Event {
 	r.install("deb", "curl", "7.88.1-10+deb12u5", shaA, 13)
 	r.fetch("npm", "evil", "6.6.6", sriB, "blocked")
 	r.blocked("npm", "worse", "^1", "blocklist")
+	// A bundled copy beside the registry's copy of its name and version.
+	r.fetch("npm", "carrier", "1.0.0", sriB, "served")
+	r.fetch("npm", "inner", "1.0.0", sriA, "served")
+	r.installAt("carrier", "1.0.0", sriB, "node_modules/carrier", "", 11)
+	r.installAt("inner", "1.0.0", "", "node_modules/carrier/node_modules/inner", "pkg:npm/carrier@1.0.0", 11)
+	r.installAt("inner", "1.0.0", sriA, "node_modules/inner", "", 11)
 	return r.evs
 }
 
@@ -95,7 +101,11 @@ func checkBOM(t *testing.T, b []byte) {
 	var names []string
 	for _, c := range bom.Components {
 		names = append(names, c.Group+"/"+c.Name+"@"+c.Version)
-		if c.Type != "library" || c.Name == "" || c.BOMRef == "" || c.Purl == "" || len(c.Hashes) == 0 {
+		// A bundled copy has no artifact of its own, and so no hash.
+		bundled := slices.ContainsFunc(c.Properties, func(p struct{ Name, Value string }) bool {
+			return p.Name == "sandtrail:bundled_in" && p.Value != ""
+		})
+		if c.Type != "library" || c.Name == "" || c.BOMRef == "" || c.Purl == "" || len(c.Hashes) == 0 && !bundled || len(c.Hashes) > 0 && bundled {
 			t.Errorf("component = %+v", c)
 		}
 		for _, h := range c.Hashes {
@@ -109,7 +119,7 @@ func checkBOM(t *testing.T, b []byte) {
 			}
 		}
 	}
-	want := []string{"@babel/core@7.24.0", "/requests@2.31.0", "/cc@1.0.83", "/curl@7.88.1-10+deb12u5"}
+	want := []string{"@babel/core@7.24.0", "/requests@2.31.0", "/cc@1.0.83", "/curl@7.88.1-10+deb12u5", "/carrier@1.0.0", "/inner@1.0.0", "/inner@1.0.0"}
 	if !slices.Equal(names, want) {
 		t.Errorf("BOM components = %q, want %q (no blocked, refused or kernel_only rows)", names, want)
 	}

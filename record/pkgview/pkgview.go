@@ -6,7 +6,9 @@
 // A row joins the shim's pkg.install (what the agent's package manager says
 // it installed) with the mirror's pkg.fetch of the same ecosystem, name and
 // version (what was actually served, from where, with which hash). Refused
-// installs (pkg.blocked) are rows of their own. The kernel's process events
+// installs (pkg.blocked) are rows of their own, and so is a bundled copy
+// (a pkg.install with bundled_in), which came inside its carrier's
+// artifact: it joins no fetch and is verified through the carrier's. The kernel's process events
 // attribute to a package every process its install or build scripts started
 // (npm lifecycle scripts, cargo build scripts, pip sdist builds, dpkg
 // maintainer scripts), with the files they touched and the connections they
@@ -55,10 +57,15 @@ const (
 	// SeenKernelOnly: only the kernel saw it: an install script ran under
 	// this package's name, and neither the shim nor the mirror named it.
 	SeenKernelOnly = "kernel_only"
+	// SeenBundled: the shim claims a copy that came inside another
+	// package's artifact (BundledIn). It has no fetch of its own and is
+	// never joined with a fetch of its name and version: its bytes are
+	// the carrier's, verified by the carrier's fetch.
+	SeenBundled = "bundled"
 )
 
 // Seens lists the values of Package.Seen.
-var Seens = []string{SeenBoth, SeenMirrorOnly, SeenShimOnly, SeenBlocked, SeenKernelOnly}
+var Seens = []string{SeenBoth, SeenMirrorOnly, SeenShimOnly, SeenBlocked, SeenKernelOnly, SeenBundled}
 
 // The rule ids of the alerts this package raises.
 const (
@@ -83,7 +90,8 @@ type View struct {
 }
 
 // Package is one package of a session: one ecosystem, name and version,
-// or one refused request.
+// one bundled copy (its name and version in one carrier), or one refused
+// request.
 type Package struct {
 	Ecosystem string `json:"ecosystem"`
 	// Name is as the first event wrote it; rows join on the ecosystem's
@@ -115,6 +123,13 @@ type Package struct {
 	Pid  int32   `json:"pid,omitempty"`
 	UID  *uint32 `json:"uid,omitempty"`
 	Purl string  `json:"purl,omitempty"`
+	// Paths are the install paths the shim's claims name for the row
+	// (npm's "node_modules/a/node_modules/b"), in order: a script is
+	// charged to the row installed at its directory.
+	Paths []string `json:"paths,omitempty"`
+	// BundledIn is the purl of the package whose artifact carried a
+	// bundled copy (SeenBundled).
+	BundledIn string `json:"bundled_in,omitempty"`
 	// Time is the first event's.
 	Time time.Time `json:"time"`
 	// Rule and Reason say why a request was blocked, or a fetch refused.

@@ -19,7 +19,7 @@ import (
 // every fetch of that version, or it served the name only at other
 // versions.
 func (s *state) checkRow(r *row, e *event.Event) {
-	if r.alerted || r.blocked || len(r.installs) == 0 || r.pkg.Version == "" {
+	if r.alerted || r.blocked || r.bundled || len(r.installs) == 0 || r.pkg.Version == "" {
 		return
 	}
 	in := r.installs[0]
@@ -61,10 +61,15 @@ func (s *state) checkRow(r *row, e *event.Event) {
 // claim says, its package's bytes then did not come through the verifying
 // mirror in this session: a direct upstream, a cache filled elsewhere, a
 // file put in place. A claim of a local package (a file: source, npm's
-// link to a workspace folder or a path) has no artifact and is exempt.
+// link to a workspace folder or a path) has no artifact and is exempt. A
+// bundled copy is checked through its carrier (checkCarried).
 func (s *state) checkVerified(r *row, e *event.Event) {
 	p := e.Pkg
 	if r.unverifiedAlerted || r.blocked || strings.HasPrefix(p.SourceURL, "file:") {
+		return
+	}
+	if r.bundled {
+		s.checkCarried(r, e)
 		return
 	}
 	for _, d := range digests(p.Hash) {
@@ -83,6 +88,28 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 		fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
 			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),
 			render.Clean(p.SourceURL, 256)), e.Seq))
+}
+
+// checkCarried raises RuleUnverified, once per row, when the shim claims
+// a bundled copy that no verified fetch of its carrier accounts for: the
+// mirror served the package its bundled_in names verified in the session,
+// and the shim claimed that package at a path the copy is nested in
+// (<carrier path>/node_modules/...). A copy's bytes are then the carrier
+// artifact's, which the mirror checked; the row is verified. A fetch of
+// the copy's own name and version is another artifact and counts for
+// nothing here.
+func (s *state) checkCarried(r *row, e *event.Event) {
+	p := e.Pkg
+	if c := s.carrierRow(p); c != nil && s.carrierVerified(c) && nestedIn(p.Path, c.pkg.Paths) {
+		r.pkg.Verified = event.Bool(true)
+		return
+	}
+	r.unverifiedAlerted = true
+	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
+	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
+		fmt.Sprintf("the shim says %s %s@%s was installed at %s, bundled in %s; the mirror served no verified artifact of that carrier in this session, or the shim claimed it at no path the copy is in",
+			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), render.Clean(p.Path, 256),
+			render.Clean(p.BundledIn, 256)), e.Seq))
 }
 
 // differing returns an install whose hash can be compared with every

@@ -1,10 +1,12 @@
 package pkgview
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 // Bounds of one session's state in a Watcher, which keeps only what the
@@ -43,9 +45,12 @@ type state struct {
 
 // row is one package under construction.
 type row struct {
-	pkg      Package
-	nameKey  string
-	blocked  bool
+	pkg     Package
+	nameKey string
+	blocked bool
+	// bundled: a copy that came inside another package's artifact (a
+	// claim with bundled_in); it joins no fetch.
+	bundled  bool
 	installs []fetchRef // the pkg.install events: seq and hash
 	fetches  int        // every pkg.fetch, served or not
 	served   []fetchRef
@@ -154,7 +159,47 @@ func normVersion(eco, v string) string {
 // rowFor returns the row of a package, made from e if new; nil past the
 // bound.
 func (s *state) rowFor(p *event.Pkg, version string, e *event.Event) *row {
+	return s.rowAt(p, version, "", e)
+}
+
+// claimRow returns the row of a shim's claim: its package's, or for a
+// bundled copy the row of its name and version in its carrier, which no
+// fetch joins (the mirror's fetches of the name and version are of
+// another copy).
+func (s *state) claimRow(p *event.Pkg, e *event.Event) *row {
+	if p.BundledIn == "" {
+		return s.rowFor(p, p.Resolved, e)
+	}
+	carrier := p.BundledIn
+	if eco, name, version, ok := carrierOf(p); ok {
+		_, carrier = keys(eco, name, version)
+	}
+	r := s.rowAt(p, p.Resolved, "\x00bundled_in\x00"+carrier, e)
+	if r != nil {
+		r.bundled, r.pkg.BundledIn = true, p.BundledIn
+	}
+	return r
+}
+
+// carrierOf is the ecosystem, name and version of a bundled claim's
+// carrier, from its bundled_in purl; not ok when that is no purl of the
+// claim's ecosystem with a version.
+func carrierOf(p *event.Pkg) (eco, name, version string, ok bool) {
+	u, err := purl.Parse(p.BundledIn)
+	if err != nil || u.Type != p.Ecosystem || u.Version == "" {
+		return "", "", "", false
+	}
+	name = u.Name
+	if u.Namespace != "" {
+		name = u.Namespace + "/" + u.Name
+	}
+	return u.Type, name, u.Version, true
+}
+
+// rowAt is rowFor of the row keyed also by sub (a bundled copy's carrier).
+func (s *state) rowAt(p *event.Pkg, version, sub string, e *event.Event) *row {
 	nameKey, key := keys(p.Ecosystem, p.Name, version)
+	key += sub
 	if r := s.rows[key]; r != nil {
 		return r
 	}
@@ -174,10 +219,11 @@ func (s *state) install(e *event.Event) {
 	if p == nil {
 		return
 	}
-	r := s.rowFor(p, p.Resolved, e)
+	r := s.claimRow(p, e)
 	if r == nil {
 		return
 	}
+	s.addPath(r, p.Path)
 	if len(r.installs) == 0 {
 		q := &r.pkg
 		q.Name, q.Version, q.Requested, q.SourceURL, q.Hash = p.Name, p.Resolved, p.Requested, p.SourceURL, p.Hash
@@ -240,6 +286,22 @@ func (s *state) fetch(e *event.Event) {
 	}
 }
 
+// maxPath is the longest install path kept: no longer one exists
+// (PATH_MAX).
+const maxPath = 4096
+
+// addPath records an install path of a row's claim, once.
+func (s *state) addPath(r *row, path string) {
+	if path == "" || len(path) > maxPath || slices.Contains(r.pkg.Paths, path) {
+		return
+	}
+	if s.live && len(r.pkg.Paths) >= maxRefs {
+		s.dropped++
+		return
+	}
+	r.pkg.Paths = append(r.pkg.Paths, path)
+}
+
 // maxVerified bounds a Watcher's verified digests per session.
 const maxVerified = 4 * maxRows
 
@@ -300,4 +362,42 @@ func (s *state) blocked(e *event.Event) {
 		r.pkg.UID = e.Proc.UID
 	}
 	s.order = append(s.order, r)
+}
+
+// carrierRow is the row of the package a bundled claim names as its
+// carrier, nil when there is none (or bundled_in is no purl).
+func (s *state) carrierRow(p *event.Pkg) *row {
+	eco, name, version, ok := carrierOf(p)
+	if !ok {
+		return nil
+	}
+	_, key := keys(eco, name, version)
+	return s.rows[key]
+}
+
+// carrierVerified reports whether the mirror served a carrier's artifact
+// verified in the session: a verified fetch of its row, or a verified
+// artifact with the hash of its claim (an alias's, fetched by another
+// name).
+func (s *state) carrierVerified(c *row) bool {
+	if c.bundled {
+		return false
+	}
+	if slices.ContainsFunc(c.served, func(f fetchRef) bool { return f.verified }) {
+		return true
+	}
+	for _, in := range c.installs {
+		for _, d := range digests(in.hash) {
+			if s.verified[d] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nestedIn reports whether an install path is inside the folder of one
+// of paths: below its node_modules.
+func nestedIn(path string, paths []string) bool {
+	return slices.ContainsFunc(paths, func(c string) bool { return c != "" && strings.HasPrefix(path, c+"/node_modules/") })
 }

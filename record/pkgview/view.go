@@ -20,6 +20,7 @@ func (s *state) view() *View {
 		p := r.pkg
 		p.Seqs = slices.Clone(p.Seqs)
 		p.Alerts = slices.Clone(p.Alerts)
+		p.Paths = slices.Clone(p.Paths)
 		p.Seen = seenOf(r)
 		out[r] = &p
 		v.Packages = append(v.Packages, &p)
@@ -45,6 +46,8 @@ func seenOf(r *row) string {
 	switch {
 	case r.blocked:
 		return SeenBlocked
+	case r.bundled:
+		return SeenBundled
 	case len(r.installs) > 0 && r.fetches > 0:
 		return SeenBoth
 	case len(r.installs) > 0:

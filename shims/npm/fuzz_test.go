@@ -34,17 +34,24 @@ func FuzzPlan(f *testing.F) {
 	})
 }
 
-// FuzzLock: parsing and diffing any lockfile neither panics nor loops.
+// FuzzLock: parsing and diffing any lockfile neither panics nor loops,
+// and only an inBundle entry is reported bundled.
 func FuzzLock(f *testing.F) {
 	f.Add([]byte(`{"packages":{"":{"dependencies":{"a":"1"}},"node_modules/a":{"version":"1","dependencies":{"b":"*"}},"node_modules/a/node_modules/b":{"version":"2","dependencies":{"a":"*"}}}}`))
 	f.Add([]byte(`{"packages":{"node_modules/x":{"link":true,"resolved":"node_modules/x"}}}`))
 	f.Add([]byte(`{"packages":{"node_modules/":"s"}}`))
+	f.Add([]byte(`{"packages":{"node_modules/c":{"version":"1","bundleDependencies":["i"]},"node_modules/c/node_modules/i":{"version":"1","inBundle":true},"node_modules/d":{"bundledDependencies":true,"dependencies":{"i":"1"}},"node_modules/d/node_modules/i/node_modules/j":{"inBundle":true}}}`))
+	f.Add([]byte(`{"packages":{"node_modules/c":{"bundleDependencies":{"x":1}},"x/node_modules/i":{"inBundle":true}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := parseLock(b)
 		if err != nil {
 			return
 		}
-		report(t.TempDir(), installed(l), l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"})
+		for _, p := range report(t.TempDir(), installed(l), l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"}) {
+			if p.BundledIn != "" && !l[p.Path].InBundle {
+				t.Errorf("report[%s] is bundled in %s, but its entry is not inBundle", p.Path, p.BundledIn)
+			}
+		}
 	})
 }
 

@@ -20,7 +20,9 @@ import (
 const maxTree = 20000
 
 // readTree reads the packages under root/node_modules as a lock keyed as
-// npm keys lockfiles ("node_modules/a/node_modules/b").
+// npm keys lockfiles ("node_modules/a/node_modules/b"). A package is
+// inBundle, as npm's lockfiles say, when the package it is nested in
+// bundles it (its bundleDependencies) or is in a bundle itself.
 func readTree(root string) lock {
 	l := lock{}
 	var walk func(rel string)
@@ -49,6 +51,9 @@ func readTree(root string) lock {
 					continue
 				}
 				if ent, ok := readInstalled(filepath.Join(nm, n)); ok {
+					if parent, ok := l[rel]; ok && (parent.InBundle || parent.bundles(n)) {
+						ent.InBundle = true
+					}
 					l[p] = ent
 					walk(p)
 				}
@@ -119,11 +124,12 @@ func cacheFetches(dir string, since time.Time) map[string]string {
 }
 
 // fillFetched gives each entry of l the URL and integrity of the fetched
-// tarball that names its name and version.
+// tarball that names its name and version; a bundled one gets none, since
+// a tarball of its name and version is another copy.
 func fillFetched(l lock, fetched map[string]string) {
 	for p, e := range l {
-		if e.Link || e.Resolved != "" {
-			continue
+		if e.Link || e.Resolved != "" || e.InBundle {
+			continue // a bundled copy came inside its carrier's tarball
 		}
 		name := l.pkgName(p)
 		base := name[strings.LastIndexByte(name, '/')+1:]

@@ -33,6 +33,53 @@ type entry struct {
 	DevDependencies      map[string]string `json:"devDependencies"`
 	OptionalDependencies map[string]string `json:"optionalDependencies"`
 	PeerDependencies     map[string]string `json:"peerDependencies"`
+	// InBundle: the package came inside the tarball of a package above
+	// it (a bundled dependency), not from a fetch of its own.
+	InBundle bool `json:"inBundle"`
+	// Bundles are the dependencies the package's own tarball carries
+	// (bundleDependencies, or the older bundledDependencies).
+	Bundles    bundles `json:"bundleDependencies"`
+	BundlesOld bundles `json:"bundledDependencies"`
+}
+
+// bundles is a package.json's bundleDependencies: a list of names, or
+// true for all of its dependencies (all). Any other value reads as none,
+// never as an error, so that an odd field does not hide the entry.
+type bundles struct {
+	names []string
+	all   bool
+}
+
+func (b *bundles) UnmarshalJSON(data []byte) error {
+	var names []string
+	if json.Unmarshal(data, &names) == nil {
+		b.names = names
+		return nil
+	}
+	var all bool
+	if json.Unmarshal(data, &all) == nil {
+		b.all = all
+	}
+	return nil
+}
+
+// bundles reports whether the package of e carries its dependency name
+// in its own tarball.
+func (e entry) bundles(name string) bool {
+	for _, b := range []bundles{e.Bundles, e.BundlesOld} {
+		if slices.Contains(b.names, name) {
+			return true
+		}
+		if b.all {
+			if _, ok := e.Dependencies[name]; ok {
+				return true
+			}
+			if _, ok := e.OptionalDependencies[name]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lock is a parsed lockfile: its packages by path ("" is the root,
@@ -104,6 +151,37 @@ func installName(p string) string {
 		return p[i+len("node_modules/"):]
 	}
 	return path.Base(p)
+}
+
+// parentPath is the package path that p is nested in
+// ("node_modules/a" for "node_modules/a/node_modules/@s/b"), "" for a
+// top-level one.
+func parentPath(p string) string {
+	i := strings.LastIndex(p, "/node_modules/")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// carrier is the path of the package whose tarball brought the bundled
+// package at p: the nearest enclosing package path that is not itself in
+// a bundle; "" when p is not bundled, or nothing above it is a package
+// (the root's or a workspace's own bundle, which was not fetched as an
+// artifact).
+func (l lock) carrier(p string) string {
+	if !l[p].InBundle {
+		return ""
+	}
+	for q := parentPath(p); q != ""; q = parentPath(q) {
+		if !isPackagePath(q) {
+			return ""
+		}
+		if e, ok := l[q]; ok && !e.InBundle {
+			return q
+		}
+	}
+	return ""
 }
 
 // isPackagePath reports whether p is an installed package (under a

@@ -163,11 +163,11 @@ func TestReport(t *testing.T) {
 	ws := []want{{req: shims.Request{Name: "real", Spec: "1"}, install: "al"}}
 	got := report(t.TempDir(), changed(bl, al), al, ws, manifest{"a": "^1"})
 	wantPk := []shims.Package{
-		{Name: "a", Version: "1.1.0", SourceURL: "u/a2", Hash: "i2", Direct: true, Requested: "^1"},
-		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", InstallScripts: []string{"hasInstallScript"}},
-		{Name: "real", Version: "1.0.0", SourceURL: "u/r", Hash: "ir", Direct: true, Requested: "1"},
-		{Name: "ln", Version: "0.1.0", SourceURL: "file:../ln", Direct: true, Requested: "file:../ln"},
-		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "c, real"},
+		{Name: "a", Version: "1.1.0", SourceURL: "u/a2", Hash: "i2", Direct: true, Requested: "^1", Path: "node_modules/a"},
+		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", InstallScripts: []string{"hasInstallScript"}, Path: "node_modules/a/node_modules/c"},
+		{Name: "real", Version: "1.0.0", SourceURL: "u/r", Hash: "ir", Direct: true, Requested: "1", Path: "node_modules/al"},
+		{Name: "ln", Version: "0.1.0", SourceURL: "file:../ln", Direct: true, Requested: "file:../ln", Path: "node_modules/ln"},
+		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "c, real", Path: "node_modules/d"},
 	}
 	byName := map[string]shims.Package{}
 	for _, p := range got {
@@ -194,8 +194,51 @@ func TestNpxCollect(t *testing.T) {
 	os.MkdirAll(d, 0o755)
 	write(t, filepath.Join(d, "package-lock.json"), `{"packages":{"":{"dependencies":{"cowsay":"^1"}},"node_modules/cowsay":{"version":"1.2.0","resolved":"u","integrity":"i"}}}`)
 	got, err := p.Collect(0)
-	want := []shims.Package{{Name: "cowsay", Version: "1.2.0", SourceURL: "u", Hash: "i", Direct: true, Requested: "1"}}
+	want := []shims.Package{{Name: "cowsay", Version: "1.2.0", SourceURL: "u", Hash: "i", Direct: true, Requested: "1", Path: "node_modules/cowsay"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Collect = %+v, %v, want %+v", got, err, want)
+	}
+}
+
+// TestReportBundled: a bundled entry (inBundle) names the nearest
+// enclosing package that is not itself bundled, whose tarball carried it;
+// a copy bundled by the root or a workspace folder, which is not an
+// artifact, names none.
+func TestReportBundled(t *testing.T) {
+	l, err := parseLock([]byte(`{"packages":{"":{"dependencies":{"carrier":"1","@s/c":"2"},"bundleDependencies":["own"]},
+		"node_modules/carrier":{"version":"1.0.0","resolved":"u/c","integrity":"ic","bundleDependencies":["inner"],"dependencies":{"inner":"1.0.0"}},
+		"node_modules/carrier/node_modules/inner":{"version":"1.0.0","inBundle":true,"dependencies":{"deep":"*"}},
+		"node_modules/carrier/node_modules/deep":{"version":"3.0.0","inBundle":true},
+		"node_modules/carrier/node_modules/inner/node_modules/deeper":{"version":"4.0.0","inBundle":true},
+		"node_modules/@s/c":{"version":"2.0.0","resolved":"u/s","integrity":"is","bundleDependencies":true,"dependencies":{"x":"1"}},
+		"node_modules/@s/c/node_modules/x":{"version":"1.0.0","inBundle":true},
+		"node_modules/own":{"version":"0.1.0","inBundle":true},
+		"node_modules/inner":{"version":"1.0.0","resolved":"u/i","integrity":"ii"},
+		"ws/node_modules/w":{"version":"5.0.0","inBundle":true}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"node_modules/carrier":                                        "",
+		"node_modules/carrier/node_modules/inner":                     "pkg:npm/carrier@1.0.0",
+		"node_modules/carrier/node_modules/deep":                      "pkg:npm/carrier@1.0.0",
+		"node_modules/carrier/node_modules/inner/node_modules/deeper": "pkg:npm/carrier@1.0.0",
+		"node_modules/@s/c":                                           "",
+		"node_modules/@s/c/node_modules/x":                            "pkg:npm/%40s/c@2.0.0",
+		"node_modules/own":                                            "",
+		"node_modules/inner":                                          "",
+		"ws/node_modules/w":                                           "",
+	}
+	got := report(t.TempDir(), installed(l), l, nil, nil)
+	if len(got) != len(want) {
+		t.Errorf("report = %+v, want %d packages", got, len(want))
+	}
+	for _, p := range got {
+		if w, ok := want[p.Path]; !ok || p.BundledIn != w {
+			t.Errorf("report[%s].BundledIn = %q, want %q", p.Path, p.BundledIn, w)
+		}
+	}
+	if !l["node_modules/@s/c"].bundles("x") || l["node_modules/@s/c"].bundles("y") || !l["node_modules/carrier"].bundles("inner") {
+		t.Errorf("bundles: bundleDependencies true and a list not read as they are")
 	}
 }

@@ -112,9 +112,9 @@ func TestRealInstall(t *testing.T) {
 		t.Errorf("Plan(install).Requests = %+v, want %+v", p.Requests, want)
 	}
 	want := []shims.Package{
-		{Name: "@fx/leaf", Version: "1.0.1", SourceURL: reg.URL + npmtest.TarballPath("@fx/leaf", "1.0.1"), Hash: integrityOf("@fx/leaf", "1.0.1"), RequestedBy: "has-dep"},
-		{Name: "has-dep", Version: "2.0.0", SourceURL: reg.URL + npmtest.TarballPath("has-dep", "2.0.0"), Hash: integrityOf("has-dep", "2.0.0"), Direct: true, InstallScripts: []string{"postinstall"}},
-		{Name: "left-pad", Version: "1.3.1", SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.1"), Hash: integrityOf("left-pad", "1.3.1"), Direct: true, Requested: "^1.3.0"},
+		{Name: "@fx/leaf", Version: "1.0.1", SourceURL: reg.URL + npmtest.TarballPath("@fx/leaf", "1.0.1"), Hash: integrityOf("@fx/leaf", "1.0.1"), RequestedBy: "has-dep", Path: "node_modules/@fx/leaf"},
+		{Name: "has-dep", Version: "2.0.0", SourceURL: reg.URL + npmtest.TarballPath("has-dep", "2.0.0"), Hash: integrityOf("has-dep", "2.0.0"), Direct: true, InstallScripts: []string{"postinstall"}, Path: "node_modules/has-dep"},
+		{Name: "left-pad", Version: "1.3.1", SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.1"), Hash: integrityOf("left-pad", "1.3.1"), Direct: true, Requested: "^1.3.0", Path: "node_modules/left-pad"},
 	}
 	checkPackages(t, "install", got, want)
 
@@ -124,7 +124,7 @@ func TestRealInstall(t *testing.T) {
 	pinned := slices.Clone(want)
 	pinned[1].Requested = "^2.0.0" // package.json's now
 	pinned[2] = shims.Package{Name: "left-pad", Version: "1.3.0", SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.0"),
-		Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0"}
+		Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0", Path: "node_modules/left-pad"}
 	checkPackages(t, "i left-pad@1.3.0", got, pinned)
 
 	// npm ci from the lockfile reinstalls the tree: every package is
@@ -172,7 +172,7 @@ func TestRealGlobal(t *testing.T) {
 	prefix := t.TempDir()
 	got, _ := runPlanned(t, npm, t.TempDir(), npmEnv(t, reg), "install", "-g", "--prefix", prefix, "left-pad@1.3.0")
 	checkPackages(t, "install -g", got, []shims.Package{{Name: "left-pad", Version: "1.3.0",
-		SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.0"), Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0"}})
+		SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.0"), Hash: integrityOf("left-pad", "1.3.0"), Direct: true, Requested: "1.3.0", Path: "node_modules/left-pad"}})
 }
 
 func checkPackages(t *testing.T, what string, got, want []shims.Package) {
@@ -182,4 +182,42 @@ func checkPackages(t *testing.T, what string, got, want []shims.Package) {
 	if string(g) != string(w) {
 		t.Errorf("Collect after %s = %s, want %s", what, g, w)
 	}
+}
+
+// TestRealBundled: a package whose tarball bundles a dependency with a
+// postinstall, installed beside the registry's copy of that dependency's
+// name and version, is read back as three packages, one per install path:
+// the carrier, the registry's copy, and the bundled copy with the
+// carrier's purl and no source or hash of its own. The same, read from
+// the global folder's tree.
+func TestRealBundled(t *testing.T) {
+	npm := realNpm(t)
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	inner := npmtest.Version{Version: "1.0.0", Published: old}
+	carrier := npmtest.Version{Version: "1.0.0", Published: old,
+		Bundled: map[string]npmtest.Version{"inner": {Version: "1.0.0", Scripts: map[string]string{"postinstall": "node -e 0"}}}}
+	reg := npmtest.Start(t,
+		npmtest.Package{Name: "carrier", Versions: []npmtest.Version{carrier}},
+		npmtest.Package{Name: "inner", Versions: []npmtest.Version{inner}})
+	vs := map[string]npmtest.Version{"carrier": carrier, "inner": inner}
+	integrity := func(name string) string { return npmtest.Integrity(npmtest.Tarball(name, vs[name])) }
+	env := npmEnv(t, reg)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"proj","version":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []shims.Package{
+		{Name: "carrier", Version: "1.0.0", SourceURL: reg.URL + npmtest.TarballPath("carrier", "1.0.0"), Hash: integrity("carrier"),
+			Direct: true, Requested: "1.0.0", Path: "node_modules/carrier"},
+		{Name: "inner", Version: "1.0.0", RequestedBy: "carrier", InstallScripts: []string{"postinstall"},
+			Path: "node_modules/carrier/node_modules/inner", BundledIn: "pkg:npm/carrier@1.0.0"},
+		{Name: "inner", Version: "1.0.0", SourceURL: reg.URL + npmtest.TarballPath("inner", "1.0.0"), Hash: integrity("inner"),
+			Direct: true, Requested: "1.0.0", Path: "node_modules/inner"},
+	}
+	got, _ := runPlanned(t, npm, dir, env, "install", "carrier@1.0.0", "inner@1.0.0")
+	checkPackages(t, "install carrier inner", got, want)
+
+	prefix := t.TempDir()
+	got, _ = runPlanned(t, npm, t.TempDir(), env, "install", "-g", "--prefix", prefix, "carrier@1.0.0")
+	checkPackages(t, "install -g carrier", got, want[:2])
 }

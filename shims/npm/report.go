@@ -9,12 +9,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 	"github.com/sandtrail/sandtrail/shims"
 )
 
 // report is the Packages of the lock entries at paths (what an install
-// left in the tree at root), each marked direct when the invocation or a
-// manifest asked for it.
+// left in the tree at root), one per install path, each marked direct
+// when the invocation or a manifest asked for it, and a bundled one
+// (inBundle) with the purl of the package whose tarball carried it.
 func report(root string, paths []string, after lock, ws []want, m manifest) []shims.Package {
 	if len(paths) == 0 {
 		return nil
@@ -43,6 +46,11 @@ func report(root string, paths []string, after lock, ws []want, m manifest) []sh
 		pk := after.packageOf(p)
 		pk.InstallScripts = installScripts(root, p, after[p])
 		pk.RequestedBy = after.requestedBy(p, parents)
+		pk.Path = p
+		if c := after.carrier(p); c != "" {
+			cp := after.packageOf(c)
+			pk.BundledIn = purl.Of(ecosystem.NPM, cp.Name, cp.Version)
+		}
 		if direct(p) {
 			pk.Direct = true
 			n := installName(p)

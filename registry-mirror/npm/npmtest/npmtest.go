@@ -45,7 +45,31 @@ type Version struct {
 	Files map[string]string
 	// Attested gives it a dist.attestations entry.
 	Attested bool
+	// Bundled are the dependencies its tarball carries (name → that
+	// package's version, at package/node_modules/<name>/): each is in
+	// bundleDependencies and in dependencies at its version.
+	Bundled map[string]Version
 }
+
+// deps are v's dependencies, its bundled ones included.
+func (v Version) deps() map[string]string {
+	if len(v.Bundled) == 0 {
+		return v.Deps
+	}
+	out := maps.Clone(v.Deps)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for n, b := range v.Bundled {
+		if _, ok := out[n]; !ok {
+			out[n] = b.Version
+		}
+	}
+	return out
+}
+
+// bundleNames are the names of v's bundled dependencies, sorted.
+func (v Version) bundleNames() []string { return slices.Sorted(maps.Keys(v.Bundled)) }
 
 // Package is a fixture package.
 type Package struct {
@@ -151,20 +175,11 @@ func tarballPath(name, version string) string {
 }
 
 // Tarball builds the gzipped tarball of a version: package/package.json
-// and its files.
+// and its files, and each bundled dependency's under
+// package/node_modules/<name>/.
 func Tarball(name string, v Version) []byte {
-	pj := map[string]any{"name": name, "version": v.Version}
-	if len(v.Deps) > 0 {
-		pj["dependencies"] = v.Deps
-	}
-	if len(v.Scripts) > 0 {
-		pj["scripts"] = v.Scripts
-	}
-	pjb, _ := json.MarshalIndent(pj, "", "  ")
-	files := map[string]string{"package/package.json": string(pjb)}
-	for p, c := range v.Files {
-		files["package/"+p] = c
-	}
+	files := map[string]string{}
+	addFiles(files, "package/", name, v)
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -176,6 +191,29 @@ func Tarball(name string, v Version) []byte {
 	tw.Close()
 	gz.Close()
 	return buf.Bytes()
+}
+
+// addFiles adds the package.json and files of name at v under dir, and
+// those of its bundled dependencies under dir/node_modules/.
+func addFiles(files map[string]string, dir, name string, v Version) {
+	pj := map[string]any{"name": name, "version": v.Version}
+	if d := v.deps(); len(d) > 0 {
+		pj["dependencies"] = d
+	}
+	if len(v.Bundled) > 0 {
+		pj["bundleDependencies"] = v.bundleNames()
+	}
+	if len(v.Scripts) > 0 {
+		pj["scripts"] = v.Scripts
+	}
+	pjb, _ := json.MarshalIndent(pj, "", "  ")
+	files[dir+"package.json"] = string(pjb)
+	for p, c := range v.Files {
+		files[dir+p] = c
+	}
+	for _, n := range v.bundleNames() {
+		addFiles(files, dir+"node_modules/"+n+"/", n, v.Bundled[n])
+	}
 }
 
 // Integrity is the sha512 SRI of b.
@@ -267,8 +305,11 @@ func (r *Registry) packument(p *Package) map[string]any {
 				"provenance": map[string]string{"predicateType": "https://slsa.dev/provenance/v1"}}
 		}
 		m := map[string]any{"name": p.Name, "version": v.Version, "dist": dist}
-		if len(v.Deps) > 0 {
-			m["dependencies"] = v.Deps
+		if d := v.deps(); len(d) > 0 {
+			m["dependencies"] = d
+		}
+		if len(v.Bundled) > 0 {
+			m["bundleDependencies"] = v.bundleNames()
 		}
 		if len(v.Scripts) > 0 {
 			m["scripts"] = v.Scripts
