@@ -58,7 +58,9 @@ It also runs three rules and prints their alerts:
                         version the mirror never served while it served
                         others of the name
   shim_bypass           a real package manager (npm, pip, python -m pip,
-                        cargo, apt, dpkg) ran with no shim above it
+                        cargo, apt, dpkg, pnpm, yarn, corepack) ran with no
+                        shim above it: by its name or argv, or by its core
+                        modules read (npm's lib/cli.js, pip's _internal/cli/)
   unverified_install    the shim says a package was installed that no
                         verified fetch of the mirror in the session matches
 

@@ -127,8 +127,13 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if err := h.startDNS(); err != nil {
 		return h, err
 	}
+	// The reads the collector records: the policy's sensitive paths, and
+	// the installed package managers' core modules, whose read by a
+	// process with no shim above it is a shim_bypass (pkgview).
+	sensitive, readExceptions := pol.SensitiveReads("")
+	sensitive = append(sensitive, managerModules("/")...)
 	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
-		collector.WithEgress(h.egress), collector.WithSensitiveReads(pol.SensitiveReads("")),
+		collector.WithEgress(h.egress), collector.WithSensitiveReads(sensitive, readExceptions),
 		collector.WithUnixAllowed(cfg.OwnSockets()...), collector.WithExecEnv(pol.ExecEnv())},
 		h.dnsCollectorOptions()...)...)
 	if err != nil {

@@ -35,6 +35,7 @@ func child(pid int32, parent *proc) *proc {
 	if parent != nil {
 		p.shim, p.under, p.managerPid = parent.shim || parent.image, parent.under|parent.self, parent.managerPid
 		p.bypass, p.group, p.host = parent.bypass, parent.group, parent.host
+		p.interp = parent.interp // a fork runs its parent's image until it execs
 	}
 	return p
 }
@@ -84,6 +85,7 @@ func (s *state) exec(e *event.Event) {
 	case wasShim:
 		p.viaShim = true
 	}
+	p.interp = interpreterOf(pr)
 	if !p.image {
 		m = managerOf(pr.Exe, pr.Argv)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
@@ -19,9 +20,14 @@ const (
 	mgrCargo
 	mgrApt
 	mgrDpkg
+	// pnpm, yarn and corepack have no shim: every run is around it.
+	mgrPnpm
+	mgrYarn
+	mgrCorepack
 )
 
-var managerNames = map[manager]string{mgrNpm: "npm", mgrPip: "pip", mgrCargo: "cargo", mgrApt: "apt", mgrDpkg: "dpkg"}
+var managerNames = map[manager]string{mgrNpm: "npm", mgrPip: "pip", mgrCargo: "cargo", mgrApt: "apt", mgrDpkg: "dpkg",
+	mgrPnpm: "pnpm", mgrYarn: "yarn", mgrCorepack: "corepack"}
 
 var (
 	pipExe    = regexp.MustCompile(`^pip[0-9.]*$`)
@@ -29,16 +35,51 @@ var (
 	nodeExe   = regexp.MustCompile(`^node(js)?[0-9]*$`)
 )
 
+// corepackEntry is a file corepack runs a package manager from: its own
+// corepack.js and the one per manager that `corepack enable` links.
+var corepackEntry = regexp.MustCompile(`/corepack/dist/(corepack|npm|npx|pnpm|pnpx|yarn|yarnpkg)\.js$`)
+
+// managerOfFile says which package manager a script node runs is the
+// entry script of, by its path: npm's bin/npm-cli.js and
+// bin/npx-cli.js, corepack's dist entries, pnpm's bin/pnpm.cjs, yarn's
+// bin/yarn.js and a yarn release (yarn-4.1.0.cjs).
+func managerOfFile(p string) manager {
+	switch base := path.Base(p); {
+	case p == "":
+		return 0
+	case base == "npm-cli.js" || base == "npx-cli.js":
+		return mgrNpm
+	case corepackEntry.MatchString(p):
+		return mgrCorepack
+	case base == "pnpm.cjs":
+		return mgrPnpm
+	case base == "yarn.js" || base == "yarn.cjs" || yarnRelease.MatchString(base):
+		return mgrYarn
+	}
+	return 0
+}
+
+var yarnRelease = regexp.MustCompile(`^yarn-[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*\.c?js$`)
+
 // managerOf says which real package manager a process.exec runs, from the
-// executable the kernel recorded and, for interpreters, argv: npm and npx
+// name it was run by and, for interpreters, argv (the third signal, after
+// the mirror's fetches and the kernel's record of the managers' modules
+// read, checkModuleRead): npm and npx
 // (also node running npm-cli.js, npx-cli.js or a bin/npm), pip and pip3
 // (also python running a pip script, or python -m pip), cargo, apt and
-// apt-get, and dpkg. A script's shebang makes the kernel record the script
-// first, then the interpreter it names through /usr/bin/env: both match.
+// apt-get, dpkg, pnpm, yarn and corepack (also node running their entry
+// scripts). A script's shebang makes the kernel record the script first,
+// then the interpreter it names through /usr/bin/env: both match.
 func managerOf(exe string, argv []string) manager {
 	switch base := path.Base(exe); {
 	case base == "npm" || base == "npx":
 		return mgrNpm
+	case base == "pnpm" || base == "pnpx":
+		return mgrPnpm
+	case base == "yarn" || base == "yarnpkg":
+		return mgrYarn
+	case base == "corepack":
+		return mgrCorepack
 	case pipExe.MatchString(base):
 		return mgrPip
 	case base == "cargo":
@@ -57,10 +98,48 @@ func managerOf(exe string, argv []string) manager {
 		if script == "npm" || script == "npx" {
 			return mgrNpm
 		}
+		return managerOfFile(script)
 	case pythonExe.MatchString(base):
 		if pythonRunsPip(argv) {
 			return mgrPip
 		}
+	}
+	return 0
+}
+
+// interpreterOf says whose entry modules a process.exec's image can run,
+// by the file the kernel executed (or, without it, the name it was run
+// by): node runs npm's, pnpm's, yarn's and corepack's, python pip's.
+func interpreterOf(pr *event.Proc) manager {
+	exe := pr.ExePath
+	if exe == "" {
+		exe = pr.Exe
+	}
+	switch base := path.Base(exe); {
+	case nodeExe.MatchString(base):
+		return mgrNpm | mgrPnpm | mgrYarn | mgrCorepack
+	case pythonExe.MatchString(base):
+		return mgrPip
+	}
+	return 0
+}
+
+// managerModule says which package manager a module is the core of, by its
+// path: npm's lib/cli.js and lib/npm.js (every npm and npx command loads
+// them, whatever file started it), pip's pip/_internal/cli/ (its main and
+// base command, source or compiled), and corepack's dist/lib/corepack.cjs.
+// The kernel records their reads where the host asked it to (record/host
+// lists the installed managers' modules): an interpreter that reads one
+// with no shim above it runs that manager around its shim, whatever the
+// script that started it is named.
+func managerModule(p string) manager {
+	switch {
+	case strings.HasSuffix(p, "/npm/lib/cli.js") || strings.HasSuffix(p, "/npm/lib/npm.js"):
+		return mgrNpm
+	case strings.Contains(p, "/pip/_internal/cli/"):
+		return mgrPip
+	case strings.HasSuffix(p, "/corepack/dist/lib/corepack.cjs"):
+		return mgrCorepack
 	}
 	return 0
 }

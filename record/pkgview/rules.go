@@ -134,14 +134,44 @@ func differing(installs, served []fetchRef) (fetchRef, bool) {
 // manager (m) in a process with no shim in its ancestry, once per process
 // tree: the process and its descendants are marked.
 func (s *state) checkBypass(p *proc, m manager, e *event.Event) {
-	if m == 0 || p.shim || p.viaShim || p.bypass || p.host {
+	if m == 0 || !newBypass(p) {
 		return
 	}
-	p.bypass = true
 	pr := e.Proc
 	s.raise(alert(e, RuleBypass, "package manager ran without the shim",
 		fmt.Sprintf("%s ran with no sandtrail shim above it: pid %d, exe %s, argv %s", managerNames[m], pr.Pid,
 			render.Clean(pr.Exe, 256), render.ShellJoin(pr.Argv, 512)), e.Seq))
+}
+
+// newBypass reports whether p, running a package manager, is a bypass not
+// yet alerted: no shim above it, not the host's, not in an alerted tree;
+// it marks p's tree alerted.
+func newBypass(p *proc) bool {
+	if p.shim || p.viaShim || p.bypass || p.host {
+		return false
+	}
+	p.bypass = true
+	return true
+}
+
+// checkModuleRead raises RuleBypass when an interpreter with no shim in
+// its ancestry reads a package manager's core module (managerModule): the
+// kernel's record of what it opened, which no name of the script that
+// started it changes. A process in a tree already alerted, or whose image
+// is no interpreter of that manager (cp, grep, tar reading the file), is
+// not alerted.
+func (s *state) checkModuleRead(e *event.Event) {
+	if e.Kind != event.KindFileRead || e.Proc == nil || e.File == nil {
+		return
+	}
+	m := managerModule(e.File.Path)
+	p := s.procs[e.Proc.Pid]
+	if m == 0 || p == nil || p.interp&m == 0 || !newBypass(p) {
+		return
+	}
+	s.raise(alert(e, RuleBypass, "package manager ran without the shim",
+		fmt.Sprintf("%s ran with no sandtrail shim above it: pid %d (%s) read %s", managerNames[m], e.Proc.Pid,
+			render.Clean(e.Proc.Comm, 16), render.Clean(e.File.Path, 256)), e.Seq))
 }
 
 // alert is an alert event about e, the event that made the rule match.

@@ -78,8 +78,9 @@ type proc struct {
 	// A shim's own exec covers the process itself, never its children:
 	// `npm run x` through the shim must not exempt what x runs.
 	shim, image, viaShim bool
-	// under are the managers among its ancestors, self those it ran.
-	under, self manager
+	// under are the managers among its ancestors, self those it ran;
+	// interp those whose modules its image, an interpreter, can run.
+	under, self, interp manager
 	// managerPid is the outermost manager of its ancestry, itself included.
 	managerPid int32
 	// bypass: it is in a tree already alerted as a shim bypass.
@@ -123,6 +124,7 @@ func (s *state) add(e *event.Event) []*event.Event {
 		s.conn(e)
 	default:
 		if e.Category() == "file" {
+			s.checkModuleRead(e)
 			s.file(e)
 		}
 	}

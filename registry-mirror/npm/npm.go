@@ -85,6 +85,9 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 	case strings.HasPrefix(path, "-/"):
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", clip(path))
 	}
+	if name, ver, ok := versionPath(path); ok {
+		return h.serveVersion(w, r, name, ver)
+	}
 	name, file, err := splitPath(path)
 	if err != nil {
 		return err
@@ -93,6 +96,25 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 		return h.serveTarball(w, r, name, file)
 	}
 	return h.servePackument(w, r, name)
+}
+
+// versionPath reads "<name>/<version or dist-tag>" (also for an
+// @scope/<name>), the registry's document of one version, which corepack
+// asks for ("pnpm/latest").
+func versionPath(p string) (name, ver string, ok bool) {
+	un, err := url.PathUnescape(p)
+	if err != nil || strings.Contains(un, "/-/") {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(un, '/')
+	if i < 0 || strings.HasPrefix(un, "@") && strings.Count(un, "/") != 2 {
+		return "", "", false
+	}
+	name, ver = un[:i], un[i+1:]
+	if CheckName(name) != nil || ver == "" || len(ver) > 256 {
+		return "", "", false
+	}
+	return name, ver, true
 }
 
 // splitPath reads "<name>", "@scope/<name>" (or "@scope%2f<name>"), and

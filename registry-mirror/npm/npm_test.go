@@ -417,3 +417,53 @@ func TestPackumentPortableTarballs(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionDocument: "<name>/<version or tag>" (as corepack asks for
+// "pnpm/latest") is the version's manifest from the filtered packument:
+// latest is the repaired tag, its tarball points at the mirror and its
+// signatures stay; a version the policy removed, or none, is not found.
+func TestVersionDocument(t *testing.T) {
+	m := newMirror(t, npmtest.Start(t, fixture()...), "")
+	var doc struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+		Dist    struct {
+			Tarball    string      `json:"tarball"`
+			Integrity  string      `json:"integrity"`
+			Signatures []signature `json:"signatures"`
+		} `json:"dist"`
+	}
+	for _, p := range []string{"/npm/left-pad/latest", "/npm/left-pad/1.3.0"} {
+		code, b, _ := m.get(t, p, "")
+		if code != 200 || json.Unmarshal(b, &doc) != nil {
+			t.Fatalf("GET %s = %d %s", p, code, b)
+		}
+		if doc.Version != "1.3.0" || doc.Dist.Tarball != m.URL+"/npm/left-pad/-/left-pad-1.3.0.tgz" ||
+			doc.Dist.Integrity == "" || len(doc.Dist.Signatures) == 0 {
+			t.Errorf("GET %s = %s, want 1.3.0 with the mirror's tarball URL, its integrity and signatures", p, b)
+		}
+	}
+	if code, b, _ := m.get(t, "/npm/@scope%2futil/0.1.0", ""); code != 200 || !bytes.Contains(b, []byte(`/npm/@scope%2Futil/-/util-0.1.0.tgz`)) {
+		t.Errorf("GET @scope/util/0.1.0 = %d %s", code, b)
+	}
+	for p, want := range map[string]string{"/npm/left-pad/1.4.0": fetch.Cooldown, "/npm/left-pad/9.9.9": "not_found", "/npm/left-pad/next": "not_found"} {
+		if code, b, _ := m.get(t, p, ""); code != 404 || !bytes.Contains(b, []byte(want)) {
+			t.Errorf("GET %s = %d %s, want 404 %s", p, code, b, want)
+		}
+	}
+}
+
+func FuzzVersionPath(f *testing.F) {
+	for _, s := range []string{"pnpm/latest", "@scope/pkg/1.0.0", "@scope%2fpkg/1.0.0", "left-pad/-/left-pad-1.0.0.tgz", "../x/y", "a/", "@s/p"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		name, ver, ok := versionPath(p)
+		if !ok {
+			return
+		}
+		if CheckName(name) != nil || ver == "" || strings.Contains(ver, "/") {
+			t.Errorf("versionPath(%q) = %q, %q", p, name, ver)
+		}
+	})
+}

@@ -275,6 +275,43 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	return nil
 }
 
+// serveVersion serves the document of one version of name, named by its
+// version or a dist-tag, from the same filtered, rewritten packument as
+// servePackument: a version the policy removed is not found, and a tag
+// names what it names there.
+func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver string) error {
+	p, err := h.get(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	removed := h.filter(r.Context(), p)
+	h.recordFilter(r.Context(), p, removed)
+	if v, ok := p.repairTags(removed)[ver]; ok {
+		ver = v
+	}
+	raw, ok := p.raw[ver]
+	if _, gone := removed[ver]; !ok || gone || p.info[ver] == nil {
+		if gone {
+			rm := removed[ver]
+			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, clip(ver), rm.Reason)
+		}
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, clip(ver))
+	}
+	b, err := h.rewriteVersion(p, ver, raw, false, h.tarballBase(r))
+	if err != nil {
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.name, ver)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if h.upstream.String() == PublicRegistry {
+		w.Header().Add("Vary", "User-Agent") // tarballBase
+	}
+	if p.stale {
+		w.Header().Set("Warning", `110 sandtrail "stale: the upstream registry could not be reached"`)
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	return nil
+}
+
 // rendered is render, remembered: by the packument (its name and fetch
 // time), the form, the base URL and the versions removed, which is all
 // that the bytes depend on.

@@ -142,6 +142,7 @@ func TestRunManagersPointedAtMirror(t *testing.T) {
 		"npm_config_registry=" + mirror + "/npm/",
 		"NPM_CONFIG_REGISTRY=" + mirror + "/npm/",
 		"BUN_CONFIG_REGISTRY=" + mirror + "/npm/",
+		"COREPACK_NPM_REGISTRY=" + mirror + "/npm",
 		"YARN_REGISTRY=" + mirror + "/npm/",
 		"YARN_NPM_REGISTRY_SERVER=" + mirror + "/npm/",
 		"PIP_INDEX_URL=" + mirror + "/pypi/simple/",

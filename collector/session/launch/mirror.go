@@ -19,6 +19,9 @@ const MirrorVar = "SANDTRAIL_MIRROR"
 //     YARN_UNSAFE_HTTP_WHITELIST with the mirror's host, without which berry
 //     refuses a registry over http;
 //   - bun: BUN_CONFIG_REGISTRY and NPM_CONFIG_REGISTRY;
+//   - corepack: COREPACK_NPM_REGISTRY (without the trailing slash: it
+//     appends "/<name>/<version>"), for its downloads of pnpm, yarn and npm
+//     themselves;
 //   - pip: PIP_INDEX_URL, and PIP_TRUSTED_HOST for a mirror that is not on
 //     loopback (pip ignores an http index elsewhere);
 //   - uv: UV_DEFAULT_INDEX, and UV_INDEX_URL for uv before 0.4.23;
@@ -41,6 +44,7 @@ func MirrorEnv(mirror string) []string {
 		"YARN_NPM_REGISTRY_SERVER=" + npm,
 		"BUN_CONFIG_REGISTRY=" + npm,
 		"NPM_CONFIG_REGISTRY=" + npm,
+		"COREPACK_NPM_REGISTRY=" + m + "/npm",
 		"PIP_INDEX_URL=" + pypi,
 		"UV_DEFAULT_INDEX=" + pypi,
 		"UV_INDEX_URL=" + pypi,
