@@ -254,7 +254,7 @@ func installEvent(m Manager, p Package, pid int, now time.Time) *event.Event {
 	return &event.Event{V: event.SchemaVersion, TS: now, Kind: event.KindPkgInstall, Source: event.SourceShim,
 		Pkg: &event.Pkg{Manager: m.Manager, Ecosystem: m.Ecosystem, Name: p.Name, Requested: p.Requested,
 			Resolved: p.Version, SourceURL: event.RedactURL(p.SourceURL), Hash: p.Hash, Direct: event.Bool(p.Direct),
-			RequestedBy: p.RequestedBy, Purl: purl.Of(m.Ecosystem, p.Name, p.Version),
+			RequestedBy: p.RequestedBy, RequiredBy: p.RequiredBy, Purl: purl.Of(m.Ecosystem, p.Name, p.Version),
 			InstallScripts: p.InstallScripts, ManagerPid: int32(pid), Path: p.Path, BundledIn: p.BundledIn}}
 }
 

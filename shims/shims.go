@@ -55,10 +55,12 @@ type Package struct {
 	// for by name; Requested is then its spec.
 	Direct    bool   `json:"direct"`
 	Requested string `json:"requested,omitempty"`
-	// RequestedBy names the packages that depend on this one, joined
-	// with ", " (npm: its parents in the installed tree, a direct one's
-	// too; pip and cargo: a package on the way to a direct one).
+	// RequestedBy names one package that depends on this one (npm: the
+	// first of RequiredBy; pip and cargo: one on the way to a direct one).
 	RequestedBy string `json:"requested_by,omitempty"`
+	// RequiredBy names every package that depends on this one, sorted
+	// (npm: its parents in the installed tree, a direct one's too).
+	RequiredBy []string `json:"required_by,omitempty"`
 	// InstallScripts are the install-time scripts the package declares
 	// (npm's preinstall, install, postinstall; a cargo build script).
 	InstallScripts []string `json:"install_scripts,omitempty"`

@@ -293,9 +293,14 @@ type Pkg struct {
 	Reason  string `json:"reason,omitempty"`
 	// Direct is true when the agent named this package itself, false for a
 	// dependency.
-	Direct      *bool  `json:"direct,omitempty"`
+	Direct *bool `json:"direct,omitempty"`
+	// RequestedBy names one package that depends on this one, on the way
+	// to a direct one.
 	RequestedBy string `json:"requested_by,omitempty"`
-	Purl        string `json:"purl,omitempty"`
+	// RequiredBy names every package that depends on this one, where the
+	// manager's result says (npm's installed tree).
+	RequiredBy []string `json:"required_by,omitempty"`
+	Purl       string   `json:"purl,omitempty"`
 	// Client is the fetching client's address as the mirror saw it.
 	Client string `json:"client,omitempty"`
 	// Cache is hit or miss.

@@ -168,6 +168,7 @@ func component(p *Package) cdxComponent {
 	add("sandtrail:requested", p.Requested)
 	add("sandtrail:bundled_in", p.BundledIn)
 	add("sandtrail:requested_by", p.RequestedBy)
+	add("sandtrail:required_by", strings.Join(p.RequiredBy, ", "))
 	if p.Verified != nil {
 		add("sandtrail:verified", strconv.FormatBool(*p.Verified))
 	}

@@ -115,10 +115,11 @@ type Package struct {
 	Verified *bool `json:"verified,omitempty"`
 	// Outcome is the mirror's (served, blocked, cooldown, ...): served if
 	// any fetch was served, else the last refusal's.
-	Outcome     string `json:"outcome,omitempty"`
-	Direct      *bool  `json:"direct,omitempty"`
-	RequestedBy string `json:"requested_by,omitempty"`
-	Manager     string `json:"manager,omitempty"`
+	Outcome     string   `json:"outcome,omitempty"`
+	Direct      *bool    `json:"direct,omitempty"`
+	RequestedBy string   `json:"requested_by,omitempty"`
+	RequiredBy  []string `json:"required_by,omitempty"`
+	Manager     string   `json:"manager,omitempty"`
 	// Pid is the real package manager's pid (the shim's manager_pid).
 	Pid  int32   `json:"pid,omitempty"`
 	UID  *uint32 `json:"uid,omitempty"`

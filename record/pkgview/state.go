@@ -229,7 +229,7 @@ func (s *state) install(e *event.Event) {
 	if len(r.installs) == 0 {
 		q := &r.pkg
 		q.Name, q.Version, q.Requested, q.SourceURL, q.Hash = p.Name, p.Resolved, p.Requested, p.SourceURL, p.Hash
-		q.Direct, q.RequestedBy, q.Manager, q.Pid = p.Direct, p.RequestedBy, p.Manager, p.ManagerPid
+		q.Direct, q.RequestedBy, q.RequiredBy, q.Manager, q.Pid = p.Direct, p.RequestedBy, p.RequiredBy, p.Manager, p.ManagerPid
 		if p.Purl != "" {
 			q.Purl = p.Purl
 		}

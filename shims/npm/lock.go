@@ -266,11 +266,11 @@ func (l lock) parents() map[string][]string {
 	return ps
 }
 
-// requestedBy names the packages whose dependencies resolve to p by
-// node_modules path rules (parents), sorted and joined with ", "; the
+// requiredBy names the packages whose dependencies resolve to p by
+// node_modules path rules (parents), sorted; the
 // root and workspace folders are not packages and are left out, so a
 // package only the project asks for has none.
-func (l lock) requestedBy(p string, parents map[string][]string) string {
+func (l lock) requiredBy(p string, parents map[string][]string) []string {
 	var names []string
 	for _, q := range parents[p] {
 		if isPackagePath(q) {
@@ -278,7 +278,7 @@ func (l lock) requestedBy(p string, parents map[string][]string) string {
 		}
 	}
 	slices.Sort(names)
-	return strings.Join(slices.Compact(names), ", ")
+	return slices.Compact(names)
 }
 
 // installScripts are the install-time scripts the package at p declares,

@@ -164,10 +164,10 @@ func TestReport(t *testing.T) {
 	got := report(t.TempDir(), changed(bl, al), al, ws, manifest{"a": "^1"})
 	wantPk := []shims.Package{
 		{Name: "a", Version: "1.1.0", SourceURL: "u/a2", Hash: "i2", Direct: true, Requested: "^1", Path: "node_modules/a"},
-		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", InstallScripts: []string{"hasInstallScript"}, Path: "node_modules/a/node_modules/c"},
+		{Name: "c", Version: "3.0.0", SourceURL: "u/c", Hash: "ic", RequestedBy: "a", RequiredBy: []string{"a"}, InstallScripts: []string{"hasInstallScript"}, Path: "node_modules/a/node_modules/c"},
 		{Name: "real", Version: "1.0.0", SourceURL: "u/r", Hash: "ir", Direct: true, Requested: "1", Path: "node_modules/al"},
 		{Name: "ln", Version: "0.1.0", SourceURL: "file:../ln", Direct: true, Requested: "file:../ln", Path: "node_modules/ln"},
-		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "c, real", Path: "node_modules/d"},
+		{Name: "d", Version: "4.0.0", SourceURL: "u/d", Hash: "id", RequestedBy: "c", RequiredBy: []string{"c", "real"}, Path: "node_modules/d"},
 	}
 	byName := map[string]shims.Package{}
 	for _, p := range got {

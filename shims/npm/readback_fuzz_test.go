@@ -9,7 +9,7 @@ import (
 // (node_modules/.package-lock.json, what an install left) claims one
 // package per installed path, in order, each as its lock entry names it;
 // never the root or a workspace folder; direct only at the top of
-// node_modules; and requested_by names only packages of the tree, never
+// node_modules; and required_by names only packages of the tree, never
 // the project.
 func FuzzReadBack(f *testing.F) {
 	f.Add([]byte(`{"name":"proj","lockfileVersion":3,"packages":{"node_modules/a":{"version":"1.0.0","resolved":"https://registry.npmjs.org/a/-/a-1.0.0.tgz","integrity":"sha512-AAAA","dependencies":{"b":"^2"}},"node_modules/a/node_modules/b":{"version":"2.1.0","dependencies":{"a":"*"}},"node_modules/b":{"version":"3.0.0"},"node_modules/@s/c":{"version":"1.0.0","peerDependencies":{"a":"1"},"hasInstallScript":true}}}`))
@@ -44,12 +44,12 @@ func FuzzReadBack(f *testing.F) {
 			if g.Direct && strings.Count(p, "node_modules/") != 1 {
 				t.Fatalf("report[%d] (%s) is direct, nested in another package", i, p)
 			}
-			if g.RequestedBy == "" {
-				continue
+			if (len(g.RequiredBy) == 0) != (g.RequestedBy == "") || len(g.RequiredBy) > 0 && g.RequestedBy != g.RequiredBy[0] {
+				t.Fatalf("report[%d] (%s): requested_by %q, want the first of required_by %q", i, p, g.RequestedBy, g.RequiredBy)
 			}
-			for _, n := range strings.Split(g.RequestedBy, ", ") {
+			for _, n := range g.RequiredBy {
 				if !names[n] {
-					t.Fatalf("report[%d] (%s) is requested by %q, no package of the tree (%q)", i, p, n, g.RequestedBy)
+					t.Fatalf("report[%d] (%s) is required by %q, no package of the tree (%q)", i, p, n, g.RequiredBy)
 				}
 			}
 		}

@@ -112,7 +112,7 @@ func TestRealInstall(t *testing.T) {
 		t.Errorf("Plan(install).Requests = %+v, want %+v", p.Requests, want)
 	}
 	want := []shims.Package{
-		{Name: "@fx/leaf", Version: "1.0.1", SourceURL: reg.URL + npmtest.TarballPath("@fx/leaf", "1.0.1"), Hash: integrityOf("@fx/leaf", "1.0.1"), RequestedBy: "has-dep", Path: "node_modules/@fx/leaf"},
+		{Name: "@fx/leaf", Version: "1.0.1", SourceURL: reg.URL + npmtest.TarballPath("@fx/leaf", "1.0.1"), Hash: integrityOf("@fx/leaf", "1.0.1"), RequestedBy: "has-dep", RequiredBy: []string{"has-dep"}, Path: "node_modules/@fx/leaf"},
 		{Name: "has-dep", Version: "2.0.0", SourceURL: reg.URL + npmtest.TarballPath("has-dep", "2.0.0"), Hash: integrityOf("has-dep", "2.0.0"), Direct: true, InstallScripts: []string{"postinstall"}, Path: "node_modules/has-dep"},
 		{Name: "left-pad", Version: "1.3.1", SourceURL: reg.URL + npmtest.TarballPath("left-pad", "1.3.1"), Hash: integrityOf("left-pad", "1.3.1"), Direct: true, Requested: "^1.3.0", Path: "node_modules/left-pad"},
 	}
@@ -209,7 +209,7 @@ func TestRealBundled(t *testing.T) {
 	want := []shims.Package{
 		{Name: "carrier", Version: "1.0.0", SourceURL: reg.URL + npmtest.TarballPath("carrier", "1.0.0"), Hash: integrity("carrier"),
 			Direct: true, Requested: "1.0.0", Path: "node_modules/carrier"},
-		{Name: "inner", Version: "1.0.0", RequestedBy: "carrier", InstallScripts: []string{"postinstall"},
+		{Name: "inner", Version: "1.0.0", RequestedBy: "carrier", RequiredBy: []string{"carrier"}, InstallScripts: []string{"postinstall"},
 			Path: "node_modules/carrier/node_modules/inner", BundledIn: "pkg:npm/carrier@1.0.0"},
 		{Name: "inner", Version: "1.0.0", SourceURL: reg.URL + npmtest.TarballPath("inner", "1.0.0"), Hash: integrity("inner"),
 			Direct: true, Requested: "1.0.0", Path: "node_modules/inner"},

@@ -45,7 +45,9 @@ func report(root string, paths []string, after lock, ws []want, m manifest) []sh
 	for _, p := range paths {
 		pk := after.packageOf(p)
 		pk.InstallScripts = installScripts(root, p, after[p])
-		pk.RequestedBy = after.requestedBy(p, parents)
+		if pk.RequiredBy = after.requiredBy(p, parents); len(pk.RequiredBy) > 0 {
+			pk.RequestedBy = pk.RequiredBy[0]
+		}
 		pk.Path = p
 		if c := after.carrier(p); c != "" {
 			cp := after.packageOf(c)

@@ -294,9 +294,10 @@ func alertSummaries(v *pkgview.View) []string {
 
 // TestShimNpmRequestedBy: an eslint, typescript and webpack install
 // through the real registry and the mirror; every pkg.install's
-// requested_by names exactly the packages of the hidden lockfile whose
-// dependencies resolve to it by node_modules path rules, and the
-// session raises no alert.
+// required_by names exactly the packages of the hidden lockfile whose
+// dependencies resolve to it by node_modules path rules (nested copies
+// included, each at its own install path), requested_by is the first of
+// them, and the session raises no alert.
 func TestShimNpmRequestedBy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -356,7 +357,7 @@ echo LOCKFILE; cat node_modules/.package-lock.json`
 	got := map[string]*event.Pkg{}
 	ins := kinds(e.events(r.summary.SessionID), event.KindPkgInstall)
 	for _, in := range ins {
-		got[in.Pkg.Name+"@"+in.Pkg.Resolved] = in.Pkg
+		got[in.Pkg.Path] = in.Pkg
 	}
 	if len(ins) < 100 || len(ins) != len(l.Packages) {
 		t.Errorf("%d pkg.install events, the hidden lockfile has %d packages; want one each (over 100)", len(ins), len(l.Packages))
@@ -369,25 +370,27 @@ echo LOCKFILE; cat node_modules/.package-lock.json`
 	}
 	checked := 0
 	for p := range l.Packages {
-		if strings.Count(p, "node_modules/") > 1 {
-			continue // a nested copy's row is the same name@version's (install paths come later)
+		if p == "" {
+			continue
 		}
 		want := slices.Sorted(slices.Values(parents[p]))
-		var version string
-		if err := json.Unmarshal([]byte(lockField(lock, p)), &struct{ Version *string }{&version}); err != nil {
-			t.Fatal(err)
-		}
-		in := got[name(p)+"@"+version]
+		in := got[p]
 		if in == nil {
-			t.Errorf("%s: no pkg.install", p)
+			t.Errorf("%s: no pkg.install at that install path", p)
 			continue
 		}
 		checked++
-		if in.RequestedBy != strings.Join(want, ", ") {
-			t.Errorf("%s: requested_by %q, want the lockfile's parents %q", p, in.RequestedBy, strings.Join(want, ", "))
+		if !slices.Equal(in.RequiredBy, want) {
+			t.Errorf("%s: required_by %q, want the lockfile's parents %q", p, in.RequiredBy, want)
+		}
+		if first := ""; len(want) > 0 && in.RequestedBy != want[0] || len(want) == 0 && in.RequestedBy != first {
+			t.Errorf("%s: requested_by %q, want the first of %q", p, in.RequestedBy, want)
 		}
 	}
-	t.Logf("%d packages (%d nested), %d top-level requested_by checked", len(l.Packages), nested, checked)
+	if nested == 0 || checked != len(ins) {
+		t.Errorf("%d nested copies, %d of %d pkg.install events checked: want nested copies, and every event checked", nested, checked, len(ins))
+	}
+	t.Logf("%d packages (%d nested), required_by checked for %d", len(l.Packages), nested, checked)
 	noAlerts(t, e, r.summary.SessionID, e.packagesView(r.summary.SessionID))
 }
 
