@@ -90,7 +90,7 @@ const maxCondDepth = 64
 
 // condToken is one lexical element of a condition.
 type condToken struct {
-	kind string // "(", ")", "and", "or", "not", "of", "them", "all", "num", "id", "|"
+	kind string // "(", ")", "and", "or", "not", "of", "them", "all", "num", "id"
 	text string
 	pos  int
 }
@@ -102,7 +102,9 @@ func lexCondition(s string) ([]condToken, error) {
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
-		case c == '(' || c == ')' || c == '|':
+		case c == '|':
+			return nil, errors.New("aggregation expressions (| count() ...) are obsolete Sigma: write a correlation rule")
+		case c == '(' || c == ')':
 			out = append(out, condToken{kind: string(c), text: string(c), pos: i})
 			i++
 		case isIdentByte(c):
@@ -163,9 +165,6 @@ func parseCondition(s string, names []string) (node, error) {
 	}
 	if p.i < len(p.toks) {
 		t := p.toks[p.i]
-		if t.kind == "|" {
-			return nil, fmt.Errorf("aggregation expressions (| count() ...) are obsolete Sigma: write a correlation rule")
-		}
 		return nil, fmt.Errorf("unexpected %q at offset %d", t.text, t.pos)
 	}
 	return n, nil

@@ -342,4 +342,3 @@ func text(f *field, v value) string {
 	}
 	return v.s
 }
-

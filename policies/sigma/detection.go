@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -464,6 +465,7 @@ func (c *compiler) compileSelection(name string, n *yaml.Node) *selection {
 			return nil
 		}
 		var alt []*item
+		seen := map[string]bool{}
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			k, v := c.deref(m.Content[i]), c.deref(m.Content[i+1])
 			if k == nil || v == nil {
@@ -473,15 +475,45 @@ func (c *compiler) compileSelection(name string, n *yaml.Node) *selection {
 				c.errf(k.Line, path, "a field name must be a string")
 				return nil
 			}
+			if seen[k.Value] {
+				c.errf(k.Line, path, "key %q repeated", k.Value)
+				return nil
+			}
+			seen[k.Value] = true
 			it := c.compileItem(path+"."+k.Value, k, v)
 			if it == nil {
 				return nil
 			}
 			alt = append(alt, it)
 		}
+		// AND is commutative: test the cheap items first.
+		slices.SortStableFunc(alt, func(a, b *item) int { return a.cost() - b.cost() })
 		s.alts = append(s.alts, alt)
 	}
 	return s
+}
+
+// cost ranks an item by how much its test costs: presence tests, numbers
+// and plain strings before wildcard patterns, regular expressions and
+// other fields; a list field costs more than one string.
+func (it *item) cost() int {
+	c := 0
+	if it.f.typ == tStrs {
+		c++
+	}
+	for _, m := range it.ms {
+		switch m := m.(type) {
+		case *reMatcher:
+			c += 8
+		case *refMatcher:
+			c += 4
+		case *strMatcher:
+			if m.mode == modeGlob || m.windash {
+				c += 2
+			}
+		}
+	}
+	return c
 }
 
 // errf records a problem of the rule being compiled.

@@ -193,10 +193,13 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 		return
 	}
 	// Title and id first, so that every later error can name the rule.
+	titleBad := false
 	for i, k := range keys {
 		switch k {
 		case "title":
-			r.Title, _ = c.scalar("title", vals[i])
+			var ok bool
+			r.Title, ok = c.scalar("title", vals[i])
+			titleBad = !ok
 		case "id":
 			r.ID, _ = c.scalar("id", vals[i])
 		}
@@ -262,7 +265,7 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 			}
 		}
 	}
-	if r.Title == "" {
+	if r.Title == "" && !titleBad {
 		c.errf(doc.Line, "title", "missing")
 	} else if len(r.Title) > 256 {
 		c.errf(doc.Line, "title", "longer than 256 characters")

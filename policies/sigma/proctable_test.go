@@ -1,0 +1,82 @@
+package sigma
+
+import (
+	"slices"
+	"testing"
+)
+
+const parentRule = `    sel:
+        ParentImage|endswith: /node
+        ParentCommandLine|contains: postinstall
+        Image|endswith: /sh
+    condition: sel
+`
+
+// TestParentFields checks that ParentImage and ParentCommandLine come from
+// the parent's exec, through fork, and are gone after the parent exits.
+func TestParentFields(t *testing.T) {
+	set := mustParse(t, ruleYAML("Install script shell", "linux", "process_creation", parentRule))
+	t.Run("exec, fork, exec", func(t *testing.T) {
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "scripts/postinstall.js"))
+		ev.Observe(fork("s1", 101, 100))
+		if got := titles(ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh", "-c", "id"))); !slices.Equal(got, []string{"Install script shell"}) {
+			t.Errorf("child of node postinstall: %v, want the rule", got)
+		}
+	})
+	t.Run("exec without ppid uses the fork's", func(t *testing.T) {
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		ev.Observe(fork("s1", 101, 100))
+		if got := ev.Observe(exec("s1", 101, 0, "/bin/sh", "sh")); len(got) != 1 {
+			t.Errorf("exec with ppid 0 after fork: %d matches, want 1", len(got))
+		}
+	})
+	t.Run("parent of another session", func(t *testing.T) {
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		if got := ev.Observe(exec("s2", 101, 100, "/bin/sh", "sh")); len(got) != 0 {
+			t.Errorf("parent pid of another session resolved: %d matches, want 0", len(got))
+		}
+	})
+	t.Run("parent re-execs", func(t *testing.T) {
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/python3", "python3", "postinstall"))
+		if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 0 {
+			t.Errorf("parent that exec'd python still read as node: %d matches", len(got))
+		}
+	})
+	t.Run("parent exited", func(t *testing.T) {
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		ev.Observe(exit("s1", 100))
+		if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 0 {
+			t.Errorf("exited parent resolved: %d matches", len(got))
+		}
+		if s := ev.Stats(); s.Procs != 1 {
+			t.Errorf("Stats().Procs = %d, want 1 (the sh)", s.Procs)
+		}
+	})
+	t.Run("bounded table evicts and counts", func(t *testing.T) {
+		ev := NewEvaluator(set, MaxProcs(2))
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		ev.Observe(exec("s1", 200, 1, "/bin/true", "true"))
+		ev.Observe(exec("s1", 300, 1, "/bin/true", "true"))
+		if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 0 {
+			t.Errorf("evicted parent resolved: %d matches", len(got))
+		}
+		s := ev.Stats()
+		if s.Procs != 2 || s.ProcEvictions != 2 {
+			t.Errorf("Stats() = %+v, want 2 procs and 2 evictions", s)
+		}
+	})
+	t.Run("sandtrail parent fields", func(t *testing.T) {
+		set := mustParse(t, ruleYAML("P", "sandtrail", "process", "    sel:\n        kind: process.exec\n        parent.argv: postinstall\n        parent.comm: node\n    condition: sel\n"))
+		ev := NewEvaluator(set)
+		ev.Observe(exec("s1", 100, 1, "/usr/bin/node", "node", "postinstall"))
+		if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 1 {
+			t.Errorf("parent.argv/parent.comm: %d matches, want 1", len(got))
+		}
+	})
+}
