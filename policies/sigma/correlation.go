@@ -2,6 +2,7 @@ package sigma
 
 import (
 	"container/list"
+	"hash/maphash"
 	"regexp"
 	"slices"
 	"strconv"
@@ -225,45 +226,69 @@ func (c *compiler) parseCorrCondition(spec *Correlation, corr *correlation, n *y
 	}
 }
 
-// Defaults of the correlation state's bounds.
+// Defaults of the correlation state's bounds. At about 48 bytes an
+// entry, one correlation holds at most 12 MiB of windows by default.
 const (
-	DefaultMaxGroups = 4096
-	DefaultMaxWindow = 1024
+	DefaultMaxGroups = 1024
+	DefaultMaxWindow = 256
 )
 
-// corrEntry is one matching event held in a group's window.
+// corrEntry is one matching event held in a group's window. The value of
+// value_count's field is kept as its hash, so a window's size does not
+// depend on what the agent put in the field.
 type corrEntry struct {
 	ts   time.Time
 	seq  uint64
-	base int
-	val  string
+	base int32
 	has  bool
+	val  uint64
 }
 
 type corrGroup struct {
-	key     string
+	key     uint64
 	entries []corrEntry
 }
 
 // corrState is one correlation's groups, bounded: the least recently
 // used group is evicted past maxGroups, the oldest entry of a window past
-// maxWindow; both are counted.
+// the window's bound; both are counted. Groups are keyed by a hash of the
+// session and the group-by values, seeded per Evaluator, so the keys cost
+// the same whatever the values are and cannot be aimed at a collision.
 type corrState struct {
 	c      *correlation
-	groups map[string]*list.Element
+	groups map[uint64]*list.Element
 	lru    list.List
+	window int
+}
+
+// windowFor is the window bound of a correlation: the Evaluator's, but
+// never below the count the condition needs, which a smaller window could
+// never reach.
+func windowFor(c *correlation, maxWindow int) int {
+	w := maxWindow
+	for _, cd := range c.conds {
+		need := int(min(cd.n, 1<<20))
+		if cd.op == cmpGt {
+			need++
+		}
+		if cd.op != cmpLt && cd.op != cmpLte {
+			w = max(w, need)
+		}
+	}
+	return w
 }
 
 func (ev *Evaluator) correlate(cs *corrState, base *Rule, e *event.Event) {
 	c := cs.c
 	bi := slices.Index(c.bases, base)
-	var kb strings.Builder
-	kb.WriteString(e.SessionID)
+	var h maphash.Hash
+	h.SetSeed(ev.seed)
+	h.WriteString(e.SessionID)
 	for _, f := range c.groupBy[bi] {
-		kb.WriteByte(0)
-		kb.WriteString(text(f, f.get(&ev.v)))
+		h.WriteByte(0)
+		writeText(&h, f, f.get(&ev.v), false)
 	}
-	key := kb.String()
+	key := h.Sum64()
 	var g *corrGroup
 	if el, ok := cs.groups[key]; ok {
 		cs.lru.MoveToFront(el)
@@ -284,41 +309,24 @@ func (ev *Evaluator) correlate(cs *corrState, base *Rule, e *event.Event) {
 	for drop < len(g.entries) && g.entries[drop].ts.Before(from) {
 		drop++
 	}
-	g.entries = g.entries[drop:]
-	if len(g.entries) >= ev.maxWindow {
-		g.entries = g.entries[1:]
-		ev.stats.WindowDrops++
+	if len(g.entries)-drop >= cs.window {
+		ev.stats.WindowDrops += uint64(len(g.entries) - drop - cs.window + 1)
+		drop = len(g.entries) - cs.window + 1
 	}
-	ent := corrEntry{ts: e.TS, seq: e.Seq, base: bi}
+	if drop > 0 {
+		g.entries = append(g.entries[:0], g.entries[drop:]...)
+	}
+	ent := corrEntry{ts: e.TS, seq: e.Seq, base: int32(bi)}
 	if f := c.field[bi]; f != nil {
 		if val := f.get(&ev.v); val.present {
-			ent.val, ent.has = text(f, val), true
+			h.Reset()
+			writeText(&h, f, val, true)
+			ent.val, ent.has = h.Sum64(), true
 		}
 	}
 	g.entries = append(g.entries, ent)
-	var count int64
-	switch c.spec.Type {
-	case EventCount:
-		count = int64(len(g.entries))
-	case ValueCount:
-		seen := map[string]bool{}
-		for _, x := range g.entries {
-			if x.has {
-				seen[strings.ToLower(x.val)] = true
-			}
-		}
-		count = int64(len(seen))
-	case Temporal:
-		seen := map[int]bool{}
-		for _, x := range g.entries {
-			seen[x.base] = true
-		}
-		count = int64(len(seen))
-	}
-	for _, cd := range c.conds {
-		if !cd.op.test(count, cd.n) {
-			return
-		}
+	if !c.holds(g.entries) {
+		return
 	}
 	seqs := make([]uint64, len(g.entries))
 	for i, x := range g.entries {
@@ -326,7 +334,51 @@ func (ev *Evaluator) correlate(cs *corrState, base *Rule, e *event.Event) {
 	}
 	ev.out = append(ev.out, newMatch(c.r, seqs))
 	// The group starts over, so one burst raises one match.
-	g.entries = nil
+	g.entries = g.entries[:0]
+}
+
+// holds reports whether the condition holds of a window.
+func (c *correlation) holds(entries []corrEntry) bool {
+	var count int64
+	switch c.spec.Type {
+	case EventCount:
+		count = int64(len(entries))
+	case ValueCount:
+		seen := make(map[uint64]struct{}, len(entries))
+		for _, x := range entries {
+			if x.has {
+				seen[x.val] = struct{}{}
+			}
+		}
+		count = int64(len(seen))
+	case Temporal:
+		seen := make(map[int32]struct{}, len(c.bases))
+		for _, x := range entries {
+			seen[x.base] = struct{}{}
+		}
+		count = int64(len(seen))
+	}
+	for _, cd := range c.conds {
+		if !cd.op.test(count, cd.n) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeText hashes a field's value as text (lower-cased when fold is
+// set, for distinct values compared case-insensitively).
+func writeText(h *maphash.Hash, f *field, v value, fold bool) {
+	if !v.present {
+		h.WriteByte(1)
+		return
+	}
+	h.WriteByte(2)
+	s := text(f, v)
+	if fold {
+		s = strings.ToLower(s)
+	}
+	h.WriteString(s)
 }
 
 // text is a field's value as text, for group keys and distinct values.

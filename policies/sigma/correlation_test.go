@@ -155,15 +155,31 @@ func TestCorrelationBounds(t *testing.T) {
 	if m := ev.Observe(connect("s1", t0, "10.0.0.1", 1)); len(m) != 0 {
 		t.Errorf("evicted group kept its count: %v", titles(m))
 	}
+	// A window smaller than the condition needs is raised to it.
 	set = mustParse(t, corrRule("    type: event_count\n    rules:\n        - outbound_connect\n    group-by:\n        - net.dst_ip\n    timespan: 1h\n    condition:\n        gte: 5\n"))
 	ev = NewEvaluator(set, MaxWindow(3))
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 5; i++ {
+		m := ev.Observe(connect("s1", t0, "10.0.0.1", 1))
+		if got, want := len(m), map[bool]int{true: 1}[i == 4]; got != want {
+			t.Fatalf("connect %d: %d matches, want %d", i, got, want)
+		}
+	}
+	if s := ev.Stats(); s.WindowDrops != 0 {
+		t.Errorf("WindowDrops = %d, want 0", s.WindowDrops)
+	}
+	// A full window drops its oldest events and counts them.
+	set = mustParse(t, corrRule("    type: value_count\n    rules:\n        - outbound_connect\n    timespan: 1h\n    condition:\n        field: net.dst_port\n        gte: 2\n"))
+	ev = NewEvaluator(set, MaxWindow(2))
+	for i := 0; i < 5; i++ {
 		if m := ev.Observe(connect("s1", t0, "10.0.0.1", 1)); len(m) != 0 {
-			t.Fatalf("window of 3 reached 5 at %d", i)
+			t.Fatalf("one port raised %v", titles(m))
 		}
 	}
 	if s := ev.Stats(); s.WindowDrops != 3 {
 		t.Errorf("WindowDrops = %d, want 3", s.WindowDrops)
+	}
+	if m := ev.Observe(connect("s1", t0, "10.0.0.1", 2)); len(m) != 1 || len(m[0].Seqs) != 2 {
+		t.Errorf("second port: %+v, want one match of the 2 events in the window", m)
 	}
 }
 

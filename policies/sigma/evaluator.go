@@ -2,6 +2,7 @@ package sigma
 
 import (
 	"container/list"
+	"hash/maphash"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -28,8 +29,10 @@ func newMatch(r *Rule, seqs []uint64) Match {
 
 // Stats counts what the Evaluator's bounds cost.
 type Stats struct {
-	// Procs is the number of processes in the table.
-	Procs int
+	// Procs is the number of processes in the table, ProcBytes what
+	// their strings are charged.
+	Procs     int
+	ProcBytes int
 	// ProcEvictions are processes dropped from the full table: a later
 	// event of their children has no Parent* fields.
 	ProcEvictions uint64
@@ -43,8 +46,12 @@ type Stats struct {
 // Option configures an Evaluator.
 type Option func(*Evaluator)
 
-// MaxProcs bounds the process table (DefaultMaxProcs).
-func MaxProcs(n int) Option { return func(ev *Evaluator) { ev.procs = newProcTable(n) } }
+// MaxProcs bounds the processes in the process table (DefaultMaxProcs).
+func MaxProcs(n int) Option { return func(ev *Evaluator) { ev.procs.max = max(n, 1) } }
+
+// MaxProcBytes bounds the bytes of the strings the process table keeps
+// (DefaultMaxProcBytes).
+func MaxProcBytes(n int) Option { return func(ev *Evaluator) { ev.procs.maxBytes = max(n, 1) } }
 
 // MaxGroups bounds the groups each correlation keeps (DefaultMaxGroups).
 func MaxGroups(n int) Option {
@@ -52,7 +59,8 @@ func MaxGroups(n int) Option {
 }
 
 // MaxWindow bounds the events each correlation group keeps
-// (DefaultMaxWindow).
+// (DefaultMaxWindow); a correlation whose condition needs more events
+// keeps as many as it needs.
 func MaxWindow(n int) Option {
 	return func(ev *Evaluator) { ev.maxWindow = max(n, 1) }
 }
@@ -79,6 +87,7 @@ type Evaluator struct {
 	maxGroups int
 	maxWindow int
 	corr      map[*correlation]*corrState
+	seed      maphash.Seed
 	v         view
 	out       []Match
 	stats     Stats
@@ -88,17 +97,18 @@ type Evaluator struct {
 func NewEvaluator(s *Set, opts ...Option) *Evaluator {
 	ev := &Evaluator{
 		set:       s,
-		procs:     newProcTable(DefaultMaxProcs),
+		procs:     newProcTable(DefaultMaxProcs, DefaultMaxProcBytes),
 		users:     map[uint32]string{0: "root"},
 		maxGroups: DefaultMaxGroups,
 		maxWindow: DefaultMaxWindow,
 		corr:      map[*correlation]*corrState{},
+		seed:      maphash.MakeSeed(),
 	}
 	for _, o := range opts {
 		o(ev)
 	}
 	for _, c := range s.corrs {
-		ev.corr[c] = &corrState{c: c, groups: map[string]*list.Element{}}
+		ev.corr[c] = &corrState{c: c, groups: map[uint64]*list.Element{}, window: windowFor(c, ev.maxWindow)}
 	}
 	ev.v.ev = ev
 	return ev
@@ -135,7 +145,7 @@ func (ev *Evaluator) Observe(e *event.Event) []Match {
 // Stats returns the counters of the Evaluator's bounds.
 func (ev *Evaluator) Stats() Stats {
 	s := ev.stats
-	s.Procs = len(ev.procs.m)
+	s.Procs, s.ProcBytes = len(ev.procs.m), ev.procs.bytes
 	s.ProcEvictions = ev.procs.evictions
 	return s
 }

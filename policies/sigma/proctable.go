@@ -2,13 +2,16 @@ package sigma
 
 import (
 	"container/list"
-	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// DefaultMaxProcs is the default bound on the process table.
-const DefaultMaxProcs = 1 << 16
+// The default bounds of the process table: processes, and bytes of the
+// strings it keeps (an argv can be 32 KiB).
+const (
+	DefaultMaxProcs     = 1 << 16
+	DefaultMaxProcBytes = 64 << 20
+)
 
 // procKey names a live process: pids are per session (each session has
 // its own pid namespace view in the kernel's record).
@@ -25,33 +28,48 @@ type procEntry struct {
 	exe     string
 	exePath string
 	comm    string
+	// argv is the exec's argv, and the recorded tail of a truncated one.
 	argv    []string
 	cmd     string
 	cmdDone bool
+	size    int
 }
 
 func (p *procEntry) commandLine() string {
 	if !p.cmdDone {
-		p.cmd, p.cmdDone = strings.Join(p.argv, " "), true
+		p.cmd, p.cmdDone = joinArgs(p.argv, nil), true
 	}
 	return p.cmd
 }
 
+// entryOverhead approximates what an entry costs besides its strings.
+const entryOverhead = 160
+
+// sizeOf is what the table charges for an entry: its strings, twice for
+// argv (the command line joined from it is kept too).
+func sizeOf(p *procEntry) int {
+	n := entryOverhead + len(p.key.session) + len(p.exe) + len(p.exePath) + len(p.comm)
+	for _, a := range p.argv {
+		n += 2*len(a) + 1 + 16
+	}
+	return n
+}
+
 // procTable is a bounded table of live processes, filled from
-// process.exec, process.fork and process.exit in stream order. When it is
-// full, the least recently used entry is evicted and counted.
+// process.exec, process.fork and process.exit in stream order. When it
+// holds max entries or maxBytes, the least recently used entries are
+// evicted and counted.
 type procTable struct {
 	max       int
+	maxBytes  int
+	bytes     int
 	m         map[procKey]*list.Element
 	lru       list.List
 	evictions uint64
 }
 
-func newProcTable(max int) *procTable {
-	if max < 1 {
-		max = 1
-	}
-	return &procTable{max: max, m: map[procKey]*list.Element{}}
+func newProcTable(maxProcs, maxBytes int) *procTable {
+	return &procTable{max: max(maxProcs, 1), maxBytes: max(maxBytes, 1), m: map[procKey]*list.Element{}}
 }
 
 func (t *procTable) get(k procKey) *procEntry {
@@ -64,24 +82,21 @@ func (t *procTable) get(k procKey) *procEntry {
 }
 
 func (t *procTable) put(p *procEntry) {
-	if el, ok := t.m[p.key]; ok {
-		el.Value = p
-		t.lru.MoveToFront(el)
-		return
-	}
-	for len(t.m) >= t.max {
-		old := t.lru.Back()
-		t.lru.Remove(old)
-		delete(t.m, old.Value.(*procEntry).key)
+	p.size = sizeOf(p)
+	t.remove(p.key)
+	for len(t.m) > 0 && (len(t.m) >= t.max || t.bytes+p.size > t.maxBytes) {
+		t.remove(t.lru.Back().Value.(*procEntry).key)
 		t.evictions++
 	}
 	t.m[p.key] = t.lru.PushFront(p)
+	t.bytes += p.size
 }
 
 func (t *procTable) remove(k procKey) {
 	if el, ok := t.m[k]; ok {
 		t.lru.Remove(el)
 		delete(t.m, k)
+		t.bytes -= el.Value.(*procEntry).size
 	}
 }
 
@@ -102,8 +117,8 @@ func (t *procTable) update(e *event.Event) {
 				ppid = old.ppid
 			}
 		}
-		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm,
-			argv: append([]string(nil), p.Argv...)})
+		argv := append(append([]string(nil), p.Argv...), tailOf(p)...)
+		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, argv: argv})
 	case event.KindFork:
 		child := &procEntry{key: k, ppid: p.PPid, comm: p.Comm}
 		if par := t.get(procKey{e.SessionID, p.PPid}); par != nil {

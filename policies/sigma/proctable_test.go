@@ -1,7 +1,9 @@
 package sigma
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -79,4 +81,51 @@ func TestParentFields(t *testing.T) {
 			t.Errorf("parent.argv/parent.comm: %d matches, want 1", len(got))
 		}
 	})
+}
+
+// TestProcTableBytes checks the byte bound: long argvs evict sooner than
+// the count bound would, and the charge is returned when a process exits.
+func TestProcTableBytes(t *testing.T) {
+	set := mustParse(t, ruleYAML("P", "linux", "process_creation", parentRule))
+	big := strings.Repeat("x", 10_000)
+	ev := NewEvaluator(set, MaxProcBytes(50_000))
+	for pid := int32(100); pid < 110; pid++ {
+		ev.Observe(exec("s1", pid, 1, "/usr/bin/node", "node", big))
+	}
+	s := ev.Stats()
+	if s.ProcBytes > 50_000 || s.Procs != 2 || s.ProcEvictions != 8 {
+		t.Errorf("Stats() = %+v, want at most 50000 bytes, 2 procs, 8 evictions", s)
+	}
+	ev.Observe(exit("s1", 109))
+	ev.Observe(exit("s1", 108))
+	if s := ev.Stats(); s.ProcBytes != 0 || s.Procs != 0 {
+		t.Errorf("after the exits Stats() = %+v, want an empty table", s)
+	}
+}
+
+// TestTruncatedCommandLine checks that CommandLine and ParentCommandLine
+// end with the recorded tail of a truncated argv, so padding the command
+// line past the collector's limit does not hide how it ends.
+func TestTruncatedCommandLine(t *testing.T) {
+	set, err := Load(os.DirFS("testdata/sigmahq"), "proc_creation_lnx_susp_pipe_shell.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := exec("s1", 100, 1, "/bin/sh", "sh", "-c", "cat /tmp/x "+strings.Repeat("#", 30_000))
+	e.Proc.ArgvTruncated = true
+	e.Proc.ArgvTail = []string{"####", "| sh"}
+	if got := titles(NewEvaluator(set).Observe(e)); !slices.Equal(got, []string{titlePipe}) {
+		t.Errorf("truncated argv ending | sh: %v, want [%s]", got, titlePipe)
+	}
+	e.Proc.ArgvTruncated = false
+	if got := NewEvaluator(set).Observe(e); len(got) != 0 {
+		t.Errorf("a tail not marked truncated was read: %v", titles(got))
+	}
+	parent := mustParse(t, ruleYAML("P", "linux", "process_creation", "    sel:\n        ParentCommandLine|endswith: '| sh'\n    condition: sel\n"))
+	ev := NewEvaluator(parent)
+	e.Proc.ArgvTruncated = true
+	ev.Observe(e)
+	if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 1 {
+		t.Errorf("ParentCommandLine of a truncated parent: %d matches, want 1", len(got))
+	}
 }

@@ -74,21 +74,41 @@ func (v *view) lower(f *field, val *value) {
 	v.lowGen[f.id], v.lowS[f.id], v.lowL[f.id] = v.gen, val.s, val.list
 }
 
-// commandLine is SigmaHQ's CommandLine: argv joined by spaces.
+// commandLine is SigmaHQ's CommandLine: argv joined by spaces, and when
+// argv was truncated, its recorded tail after it, so that what a padded
+// command line ends with is still matched.
 func (v *view) commandLine() string {
 	if !v.cmdDone {
 		v.cmdDone = true
 		if p := v.e.Proc; p != nil {
-			switch len(p.Argv) {
-			case 0:
-			case 1:
-				v.cmd = p.Argv[0]
-			default:
-				v.cmd = strings.Join(p.Argv, " ")
-			}
+			v.cmd = joinArgs(p.Argv, tailOf(p))
 		}
 	}
 	return v.cmd
+}
+
+// tailOf is the recorded tail of a truncated argv.
+func tailOf(p *event.Proc) []string {
+	if p.ArgvTruncated {
+		return p.ArgvTail
+	}
+	return nil
+}
+
+// joinArgs joins argv and then tail with single spaces. It does not
+// allocate for a single argument.
+func joinArgs(argv, tail []string) string {
+	if len(tail) == 0 {
+		switch len(argv) {
+		case 0:
+			return ""
+		case 1:
+			return argv[0]
+		}
+		return strings.Join(argv, " ")
+	}
+	all := make([]string, 0, len(argv)+len(tail))
+	return strings.Join(append(append(all, argv...), tail...), " ")
 }
 
 // ppid is the event's parent pid, from the event or else from the process
