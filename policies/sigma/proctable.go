@@ -92,6 +92,15 @@ func (t *procTable) put(p *procEntry) {
 	t.bytes += p.size
 }
 
+// shrink evicts the least recently used entries, but never the most
+// recent, until the table is within its bytes.
+func (t *procTable) shrink() {
+	for len(t.m) > 1 && t.bytes > t.maxBytes {
+		t.remove(t.lru.Back().Value.(*procEntry).key)
+		t.evictions++
+	}
+}
+
 func (t *procTable) remove(k procKey) {
 	if el, ok := t.m[k]; ok {
 		t.lru.Remove(el)
@@ -117,7 +126,17 @@ func (t *procTable) update(e *event.Event) {
 				ppid = old.ppid
 			}
 		}
-		argv := append(append([]string(nil), p.Argv...), tailOf(p)...)
+
+		argv := append(append(make([]string, 0, len(p.Argv)+len(tailOf(p))), p.Argv...), tailOf(p)...)
+		if old := t.get(k); old != nil {
+			// The exec replaces the image of the entry its fork made.
+			t.bytes -= old.size
+			*old = procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, argv: argv}
+			old.size = sizeOf(old)
+			t.bytes += old.size
+			t.shrink()
+			return
+		}
 		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, argv: argv})
 	case event.KindFork:
 		child := &procEntry{key: k, ppid: p.PPid, comm: p.Comm}

@@ -96,6 +96,11 @@ func TestProcTableBytes(t *testing.T) {
 	if s.ProcBytes > 50_000 || s.Procs != 2 || s.ProcEvictions != 8 {
 		t.Errorf("Stats() = %+v, want at most 50000 bytes, 2 procs, 8 evictions", s)
 	}
+	before := s.ProcBytes
+	ev.Observe(exec("s1", 109, 1, "/bin/true", "true"))
+	if s := ev.Stats(); s.Procs != 2 || s.ProcBytes >= before-9_000 {
+		t.Errorf("re-exec with a short argv: Stats() = %+v, want 2 procs and about 20000 bytes fewer than %d", s, before)
+	}
 	ev.Observe(exit("s1", 109))
 	ev.Observe(exit("s1", 108))
 	if s := ev.Stats(); s.ProcBytes != 0 || s.Procs != 0 {
