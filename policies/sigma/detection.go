@@ -359,6 +359,10 @@ func (c *compiler) compileValue(path string, f *field, ms *modset, v *yaml.Node)
 		if n, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64); err == nil {
 			return []matcher{&numMatcher{op: cmpEq, n: n}}
 		}
+		if !hasWild(parseSigmaString(v.Value)) {
+			c.errf(v.Line, path, "integer field %s needs an integer or a wildcard pattern, got %q", f.name, v.Value)
+			return nil
+		}
 	}
 	var variants [][]tok
 	cased := h["cased"]
@@ -386,6 +390,10 @@ func (c *compiler) compileValue(path string, f *field, ms *modset, v *yaml.Node)
 		}
 	default:
 		variants = [][]tok{parseSigmaString(v.Value)}
+	}
+	if len(variants) == 0 {
+		c.errf(v.Line, path, "value %q is too short to be found in base64 text", v.Value)
+		return nil
 	}
 	out := make([]matcher, 0, len(variants))
 	for _, ts := range variants {

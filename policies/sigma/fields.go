@@ -354,7 +354,8 @@ func toolFields() []*field {
 }
 
 // linuxProcFields are the SigmaHQ process fields of the linux categories,
-// read from the event's proc and, for Parent*, from the process table.
+// read from the event's proc and, for Parent* and for what a file or net
+// event's proc does not name, from the process table.
 func linuxProcFields() []*field {
 	p := func(get func(v *view, p *event.Proc) value) func(v *view) value {
 		return func(v *view) value {
@@ -365,9 +366,9 @@ func linuxProcFields() []*field {
 		}
 	}
 	return []*field{
-		newField("Image", tStr, p(func(_ *view, p *event.Proc) value { return str(image(p.ExePath, p.Exe)) })),
+		newField("Image", tStr, p(func(v *view, _ *event.Proc) value { return str(v.image()) })),
 		newField("CommandLine", tStr, p(func(v *view, _ *event.Proc) value { return str(v.commandLine()) })),
-		newField("CurrentDirectory", tStr, p(func(_ *view, p *event.Proc) value { return str(p.Cwd) })),
+		newField("CurrentDirectory", tStr, p(func(v *view, _ *event.Proc) value { return str(v.cwd()) })),
 		newField("User", tStr, p(func(v *view, p *event.Proc) value {
 			if p.UID == nil {
 				return value{}

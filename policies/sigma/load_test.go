@@ -39,6 +39,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad cidr", det("CommandLine|cidr: 10.0.0.0/33"), "CommandLine|cidr", "cidr value"},
 		{"exists not boolean", det("CommandLine|exists: maybe"), "CommandLine|exists", "true or false"},
 		{"numeric not integer", det("ProcessId|gt: many"), "ProcessId|gt", "integer"},
+		{"integer field given text", det("ProcessId: abc"), "detection.sel.ProcessId", "needs an integer or a wildcard pattern"},
 		{"all with one value", det("CommandLine|contains|all: x"), "CommandLine|contains|all", "two or more"},
 		{"null in a list", det("CommandLine:\n            - x\n            - null"), "CommandLine", "null cannot be part of a list"},
 		{"null with modifier", det("CommandLine|contains: null"), "CommandLine|contains", "null takes no modifiers"},

@@ -28,6 +28,7 @@ type procEntry struct {
 	exe     string
 	exePath string
 	comm    string
+	cwd     string
 	// argv is the exec's argv, and the recorded tail of a truncated one.
 	argv    []string
 	cmd     string
@@ -48,7 +49,7 @@ const entryOverhead = 160
 // sizeOf is what the table charges for an entry: its strings, twice for
 // argv (the command line joined from it is kept too).
 func sizeOf(p *procEntry) int {
-	n := entryOverhead + len(p.key.session) + len(p.exe) + len(p.exePath) + len(p.comm)
+	n := entryOverhead + len(p.key.session) + len(p.exe) + len(p.exePath) + len(p.comm) + len(p.cwd)
 	for _, a := range p.argv {
 		n += 2*len(a) + 1 + 16
 	}
@@ -131,17 +132,17 @@ func (t *procTable) update(e *event.Event) {
 		if old := t.get(k); old != nil {
 			// The exec replaces the image of the entry its fork made.
 			t.bytes -= old.size
-			*old = procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, argv: argv}
+			*old = procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, cwd: p.Cwd, argv: argv}
 			old.size = sizeOf(old)
 			t.bytes += old.size
 			t.shrink()
 			return
 		}
-		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, argv: argv})
+		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, cwd: p.Cwd, argv: argv})
 	case event.KindFork:
 		child := &procEntry{key: k, ppid: p.PPid, comm: p.Comm}
 		if par := t.get(procKey{e.SessionID, p.PPid}); par != nil {
-			child.exe, child.exePath, child.argv = par.exe, par.exePath, par.argv
+			child.exe, child.exePath, child.cwd, child.argv = par.exe, par.exePath, par.cwd, par.argv
 			if child.comm == "" {
 				child.comm = par.comm
 			}

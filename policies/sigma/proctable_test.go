@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 const parentRule = `    sel:
@@ -132,5 +134,33 @@ func TestTruncatedCommandLine(t *testing.T) {
 	ev.Observe(e)
 	if got := ev.Observe(exec("s1", 101, 100, "/bin/sh", "sh")); len(got) != 1 {
 		t.Errorf("ParentCommandLine of a truncated parent: %d matches, want 1", len(got))
+	}
+}
+
+// TestSelfFromTable checks that a file or net event's process, which the
+// kernel names only by pid, gets Image, CommandLine and CurrentDirectory
+// from its exec, and that an exec never takes them from the table: an
+// exec with an empty argv does not borrow the command line the process had
+// before it.
+func TestSelfFromTable(t *testing.T) {
+	set := mustParse(t, ruleYAML("Curl writes tmp", "linux", "file_event",
+		"    sel:\n        Image|endswith: /curl\n        CommandLine|contains: ' -o /tmp/'\n        CurrentDirectory: /home/agent\n    condition: sel\n")+
+		"---\n"+ruleYAML("Curl exec", "linux", "process_creation", "    sel:\n        CommandLine|contains: ' -o /tmp/'\n    condition: sel\n"))
+	ev := NewEvaluator(set)
+	ev.Observe(exec("s1", 300, 1, "/usr/bin/curl", "curl", "-o", "/tmp/x", "http://h/x"))
+	w := fileEv("s1", "file.create", "create", "/tmp/x")
+	w.Proc = &event.Proc{Pid: 300, Comm: "curl"}
+	if got := titles(ev.Observe(w)); !slices.Equal(got, []string{"Curl writes tmp"}) {
+		t.Errorf("file.create by pid 300: %v, want [Curl writes tmp]", got)
+	}
+	w.Proc.Pid = 301
+	if got := ev.Observe(w); len(got) != 0 {
+		t.Errorf("file.create by an unknown pid: %v, want none", titles(got))
+	}
+	// pid 300 execs again with argc 0.
+	e := exec("s1", 300, 1, "/usr/bin/curl")
+	e.Proc.Argv = nil
+	if got := ev.Observe(e); len(got) != 0 {
+		t.Errorf("exec with an empty argv matched the previous command line: %v", titles(got))
 	}
 }

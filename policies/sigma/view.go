@@ -21,6 +21,8 @@ type view struct {
 	lowL       [][]string
 	parentDone bool
 	par        *procEntry
+	selfDone   bool
+	me         *procEntry
 	cmdDone    bool
 	cmd        string
 	ansDone    bool
@@ -41,6 +43,7 @@ func (v *view) reset(e *event.Event) {
 		v.lowL = make([][]string, len(allFields))
 	}
 	v.parentDone, v.par = false, nil
+	v.selfDone, v.me = false, nil
 	v.cmdDone, v.cmd = false, ""
 	v.ansDone, v.ansData, v.ansType = false, v.ansData[:0], v.ansType[:0]
 }
@@ -80,11 +83,51 @@ func (v *view) lower(f *field, val *value) {
 func (v *view) commandLine() string {
 	if !v.cmdDone {
 		v.cmdDone = true
-		if p := v.e.Proc; p != nil {
+		if p := v.e.Proc; p != nil && len(p.Argv) > 0 {
 			v.cmd = joinArgs(p.Argv, tailOf(p))
+		} else if self := v.self(); self != nil {
+			v.cmd = self.commandLine()
 		}
 	}
 	return v.cmd
+}
+
+// self is the table's entry for the event's own process, for the events
+// whose proc names only the pid (the kernel's file and net events): what
+// its last exec said. A process.exec is its own account and never reads
+// the table, so an exec with an empty argv does not borrow the image the
+// process had before it.
+func (v *view) self() *procEntry {
+	if !v.selfDone {
+		v.selfDone = true
+		if v.ev != nil && v.e.Kind != event.KindExec && v.e.Proc != nil && v.e.Proc.Pid != 0 {
+			v.me = v.ev.procs.get(procKey{v.e.SessionID, v.e.Proc.Pid})
+		}
+	}
+	return v.me
+}
+
+// image is SigmaHQ's Image of the event's process.
+func (v *view) image() string {
+	p := v.e.Proc
+	if img := image(p.ExePath, p.Exe); img != "" || v.e.Kind == event.KindExec {
+		return img
+	}
+	if self := v.self(); self != nil {
+		return image(self.exePath, self.exe)
+	}
+	return ""
+}
+
+// cwd is SigmaHQ's CurrentDirectory of the event's process.
+func (v *view) cwd() string {
+	if p := v.e.Proc; p.Cwd != "" || v.e.Kind == event.KindExec {
+		return p.Cwd
+	}
+	if self := v.self(); self != nil {
+		return self.cwd
+	}
+	return ""
 }
 
 // tailOf is the recorded tail of a truncated argv.
