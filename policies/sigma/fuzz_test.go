@@ -3,10 +3,12 @@ package sigma
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // sampleEvents are one event of each category, for the fuzz targets to
@@ -98,6 +100,50 @@ func FuzzCondition(f *testing.F) {
 			}
 			ev.v.reset(&event.Event{Kind: event.KindExec, Proc: &event.Proc{Argv: args}})
 			n.eval(r.sels, &ev.v)
+		}
+	})
+}
+
+// FuzzValue builds a rule from a fuzzed field, modifier chain and value
+// (quoted by the YAML encoder, so every input is a well-formed document)
+// and matches it against a fuzzed command line: the rule either fails to
+// load or evaluates without panicking, and a cased plain value with no
+// wildcards matches exactly the text equal to it.
+func FuzzValue(f *testing.F) {
+	f.Add("CommandLine", "contains|all", "a*b?c", "xxabyc")
+	f.Add("CommandLine", "re|i", `^(a|b)+\d{2,3}$`, "ab12")
+	f.Add("CommandLine", "base64offset|contains", "http://", "aHR0cDovLw==")
+	f.Add("CommandLine", "windash|startswith", "-e", "/e")
+	f.Add("ProcessId", "gte", "10", "")
+	f.Add("User", "fieldref", "CommandLine", "root")
+	f.Add("CommandLine", "cidr", "10.0.0.0/8", "10.1.1.1")
+	f.Add("CommandLine", "cased", `\*\?\\`, `*?\`)
+	f.Fuzz(func(t *testing.T, fieldName, mods, val, text string) {
+		key := fieldName
+		if mods != "" {
+			key += "|" + mods
+		}
+		rule := map[string]any{
+			"title":     "Fuzz",
+			"logsource": map[string]string{"product": "linux", "category": "process_creation"},
+			"detection": map[string]any{"sel": map[string]any{key: val}, "condition": "sel"},
+		}
+		data, err := yaml.Marshal(rule)
+		if err != nil {
+			return
+		}
+		set, err := Parse("fuzz.yml", data)
+		if err != nil {
+			return
+		}
+		ev := NewEvaluator(set)
+		e := &event.Event{Seq: 1, Kind: event.KindExec, SessionID: "s",
+			Proc: &event.Proc{Pid: 10, PPid: 1, UID: event.U32(0), ExePath: text, Argv: []string{text}, Cwd: text}}
+		got := len(ev.Observe(e)) == 1
+		if fieldName == "CommandLine" && mods == "cased" && !strings.ContainsAny(val, `*?\`) && text != "" && val != "" {
+			if want := text == val; got != want {
+				t.Fatalf("CommandLine|cased %q on %q: matched %v, want %v", val, text, got, want)
+			}
 		}
 	})
 }
