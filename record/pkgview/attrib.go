@@ -26,6 +26,10 @@ func child(pid int32, parent *proc) *proc {
 	if parent != nil {
 		p.shim, p.under, p.managerPid = parent.shim || parent.image, parent.under|parent.self, parent.managerPid
 		p.bypass, p.group, p.host = parent.bypass, parent.group, parent.host
+		p.shimPid = parent.shimPid
+		if parent.image {
+			p.shimPid = parent.pid
+		}
 	}
 	return p
 }

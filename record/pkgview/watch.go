@@ -44,11 +44,14 @@ func (w *Watcher) Add(e *event.Event) []*event.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e.Kind == event.KindSessionTerminate || e.Kind == event.KindSessionCleanup {
-		if s := w.sessions[e.SessionID]; s != nil {
-			w.dropped += s.dropped
-			delete(w.sessions, e.SessionID)
+		s := w.sessions[e.SessionID]
+		if s == nil {
+			return nil
 		}
-		return nil
+		out := s.flush(e) // what the kernel saw installed and nobody decided yet
+		w.dropped += s.dropped
+		delete(w.sessions, e.SessionID)
+		return out
 	}
 	s := w.sessions[e.SessionID]
 	if s == nil {
