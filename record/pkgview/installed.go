@@ -31,10 +31,10 @@ type manifest struct {
 	// version is the path's, when it has one (pip's dist-info, cargo's
 	// registry source directory); npm's and dpkg's paths have none.
 	version string
-	// parent is the package an npm manifest is nested in
-	// (node_modules/parent/node_modules/name), whose tarball may bundle
-	// it (bundleDependencies).
-	parent string
+	// dir is an npm package's directory; parent is the package it is
+	// nested in (node_modules/parent/node_modules/name), whose tarball may
+	// bundle it (bundleDependencies), and parentDir that one's directory.
+	dir, parent, parentDir string
 }
 
 // manifestOf says which installed package a created file is the manifest
@@ -94,9 +94,10 @@ func npmManifest(dir string) (manifest, bool) {
 	if len(names) == 0 {
 		return manifest{}, false
 	}
-	m := manifest{eco: resolver.NPM, name: names[len(names)-1]}
+	m := manifest{eco: resolver.NPM, name: names[len(names)-1], dir: dir}
 	if len(names) > 1 {
 		m.parent = names[len(names)-2]
+		m.parentDir = strings.TrimSuffix(dir, "/node_modules/"+m.name)
 	}
 	return m, true
 }
@@ -205,8 +206,11 @@ func (s *state) installedFile(e *event.Event) {
 	if pr != nil && pr.host {
 		return
 	}
+	if m.dir != "" && (!s.live || len(s.npmDirs) < maxAccounts) {
+		s.npmDirs[m.dir] = e.Proc.Pid
+	}
 	nameKey, key := keys(m.eco, m.name, m.version)
-	if s.accounted(m, nameKey, key) {
+	if s.accounted(m, nameKey, key, e.Proc.Pid) {
 		return
 	}
 	seen := key
@@ -240,10 +244,13 @@ func (s *state) decider(p *proc, pid int32) int32 {
 }
 
 // accounted reports whether a verified fetch of the mirror's in the
-// session accounts for a manifest: one of its name and, when the path has
-// it, version; or, for an npm package nested in another, of the package
-// it is nested in, whose tarball may have bundled it.
-func (s *state) accounted(m manifest, nameKey, key string) bool {
+// session accounts for a manifest that process pid created: one of its
+// name and, when the path has it, version; or, for an npm package nested
+// in another, of the package it is nested in, when the same process
+// created that one's manifest too: its tarball may have bundled it. An
+// npm that a package's script runs, installing into the package's own
+// node_modules, is another process.
+func (s *state) accounted(m manifest, nameKey, key string, pid int32) bool {
 	if m.version != "" {
 		if s.verifiedVersions[key] {
 			return true
@@ -253,7 +260,8 @@ func (s *state) accounted(m manifest, nameKey, key string) bool {
 	}
 	if m.parent != "" {
 		pk, _ := keys(m.eco, m.parent, "")
-		return s.verifiedNames[pk]
+		creator, ok := s.npmDirs[m.parentDir]
+		return s.verifiedNames[pk] && ok && creator == pid
 	}
 	return false
 }
@@ -291,7 +299,7 @@ func (s *state) decidePlaced(pl placed, e *event.Event) {
 	if m.version == "" {
 		seen = nameKey
 	}
-	if s.accounted(m, nameKey, key) || s.claimAlerted[seen] || s.kernelAlerted[seen] {
+	if s.accounted(m, nameKey, key, pl.pid) || s.claimAlerted[seen] || s.kernelAlerted[seen] {
 		return
 	}
 	s.kernelAlerted[seen] = true

@@ -16,6 +16,7 @@ func TestManifestOf(t *testing.T) {
 		{"/w/node_modules/left-pad/package.json", "npm/left-pad@"},
 		{"/w/node_modules/@scope/n/package.json", "npm/@scope/n@"},
 		{"/w/node_modules/a/node_modules/@s/b/package.json", "npm/@s/b@^a"},
+		{"/w/node_modules/@s/a/node_modules/b/package.json", "npm/b@^@s/a"},
 		{"/home/a/.npm/_npx/1f2e/node_modules/cowsay/package.json", "npm/cowsay@"},
 		{"/w/package.json", ""},
 		{"/w/node_modules/a/lib/package.json", ""},
@@ -114,6 +115,14 @@ func TestInstalledFromKernel(t *testing.T) {
 			r.install("npm", "x", "1.0.0", sriA, 11)
 			r.exit(10)
 		}, nil},
+		{"a bundled dependency unpacked before its parent's package.json", func(r *rec) {
+			shimmedNpm(r)
+			r.fetch("npm", "x", "1.0.0", sriA, "served")
+			r.create(11, "/w/node_modules/x/node_modules/bundled/package.json")
+			r.create(11, "/w/node_modules/x/package.json")
+			r.exit(11)
+			r.exit(10)
+		}, nil},
 		{"the shim killed after its check: the kernel's account alone", func(r *rec) {
 			shimmedNpm(r)
 			r.exit(10)
@@ -125,14 +134,15 @@ func TestInstalledFromKernel(t *testing.T) {
 			r.fetch("npm", "x", "1.0.0", sriA, "served")
 			r.spawn(12, 11, "/bin/sh", "/w/node_modules/x", "sh", "-c", "node $npm_execpath install y")
 			r.spawn(13, 12, "/usr/bin/node", "/w/node_modules/x", "node", "/usr/lib/node_modules/npm/bin/npm-cli.js", "install", "y")
-			r.create(13, "/w/node_modules/x/node_modules/y/package.json") // nested in x, whose verified tarball may bundle it: accounted (a path says no more)
-			r.create(13, "/w/node_modules/y/package.json")                // 10
+			r.create(11, "/w/node_modules/x/package.json")
+			r.create(13, "/w/node_modules/x/node_modules/y/package.json") // 10: nested in x, but not by the process that unpacked x
+			r.create(13, "/w/node_modules/z/package.json")
 			r.exit(13)
 			r.exit(12)
 			r.exit(11)
 			r.install("npm", "x", "1.0.0", sriA, 11)
-			r.exit(10) // 15: the shim's exit decides
-		}, []string{"unverified_install[10]"}},
+			r.exit(10) // the shim's exit decides
+		}, []string{"unverified_install[10]", "unverified_install[11]"}},
 		{"the shim's claim raises it first; the kernel's is not repeated", func(r *rec) {
 			shimmedNpm(r)
 			r.create(11, "/w/node_modules/x/package.json")

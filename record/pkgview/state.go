@@ -47,6 +47,7 @@ type state struct {
 	placed                          map[int32][]placed
 	nPlaced                         int
 	placedSeen                      map[string]bool
+	npmDirs                         map[string]int32 // npm package directory → its manifest's creator
 	claimAlerted, kernelAlerted     map[string]bool
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
@@ -107,7 +108,7 @@ func newState(session string, o options, live bool) *state {
 	return &state{session: session, o: o, live: live, rows: map[string]*row{}, byName: map[string][]*row{},
 		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{},
 		verifiedNames: map[string]bool{}, verifiedVersions: map[string]bool{}, placed: map[int32][]placed{},
-		placedSeen: map[string]bool{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{}}
+		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{}}
 }
 
 // add takes the next event and returns the alerts it raises.

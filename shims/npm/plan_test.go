@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sandtrail/sandtrail/shims"
@@ -197,5 +198,43 @@ func TestNpxCollect(t *testing.T) {
 	want := []shims.Package{{Name: "cowsay", Version: "1.2.0", SourceURL: "u", Hash: "i", Direct: true, Requested: "1"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Collect = %+v, %v, want %+v", got, err, want)
+	}
+}
+
+// TestRegistryFromEnvAnyCase: npm reads npm_config_* in any letter case,
+// the last variable winning; so does the planner, and the mirror the
+// session set in lower case does not hide a later one the agent set.
+func TestRegistryFromEnvAnyCase(t *testing.T) {
+	const evil = "http://127.0.0.1:9/evil/"
+	mirror := "npm_config_registry=http://127.0.0.1:8480/npm/"
+	for _, tt := range []struct {
+		name    string
+		environ []string
+		want    string
+	}{
+		{"lower", []string{"npm_config_registry=" + evil}, evil},
+		{"upper", []string{"NPM_CONFIG_REGISTRY=" + evil}, evil},
+		{"mixed, after the mirror", []string{mirror, "Npm_Config_Registry=" + evil}, evil},
+		{"upper, after the mirror", []string{mirror, "NPM_CONFIG_REGISTRY=" + evil}, evil},
+		{"the mirror, after the agent's", []string{"Npm_Config_Registry=" + evil, mirror}, ""},
+		{"an empty one is not a value", []string{"npm_CONFIG_registry=" + evil, "NPM_config_REGISTRY="}, evil},
+		{"another key", []string{"npm_config_registry_x=" + evil}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for _, kv := range tt.environ {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			c := ctxIn(t.TempDir(), env)
+			c.Environ = func() []string { return tt.environ }
+			p, err := Plan([]string{"install", "a"}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Requests) != 1 || p.Requests[0].Registry != tt.want {
+				t.Errorf("Plan(install a) with %q: requests %+v, want registry %q", tt.environ, p.Requests, tt.want)
+			}
+		})
 	}
 }
