@@ -39,12 +39,19 @@ func FuzzLock(f *testing.F) {
 	f.Add([]byte(`{"packages":{"":{"dependencies":{"a":"1"}},"node_modules/a":{"version":"1","dependencies":{"b":"*"}},"node_modules/a/node_modules/b":{"version":"2","dependencies":{"a":"*"}}}}`))
 	f.Add([]byte(`{"packages":{"node_modules/x":{"link":true,"resolved":"node_modules/x"}}}`))
 	f.Add([]byte(`{"packages":{"node_modules/":"s"}}`))
+	f.Add([]byte(`{"packages":{"node_modules/@s/a":{"resolved":"http://h/@s/a/-/a-1.tgz"},"node_modules/b":{"name":"c","resolved":"https://h/c/-/c-1.tgz"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := parseLock(b)
 		if err != nil {
 			return
 		}
 		report(t.TempDir(), installed(l), l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"})
+		s := &session{c: shims.Context{Mirror: "http://127.0.0.1:8480"}}
+		for _, r := range s.lockRequests(l) {
+			if (r.Registry == "") == (r.Source == "") {
+				t.Fatalf("lockRequests: %+v names neither a registry nor a source, or both", r)
+			}
+		}
 	})
 }
 

@@ -238,3 +238,43 @@ func TestRegistryFromEnvAnyCase(t *testing.T) {
 		})
 	}
 }
+
+// TestLockfileSources: npm ci fetches each package at its lockfile's
+// resolved URL, so the plan checks each registry and other source the
+// lockfile names, once each; links, file: entries and the mirror's own
+// URLs fetch nothing from elsewhere.
+func TestLockfileSources(t *testing.T) {
+	dir := t.TempDir()
+	pj := `{"name":"p","version":"1.0.0","dependencies":{"a":"1.0.0"}}`
+	lock := `{"lockfileVersion":3,"packages":{
+		"":{"name":"p","dependencies":{"a":"1.0.0"}},
+		"node_modules/a":{"version":"1.0.0","resolved":"https://registry.npmjs.org/a/-/a-1.0.0.tgz"},
+		"node_modules/b":{"version":"1.0.0","resolved":"https://registry.npmjs.org/b/-/b-1.0.0.tgz"},
+		"node_modules/a/node_modules/@s/evil":{"version":"1.0.0","resolved":"http://127.0.0.1:9/@s/evil/-/evil-1.0.0.tgz"},
+		"node_modules/alias":{"name":"real","version":"1.0.0","resolved":"http://127.0.0.1:9/real/-/real-1.0.0.tgz"},
+		"node_modules/t":{"version":"1.0.0","resolved":"https://example.invalid/t.tgz"},
+		"node_modules/g":{"version":"1.0.0","resolved":"git+ssh://git@example.invalid/g.git#0123"},
+		"node_modules/m":{"version":"1.0.0","resolved":"http://127.0.0.1:8480/npm/m/-/m-1.0.0.tgz"},
+		"node_modules/f":{"version":"1.0.0","resolved":"file:../f"},
+		"node_modules/w":{"resolved":"packages/w","link":true}}}`
+	for name, body := range map[string]string{"package.json": pj, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := Plan([]string{"ci"}, ctxIn(dir, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range p.Requests {
+		if r.Origin == "package-lock.json" {
+			got = append(got, r.Registry+r.Source)
+		}
+	}
+	want := []string{"https://registry.npmjs.org/", "http://127.0.0.1:9/",
+		"git+ssh://git@example.invalid/g.git#0123", "https://example.invalid/t.tgz"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Plan(ci) lockfile requests = %q, want %q", got, want)
+	}
+}
