@@ -51,6 +51,8 @@ type state struct {
 	claimAlerted, kernelAlerted     map[string]bool
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
+	// ended: a Watcher saw the session's end.
+	ended bool
 }
 
 // row is one package under construction.
