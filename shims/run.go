@@ -75,7 +75,7 @@ func (s *Shim) run(m Manager, argv []string) status {
 	if err != nil {
 		dir = s.Getenv("PWD")
 	}
-	c := Context{Dir: dir, Getenv: s.Getenv, Mirror: s.Getenv("SANDTRAIL_MIRROR")}
+	c := Context{Dir: dir, Getenv: s.Getenv, Environ: s.Environ, Mirror: s.Getenv("SANDTRAIL_MIRROR")}
 	if m.Delegate != nil {
 		if code, ok, err := m.Delegate(argv[1:], c); ok {
 			if err != nil {

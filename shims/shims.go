@@ -96,6 +96,10 @@ type Context struct {
 	Dir string
 	// Getenv reads the invocation's environment.
 	Getenv func(string) string
+	// Environ lists the invocation's environment, in order, for managers
+	// that read variables by a pattern (npm's npm_config_*, in any case);
+	// it may be nil.
+	Environ func() []string
 	// Mirror is the verifying mirror's base URL ("http://127.0.0.1:8480"),
 	// empty when the session has none.
 	Mirror string

@@ -36,6 +36,10 @@ func child(pid int32, parent *proc) *proc {
 		p.shim, p.under, p.managerPid = parent.shim || parent.image, parent.under|parent.self, parent.managerPid
 		p.bypass, p.group, p.host = parent.bypass, parent.group, parent.host
 		p.interp = parent.interp // a fork runs its parent's image until it execs
+		p.shimPid = parent.shimPid
+		if parent.image {
+			p.shimPid = parent.pid
+		}
 	}
 	return p
 }

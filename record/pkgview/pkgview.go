@@ -17,7 +17,9 @@
 // Three rules raise alerts: RuleMismatch, when the shim claims a hash or
 // a version that the mirror did not serve; RuleUnverified, when the shim
 // claims an installed package that no verified fetch of the mirror's in
-// the session accounts for, by hash; and RuleBypass, when a real package
+// the session accounts for, by hash, or when the kernel saw a package's
+// manifest created that none accounts for, by name (installed.go: the
+// read-back that needs no shim); and RuleBypass, when a real package
 // manager ran without a shim above it. Build finds them over a
 // whole session; a Watcher finds the same ones live, one event at a time,
 // through the same code.

@@ -84,6 +84,11 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 	}
 	r.unverifiedAlerted = true
 	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
+	_, key := keys(p.Ecosystem, p.Name, p.Resolved)
+	s.claimAlerted[r.nameKey], s.claimAlerted[key] = true, true
+	if s.kernelAlerted[r.nameKey] || s.kernelAlerted[key] {
+		return // the kernel's read-back raised it already
+	}
 	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
 		fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
 			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),

@@ -41,6 +41,20 @@ type state struct {
 	out      []*event.Event // the alerts raised by the event being added
 	// dropped counts events a Watcher did not track, past a bound.
 	dropped uint64
+	// The kernel's read-back (installed.go): the names, and names with
+	// versions, of the mirror's verified fetches; the manifests created,
+	// by the pid whose exit decides them, and those seen; the packages
+	// the claim rule and the kernel's raised RuleUnverified for.
+	verifiedNames, verifiedVersions map[string]bool
+	placed                          map[int32][]placed
+	nPlaced                         int
+	placedSeen                      map[string]bool
+	npmDirs                         map[string]int32 // npm package directory → its manifest's creator
+	claimAlerted, kernelAlerted     map[string]bool
+	// last is the latest event added, for the alerts of a flush.
+	last *event.Event
+	// ended: a Watcher saw the session's end.
+	ended bool
 }
 
 // row is one package under construction.
@@ -83,6 +97,9 @@ type proc struct {
 	under, self, interp manager
 	// managerPid is the outermost manager of its ancestry, itself included.
 	managerPid int32
+	// shimPid is the nearest shim among its ancestors that ran a child
+	// (the shim of an install), if any.
+	shimPid int32
 	// bypass: it is in a tree already alerted as a shim bypass.
 	bypass bool
 	// outside: its parent is not in the session (the host started it:
@@ -97,7 +114,9 @@ type proc struct {
 
 func newState(session string, o options, live bool) *state {
 	return &state{session: session, o: o, live: live, rows: map[string]*row{}, byName: map[string][]*row{},
-		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{}}
+		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{},
+		verifiedNames: map[string]bool{}, verifiedVersions: map[string]bool{}, placed: map[int32][]placed{},
+		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{}}
 }
 
 // add takes the next event and returns the alerts it raises.
@@ -119,15 +138,21 @@ func (s *state) add(e *event.Event) []*event.Event {
 	case event.KindExit:
 		if e.Proc != nil {
 			delete(s.procs, e.Proc.Pid)
+			s.decide(e.Proc.Pid, e)
 		}
 	case event.KindNetConnect, event.KindNetSend:
 		s.conn(e)
+	case event.KindSessionTerminate:
+		s.last = e
+		return s.flush(e)
 	default:
 		if e.Category() == "file" {
 			s.checkModuleRead(e)
+			s.installedFile(e)
 			s.file(e)
 		}
 	}
+	s.last = e
 	if !s.live {
 		s.alerts = append(s.alerts, s.out...)
 	}
@@ -280,6 +305,8 @@ func (s *state) fetch(e *event.Event) {
 	s.served[r.nameKey] = ref
 	if p.Verified != nil && *p.Verified {
 		s.addVerified(p.Hash)
+		_, key := keys(p.Ecosystem, p.Name, p.Resolved)
+		s.addAccount(r.nameKey, key)
 	}
 	// A version served now makes a claim of another version, by the
 	// same name, one the mirror served only at other versions.

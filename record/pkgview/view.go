@@ -9,8 +9,12 @@ import (
 
 // view copies the state out as a View: each row with its Seen, and each
 // script group under its package's row, or under a kernel_only row of its
-// own when no pkg event names the package.
+// own when no pkg event names the package. Manifests still waiting for a
+// decision are decided first (see flush).
 func (s *state) view() *View {
+	if len(s.placed) > 0 && s.last != nil {
+		s.flush(s.last) // the record ends before the deciders' exits
+	}
 	v := &View{SessionID: s.session, Packages: []*Package{}, Alerts: slices.Clone(s.alerts)}
 	if v.Alerts == nil {
 		v.Alerts = []*event.Event{}

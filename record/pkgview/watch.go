@@ -11,11 +11,24 @@ import (
 // oldest is forgotten.
 const maxSessions = 1024
 
+// maxEnded bounds the ended sessions whose state a Watcher keeps for their
+// late events, and maxGone the ended sessions it remembers having
+// forgotten, whose events it then ignores.
+const (
+	maxEnded = 64
+	maxGone  = 4096
+)
+
 // Watcher runs the rules of Build live, over every session's events as
 // they are journaled, and returns the alerts to emit. It keeps, per
 // session, only what the rules need (the live processes' shim ancestry and
-// each package's installs and served fetches), bounded, and forgets a
-// session at its session.terminate or session.cleanup.
+// each package's installs and served fetches), bounded. At a session's
+// session.terminate (or session.cleanup) it decides what is still waiting
+// and keeps the state a while: the kernel's events of a session's last
+// moments can be journaled after its end, and a session started again
+// from nothing would take them for installs nobody fetched. Of the ended
+// sessions it keeps the last maxEnded; the events of one forgotten after
+// its end are ignored.
 //
 // Alerts name their evidence by seq (event.Alert.Refs), which the journal
 // assigns on append: feed a Watcher each event after it was appended (see
@@ -26,12 +39,17 @@ type Watcher struct {
 	mu       sync.Mutex
 	sessions map[string]*state
 	order    []string // sessions by first event, for eviction; may hold forgotten ones
-	dropped  uint64
+	// ended are the ended sessions still tracked, oldest first; gone the
+	// ones forgotten after their end, goneOrder those by forgetting.
+	ended     []string
+	gone      map[string]bool
+	goneOrder []string
+	dropped   uint64
 }
 
 // NewWatcher returns a Watcher with no sessions.
 func NewWatcher(opts ...Option) *Watcher {
-	return &Watcher{o: defaults(opts), sessions: map[string]*state{}}
+	return &Watcher{o: defaults(opts), sessions: map[string]*state{}, gone: map[string]bool{}}
 }
 
 // Add takes the next journaled event and returns the alert events it
@@ -43,18 +61,46 @@ func (w *Watcher) Add(e *event.Event) []*event.Event {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e.Kind == event.KindSessionTerminate || e.Kind == event.KindSessionCleanup {
-		if s := w.sessions[e.SessionID]; s != nil {
-			w.dropped += s.dropped
-			delete(w.sessions, e.SessionID)
-		}
+	if w.gone[e.SessionID] {
+		w.dropped++
 		return nil
 	}
 	s := w.sessions[e.SessionID]
+	if e.Kind == event.KindSessionTerminate || e.Kind == event.KindSessionCleanup {
+		if s == nil {
+			return nil
+		}
+		out := s.flush(e) // what the kernel saw installed and nobody decided yet
+		if !s.ended {
+			s.ended = true
+			w.ended = append(w.ended, e.SessionID)
+			w.trimEnded()
+		}
+		return out
+	}
 	if s == nil {
 		s = w.start(e.SessionID)
 	}
 	return s.add(e)
+}
+
+// trimEnded forgets the oldest ended sessions past maxEnded, and
+// remembers them as gone.
+func (w *Watcher) trimEnded() {
+	for len(w.ended) > maxEnded {
+		old := w.ended[0]
+		w.ended = w.ended[1:]
+		if s := w.sessions[old]; s != nil {
+			w.dropped += s.dropped
+			delete(w.sessions, old)
+		}
+		w.gone[old] = true
+		w.goneOrder = append(w.goneOrder, old)
+	}
+	for len(w.goneOrder) > maxGone {
+		delete(w.gone, w.goneOrder[0])
+		w.goneOrder = w.goneOrder[1:]
+	}
 }
 
 // start tracks a new session, forgetting the oldest past maxSessions.

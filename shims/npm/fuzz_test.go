@@ -42,6 +42,7 @@ func FuzzLock(f *testing.F) {
 	f.Add([]byte(`{"packages":{"node_modules/":"s"}}`))
 	f.Add([]byte(`{"packages":{"node_modules/c":{"version":"1","bundleDependencies":["i"]},"node_modules/c/node_modules/i":{"version":"1","inBundle":true},"node_modules/d":{"bundledDependencies":true,"dependencies":{"i":"1"}},"node_modules/d/node_modules/i/node_modules/j":{"inBundle":true}}}`))
 	f.Add([]byte(`{"packages":{"node_modules/c":{"bundleDependencies":{"x":1}},"x/node_modules/i":{"inBundle":true}}}`))
+	f.Add([]byte(`{"packages":{"node_modules/@s/a":{"resolved":"http://h/@s/a/-/a-1.tgz"},"node_modules/b":{"name":"c","resolved":"https://h/c/-/c-1.tgz"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := parseLock(b)
 		if err != nil {
@@ -50,6 +51,12 @@ func FuzzLock(f *testing.F) {
 		for _, p := range report(t.TempDir(), installed(l), l, []want{{install: "a"}, {req: shims.Request{Source: "x"}}}, manifest{"b": "1"}) {
 			if p.BundledIn != "" && !l[p.Path].InBundle {
 				t.Errorf("report[%s] is bundled in %s, but its entry is not inBundle", p.Path, p.BundledIn)
+			}
+		}
+		s := &session{c: shims.Context{Mirror: "http://127.0.0.1:8480"}}
+		for _, r := range s.lockRequests(l) {
+			if (r.Registry == "") == (r.Source == "") {
+				t.Fatalf("lockRequests: %+v names neither a registry nor a source, or both", r)
 			}
 		}
 	})

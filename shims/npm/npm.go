@@ -30,10 +30,11 @@
 // <prefix>/etc/npmrc) and the builtin <prefix>/lib/node_modules/npm/npmrc,
 // with userconfig, globalconfig and prefix themselves read from argv, the
 // environment and the files before them, as npm does; a configured
-// registry that is the session's mirror is not reported. Only the exact
-// names npm_config_<key>/NPM_CONFIG_<KEY> (registry, prefix, global,
-// location, userconfig, globalconfig, cache) and PREFIX, DESTDIR are read
-// from the environment, since a planner cannot list it. The builtin
+// registry that is the session's mirror is not reported. The npm_config_
+// variables of the keys it needs (registry, prefix, global, location,
+// userconfig, globalconfig, cache) are read as npm reads them: the prefix
+// in any letter case, _ for -, the last one in the environment winning;
+// and PREFIX, DESTDIR. The builtin
 // npmrc is looked for under the default prefix (node's), which is where
 // a packaged npm lives.
 package npm
@@ -187,6 +188,9 @@ func newSession(cfg *config, c shims.Context) *session {
 }
 
 func (s *session) getenv(k string) string {
+	if key, ok := cutConfigPrefix(k); ok && s.c.Environ != nil {
+		return configEnv(s.c.Environ(), key)
+	}
 	if s.c.Getenv == nil {
 		return ""
 	}
@@ -194,6 +198,45 @@ func (s *session) getenv(k string) string {
 		return v
 	}
 	return s.c.Getenv(strings.ToUpper(k))
+}
+
+// cutConfigPrefix cuts npm_config_, in any case, off an environment
+// variable's name.
+func cutConfigPrefix(name string) (string, bool) {
+	const prefix = "npm_config_"
+	if len(name) < len(prefix) || !strings.EqualFold(name[:len(prefix)], prefix) {
+		return "", false
+	}
+	return name[len(prefix):], true
+}
+
+// configKey is the config key that npm reads an npm_config_ variable's
+// rest as (@npmcli/config's loadEnv): every _ but a first one is -, and
+// the key is lower case, unless it is a //host: key.
+func configKey(k string) string {
+	if strings.HasPrefix(k, "//") || k == "" {
+		return k
+	}
+	return strings.ToLower(k[:1] + strings.ReplaceAll(k[1:], "_", "-"))
+}
+
+// configEnv is the value npm takes for config key from the environment:
+// every variable whose name is npm_config_ in any letter case
+// (npm_config_registry, NPM_CONFIG_REGISTRY, Npm_Config_Registry) followed
+// by the key names it, and the last non-empty one wins, as it does in
+// npm's own loop over the environment.
+func configEnv(environ []string, key string) string {
+	want, v := configKey(key), ""
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || val == "" {
+			continue
+		}
+		if k, ok := cutConfigPrefix(name); ok && configKey(k) == want {
+			v = val
+		}
+	}
+	return v
 }
 
 // abs makes p absolute against the working directory.

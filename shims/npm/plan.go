@@ -321,7 +321,16 @@ func (s *session) plan(ws []want, m manifest, trees []bool) (*shims.Plan, error)
 		}
 		return out, nil
 	}
-	return &shims.Plan{Requests: requests(ws), Collect: collect}, nil
+	reqs := requests(ws)
+	for _, sn := range snaps {
+		for _, r := range sn.sources {
+			// A registry that a request already names is checked once.
+			if r.Registry == "" || !slices.ContainsFunc(reqs, func(q shims.Request) bool { return q.Registry == r.Registry }) {
+				reqs = append(reqs, r)
+			}
+		}
+	}
+	return &shims.Plan{Requests: reqs, Collect: collect}, nil
 }
 
 // snapshot is a tree as it was before the install.
@@ -329,11 +338,13 @@ type snapshot struct {
 	// root is the tree's root: the local prefix, or the workspace root
 	// above it, whose node_modules npm installs into; for the global
 	// folder <prefix>/lib.
-	root   string
-	files  []string  // its lockfiles; none for the global folder
-	cache  string    // the npm cache, for the global folder
-	since  time.Time // when the snapshot was taken
-	before lock
+	root  string
+	files []string // its lockfiles; none for the global folder
+	// sources are the checks its lockfiles ask for (lockRequests).
+	sources []shims.Request
+	cache   string    // the npm cache, for the global folder
+	since   time.Time // when the snapshot was taken
+	before  lock
 }
 
 func (s *session) snapshot(global bool) (*snapshot, error) {
@@ -355,12 +366,62 @@ func (s *session) snapshot(global bool) (*snapshot, error) {
 	if w != "" {
 		sn.root, sn.files = w, treeLocks(w)
 	}
-	// Read now for the check alone: a lockfile that is not a regular
-	// file is refused before npm runs.
-	if _, err := readLocks(append(treeLocks(s.dir), sn.files...)...); err != nil {
+	// Read now for the check: a lockfile that is not a regular file is
+	// refused before npm runs, and the sources it names are checked.
+	l, err := readLocks(append(treeLocks(s.dir), sn.files...)...)
+	if err != nil {
 		return nil, fmt.Errorf("reading the tree before the install: %w", err)
 	}
+	sn.sources = s.lockRequests(l)
 	return sn, nil
+}
+
+// lockRequests are the checks that a tree's lockfiles ask for. npm
+// fetches each package at its resolved URL as written (only the public
+// registry's host is replaced by the configured registry,
+// replace-registry-host's default), so an entry's registry, or its URL
+// when it is not a registry's tarball, is checked as a --registry or a
+// URL on argv would be: one request per registry and per other source.
+// Links, local (file:) entries and the mirror's own URLs fetch nothing
+// from elsewhere.
+func (s *session) lockRequests(l lock) []shims.Request {
+	seen := map[shims.Request]bool{}
+	var out []shims.Request
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		e := l[k]
+		u := e.Resolved
+		if k == "" || e.Link || u == "" || strings.HasPrefix(u, "file:") || s.isMirror(u) {
+			continue
+		}
+		r := shims.Request{Origin: "package-lock.json"}
+		if base, ok := registryOf(k, e.Name, u); ok {
+			r.Registry = base
+		} else {
+			r.Source = u
+		}
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// registryOf is the registry whose tarball a lockfile entry's resolved
+// URL u is (REGISTRY/NAME/-/FILE.tgz, NAME the entry's name or the last
+// package of its path).
+func registryOf(path, name, u string) (string, bool) {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return "", false
+	}
+	if i := strings.LastIndex(path, "node_modules/"); name == "" && i >= 0 {
+		name = path[i+len("node_modules/"):]
+	}
+	i := strings.Index(u, "/"+name+"/-/")
+	if name == "" || i < 0 {
+		return "", false
+	}
+	return u[:i+1], true
 }
 
 // installedTree is a local tree after the install: hidden is its hidden

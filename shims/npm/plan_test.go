@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sandtrail/sandtrail/shims"
@@ -240,5 +241,83 @@ func TestReportBundled(t *testing.T) {
 	}
 	if !l["node_modules/@s/c"].bundles("x") || l["node_modules/@s/c"].bundles("y") || !l["node_modules/carrier"].bundles("inner") {
 		t.Errorf("bundles: bundleDependencies true and a list not read as they are")
+	}
+}
+
+// TestRegistryFromEnvAnyCase: npm reads npm_config_* in any letter case,
+// the last variable winning; so does the planner, and the mirror the
+// session set in lower case does not hide a later one the agent set.
+func TestRegistryFromEnvAnyCase(t *testing.T) {
+	const evil = "http://127.0.0.1:9/evil/"
+	mirror := "npm_config_registry=http://127.0.0.1:8480/npm/"
+	for _, tt := range []struct {
+		name    string
+		environ []string
+		want    string
+	}{
+		{"lower", []string{"npm_config_registry=" + evil}, evil},
+		{"upper", []string{"NPM_CONFIG_REGISTRY=" + evil}, evil},
+		{"mixed, after the mirror", []string{mirror, "Npm_Config_Registry=" + evil}, evil},
+		{"upper, after the mirror", []string{mirror, "NPM_CONFIG_REGISTRY=" + evil}, evil},
+		{"the mirror, after the agent's", []string{"Npm_Config_Registry=" + evil, mirror}, ""},
+		{"an empty one is not a value", []string{"npm_CONFIG_registry=" + evil, "NPM_config_REGISTRY="}, evil},
+		{"another key", []string{"npm_config_registry_x=" + evil}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for _, kv := range tt.environ {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			c := ctxIn(t.TempDir(), env)
+			c.Environ = func() []string { return tt.environ }
+			p, err := Plan([]string{"install", "a"}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Requests) != 1 || p.Requests[0].Registry != tt.want {
+				t.Errorf("Plan(install a) with %q: requests %+v, want registry %q", tt.environ, p.Requests, tt.want)
+			}
+		})
+	}
+}
+
+// TestLockfileSources: npm ci fetches each package at its lockfile's
+// resolved URL, so the plan checks each registry and other source the
+// lockfile names, once each; links, file: entries and the mirror's own
+// URLs fetch nothing from elsewhere.
+func TestLockfileSources(t *testing.T) {
+	dir := t.TempDir()
+	pj := `{"name":"p","version":"1.0.0","dependencies":{"a":"1.0.0"}}`
+	lock := `{"lockfileVersion":3,"packages":{
+		"":{"name":"p","dependencies":{"a":"1.0.0"}},
+		"node_modules/a":{"version":"1.0.0","resolved":"https://registry.npmjs.org/a/-/a-1.0.0.tgz"},
+		"node_modules/b":{"version":"1.0.0","resolved":"https://registry.npmjs.org/b/-/b-1.0.0.tgz"},
+		"node_modules/a/node_modules/@s/evil":{"version":"1.0.0","resolved":"http://127.0.0.1:9/@s/evil/-/evil-1.0.0.tgz"},
+		"node_modules/alias":{"name":"real","version":"1.0.0","resolved":"http://127.0.0.1:9/real/-/real-1.0.0.tgz"},
+		"node_modules/t":{"version":"1.0.0","resolved":"https://example.invalid/t.tgz"},
+		"node_modules/g":{"version":"1.0.0","resolved":"git+ssh://git@example.invalid/g.git#0123"},
+		"node_modules/m":{"version":"1.0.0","resolved":"http://127.0.0.1:8480/npm/m/-/m-1.0.0.tgz"},
+		"node_modules/f":{"version":"1.0.0","resolved":"file:../f"},
+		"node_modules/w":{"resolved":"packages/w","link":true}}}`
+	for name, body := range map[string]string{"package.json": pj, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := Plan([]string{"ci"}, ctxIn(dir, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range p.Requests {
+		if r.Origin == "package-lock.json" {
+			got = append(got, r.Registry+r.Source)
+		}
+	}
+	want := []string{"https://registry.npmjs.org/", "http://127.0.0.1:9/",
+		"git+ssh://git@example.invalid/g.git#0123", "https://example.invalid/t.tgz"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Plan(ci) lockfile requests = %q, want %q", got, want)
 	}
 }
