@@ -329,8 +329,10 @@ func TestRoadShimKilled(t *testing.T) {
 		{Name: "fx-leaf", Versions: []npmtest.Version{{Version: "1.0.0"}}},
 	}
 	direct := npmtest.Start(t, pkgs...)
-	e, _, _ := roadEnvWith(t, pkgs...)
-	pol := writePolicy(t, "sources:\n  registries:\n    npm: ["+direct.URL+"/, https://registry.npmjs.org/]\n")
+	e, _, good := roadEnvWith(t, pkgs...)
+	// The mirror's own upstream stays approved (it refuses to start
+	// otherwise); the registry npm is sent to around it is approved too.
+	pol := writePolicy(t, "sources:\n  registries:\n    npm: ["+direct.URL+"/, "+good.URL+"/, https://registry.npmjs.org/]\n")
 	pj := `{"name":"p","version":"1.0.0"}`
 	t.Run("around the mirror", func(t *testing.T) {
 		r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c",
