@@ -184,3 +184,33 @@ func TestManagerOfNewNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamicLoader: a manager run through the dynamic loader
+// (`ld-linux-x86-64.so.2 /usr/bin/node npm-cli.js`) is the manager, and the
+// interpreter it loads is the image whose modules it may read.
+func TestDynamicLoader(t *testing.T) {
+	const ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+	for _, tt := range []struct {
+		exe  string
+		argv []string
+		want manager
+	}{
+		{ld, []string{ld, "/usr/bin/node", "/usr/lib/node_modules/npm/bin/npm-cli.js", "install", "x"}, mgrNpm},
+		{ld, []string{ld, "--library-path", "/x", "--argv0", "npm", "/usr/bin/python3", "-m", "pip", "install", "x"}, mgrPip},
+		{"/lib/ld-musl-x86_64.so.1", []string{"ld", "--", "/usr/bin/npm", "ci"}, mgrNpm},
+		{ld, []string{ld, "--list", "/usr/bin/npm"}, mgrNpm},
+		{ld, []string{ld, "/usr/bin/ls", "npm"}, 0},
+		{ld, []string{ld}, 0},
+		{"/usr/bin/ld", []string{"ld", "/usr/bin/npm"}, 0},
+	} {
+		if got := managerOf(tt.exe, tt.argv); got != tt.want {
+			t.Errorf("managerOf(%q, %q) = %v, want %v", tt.exe, tt.argv, got, tt.want)
+		}
+	}
+	if got := interpreterOf(&event.Proc{Exe: ld, ExePath: ld, Argv: []string{ld, "/usr/bin/node", "/tmp/x.js"}}); got&mgrNpm == 0 {
+		t.Errorf("interpreterOf(ld.so node) = %v, want node's managers", got)
+	}
+	if got := interpreterOf(&event.Proc{Exe: ld, ExePath: ld, Argv: []string{ld, "/usr/bin/cat", "/usr/lib/node_modules/npm/lib/cli.js"}}); got != 0 {
+		t.Errorf("interpreterOf(ld.so cat) = %v, want none", got)
+	}
+}

@@ -71,6 +71,7 @@ var yarnRelease = regexp.MustCompile(`^yarn-[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]
 // scripts). A script's shebang makes the kernel record the script first,
 // then the interpreter it names through /usr/bin/env: both match.
 func managerOf(exe string, argv []string) manager {
+	exe, argv = loadedProgram(exe, argv)
 	switch base := path.Base(exe); {
 	case base == "npm" || base == "npx":
 		return mgrNpm
@@ -107,6 +108,40 @@ func managerOf(exe string, argv []string) manager {
 	return 0
 }
 
+// dynamicLoader names the dynamic loader run as a program
+// (ld-linux-x86-64.so.2, ld-linux-aarch64.so.1, ld-musl-x86_64.so.1,
+// ld.so), which runs the program its argv names.
+var dynamicLoader = regexp.MustCompile(`^(ld-linux[A-Za-z0-9_.-]*\.so(\.[0-9]+)*|ld-musl-[A-Za-z0-9_]+\.so(\.[0-9]+)*|ld\.so(\.[0-9]+)*)$`)
+
+// loaderValueOptions are the dynamic loader's options that take a value.
+var loaderValueOptions = map[string]bool{"--library-path": true, "--preload": true, "--audit": true, "--argv0": true,
+	"--inhibit-rpath": true, "--glibc-hwcaps-prefix": true, "--glibc-hwcaps-mask": true}
+
+// loadedProgram is the program an exec runs: for the dynamic loader run as
+// a program (`/lib64/ld-linux-x86-64.so.2 /usr/bin/node npm-cli.js`), the
+// program its argv names after the loader's own options, with that
+// program's argv; otherwise exe and argv as they are.
+func loadedProgram(exe string, argv []string) (string, []string) {
+	if !dynamicLoader.MatchString(path.Base(exe)) {
+		return exe, argv
+	}
+	for i := 1; i < len(argv); i++ {
+		switch a := argv[i]; {
+		case a == "--":
+			if i+1 < len(argv) {
+				return argv[i+1], argv[i+1:]
+			}
+			return exe, argv
+		case loaderValueOptions[a]:
+			i++
+		case strings.HasPrefix(a, "--"):
+		default:
+			return a, argv[i:]
+		}
+	}
+	return exe, argv
+}
+
 // interpreterOf says whose entry modules a process.exec's image can run,
 // by the file the kernel executed (or, without it, the name it was run
 // by): node runs npm's, pnpm's, yarn's and corepack's, python pip's.
@@ -115,6 +150,7 @@ func interpreterOf(pr *event.Proc) manager {
 	if exe == "" {
 		exe = pr.Exe
 	}
+	exe, _ = loadedProgram(exe, pr.Argv)
 	switch base := path.Base(exe); {
 	case nodeExe.MatchString(base):
 		return mgrNpm | mgrPnpm | mgrYarn | mgrCorepack

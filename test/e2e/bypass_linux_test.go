@@ -174,7 +174,8 @@ func npmDir(t *testing.T) string {
 // npm's own modules read) and from the mirror, however it is named: by its
 // path, by its interpreter (node npm-cli.js), as a symlink of another name,
 // and as a copy of its entry script (a wrapper of npm's lib/cli.js under
-// another name). A full copy of npm's directory, renamed, is caught by the
+// another name), and through the dynamic loader (ld.so node npm-cli.js).
+// A full copy of npm's directory, renamed, is caught by the
 // mirror only (docs/packages.md). The same npm through its shim raises
 // nothing.
 func TestBypassNpmUnderOtherNames(t *testing.T) {
@@ -197,7 +198,8 @@ inst interp isarray@2.0.5 node %[1]s/bin/npm-cli.js
 inst symlink ms@2.1.3 "$HOME/bin/mynpm"
 inst wrapper inherits@2.0.4 "$HOME/bin/tool"
 inst vendored wrappy@1.0.2 node "$HOME/.tools/npm/bin/run.js"
-`, dir, flags)
+inst loader is-plain-obj@1.1.0 %[3]s /usr/bin/node %[1]s/bin/npm-cli.js
+`, dir, flags, dynamicLoader(t))
 	r := e.run("--timeout", "6m", "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("session: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -209,6 +211,7 @@ inst vendored wrappy@1.0.2 node "$HOME/.tools/npm/bin/run.js"
 		{"as a symlink named mynpm", "ms@2.1.3", true, ""},
 		{"as a wrapper of lib/cli.js named tool", "inherits@2.0.4", true, ""},
 		{"as a renamed copy of npm's directory", "wrappy@1.0.2", false, ""},
+		{"through the dynamic loader", "is-plain-obj@1.1.0", true, ""},
 	})
 	e.verify()
 }
@@ -303,4 +306,17 @@ mkdir -p "$HOME/c3" && cd "$HOME/c3" && echo '{"name":"c3","version":"1.0.0","pa
 		{"pnpm's fetch, through a symlink to corepack's pnpm named pp", "ms@2.1.3", true, ""},
 	})
 	e.verify()
+}
+
+// dynamicLoader is the path of this machine's dynamic loader, which runs
+// a program named in its argv.
+func dynamicLoader(t *testing.T) string {
+	t.Helper()
+	for _, g := range []string{"/lib64/ld-linux-*.so.*", "/lib/ld-linux-*.so.*", "/lib/ld-musl-*.so.*"} {
+		if m, _ := filepath.Glob(g); len(m) > 0 {
+			return m[0]
+		}
+	}
+	t.Skip("no dynamic loader found")
+	return ""
 }
