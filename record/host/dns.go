@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/sandtrail/sandtrail/collector"
@@ -77,9 +78,40 @@ func (h *Host) dnsCollectorOptions() []collector.Option {
 	}
 	p := h.dns
 	return []collector.Option{collector.WithDomainLookup(func(ip netip.Addr) string {
-		d, _ := p.DomainOf(ip)
-		return d
+		if d, ok := p.DomainOf(ip); ok {
+			return d
+		}
+		return h.upstreams.name(ip)
 	})}
+}
+
+// maxUpstreamNames bounds the addresses the host names from the mirror's
+// connections; past it, new ones are still refused (the collector learns
+// them) but net events name them by the DNS proxy's answers only.
+const maxUpstreamNames = 4096
+
+// upstreamNames maps each address the mirror connected to onto the host
+// it connected for.
+type upstreamNames struct {
+	mu sync.RWMutex
+	m  map[netip.Addr]string
+}
+
+func (u *upstreamNames) add(ip netip.Addr, host string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[netip.Addr]string{}
+	}
+	if _, ok := u.m[ip]; ok || len(u.m) < maxUpstreamNames {
+		u.m[ip] = host
+	}
+}
+
+func (u *upstreamNames) name(ip netip.Addr) string {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.m[ip.Unmap()]
 }
 
 // learnDomain is the proxy's answer hook: the collector's egress map learns
@@ -108,7 +140,14 @@ func (h *Host) learnUpstream(host string, addr netip.Addr) {
 	if _, err := netip.ParseAddr(host); err == nil || addr.IsLoopback() || addr.IsUnspecified() {
 		return
 	}
-	h.learnDomain(host, addr, upstreamTTL)
+	h.upstreams.add(addr, host)
+	if h.col == nil {
+		return
+	}
+	if err := h.col.LearnDomain(addr, host, upstreamTTL); err != nil && !errors.Is(err, collector.ErrClosed) {
+		h.log.Warn("a session may reach this registry address around the mirror: the collector did not learn it",
+			"host", host, "ip", addr, "error", err)
+	}
 }
 
 // dnsSenderOf is the proxy's sender lookup: the process the collector saw

@@ -66,6 +66,10 @@ type Host struct {
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dns.WithCgroup); false when the kernel cannot tell.
 	dnsSender bool
+	// upstreams names the addresses the mirror connected to by the host
+	// it connected for (learnUpstream), for net events that the DNS
+	// proxy's answers cannot name.
+	upstreams upstreamNames
 	forwarded chan struct{}
 	served    chan error
 	stopIndex context.CancelFunc

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -75,5 +76,31 @@ func TestLogWithout(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "recording connects from syscalls instead") {
 		t.Errorf("line 0 = %q, want unix_enforce's detail", lines[0])
+	}
+}
+
+// TestUpstreamNames: the addresses the mirror connected to are named by
+// the host they were connected for, a v4-mapped address as its v4 one, up
+// to maxUpstreamNames addresses; a known one is renamed past the bound.
+func TestUpstreamNames(t *testing.T) {
+	var u upstreamNames
+	a := netip.MustParseAddr("192.0.2.1")
+	u.add(a, "registry.npmjs.org")
+	if got := u.name(netip.MustParseAddr("::ffff:192.0.2.1")); got != "registry.npmjs.org" {
+		t.Errorf("name(v4-mapped) = %q, want registry.npmjs.org", got)
+	}
+	if got := u.name(netip.MustParseAddr("192.0.2.2")); got != "" {
+		t.Errorf("name(unknown) = %q, want none", got)
+	}
+	for i := 0; len(u.m) < maxUpstreamNames; i++ {
+		u.add(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "h")
+	}
+	u.add(netip.MustParseAddr("198.51.100.1"), "late")
+	if got := u.name(netip.MustParseAddr("198.51.100.1")); got != "" || len(u.m) != maxUpstreamNames {
+		t.Errorf("past the bound: name = %q, %d names; want none, %d", got, len(u.m), maxUpstreamNames)
+	}
+	u.add(a, "registry.yarnpkg.com")
+	if got := u.name(a); got != "registry.yarnpkg.com" {
+		t.Errorf("a known address past the bound = %q, want renamed", got)
 	}
 }
