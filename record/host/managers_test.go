@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/record/pkgview"
 )
 
 // TestManagerModules: npm's and corepack's modules are found in a global
@@ -45,5 +48,13 @@ func TestManagerModules(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("managerModules =\n%q\nwant\n%q", got, want)
+	}
+	// What the host has recorded is what the view counts: each module
+	// listed, or a file in a listed directory.
+	for _, f := range files {
+		if p := filepath.Join(root, f); slices.ContainsFunc(got, func(m string) bool { return p == m || strings.HasPrefix(p, m+"/") }) &&
+			!pkgview.IsManagerModule(p) {
+			t.Errorf("the host records reads of %s, which the package view does not count as a manager's module", p)
+		}
 	}
 }

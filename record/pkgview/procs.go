@@ -160,6 +160,11 @@ func interpreterOf(pr *event.Proc) manager {
 	return 0
 }
 
+// IsManagerModule reports whether the package view counts a read of the
+// file p as a package manager's core module (managerModule): the host,
+// which has the kernel record the reads, lists only such files.
+func IsManagerModule(p string) bool { return managerModule(p) != 0 }
+
 // managerModule says which package manager a module is the core of, by its
 // path: npm's lib/cli.js and lib/npm.js (every npm and npx command loads
 // them, whatever file started it), pip's pip/_internal/cli/ (its main and
