@@ -127,29 +127,10 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if err := openDataDir(cfg); err != nil {
 		return h, err
 	}
-	mgr := h.mgr
 	if err := h.startDNS(); err != nil {
 		return h, err
 	}
-	// The reads the collector records: the policy's sensitive paths, and
-	// the installed package managers' core modules, whose read by a
-	// process with no shim above it is a shim_bypass (pkgview).
-	sensitive, readExceptions := pol.SensitiveReads("")
-	sensitive = append(sensitive, managerModules("/")...)
-	h.col, err = collector.New(log, append([]collector.Option{collector.WithHost(cfg.Host), collector.WithOOMHandler(mgr.OOMVictim),
-		collector.WithEgress(h.egress), collector.WithSensitiveReads(sensitive, readExceptions),
-		collector.WithUnixAllowed(cfg.OwnSockets()...), collector.WithExecEnv(pol.ExecEnv())},
-		h.dnsCollectorOptions()...)...)
-	if err != nil {
-		return h, fmt.Errorf("starting the process collector: %w", err)
-	}
-	go func() {
-		defer close(h.forwarded)
-		for e := range h.col.Events() {
-			h.q.Emit(e)
-		}
-	}()
-	if err := h.checkKernel(pol.Require()); err != nil {
+	if err := h.startCollector(); err != nil {
 		return h, err
 	}
 	h.endAbandoned()
@@ -176,6 +157,32 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 		}()
 	}
 	return h, nil
+}
+
+// startCollector starts the kernel collector, deciding the sessions'
+// egress by h.egress, and forwards its events into the queue; it fails
+// when the kernel lacks a capability the policy requires.
+func (h *Host) startCollector() error {
+	// The reads the collector records: the policy's sensitive paths, and
+	// the installed package managers' core modules, whose read by a
+	// process with no shim above it is a shim_bypass (pkgview).
+	sensitive, readExceptions := h.pol.SensitiveReads("")
+	sensitive = append(sensitive, managerModules("/")...)
+	var err error
+	h.col, err = collector.New(h.log, append([]collector.Option{collector.WithHost(h.cfg.Host), collector.WithOOMHandler(h.mgr.OOMVictim),
+		collector.WithEgress(h.egress), collector.WithSensitiveReads(sensitive, readExceptions),
+		collector.WithUnixAllowed(h.cfg.OwnSockets()...), collector.WithExecEnv(h.pol.ExecEnv())},
+		h.dnsCollectorOptions()...)...)
+	if err != nil {
+		return fmt.Errorf("starting the process collector: %w", err)
+	}
+	go func() {
+		defer close(h.forwarded)
+		for e := range h.col.Events() {
+			h.q.Emit(e)
+		}
+	}()
+	return h.checkKernel(h.pol.Require())
 }
 
 // endAbandoned ends the sessions that a host before this one left behind
