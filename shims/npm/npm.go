@@ -22,15 +22,16 @@
 // reports is the agent's account, which the daemon checks against what
 // the mirror served.
 //
-// Registries: a request's Registry is what argv names (--registry and
-// its abbreviations, --@scope:registry=URL), else npm_config_registry
-// from the environment, else registry= or @scope:registry= in the npmrc
-// files npm loads, the first that sets it winning: the project's, the
-// user's (userconfig), the global one (globalconfig, else
-// <prefix>/etc/npmrc) and the builtin <prefix>/lib/node_modules/npm/npmrc,
-// with userconfig, globalconfig and prefix themselves read from argv, the
-// environment and the files before them, as npm does; a configured
-// registry that is the session's mirror is not reported. Only the exact
+// Registries: a request's Registry is the package's @scope:registry,
+// else registry, as npm picks them, each from the first place that sets
+// it: argv (--registry and its abbreviations, --@scope:registry=URL),
+// the environment (npm_config_registry), then the npmrc files npm loads,
+// the project's, the user's (userconfig), the global one (globalconfig,
+// else <prefix>/etc/npmrc) and the builtin
+// <prefix>/lib/node_modules/npm/npmrc, with userconfig, globalconfig and
+// prefix themselves read from argv, the environment and the files before
+// them, as npm does; a configured registry that is the session's mirror
+// is not reported, and hides the places after it. Only the exact
 // names npm_config_<key>/NPM_CONFIG_<KEY> (registry, prefix, global,
 // location, userconfig, globalconfig, cache) and PREFIX, DESTDIR are read
 // from the environment, since a planner cannot list it. The builtin
