@@ -342,7 +342,7 @@ func (h *Host) startIngest() error {
 	if err := h.startApt(chk); err != nil {
 		h.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
 	}
-	srv := server.New(h.app, h.mgr,
+	srv := server.New(claimsAfterHost{flush: h.q.Flush, app: h.app}, h.mgr,
 		server.WithLogger(h.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),

@@ -3,6 +3,8 @@ package pkgview
 import (
 	"fmt"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // scriptSum is what an attribution test checks of a row.
@@ -103,6 +105,30 @@ func TestScripts(t *testing.T) {
 		}, []scriptSum{
 			{row: "deb:curl@7.88.1-10 shim_only", procs: []string{"33:dpkg_maintainer_script"}, sensitive: []string{"read /etc/shadow"}, files: 1},
 			{row: "deb:libfoo1@1.0-1 shim_only", procs: []string{"34:dpkg_maintainer_script"}}}},
+		{"a host package's dpkg trigger is no row", func(r *rec) {
+			r.spawn(30, 1, DefaultShimDir+"/apt-get", "/", "apt-get", "install", "-y", "sl")
+			r.spawn(31, 30, "/usr/bin/apt-get", "/", "apt-get", "install", "-y", "sl").Proc.UID = event.U32(0)
+			r.spawn(32, 31, "/usr/bin/dpkg", "/", "dpkg", "--configure", "--pending").Proc.UID = event.U32(0)
+			r.spawn(33, 32, "/var/lib/dpkg/info/man-db.postinst", "/", "/bin/sh", "/var/lib/dpkg/info/man-db.postinst", "triggered", "/usr/share/man").Proc.UID = event.U32(0)
+			r.spawn(34, 33, "/usr/bin/mandb", "/", "mandb", "-pq").Proc.UID = event.U32(0)
+			r.spawn(35, 32, "/var/lib/dpkg/info/sl.postinst", "/", "/var/lib/dpkg/info/sl.postinst", "configure", "").Proc.UID = event.U32(0)
+			r.install("deb", "sl", "5.02-1+b1", shaA, 31)
+		}, []scriptSum{{row: "deb:sl@5.02-1+b1 shim_only", procs: []string{"35:dpkg_maintainer_script"}}}},
+		{"a dpkg trigger of a package the session installed is under its row", func(r *rec) {
+			r.spawn(31, 1, "/usr/bin/apt-get", "/", "apt-get", "install", "-y", "x").Proc.UID = event.U32(0)
+			r.spawn(32, 31, "/usr/bin/dpkg", "/", "dpkg", "--configure", "x").Proc.UID = event.U32(0)
+			r.spawn(33, 32, "/var/lib/dpkg/info/x.postinst", "/", "/var/lib/dpkg/info/x.postinst", "triggered", "/usr/lib").Proc.UID = event.U32(0)
+			r.install("deb", "x", "1.0-1", shaA, 31)
+		}, []scriptSum{{row: "deb:x@1.0-1 shim_only", procs: []string{"33:dpkg_maintainer_script"}}}},
+		{"an unnamed package's configure with its trigger is kernel_only", func(r *rec) {
+			r.spawn(31, 1, "/usr/bin/apt-get", "/", "apt-get", "install", "-y", "x").Proc.UID = event.U32(0)
+			r.spawn(32, 31, "/usr/bin/dpkg", "/", "dpkg", "--configure", "ghost").Proc.UID = event.U32(0)
+			r.spawn(33, 32, "/var/lib/dpkg/info/ghost.postinst", "/", "/var/lib/dpkg/info/ghost.postinst", "configure", "").Proc.UID = event.U32(0)
+			r.spawn(34, 32, "/var/lib/dpkg/info/ghost.postinst", "/", "/var/lib/dpkg/info/ghost.postinst", "triggered", "/usr/lib").Proc.UID = event.U32(0)
+		}, []scriptSum{{row: "deb:ghost@ kernel_only", procs: []string{"33:dpkg_maintainer_script", "34:dpkg_maintainer_script"}}}},
+		{"a trigger run by the agent, not dpkg's root, is kernel_only", func(r *rec) {
+			r.spawn(33, 1, "/bin/sh", "/", "/bin/sh", "/var/lib/dpkg/info/man-db.postinst", "triggered", "/usr/share/man")
+		}, []scriptSum{{row: "deb:man-db@ kernel_only", procs: []string{"33:dpkg_maintainer_script"}}}},
 		{"pip sdist build hook in pip-install-*/<name>_<hash>", func(r *rec) {
 			r.spawn(40, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "Evil_Pkg")
 			r.spawn(41, 40, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "Evil_Pkg")

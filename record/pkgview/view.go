@@ -2,15 +2,18 @@ package pkgview
 
 import (
 	"cmp"
+	"path"
 	"slices"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // view copies the state out as a View: each row with its Seen, and each
 // script group under its package's row, or under a kernel_only row of its
-// own when no pkg event names the package. Manifests still waiting for a
-// decision are decided first (see flush).
+// own when no pkg event names the package, unless it is a host package's
+// trigger (hostTrigger). Manifests still waiting for a decision are
+// decided first (see flush).
 func (s *state) view() *View {
 	if len(s.placed) > 0 && s.last != nil {
 		s.flush(s.last) // the record ends before the deciders' exits
@@ -33,6 +36,8 @@ func (s *state) view() *View {
 		var p *Package
 		if r := s.rowOf(g); r != nil {
 			p = out[r]
+		} else if hostTrigger(g) {
+			continue
 		} else {
 			p = &Package{Ecosystem: g.eco, Name: g.name, Seen: SeenKernelOnly, Pid: g.managerPid, Time: g.first.TS, Seqs: []uint64{}}
 			v.Packages = append(v.Packages, p)
@@ -44,6 +49,42 @@ func (s *state) view() *View {
 	}
 	slices.SortStableFunc(v.Packages, func(a, b *Package) int { return a.Time.Compare(b.Time) })
 	return v
+}
+
+// hostTrigger reports whether every maintainer script of g is a dpkg
+// trigger run as root ("<pkg>.postinst triggered ..."): dpkg runs the
+// postinst of a package already on the machine when another package's
+// install activates its trigger (man-db's, for any package with manual
+// pages), so g's package is the host's, not one the session installed.
+// A script of the same package run for anything else (configure,
+// install) keeps the group a row.
+func hostTrigger(g *group) bool {
+	if g.eco != resolver.Deb {
+		return false
+	}
+	n := 0
+	for _, p := range g.procs {
+		if p.Match != MatchDpkg {
+			continue
+		}
+		if p.UID == nil || *p.UID != 0 || dpkgAction(p.Argv) != "triggered" {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// dpkgAction is the argument that follows the maintainer script's path in
+// argv (the script itself, or a shell's first argument): what dpkg asks
+// the script to do.
+func dpkgAction(argv []string) string {
+	for i := range min(2, len(argv)-1) {
+		if dpkgScript.MatchString(path.Clean(argv[i])) {
+			return argv[i+1]
+		}
+	}
+	return ""
 }
 
 func seenOf(r *row) string {

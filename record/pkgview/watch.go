@@ -1,7 +1,9 @@
 package pkgview
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -151,30 +153,53 @@ type Appender interface {
 // they raise to emit (a queue's Emit, which journals it through the tapped
 // Appender in turn; the Watcher ignores alerts). Give it to every writer
 // of the journal (the queue and the ingest server) so that w sees every
-// event. Two writers appending at once may feed their batches out of seq
-// order; the rules tolerate it except that a pkg.install fed before the
-// served pkg.fetch of its version, while another version was served,
-// reads as a claim of an unserved version.
+// event. Two writers appending at once finish in either order (a journal
+// commits both in one group), so the tap feeds in seq order: the events of
+// an append that finishes while another is under way wait for it, and are
+// fed with its events once no append is under way (or once maxPending
+// events wait, as they come). Fed out of order, a pkg.install whose
+// verified pkg.fetch was appended just before it by the other writer read
+// as an unverified install.
 func (w *Watcher) Tap(app Appender, emit func(*event.Event)) Appender {
 	return &tap{app: app, w: w, emit: emit}
 }
+
+// maxPending bounds the events a tap holds back for seq order.
+const maxPending = 4096
 
 type tap struct {
 	app  Appender
 	w    *Watcher
 	emit func(*event.Event)
+
+	mu       sync.Mutex
+	inflight int            // appends under way
+	pending  []*event.Event // appended and not yet fed
 }
 
 var _ Appender = (*tap)(nil)
 
 func (t *tap) Append(ctx context.Context, evs ...*event.Event) error {
-	if err := t.app.Append(ctx, evs...); err != nil {
-		return err
+	t.mu.Lock()
+	t.inflight++
+	t.mu.Unlock()
+	err := t.app.Append(ctx, evs...)
+	t.mu.Lock()
+	t.inflight--
+	if err == nil {
+		t.pending = append(t.pending, evs...)
 	}
-	for _, e := range evs {
-		for _, a := range t.w.Add(e) {
-			t.emit(a)
+	var alerts []*event.Event
+	if t.inflight == 0 || len(t.pending) >= maxPending {
+		slices.SortStableFunc(t.pending, func(a, b *event.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+		for _, e := range t.pending {
+			alerts = append(alerts, t.w.Add(e)...)
 		}
+		t.pending = nil
 	}
-	return nil
+	t.mu.Unlock()
+	for _, a := range alerts {
+		t.emit(a)
+	}
+	return err
 }

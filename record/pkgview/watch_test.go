@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -169,5 +170,62 @@ func TestTap(t *testing.T) {
 	}
 	if len(emitted) != n {
 		t.Errorf("Tap emitted %d alerts for alerts", len(emitted)-n)
+	}
+}
+
+// heldJournal is an Appender that assigns seqs when an append begins, as
+// the journal's writer does, and finishes each append when the test
+// releases it.
+type heldJournal struct {
+	mu       sync.Mutex
+	n        uint64
+	assigned chan struct{}
+	release  map[uint64]chan struct{} // by the append's first seq
+}
+
+func (j *heldJournal) Append(_ context.Context, evs ...*event.Event) error {
+	j.mu.Lock()
+	first := j.n
+	for _, e := range evs {
+		e.Seq = j.n
+		j.n++
+	}
+	rel := j.release[first]
+	j.mu.Unlock()
+	j.assigned <- struct{}{}
+	<-rel
+	return nil
+}
+
+// TestTapFeedsInSeqOrder: the mirror's verified pkg.fetch (seq 0) and the
+// shim's pkg.install of it (seq 1), appended at once by two writers, the
+// install's append finishing first: the Watcher is fed the fetch first,
+// and no unverified_install is raised. On the code before, the install
+// was fed first, and read as an install with no verified fetch.
+func TestTapFeedsInSeqOrder(t *testing.T) {
+	r := newRec("S")
+	fetch := r.fetch("npm", "a", "1.0.0", sriA, "served")
+	install := r.install("npm", "a", "1.0.0", sriA, 11)
+	j := &heldJournal{assigned: make(chan struct{}), release: map[uint64]chan struct{}{0: make(chan struct{}), 1: make(chan struct{})}}
+	var mu sync.Mutex
+	var emitted []*event.Event
+	app := NewWatcher().Tap(j, func(e *event.Event) { mu.Lock(); emitted = append(emitted, e); mu.Unlock() })
+	done := map[string]chan error{"fetch": make(chan error, 1), "install": make(chan error, 1)}
+	go func() { done["fetch"] <- app.Append(t.Context(), fetch) }()
+	<-j.assigned
+	go func() { done["install"] <- app.Append(t.Context(), install) }()
+	<-j.assigned
+	close(j.release[1])
+	if err := <-done["install"]; err != nil {
+		t.Fatal(err)
+	}
+	close(j.release[0])
+	if err := <-done["fetch"]; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := alertSum(emitted); len(got) != 0 {
+		t.Errorf("Tap emitted %v for a verified install whose append finished first, want nothing", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 func (h *Handler) serveCrate(w http.ResponseWriter, r *http.Request, name, version string) error {
 	start := time.Now()
 	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Version: version, Registry: h.upstream.String(),
-		Client: fetch.ClientOf(r.Context())}
+		Client: fetch.ClientOf(r.Context()), Start: start}
 	err := h.crate(r.Context(), w, r, name, version, rec)
 	h.env.Finish(rec, start, err)
 	return err
@@ -58,6 +58,6 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	defer f.Close()
 	rec.ServedArtifact(a, hit)
-	fetch.Serve(w, r, a, f, "application/gzip")
+	h.env.ServeRecorded(w, r, rec, a, f, "application/gzip")
 	return nil
 }

@@ -211,7 +211,12 @@ type Record struct {
 	Bytes   int64
 	// CacheHit: served from the cache, not fetched now.
 	CacheHit bool
-	Latency  time.Duration
+	// Start is when the request began: ServeRecorded measures Latency
+	// from it.
+	Start   time.Time
+	Latency time.Duration
+	// recorded: ServeRecorded recorded it, and Finish records nothing more.
+	recorded bool
 	// MetadataStale: the metadata came from the cache, the upstream down.
 	MetadataStale bool
 	// Provenance is set where the ecosystem has attestations: whether this

@@ -1,6 +1,12 @@
 package fetch
 
-import "time"
+import (
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+)
 
 // The rules of the mirror's own checks, named in the records of the
 // artifacts they refused: the bytes did not match the publisher's digests
@@ -20,6 +26,10 @@ const (
 // cooldown flag on a version whose publish time is unknown does not
 // describe a mismatch.
 func (env *Env) Finish(rec *Record, start time.Time, err error) {
+	if rec.recorded {
+		return
+	}
+	rec.recorded = true
 	rec.Latency = time.Since(start)
 	rec.Failed(err)
 	switch rec.Outcome {
@@ -29,6 +39,20 @@ func (env *Env) Finish(rec *Record, start time.Time, err error) {
 		rec.refusedBy(RuleSignature)
 	}
 	env.Record(rec)
+}
+
+// ServeRecorded records rec, filled by ServedArtifact, as Finish does
+// (Latency from rec.Start), and then serves the artifact's bytes: the
+// mirror's record is emitted before the client has the bytes, so it
+// precedes whatever the client does with them, in time and, with the
+// host's ingest flushing its queue first, in the journal (a shim's claim
+// of the package it installed from them). Recorded after serving, it came
+// after the claim of a small package's quick install: an unverified
+// install in the package view. The deb handler records before serving
+// too. Finish after it records nothing more.
+func (env *Env) ServeRecorded(w http.ResponseWriter, r *http.Request, rec *Record, art cache.Artifact, f *os.File, contentType string) {
+	env.Finish(rec, rec.Start, nil)
+	Serve(w, r, art, f, contentType)
 }
 
 // refusedBy makes rec a block by the mirror's check rule.

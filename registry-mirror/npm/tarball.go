@@ -17,7 +17,7 @@ import (
 func (h *Handler) serveTarball(w http.ResponseWriter, r *http.Request, name, file string) error {
 	start := time.Now()
 	ctx := r.Context()
-	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: ctxClient(ctx)}
+	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: ctxClient(ctx), Start: start}
 	err := h.tarball(ctx, w, r, name, file, rec)
 	h.env.Finish(rec, start, err)
 	return err
@@ -69,7 +69,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	defer f.Close()
 	rec.ServedArtifact(a, hit)
-	fetch.Serve(w, r, a, f, "application/octet-stream")
+	h.env.ServeRecorded(w, r, rec, a, f, "application/octet-stream")
 	return nil
 }
 

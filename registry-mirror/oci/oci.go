@@ -108,7 +108,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 func (h *Handler) record(ctx context.Context, req request, serve func(*fetch.Record) error) error {
 	start := time.Now()
 	rec := &fetch.Record{Ecosystem: Ecosystem, Name: req.name, Version: req.ref, Client: fetch.ClientOf(ctx),
-		URL: h.url(req), Registry: h.upstream}
+		URL: h.url(req), Registry: h.upstream, Start: start}
 	if req.digest != nil {
 		rec.Hash = req.ref
 	}

@@ -61,7 +61,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, req request, rec 
 	defer f.Close()
 	rec.ServedArtifact(a, hit)
 	w.Header().Set("Docker-Content-Digest", req.ref)
-	fetch.Serve(w, r, a, f, "application/octet-stream")
+	h.env.ServeRecorded(w, r, rec, a, f, "application/octet-stream")
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, name, filename string) error {
 	start := time.Now()
 	ctx := r.Context()
-	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: fetch.ClientOf(ctx)}
+	rec := &fetch.Record{Ecosystem: Ecosystem, Name: name, Client: fetch.ClientOf(ctx), Start: start}
 	base, isMeta := strings.CutSuffix(filename, metadataExt)
 	var err error
 	if isMeta {
@@ -64,7 +64,7 @@ func (h *Handler) file(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	return h.serveVerified(w, r, rec, f.url, f.size, f.sha256)
+	return h.serveVerified(w, r, rec, f.url, f.size, f.sha256, true)
 }
 
 // metadata serves the core metadata file of filename, verified against
@@ -84,12 +84,13 @@ func (h *Handler) metadata(ctx context.Context, w http.ResponseWriter, r *http.R
 	u.Path += metadataExt
 	u.RawPath = ""
 	rec.URL, rec.Hash = u.String(), verify.SHA256+":"+f.metaSHA256
-	return h.serveVerified(w, r, rec, u.String(), 0, f.metaSHA256)
+	return h.serveVerified(w, r, rec, u.String(), 0, f.metaSHA256, false)
 }
 
 // serveVerified fetches rawURL through the cache, checked against its
-// sha256 (and size, when known), and serves it.
-func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fetch.Record, rawURL string, size int64, sha256 string) error {
+// sha256 (and size, when known), and serves it, recorded first when
+// record (a distribution file; a metadata file served is not recorded).
+func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fetch.Record, rawURL string, size int64, sha256 string, record bool) error {
 	if sha256 == "" {
 		rec.Outcome, rec.Reason = fetch.HashMismatch, "the index gives no sha256 for the file"
 		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, nil, "%s %s: the index gives no sha256 for the file", rec.Name, rec.Version)
@@ -110,6 +111,10 @@ func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fet
 	}
 	defer fh.Close()
 	rec.ServedArtifact(a, hit)
-	fetch.Serve(w, r, a, fh, "application/octet-stream")
+	if record {
+		h.env.ServeRecorded(w, r, rec, a, fh, "application/octet-stream")
+	} else {
+		fetch.Serve(w, r, a, fh, "application/octet-stream")
+	}
 	return nil
 }

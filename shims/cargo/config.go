@@ -166,13 +166,18 @@ func aliasOf(name string, cfgs []configDoc, c shims.Context) ([]string, bool, er
 // --config (net, http), which the policy sees as an unknown registry.
 // With a mirror, a configuration of the mirror's source, or an argv one
 // of crates-io's (which would override the shim's, given later), is an
-// error: the shim refuses it.
+// error: the shim refuses it; but a config file's table of the mirror's
+// source that sets only its registry (install.sh's) is neither an error
+// nor a request, since the shim's value replaces it (onlyRegistry).
 func configRequests(cfgs []configDoc, mirror bool) ([]shims.Request, error) {
 	var out []shims.Request
 	for _, d := range cfgs {
 		src, _ := d.doc["source"].(map[string]any)
 		for _, name := range sortedKeys(src) {
 			if mirror && (name == MirrorSource || d.argv && name == "crates-io") {
+				if !d.argv && name == MirrorSource && onlyRegistry(src[name]) {
+					continue // install.sh's: the shim's --config replaces its one value
+				}
 				return nil, fmt.Errorf("checking %s: it configures source.%s, which the shim sets", d.origin, name)
 			}
 			out = append(out, sourceRequests(src[name], d.origin+" [source."+name+"]")...)
@@ -202,6 +207,21 @@ func configRequests(cfgs []configDoc, mirror bool) ([]shims.Request, error) {
 		}
 	}
 	return out, nil
+}
+
+// onlyRegistry reports whether a [source.<name>] table sets registry, to
+// a string, and nothing else: what install.sh writes for the mirror's
+// source in $CARGO_HOME/config.toml. cargo takes a key of an argv
+// --config over a config file's, so with the shim's own registry value on
+// argv such a table configures nothing; any other key (replace-with above
+// all, which would lead the mirror's source elsewhere) would stay.
+func onlyRegistry(v any) bool {
+	t, ok := v.(map[string]any)
+	if !ok || len(t) != 1 {
+		return false
+	}
+	_, ok = t["registry"].(string)
+	return ok
 }
 
 // sourceRequests reads one [source.<name>] table.

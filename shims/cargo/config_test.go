@@ -126,6 +126,17 @@ func TestConfigSources(t *testing.T) {
 			args: []string{"x"}, err: "source.crates-io"},
 		{name: "file touches the mirror", files: map[string]string{".cargo/config.toml": "[source.sandtrail-mirror]\nreplace-with = \"evil\"\n"},
 			args: []string{"build"}, err: "source.sandtrail-mirror"},
+		{name: "file leads the mirror elsewhere", files: map[string]string{".cargo/config.toml": "[source.sandtrail-mirror]\nregistry = \"sparse+http://127.0.0.1:8480/crates/index/\"\nreplace-with = \"evil\"\n[source.evil]\ndirectory = \"vendor\"\n"},
+			args: []string{"build"}, err: "source.sandtrail-mirror"},
+		{name: "file makes the mirror a directory", files: map[string]string{".cargo/config.toml": "[source.sandtrail-mirror]\ndirectory = \"vendor\"\n"},
+			args: []string{"build"}, err: "source.sandtrail-mirror"},
+		{name: "file's mirror registry not a string", files: map[string]string{".cargo/config.toml": "[source.sandtrail-mirror]\nregistry = 1\n"},
+			args: []string{"build"}, err: "source.sandtrail-mirror"},
+		{name: "argv mirror registry", args: []string{"--config", `source.sandtrail-mirror.registry="sparse+https://example.invalid/"`, "build"}, err: "source.sandtrail-mirror"},
+		// install.sh's $CARGO_HOME/config.toml, with a mirror at another
+		// address than the shim's: the shim's --config replaces the value.
+		{name: "install.sh's config", files: map[string]string{"home/config.toml": "# sandtrail mirror (install.sh --mirror)\n[source.crates-io]\nreplace-with = \"sandtrail-mirror\"\n\n[source.sandtrail-mirror]\nregistry = \"sparse+http://127.0.0.1:8484/crates/index/\"\n"},
+			env: map[string]string{"CARGO_HOME": "../home"}, args: []string{"install", "a"}, want: []string{"a@|"}},
 		{name: "unparsable argv", args: []string{"--config", "x.toml", "build"}, err: "parsing --config"},
 	}
 	for _, tt := range tests {

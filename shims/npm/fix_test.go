@@ -171,3 +171,77 @@ func TestNotRegularFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryPrecedence: a request's registry is the one npm uses: a
+// package's @scope:registry from any place before registry from any, each
+// from argv, else the environment, else the npmrc files; the mirror,
+// configured, hides the places after it. The real npm agrees (npm config
+// get). On the code before, the session's npm_config_registry (the
+// mirror) did not hide the global npmrc install.sh wrote, whose mirror at
+// another address was refused as an unknown registry; and argv's
+// --registry hid an npmrc's @scope:registry, which npm uses for the
+// scope's packages.
+func TestRegistryPrecedence(t *testing.T) {
+	const mirror, p, s, e, a = "http://127.0.0.1:8480/npm/", "https://p.example.invalid/", "https://s.example.invalid/", "https://e.example.invalid/", "https://a.example.invalid/"
+	tests := []struct {
+		name  string
+		npmrc string // the project's
+		env   map[string]string
+		args  []string
+		want  string // Registry of a and of @s/b
+		wantS string
+	}{
+		{"the environment's mirror hides the npmrc", "registry=" + p, map[string]string{"npm_config_registry": mirror}, nil, "", ""},
+		{"the environment over the npmrc", "registry=" + mirror, map[string]string{"npm_config_registry": e}, nil, e, e},
+		{"an npmrc's scope over the environment's registry", "@s:registry=" + s, map[string]string{"npm_config_registry": mirror}, nil, "", s},
+		{"an npmrc's scope over argv's registry", "@s:registry=" + s, nil, []string{"--registry=" + a}, a, s},
+		{"the npmrc alone", "registry=" + p, nil, nil, p, p},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, ".npmrc"), tc.npmrc+"\n")
+			env := map[string]string{"HOME": filepath.Join(dir, "home")}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			args := append(append([]string{"install"}, tc.args...), "a", "@s/b")
+			pl, err := Plan(args, ctxIn(dir, env))
+			if err != nil || pl == nil || len(pl.Requests) != 2 {
+				t.Fatalf("Plan(%q) = %+v, %v", args, pl, err)
+			}
+			if g, gs := pl.Requests[0].Registry, pl.Requests[1].Registry; g != tc.want || gs != tc.wantS {
+				t.Errorf("Plan(%q) registries = %q, %q, want %q, %q", args, g, gs, tc.want, tc.wantS)
+			}
+			npm, err := exec.LookPath("/usr/bin/npm")
+			if err != nil {
+				return
+			}
+			get := func(key string) string {
+				cmd := exec.Command(npm, append([]string{"config", "get", key}, tc.args...)...)
+				cmd.Dir = dir
+				cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + env["HOME"], "npm_config_update_notifier=false"}
+				for k, v := range tc.env {
+					cmd.Env = append(cmd.Env, k+"="+v)
+				}
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("npm config get %s: %v", key, err)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			scoped := get("@s:registry")
+			if scoped == "undefined" {
+				scoped = get("registry")
+			}
+			for _, c := range []struct{ key, got, want string }{{"registry", get("registry"), tc.want}, {"@s:registry", scoped, tc.wantS}} {
+				if c.want == "" {
+					c.want = mirror // not reported: the mirror
+				}
+				if c.got != c.want {
+					t.Errorf("the real npm's %s with %q is %q; the planner says %q", c.key, tc.args, c.got, c.want)
+				}
+			}
+		})
+	}
+}

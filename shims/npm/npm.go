@@ -22,15 +22,16 @@
 // reports is the agent's account, which the daemon checks against what
 // the mirror served.
 //
-// Registries: a request's Registry is what argv names (--registry and
-// its abbreviations, --@scope:registry=URL), else npm_config_registry
-// from the environment, else registry= or @scope:registry= in the npmrc
-// files npm loads, the first that sets it winning: the project's, the
-// user's (userconfig), the global one (globalconfig, else
-// <prefix>/etc/npmrc) and the builtin <prefix>/lib/node_modules/npm/npmrc,
-// with userconfig, globalconfig and prefix themselves read from argv, the
-// environment and the files before them, as npm does; a configured
-// registry that is the session's mirror is not reported. The npm_config_
+// Registries: a request's Registry is the package's @scope:registry,
+// else registry, as npm picks them, each from the first place that sets
+// it: argv (--registry and its abbreviations, --@scope:registry=URL),
+// the environment (npm_config_registry), then the npmrc files npm loads,
+// the project's, the user's (userconfig), the global one (globalconfig,
+// else <prefix>/etc/npmrc) and the builtin
+// <prefix>/lib/node_modules/npm/npmrc, with userconfig, globalconfig and
+// prefix themselves read from argv, the environment and the files before
+// them, as npm does; a configured registry that is the session's mirror
+// is not reported, and hides the places after it. The npm_config_
 // variables of the keys it needs (registry, prefix, global, location,
 // userconfig, globalconfig, cache) are read as npm reads them: the prefix
 // in any letter case, _ for -, the last one in the environment winning;

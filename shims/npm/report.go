@@ -125,28 +125,31 @@ func assignSources(paths []string, after lock, ws []want, named map[string]want,
 	return out
 }
 
-// registryFor is the registry that the invocation names for a package:
-// --@scope:registry or --registry from argv, else from the environment,
-// else from the project's or the user's .npmrc; the mirror is not
-// reported when it is configured rather than named on argv.
+// registryFor is the registry that the invocation names for a package,
+// as npm picks it: the package's @scope:registry, else registry, each
+// from the first place that sets it: argv, the environment, the npmrc
+// files. The mirror is not reported when it is configured (the
+// environment, an npmrc) rather than named on argv: a key set to the
+// mirror hides the same key of the places after it, which npm does not
+// read (install.sh's global npmrc names the daemon's mirror, which a
+// session's npm_config_registry overrides).
 func (s *session) registryFor(name string) string {
 	keys := []string{"registry"}
 	if sc := scopeOf(name); sc != "" {
 		keys = []string{sc + ":registry", "registry"}
 	}
+	rc := s.npmrc()
 	for _, k := range keys {
 		if v := s.cfg.last(k); v != "" && v != "true" && v != "false" {
 			return v
 		}
-	}
-	for _, k := range keys {
-		if v := s.getenv("npm_config_" + k); v != "" && !s.isMirror(v) {
-			return v
-		}
-	}
-	rc := s.npmrc()
-	for _, k := range keys {
-		if v := rc[k]; v != "" && !s.isMirror(v) {
+		for _, v := range []string{s.getenv("npm_config_" + k), rc[k]} {
+			if v == "" {
+				continue
+			}
+			if s.isMirror(v) {
+				return ""
+			}
 			return v
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector/session/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -215,6 +216,18 @@ func readRequest(c *net.UnixConn) (apt.BrokerRequest, []int, error) {
 	return req, fds, nil
 }
 
+// dupFile is a file of its own for the received descriptor fd, which
+// closeAll closes: an *os.File of fd itself would close fd's number again
+// when its finalizer ran, after closeAll, by when the number may be
+// another file's (another request's descriptor, a peer's pidfd).
+func dupFile(fd int, name string) (*os.File, error) {
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicating the client's %s: %w", name, err)
+	}
+	return os.NewFile(uintptr(d), name), nil
+}
+
 func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
@@ -388,7 +401,16 @@ func (p peer) procAttr(pgid bool) *syscall.SysProcAttr {
 // in the peer's cgroup and a process group of its own that is stopped
 // when ctx ends.
 func (b *Broker) run(ctx context.Context, p peer, args []string, req apt.BrokerRequest, fds []int) (int, int32, error) {
-	stdout, stderr := os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")
+	stdout, err := dupFile(fds[1], "stdout")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stdout.Close()
+	stderr, err := dupFile(fds[2], "stderr")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stderr.Close()
 	cmd := exec.CommandContext(ctx, b.cfg.AptGet, args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = b.env(req), stdout, stderr, "/"
 	cmd.SysProcAttr = p.procAttr(true)
@@ -398,7 +420,7 @@ func (b *Broker) run(ctx context.Context, p peer, args []string, req apt.BrokerR
 		return 0, 0, fmt.Errorf("starting apt-get: %w", err)
 	}
 	pid := int32(cmd.Process.Pid)
-	err := cmd.Wait()
+	err = cmd.Wait()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

@@ -14,10 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb/debtest"
@@ -215,6 +217,40 @@ func TestInstall(t *testing.T) {
 	// apt's own failure: its exit code, not a refusal.
 	if _, errOut, code := f.client(t, "install", "-y", "nosuchpkg"); code != 100 || strings.Contains(errOut, "REFUSED") {
 		t.Errorf("install nosuchpkg: exit %d, %q, want apt's 100", code, errOut)
+	}
+}
+
+// TestDescriptorsClosedOnce: the stdout and stderr a request passed are
+// closed once, when the request is done, and never again: after a run of
+// apt-get, files opened on the numbers the request's descriptors had stay
+// open through garbage collection. On the code before, the broker wrapped
+// the received descriptors in files whose finalizers closed those numbers
+// again, later: the daemon's next request or a peer's pidfd lost its
+// descriptor (fork/exec apt-get: bad file descriptor).
+func TestDescriptorsClosedOnce(t *testing.T) {
+	f := start(t)
+	if out, errOut, code := f.client(t, "update"); code != 0 {
+		t.Fatalf("update through the broker: exit %d\n%s\n%s", code, out, errOut)
+	}
+	time.Sleep(200 * time.Millisecond) // the broker closes them after its reply
+	var files []*os.File
+	for range 16 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		files = append(files, r, w)
+	}
+	for range 3 {
+		runtime.GC()
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, fl := range files {
+		if _, err := fl.Stat(); err != nil {
+			t.Errorf("%s (descriptor %d), opened after the request: %v, want it open", fl.Name(), fl.Fd(), err)
+		}
 	}
 }
 

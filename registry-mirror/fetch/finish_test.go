@@ -1,0 +1,65 @@
+package fetch
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
+)
+
+// firstWrite is a ResponseWriter that calls before at its first write of
+// headers or bytes.
+type firstWrite struct {
+	*httptest.ResponseRecorder
+	before func()
+	done   bool
+}
+
+func (w *firstWrite) once() {
+	if !w.done {
+		w.done = true
+		w.before()
+	}
+}
+
+func (w *firstWrite) WriteHeader(code int) { w.once(); w.ResponseRecorder.WriteHeader(code) }
+
+func (w *firstWrite) Write(b []byte) (int, error) { w.once(); return w.ResponseRecorder.Write(b) }
+
+// TestServeRecorded: the record of a served artifact is made before the
+// first byte of the response, once, with its latency from rec.Start; a
+// Finish after it records nothing more.
+func TestServeRecorded(t *testing.T) {
+	var recs []Record
+	env := &Env{Record: func(r *Record) { recs = append(recs, *r) }}
+	p := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(p, []byte("the artifact"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	art := cache.Artifact{SHA256: "ab", Size: 12}
+	rec := &Record{Ecosystem: "npm", Name: "a", Version: "1.0.0", Start: time.Now().Add(-time.Second)}
+	rec.ServedArtifact(art, false)
+	w := &firstWrite{ResponseRecorder: httptest.NewRecorder()}
+	w.before = func() {
+		if len(recs) != 1 {
+			t.Errorf("the response began with %d records of it, want 1: the record first", len(recs))
+		}
+	}
+	env.ServeRecorded(w, httptest.NewRequest(http.MethodGet, "/a/-/a-1.0.0.tgz", nil), rec, art, f, "application/octet-stream")
+	env.Finish(rec, time.Now(), nil)
+	if w.Body.String() != "the artifact" {
+		t.Errorf("served %q, want the artifact's bytes", w.Body.String())
+	}
+	if len(recs) != 1 || recs[0].Outcome != Served || !recs[0].Verified || recs[0].Latency < time.Second {
+		t.Errorf("records %+v, want one, served and verified, with the latency from rec.Start", recs)
+	}
+}
