@@ -21,7 +21,7 @@ func fetchEvent(r *fetch.Record, host string, now time.Time) *event.Event {
 		Registry: r.Registry, Hash: r.Hash, Verified: event.Bool(r.Verified), Verdict: r.Verdict, Reason: r.Reason,
 		Purl: r.Purl, Client: clientAddr(r.Client), Cache: cacheState, Outcome: r.Outcome,
 		Rule: r.Rule, Bytes: r.Bytes, LatencyMS: r.Latency.Milliseconds(), MetadataStale: r.MetadataStale,
-		Provenance: r.Provenance, ProvenanceLost: r.ProvenanceLost, InstallScripts: r.InstallScripts, Signature: r.Signature}
+		Provenance: r.Provenance, ProvenanceLost: r.ProvenanceLost, InstallScripts: r.InstallScripts, Signature: r.Signature, Bundles: r.Bundles}
 	if r.Outcome != fetch.Served {
 		p.Cache = ""
 	}

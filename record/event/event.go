@@ -347,6 +347,12 @@ type Pkg struct {
 	// enclosing package that is not itself bundled. Such a copy has no
 	// fetch of its own.
 	BundledIn string `json:"bundled_in,omitempty"`
+	// Bundles are the names of the packages an npm tarball the mirror
+	// served carries inside it (pkg.fetch): its version's
+	// bundleDependencies in the registry's metadata, whose integrity the
+	// tarball was checked against. Only the mirror sets it; it is what
+	// verifies a bundled copy's claim (bundled_in).
+	Bundles []string `json:"bundles,omitempty"`
 }
 
 // PkgRemoval is one version the policy removed from the metadata the

@@ -66,7 +66,7 @@ func TestBundled(t *testing.T) {
 	}{
 		{"the bundled copy's script is its own, beside the registry's copy", func(r *rec) {
 			npmRun(r)
-			r.fetch("npm", "carrier", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "carrier", "1.0.0", sriA, "served"), "inner")
 			r.fetch("npm", "inner", "1.0.0", sriB, "served")
 			r.spawn(12, 11, "/bin/sh", "/w/node_modules/carrier/node_modules/inner", "sh", "-c", "node x.js")
 			r.spawn(13, 12, "/usr/bin/node", "/w/node_modules/carrier/node_modules/inner", "node", "x.js")
@@ -90,9 +90,27 @@ func TestBundled(t *testing.T) {
 			{row: "carrier@1.0.0 shim_only", paths: "node_modules/carrier", alerts: RuleUnverified},
 			{row: "inner@1.0.0 bundled in " + carrier, paths: "node_modules/carrier/node_modules/inner", alerts: RuleUnverified},
 		}, []string{"unverified_install[5]", "unverified_install[6]"}},
+		{"a copy its carrier's verified fetch does not list as bundled is not verified by it", func(r *rec) {
+			// The mirror served lodash verified; the same npm unpacked evil
+			// (resolved file:evil.tgz) in its folder, and the agent's
+			// lockfile marks it inBundle: only the mirror's record of what
+			// the tarball bundles counts.
+			npmRun(r)
+			r.fetch("npm", "lodash", "4.17.21", sriA, "served")
+			bundling(r.fetch("npm", "carrier", "1.0.0", sriB, "served"), "other")
+			r.installAt("lodash", "4.17.21", sriA, "node_modules/lodash", "", 11)
+			r.installAt("evil", "6.6.6", "", "node_modules/lodash/node_modules/evil", "pkg:npm/lodash@4.17.21", 11)
+			r.installAt("carrier", "1.0.0", sriB, "node_modules/carrier", "", 11)
+			r.installAt("inner", "1.0.0", "", "node_modules/carrier/node_modules/inner", carrier, 11)
+		}, []bundledSum{
+			{row: "lodash@4.17.21 shim+mirror verified", paths: "node_modules/lodash"},
+			{row: "carrier@1.0.0 shim+mirror verified", paths: "node_modules/carrier"},
+			{row: "evil@6.6.6 bundled in pkg:npm/lodash@4.17.21", paths: "node_modules/lodash/node_modules/evil", alerts: RuleUnverified},
+			{row: "inner@1.0.0 bundled in " + carrier, paths: "node_modules/carrier/node_modules/inner", alerts: RuleUnverified},
+		}, []string{"unverified_install[7]", "unverified_install[9]"}},
 		{"a copy outside its carrier's folder is not verified by it", func(r *rec) {
 			npmRun(r)
-			r.fetch("npm", "carrier", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "carrier", "1.0.0", sriA, "served"), "inner")
 			r.installAt("carrier", "1.0.0", sriA, "node_modules/carrier", "", 11)
 			r.installAt("inner", "1.0.0", "", "node_modules/other/node_modules/inner", carrier, 11)
 			r.installAt("x", "1.0.0", "", "node_modules/x", "not a purl", 11)
@@ -103,7 +121,7 @@ func TestBundled(t *testing.T) {
 		}, []string{"unverified_install[6]", "unverified_install[7]"}},
 		{"no mismatch for a bundled copy of a version the mirror did not serve", func(r *rec) {
 			npmRun(r)
-			r.fetch("npm", "carrier", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "carrier", "1.0.0", sriA, "served"), "inner")
 			r.fetch("npm", "inner", "2.0.0", sriB, "served")
 			r.installAt("carrier", "1.0.0", sriA, "node_modules/carrier", "", 11)
 			r.installAt("inner", "1.0.0", "", "node_modules/carrier/node_modules/inner", carrier, 11)
@@ -128,7 +146,7 @@ func TestBundled(t *testing.T) {
 		}, nil},
 		{"a script at a path no claim names is not the bundled copy's", func(r *rec) {
 			npmRun(r)
-			r.fetch("npm", "carrier", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "carrier", "1.0.0", sriA, "served"), "inner")
 			r.fetch("npm", "inner", "1.0.0", sriB, "served")
 			r.spawn(12, 11, "/bin/sh", "/w/node_modules/inner", "sh", "-c", "x")
 			r.installAt("carrier", "1.0.0", sriA, "node_modules/carrier", "", 11)

@@ -27,7 +27,7 @@ func bomEvents() []*event.Event {
 	r.fetch("npm", "evil", "6.6.6", sriB, "blocked")
 	r.blocked("npm", "worse", "^1", "blocklist")
 	// A bundled copy beside the registry's copy of its name and version.
-	r.fetch("npm", "carrier", "1.0.0", sriB, "served")
+	bundling(r.fetch("npm", "carrier", "1.0.0", sriB, "served"), "inner")
 	r.fetch("npm", "inner", "1.0.0", sriA, "served")
 	r.installAt("carrier", "1.0.0", sriB, "node_modules/carrier", "", 11)
 	r.installAt("inner", "1.0.0", "", "node_modules/carrier/node_modules/inner", "pkg:npm/carrier@1.0.0", 11)

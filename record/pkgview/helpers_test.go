@@ -99,3 +99,10 @@ const (
 	// hexSriA is sriA in hex.
 	hexSriA = "1f40fc92da241694750979ee6cf582f2d5d7d28e18335de05abc54d0560e0f5302860c652bf08d560252aa5e74210546f369fbbbce8c12cfc7957b2652fe9a75"
 )
+
+// bundling makes a mirror's fetch e list the packages its artifact
+// bundles, and returns it.
+func bundling(e *event.Event, names ...string) *event.Event {
+	e.Pkg.Bundles = names
+	return e
+}

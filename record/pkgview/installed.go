@@ -246,10 +246,11 @@ func (s *state) decider(p *proc, pid int32) int32 {
 // accounted reports whether a verified fetch of the mirror's in the
 // session accounts for a manifest that process pid created: one of its
 // name and, when the path has it, version; or, for an npm package nested
-// in another, of the package it is nested in, when the same process
-// created that one's manifest too: its tarball may have bundled it. An
-// npm that a package's script runs, installing into the package's own
-// node_modules, is another process.
+// in another, of the package it is nested in, when that fetch's record
+// lists the nested package in its bundles (what the mirror read of the
+// tarball's metadata) and the same process created that one's manifest
+// too. An npm that a package's script runs, installing into the
+// package's own node_modules, is another process.
 func (s *state) accounted(m manifest, nameKey, key string, pid int32) bool {
 	if m.version != "" {
 		if s.verifiedVersions[key] {
@@ -261,7 +262,7 @@ func (s *state) accounted(m manifest, nameKey, key string, pid int32) bool {
 	if m.parent != "" {
 		pk, _ := keys(m.eco, m.parent, "")
 		creator, ok := s.npmDirs[m.parentDir]
-		return s.verifiedNames[pk] && ok && creator == pid
+		return s.bundledBy[pk+"\x00"+m.name] && ok && creator == pid
 	}
 	return false
 }
@@ -275,6 +276,18 @@ func (s *state) addAccount(nameKey, key string) {
 	}
 	s.verifiedNames[nameKey] = true
 	s.verifiedVersions[key] = true
+}
+
+// addBundles records that a verified fetch of the package of nameKey
+// bundles the packages named.
+func (s *state) addBundles(nameKey string, bundles []string) {
+	for _, b := range bundles {
+		if s.live && len(s.bundledBy) >= maxAccounts {
+			s.dropped++
+			return
+		}
+		s.bundledBy[nameKey+"\x00"+b] = true
+	}
 }
 
 // decide raises RuleUnverified for each manifest that pid's exit decides

@@ -106,7 +106,7 @@ func TestInstalledFromKernel(t *testing.T) {
 	}{
 		{"a clean shimmed install: served verified, claimed", func(r *rec) {
 			shimmedNpm(r)
-			r.fetch("npm", "x", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "x", "1.0.0", sriA, "served"), "bundled")
 			r.create(11, "/w/node_modules/x/package.json")
 			r.create(11, "/w/node_modules/x/lib/package.json")
 			r.create(11, "/w/node_modules/x/node_modules/bundled/package.json")
@@ -117,12 +117,30 @@ func TestInstalledFromKernel(t *testing.T) {
 		}, nil},
 		{"a bundled dependency unpacked before its parent's package.json", func(r *rec) {
 			shimmedNpm(r)
-			r.fetch("npm", "x", "1.0.0", sriA, "served")
+			bundling(r.fetch("npm", "x", "1.0.0", sriA, "served"), "bundled")
 			r.create(11, "/w/node_modules/x/node_modules/bundled/package.json")
 			r.create(11, "/w/node_modules/x/package.json")
 			r.exit(11)
 			r.exit(10)
 		}, nil},
+		{"a package nested in a verified one whose fetch does not list it as bundled", func(r *rec) {
+			shimmedNpm(r)
+			bundling(r.fetch("npm", "lodash", "4.17.21", sriA, "served"), "other")
+			r.create(11, "/w/node_modules/lodash/package.json")
+			r.create(11, "/w/node_modules/lodash/node_modules/evil/package.json") // 6
+			r.exit(11)
+			r.exit(10)
+		}, []string{"unverified_install[6]"}},
+		{"the exploit: a shim's bundled claim of what the carrier's fetch does not bundle", func(r *rec) {
+			shimmedNpm(r)
+			r.fetch("npm", "lodash", "4.17.21", sriA, "served")
+			r.create(11, "/w/node_modules/lodash/package.json")
+			r.create(11, "/w/node_modules/lodash/node_modules/evil/package.json")
+			r.exit(11)
+			r.installAt("lodash", "4.17.21", sriA, "node_modules/lodash", "", 11)
+			r.installAt("evil", "6.6.6", "", "node_modules/lodash/node_modules/evil", "pkg:npm/lodash@4.17.21", 11) // 9
+			r.exit(10)
+		}, []string{"unverified_install[9]"}},
 		{"the shim killed after its check: the kernel's account alone", func(r *rec) {
 			shimmedNpm(r)
 			r.exit(10)

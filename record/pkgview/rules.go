@@ -98,21 +98,28 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 // checkCarried raises RuleUnverified, once per row, when the shim claims
 // a bundled copy that no verified fetch of its carrier accounts for: the
 // mirror served the package its bundled_in names verified in the session,
-// and the shim claimed that package at a path the copy is nested in
-// (<carrier path>/node_modules/...). A copy's bytes are then the carrier
-// artifact's, which the mirror checked; the row is verified. A fetch of
-// the copy's own name and version is another artifact and counts for
-// nothing here.
+// its record of that fetch lists the copy's name in its bundles (what the
+// carrier's metadata, whose digests the tarball matched, says the tarball
+// carries), and the shim claimed that package at a path the copy is
+// nested in (<carrier path>/node_modules/...). A copy's bytes are then
+// the carrier artifact's, which the mirror checked; the row is verified.
+// A fetch of the copy's own name and version is another artifact and
+// counts for nothing here.
 func (s *state) checkCarried(r *row, e *event.Event) {
 	p := e.Pkg
-	if c := s.carrierRow(p); c != nil && s.carrierVerified(c) && nestedIn(p.Path, c.pkg.Paths) {
+	if c := s.carrierRow(p); c != nil && s.carrierBundles(c, p.Name) && nestedIn(p.Path, c.pkg.Paths) {
 		r.pkg.Verified = event.Bool(true)
 		return
 	}
 	r.unverifiedAlerted = true
 	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
+	_, key := keys(p.Ecosystem, p.Name, p.Resolved)
+	s.claimAlerted[r.nameKey], s.claimAlerted[key] = true, true
+	if s.kernelAlerted[r.nameKey] || s.kernelAlerted[key] {
+		return // the kernel's read-back raised it already
+	}
 	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
-		fmt.Sprintf("the shim says %s %s@%s was installed at %s, bundled in %s; the mirror served no verified artifact of that carrier in this session, or the shim claimed it at no path the copy is in",
+		fmt.Sprintf("the shim says %s %s@%s was installed at %s, bundled in %s; the mirror served no verified artifact of that carrier in this session that bundles it, or the shim claimed it at no path the copy is in",
 			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), render.Clean(p.Path, 256),
 			render.Clean(p.BundledIn, 256)), e.Seq))
 }

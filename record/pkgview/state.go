@@ -46,11 +46,18 @@ type state struct {
 	// by the pid whose exit decides them, and those seen; the packages
 	// the claim rule and the kernel's raised RuleUnverified for.
 	verifiedNames, verifiedVersions map[string]bool
-	placed                          map[int32][]placed
-	nPlaced                         int
-	placedSeen                      map[string]bool
-	npmDirs                         map[string]int32 // npm package directory → its manifest's creator
-	claimAlerted, kernelAlerted     map[string]bool
+	// bundledBy: a verified fetch of the package named by the key's
+	// first part (a name key) bundles the package named by its second,
+	// NUL-separated.
+	bundledBy map[string]bool
+	// verifiedBundles are the packages a verified artifact bundles, by
+	// its digests.
+	verifiedBundles             map[digest][]string
+	placed                      map[int32][]placed
+	nPlaced                     int
+	placedSeen                  map[string]bool
+	npmDirs                     map[string]int32 // npm package directory → its manifest's creator
+	claimAlerted, kernelAlerted map[string]bool
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.
@@ -74,12 +81,13 @@ type row struct {
 	unverifiedAlerted bool
 }
 
-// fetchRef is a pkg event: its seq, hash, version, the mirror's outcome
-// and whether the mirror verified the artifact.
+// fetchRef is a pkg event: its seq, hash, version, the mirror's outcome,
+// whether the mirror verified the artifact and the packages it bundles.
 type fetchRef struct {
 	seq                    uint64
 	hash, version, outcome string
 	verified               bool
+	bundles                []string
 }
 
 // proc is what the rules know of a live process.
@@ -116,6 +124,7 @@ func newState(session string, o options, live bool) *state {
 	return &state{session: session, o: o, live: live, rows: map[string]*row{}, byName: map[string][]*row{},
 		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{},
 		verifiedNames: map[string]bool{}, verifiedVersions: map[string]bool{}, placed: map[int32][]placed{},
+		bundledBy: map[string]bool{}, verifiedBundles: map[digest][]string{},
 		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{}}
 }
 
@@ -289,7 +298,8 @@ func (s *state) fetch(e *event.Event) {
 	if len(q.InstallScripts) == 0 {
 		q.InstallScripts = p.InstallScripts
 	}
-	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome, verified: p.Verified != nil && *p.Verified}
+	ref := fetchRef{seq: e.Seq, hash: p.Hash, version: p.Resolved, outcome: p.Outcome, verified: p.Verified != nil && *p.Verified,
+		bundles: p.Bundles}
 	if p.Outcome != "served" {
 		r.refused = s.appendRef(r.refused, ref)
 		if len(r.served) == 0 {
@@ -305,8 +315,10 @@ func (s *state) fetch(e *event.Event) {
 	s.served[r.nameKey] = ref
 	if p.Verified != nil && *p.Verified {
 		s.addVerified(p.Hash)
+		s.addVerifiedBundles(p.Hash, p.Bundles)
 		_, key := keys(p.Ecosystem, p.Name, p.Resolved)
 		s.addAccount(r.nameKey, key)
+		s.addBundles(r.nameKey, p.Bundles)
 	}
 	// A version served now makes a claim of another version, by the
 	// same name, one the mirror served only at other versions.
@@ -342,6 +354,21 @@ func (s *state) addVerified(h string) {
 			return
 		}
 		s.verified[d] = true
+	}
+}
+
+// addVerifiedBundles records the packages a verified artifact of digest
+// h bundles.
+func (s *state) addVerifiedBundles(h string, bundles []string) {
+	if len(bundles) == 0 {
+		return
+	}
+	for _, d := range digests(h) {
+		if s.live && len(s.verifiedBundles) >= maxVerified {
+			s.dropped++
+			return
+		}
+		s.verifiedBundles[d] = bundles
 	}
 }
 
@@ -404,20 +431,22 @@ func (s *state) carrierRow(p *event.Pkg) *row {
 	return s.rows[key]
 }
 
-// carrierVerified reports whether the mirror served a carrier's artifact
-// verified in the session: a verified fetch of its row, or a verified
-// artifact with the hash of its claim (an alias's, fetched by another
-// name).
-func (s *state) carrierVerified(c *row) bool {
+// carrierBundles reports whether the mirror served a carrier's artifact
+// verified in the session, one that bundles the package name: a verified
+// fetch of its row, or a verified artifact with the hash of its claim (an
+// alias's, fetched by another name), whose record lists name in its
+// bundles. Only the mirror says what an artifact bundles; the shim's
+// claim and the lockfile it read are the agent's.
+func (s *state) carrierBundles(c *row, name string) bool {
 	if c.bundled {
 		return false
 	}
-	if slices.ContainsFunc(c.served, func(f fetchRef) bool { return f.verified }) {
+	if slices.ContainsFunc(c.served, func(f fetchRef) bool { return f.verified && slices.Contains(f.bundles, name) }) {
 		return true
 	}
 	for _, in := range c.installs {
 		for _, d := range digests(in.hash) {
-			if s.verified[d] {
+			if s.verified[d] && slices.Contains(s.verifiedBundles[d], name) {
 				return true
 			}
 		}

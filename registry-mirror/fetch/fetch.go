@@ -226,6 +226,10 @@ type Record struct {
 	// InstallScripts names what runs package code at install time
 	// (npm's preinstall, install, postinstall; binding.gyp).
 	InstallScripts []string
+	// Bundles are the names of the packages an npm tarball carries, as
+	// its version's metadata declares them (bundleDependencies), the
+	// metadata whose digests the tarball's bytes were checked against.
+	Bundles []string
 }
 
 // ServedArtifact fills r for artifact a, served verified (from the cache

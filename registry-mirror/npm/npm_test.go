@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,63 @@ func TestTarball(t *testing.T) {
 	}
 }
 
+// TestTarballBundles: the record of a tarball served names the packages
+// its version's metadata says it bundles: bundleDependencies' list, or
+// bundledDependencies: true for all of its dependencies; none for a
+// version that bundles nothing.
+func TestTarballBundles(t *testing.T) {
+	inner := npmtest.Version{Version: "1.0.0"}
+	m := newMirror(t, npmtest.Start(t,
+		npmtest.Package{Name: "listed", Versions: []npmtest.Version{{Version: "1.0.0", Published: old,
+			Deps: map[string]string{"other": "^1.0.0"}, Bundled: map[string]npmtest.Version{"inner": inner, "@s/x": inner}}}},
+		npmtest.Package{Name: "all", Versions: []npmtest.Version{{Version: "1.0.0", Published: old, BundleAll: true,
+			Deps: map[string]string{"other": "^1.0.0"}, Bundled: map[string]npmtest.Version{"inner": inner}}}},
+		npmtest.Package{Name: "none", Versions: []npmtest.Version{{Version: "1.0.0", Published: old, Deps: map[string]string{"other": "^1.0.0"}}}},
+	), "")
+	for _, tt := range []struct {
+		name string
+		want []string
+	}{
+		{"listed", []string{"@s/x", "inner"}},
+		{"all", []string{"inner", "other"}},
+		{"none", nil},
+	} {
+		if code, b, _ := m.get(t, "/npm/"+tt.name+"/-/"+tt.name+"-1.0.0.tgz", ""); code != 200 {
+			t.Fatalf("GET %s tarball = %d %s", tt.name, code, b)
+		}
+		if r := m.last(); r.Outcome != fetch.Served || !r.Verified || !slices.Equal(r.Bundles, tt.want) {
+			t.Errorf("%s: record outcome %s verified %v bundles %q, want served, verified, %q", tt.name, r.Outcome, r.Verified, r.Bundles, tt.want)
+		}
+	}
+}
+
+// TestBundledNames: the names a manifest bundles, from either spelling; a
+// field of another shape than npm's, or a name that is no package's,
+// bundles nothing and fails nothing.
+func TestBundledNames(t *testing.T) {
+	for _, tt := range []struct {
+		manifest string
+		want     []string
+	}{
+		{`{"bundleDependencies":["b","a","b"]}`, []string{"a", "b"}},
+		{`{"bundledDependencies":["a"],"bundleDependencies":["c"]}`, []string{"a", "c"}},
+		{`{"dependencies":{"a":"1","b":"2"},"bundleDependencies":true}`, []string{"a", "b"}},
+		{`{"dependencies":{"a":"1"},"bundleDependencies":false}`, nil},
+		{`{"dependencies":{"a":"1"},"bundleDependencies":{"a":"1"}}`, nil},
+		{`{"dependencies":["a"],"bundleDependencies":true}`, nil},
+		{`{"bundleDependencies":["../x","A",7,"","ok"]}`, []string{"ok"}},
+		{`{}`, nil},
+	} {
+		var m manifest
+		if err := json.Unmarshal([]byte(tt.manifest), &m); err != nil {
+			t.Fatalf("%s: %v", tt.manifest, err)
+		}
+		if got := m.bundled(); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: bundled = %q, want %q", tt.manifest, got, tt.want)
+		}
+	}
+}
+
 // TestProvenanceLoss: with provenance_loss: block, a version without the
 // attestations an earlier version had is removed and refused (the
 // malicious nx releases of August 2025 stood out that way).
@@ -302,10 +360,22 @@ func FuzzParsePackument(f *testing.F) {
 	f.Add([]byte(`{"name":"x","versions":{"1.0.0":{"dist":{"tarball":"http://h/x/-/x-1.0.0.tgz","integrity":"sha512-AA=="}}},"dist-tags":{"latest":"1.0.0"},"time":{"1.0.0":"2020-01-01T00:00:00Z"}}`))
 	f.Add([]byte(`{"name":"x","versions":{"1":{}}}`))
 	f.Add([]byte(`{"name":"x","versions":null,"time":7}`))
+	f.Add([]byte(`{"name":"x","versions":{"1":{"dependencies":{"a":"1","@s/b":"2"},"bundledDependencies":true,"bundleDependencies":["c",7,"C"]}}}`))
+	f.Add([]byte(`{"name":"x","versions":{"1":{"dependencies":[1],"bundleDependencies":{"a":1},"bundledDependencies":true}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := parsePackument("x", b, time.Now())
 		if err != nil {
 			return
+		}
+		for v, in := range p.info {
+			if !slices.IsSorted(in.bundles) || len(slices.Compact(slices.Clone(in.bundles))) != len(in.bundles) {
+				t.Errorf("version %q bundles %q: not sorted, each once", v, in.bundles)
+			}
+			for _, n := range in.bundles {
+				if CheckName(n) != nil {
+					t.Errorf("version %q bundles %q, no npm package name", v, n)
+				}
+			}
 		}
 		removed := map[string]fetch.Removal{}
 		for v := range p.info {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ type version struct {
 	sigs      []signature
 	attested  bool
 	scripts   []string
+	bundles   []string // the names of the packages its tarball bundles
 	published time.Time
 }
 
@@ -56,6 +58,42 @@ type manifest struct {
 	} `json:"dist"`
 	Scripts map[string]json.RawMessage `json:"scripts"`
 	GypFile bool                       `json:"gypfile"`
+	// Dependencies, BundleDependencies and BundledDependencies (npm
+	// reads either spelling) are read by bundled; a value of another
+	// shape than npm's bundles nothing, and fails no version.
+	Dependencies        json.RawMessage `json:"dependencies"`
+	BundleDependencies  json.RawMessage `json:"bundleDependencies"`
+	BundledDependencies json.RawMessage `json:"bundledDependencies"`
+}
+
+// bundled are the names of the packages a version's manifest says its
+// tarball carries: bundleDependencies (or bundledDependencies) as a list
+// of names, or true for all of its dependencies; sorted, each once, a
+// name that is no npm package name left out.
+func (m *manifest) bundled() []string {
+	var names []string
+	for _, raw := range []json.RawMessage{m.BundleDependencies, m.BundledDependencies} {
+		var all bool
+		if json.Unmarshal(raw, &all) == nil && all {
+			var deps map[string]json.RawMessage
+			_ = json.Unmarshal(m.Dependencies, &deps) // dependencies of another shape: none
+			for d := range deps {
+				names = append(names, d)
+			}
+			continue
+		}
+		var list []json.RawMessage
+		_ = json.Unmarshal(raw, &list) // bundles of another shape: none
+		for _, item := range list {
+			var n string
+			if json.Unmarshal(item, &n) == nil {
+				names = append(names, n)
+			}
+		}
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return CheckName(n) != nil })
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // installScripts are the lifecycle scripts npm runs at install time.
@@ -108,6 +146,7 @@ func newVersion(m *manifest, when json.RawMessage) *version {
 	if m.GypFile {
 		v.scripts = append(v.scripts, "binding.gyp")
 	}
+	v.bundles = m.bundled()
 	var s string
 	if json.Unmarshal(when, &s) == nil {
 		v.published, _ = time.Parse(time.RFC3339Nano, s)

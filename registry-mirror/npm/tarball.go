@@ -34,7 +34,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, clip(file))
 	}
 	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.tarball, h.upstream.String(), in.integrity
-	rec.InstallScripts, rec.MetadataStale = in.scripts, p.stale
+	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.scripts, in.bundles, p.stale
 	rec.Provenance, rec.ProvenanceLost = &in.attested, p.lostProvenance(v)
 	out, d := h.decide(ctx, p, v)
 	rec.Verdict = string(d.Verdict)

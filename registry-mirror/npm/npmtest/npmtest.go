@@ -49,6 +49,18 @@ type Version struct {
 	// package's version, at package/node_modules/<name>/): each is in
 	// bundleDependencies and in dependencies at its version.
 	Bundled map[string]Version
+	// BundleAll publishes bundledDependencies: true (npm's other
+	// spelling; all of its dependencies) in place of the list of names.
+	BundleAll bool
+}
+
+// bundleField is the field and value that publish v's bundled
+// dependencies.
+func (v Version) bundleField() (string, any) {
+	if v.BundleAll {
+		return "bundledDependencies", true
+	}
+	return "bundleDependencies", v.bundleNames()
 }
 
 // deps are v's dependencies, its bundled ones included.
@@ -201,7 +213,8 @@ func addFiles(files map[string]string, dir, name string, v Version) {
 		pj["dependencies"] = d
 	}
 	if len(v.Bundled) > 0 {
-		pj["bundleDependencies"] = v.bundleNames()
+		k, b := v.bundleField()
+		pj[k] = b
 	}
 	if len(v.Scripts) > 0 {
 		pj["scripts"] = v.Scripts
@@ -309,7 +322,8 @@ func (r *Registry) packument(p *Package) map[string]any {
 			m["dependencies"] = d
 		}
 		if len(v.Bundled) > 0 {
-			m["bundleDependencies"] = v.bundleNames()
+			k, b := v.bundleField()
+			m[k] = b
 		}
 		if len(v.Scripts) > 0 {
 			m["scripts"] = v.Scripts
