@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
@@ -174,13 +175,14 @@ const packagesKinds = "process,file,net.connect,net.send,pkg"
 
 // buildPackages reads the session's events from the index and builds its
 // view, with the shims of shimDir (the configured shim_dir, as the daemon's
-// live rules have it); n counts the events read.
+// live rules have it) and the host's bundled wheels; n counts the events
+// read.
 func buildPackages(ctx context.Context, ix *index.Index, id, shimDir string) (v *pkgview.View, n int, err error) {
 	kinds, err := query.ParseKinds(packagesKinds)
 	if err != nil {
 		return nil, 0, err
 	}
-	b := pkgview.New(pkgview.WithShimDir(shimDir))
+	b := pkgview.New(pkgview.WithShimDir(shimDir), pkgview.WithSystemWheels(host.SystemWheels(host.WheelDirs...)...))
 	err = ix.Each(ctx, query.Filter{Session: id, Kinds: kinds}, func(h index.Hit) error {
 		var e event.Event
 		if err := decodeHit(h.Raw, &e); err == nil {

@@ -107,10 +107,11 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 		return nil, err
 	}
 	h.opened = h.j.Size()
-	// The package view's rules (shim_mirror_mismatch, shim_bypass) see
-	// every event once it is journaled, with its seq; their alerts go
-	// back through the queue.
-	h.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir)).Tap(h.j, func(e *event.Event) { h.q.Emit(e) })
+	// The package view's rules (shim_mirror_mismatch, shim_bypass,
+	// unverified_install) see every event once it is journaled, with its
+	// seq; their alerts go back through the queue.
+	h.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...)).
+		Tap(h.j, func(e *event.Event) { h.q.Emit(e) })
 	h.q = queue.New(h.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
 		if err != nil {

@@ -24,6 +24,19 @@ import (
 // for it has ended (see decider), and raises RuleUnverified when no
 // verified fetch of the mirror's in the session accounts for its name
 // (and its version, when the path holds one).
+//
+// Two kinds of install have no fetch to account for them and are exempt.
+// A wheel the host bundles (WithSystemWheels): `python3 -m venv` runs
+// ensurepip, which installs pip (and setuptools) from the host's own
+// files; a dist-info of a system wheel's name and version passes, from
+// wherever it came. And a local package (`pip install .`, `pip install -e
+// .`, `npm install ./x.tgz`): a manifest that a shim decides passes when
+// that shim, the process that sent it, claimed the package's name (and
+// version, when both have one) from a file: source, the condition under
+// which the claim rule exempts a claim. That is as strong as the claim
+// rule for local sources, and no stronger: the shim reads the claim from
+// its manager's report, which the agent can shape; a claim that another
+// process sends, or about a manifest no shim decides, exempts nothing.
 
 // manifest is a package that a manifest file's path names.
 type manifest struct {
@@ -172,6 +185,16 @@ type placed struct {
 	pid int32
 	// path is where it was created.
 	path string
+	// shim is the shim whose exit decides it (decider), 0 when the
+	// process's own exit does.
+	shim int32
+}
+
+// localKey is a shim's claims of local packages of one name: the shim's
+// pid and the ecosystem's name (keys).
+type localKey struct {
+	nameKey string
+	pid     int32
 }
 
 // Bounds of a Watcher's kernel read-back per session.
@@ -226,7 +249,11 @@ func (s *state) installedFile(e *event.Event) {
 	}
 	s.placedSeen[seen] = true
 	d := s.decider(pr, e.Proc.Pid)
-	s.placed[d] = append(s.placed[d], placed{m: m, seq: e.Seq, pid: e.Proc.Pid, path: p})
+	pl := placed{m: m, seq: e.Seq, pid: e.Proc.Pid, path: p}
+	if d != e.Proc.Pid {
+		pl.shim = d
+	}
+	s.placed[d] = append(s.placed[d], pl)
 	s.nPlaced++
 }
 
@@ -250,10 +277,11 @@ func (s *state) decider(p *proc, pid int32) int32 {
 // lists the nested package in its bundles (what the mirror read of the
 // tarball's metadata) and the same process created that one's manifest
 // too. An npm that a package's script runs, installing into the
-// package's own node_modules, is another process.
+// package's own node_modules, is another process. A dist-info of a wheel
+// the host bundles is accounted for by the host's file.
 func (s *state) accounted(m manifest, nameKey, key string, pid int32) bool {
 	if m.version != "" {
-		if s.verifiedVersions[key] {
+		if s.verifiedVersions[key] || m.eco == resolver.PyPI && s.o.systemWheels[key] {
 			return true
 		}
 	} else if s.verifiedNames[nameKey] {
@@ -265,6 +293,46 @@ func (s *state) accounted(m manifest, nameKey, key string, pid int32) bool {
 		return s.bundledBy[pk+"\x00"+m.name] && ok && creator == pid
 	}
 	return false
+}
+
+// localClaim records a claim of a local package (a file: source, which
+// the claim rule exempts) by the process that sent it: the shim.
+func (s *state) localClaim(e *event.Event) {
+	p := e.Pkg
+	if p == nil || e.Proc == nil || !strings.HasPrefix(p.SourceURL, "file:") {
+		return
+	}
+	if s.live && len(s.localClaims) >= maxAccounts {
+		s.dropped++
+		return
+	}
+	if s.localClaims == nil {
+		s.localClaims = map[localKey][]string{}
+	}
+	nameKey, _ := keys(p.Ecosystem, p.Name, "")
+	k := localKey{nameKey, e.Proc.Pid}
+	v := ""
+	if p.Resolved != "" {
+		v = normVersion(p.Ecosystem, p.Resolved)
+	}
+	if !slices.Contains(s.localClaims[k], v) && (!s.live || len(s.localClaims[k]) < maxRefs) {
+		s.localClaims[k] = append(s.localClaims[k], v)
+	}
+}
+
+// claimedLocal reports whether the shim that decides a manifest claimed
+// its package from a local source: its name, and its version when both
+// the path and the claim have one.
+func (s *state) claimedLocal(pl placed, nameKey string) bool {
+	if pl.shim == 0 {
+		return false
+	}
+	vs, ok := s.localClaims[localKey{nameKey, pl.shim}]
+	if !ok || pl.m.version == "" {
+		return ok
+	}
+	want := normVersion(pl.m.eco, pl.m.version)
+	return slices.ContainsFunc(vs, func(v string) bool { return v == "" || v == want })
 }
 
 // addAccount records a verified, served fetch of the mirror's by name
@@ -312,7 +380,7 @@ func (s *state) decidePlaced(pl placed, e *event.Event) {
 	if m.version == "" {
 		seen = nameKey
 	}
-	if s.accounted(m, nameKey, key, pl.pid) || s.claimAlerted[seen] || s.kernelAlerted[seen] {
+	if s.accounted(m, nameKey, key, pl.pid) || s.claimedLocal(pl, nameKey) || s.claimAlerted[seen] || s.kernelAlerted[seen] {
 		return
 	}
 	s.kernelAlerted[seen] = true

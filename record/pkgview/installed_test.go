@@ -231,24 +231,115 @@ func TestInstalledFromKernel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			v := Build(r.evs)
-			if got := alertSum(v.Alerts); fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Errorf("alerts %v, want %v", got, tt.want)
-				for _, a := range v.Alerts {
-					t.Logf("%s", a.Alert.Summary)
-				}
-			}
-			// The Watcher raises the same, live, and the rest at the
-			// session's end.
-			w := NewWatcher()
-			var live []*event.Event
-			for _, e := range r.evs {
-				live = append(live, w.Add(e)...)
-			}
-			live = append(live, w.Add(&event.Event{SessionID: "S", Kind: event.KindSessionTerminate, Seq: uint64(len(r.evs))})...)
-			if got := alertSum(live); fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Errorf("Watcher alerts %v, want %v", got, tt.want)
-			}
+			checkAlerts(t, r, tt.want)
+		})
+	}
+}
+
+// checkAlerts checks the alerts that Build raises over r's events, and
+// that a Watcher raises the same, live and at the session's end.
+func checkAlerts(t *testing.T, r *rec, want []string, opts ...Option) {
+	t.Helper()
+	v := Build(r.evs, opts...)
+	if got := alertSum(v.Alerts); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("alerts %v, want %v", got, want)
+		for _, a := range v.Alerts {
+			t.Logf("%s", a.Alert.Summary)
+		}
+	}
+	w := NewWatcher(opts...)
+	var live []*event.Event
+	for _, e := range r.evs {
+		live = append(live, w.Add(e)...)
+	}
+	live = append(live, w.Add(&event.Event{SessionID: "S", Kind: event.KindSessionTerminate, Seq: uint64(len(r.evs))})...)
+	if got := alertSum(live); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Watcher alerts %v, want %v", got, want)
+	}
+}
+
+// claim records a shim's pkg.install of a package from source, sent by
+// process pid (the ingest server's peer).
+func (r *rec) claim(pid int32, eco, name, version, source string) *event.Event {
+	return r.add(event.KindPkgInstall, event.SourceShim, func(e *event.Event) {
+		e.Proc = &event.Proc{Pid: pid, UID: event.U32(1000)}
+		e.Pkg = &event.Pkg{Manager: "m", Ecosystem: eco, Name: name, Resolved: version, SourceURL: source, Direct: event.Bool(true)}
+	})
+}
+
+// venv is `python3 -m venv /h/v` (pid 10, no shim), whose ensurepip (pid
+// 11) installs the wheels the host bundles.
+func venv(r *rec, pip string) {
+	r.spawn(10, 1, "/usr/bin/python3.11", "/h", "python3", "-m", "venv", "/h/v")
+	r.spawn(11, 10, "/h/v/bin/python3", "/h", "/h/v/bin/python3", "-m", "ensurepip", "--upgrade", "--default-pip")
+	r.create(11, "/h/v/lib/python3.11/site-packages/setuptools-66.1.1.dist-info/RECORD") // 4
+	r.create(11, "/h/v/lib/python3.11/site-packages/"+pip+".dist-info/RECORD")           // 5
+	r.exit(11)
+	r.exit(10)
+}
+
+// shimmedPip is `pip install -e .` through the shim: the shim (pid 10)
+// runs pip (pid 11), which installs the project's own dist-info.
+func shimmedPip(r *rec) {
+	r.spawn(10, 1, DefaultShimDir+"/pip", "/h/proj", "pip", "install", "-e", ".")
+	r.spawn(11, 10, "/usr/bin/python3", "/h/proj", "python3", "/usr/bin/pip", "install", "-e", ".")
+	r.create(11, "/h/t/my_proj-0.1.dist-info/RECORD") // 4
+	r.exit(11)
+}
+
+func TestInstalledExempt(t *testing.T) {
+	wheels := WithSystemWheels(SystemWheel{"pip", "23.0.1"}, SystemWheel{"setuptools", "66.1.1"})
+	tests := []struct {
+		name   string
+		events func(r *rec)
+		opts   []Option
+		want   []string
+	}{
+		{"venv's ensurepip installs the host's wheels", func(r *rec) { venv(r, "pip-23.0.1") },
+			[]Option{wheels}, nil},
+		{"the host's wheels unnamed: each alerts", func(r *rec) { venv(r, "pip-23.0.1") },
+			nil, []string{"unverified_install[4]", "unverified_install[5]"}},
+		{"another version than the host's wheel alerts", func(r *rec) { venv(r, "pip-24.0") },
+			[]Option{wheels}, []string{"unverified_install[5]"}},
+		{"pip install -e .: the shim claims the project from a local path", func(r *rec) {
+			shimmedPip(r)
+			r.claim(10, "pypi", "my-proj", "0.1", "file:///h/proj")
+			r.exit(10)
+		}, nil, nil},
+		{"npm install ./x.tgz: the shim claims it from a local file", func(r *rec) {
+			shimmedNpm(r)
+			r.create(11, "/w/node_modules/x/package.json")
+			r.exit(11)
+			r.claim(10, "npm", "x", "1.0.0", "file:x.tgz")
+			r.exit(10)
+		}, nil, nil},
+		{"a claim from the registry exempts nothing", func(r *rec) {
+			shimmedPip(r)
+			r.claim(10, "pypi", "my-proj", "0.1", "https://files.example.invalid/my_proj-0.1.whl") // 6: the claim rule's
+			r.exit(10)
+		}, nil, []string{"unverified_install[6]"}},
+		{"a local claim of another version exempts nothing", func(r *rec) {
+			shimmedPip(r)
+			r.claim(10, "pypi", "my-proj", "0.2", "file:///h/proj")
+			r.exit(10)
+		}, nil, []string{"unverified_install[4]"}},
+		{"a local claim sent by another process than the deciding shim", func(r *rec) {
+			shimmedPip(r)
+			r.claim(5, "pypi", "my-proj", "0.1", "file:///h/proj")
+			r.exit(10)
+		}, nil, []string{"unverified_install[4]"}},
+		{"a process with no shim claims what it installed itself", func(r *rec) {
+			r.spawn(10, 1, "/usr/bin/python3", "/h", "python3", "x.py")
+			r.create(10, "/h/t/evil-1.0.dist-info/RECORD") // 2
+			r.claim(10, "pypi", "evil", "1.0", "file:///h/evil")
+			r.exit(10)
+		}, nil, []string{"unverified_install[2]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRec("S")
+			tt.events(r)
+			checkAlerts(t, r, tt.want, tt.opts...)
 		})
 	}
 }

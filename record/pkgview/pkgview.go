@@ -41,6 +41,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // The values of Package.Seen: which sources account for a package.
@@ -207,6 +208,8 @@ type Option func(*options)
 type options struct {
 	shimDir  string
 	shimExes []string
+	// systemWheels are the join keys (keys) of the host's bundled wheels.
+	systemWheels map[string]bool
 }
 
 func defaults(opts []Option) options {
@@ -225,6 +228,28 @@ func WithShimDir(dir string) Option { return func(o *options) { o.shimDir = dir 
 // links to one binary when the kernel records the link's target.
 func WithShimExe(path string) Option {
 	return func(o *options) { o.shimExes = append(o.shimExes, path) }
+}
+
+// SystemWheel is a wheel that the host's Python bundles for ensurepip
+// (Debian's /usr/share/python-wheels, CPython's ensurepip/_bundled).
+type SystemWheel struct{ Name, Version string }
+
+// WithSystemWheels names the wheels the host bundles: `python3 -m venv`
+// runs ensurepip, which installs them from the host's files, with no fetch
+// of the mirror's, so the kernel's read-back (installed.go) takes a
+// dist-info of one's name and version as accounted for. The same name and
+// version installed from elsewhere passes too; the host's list should
+// hold only wheels in directories root alone writes.
+func WithSystemWheels(ws ...SystemWheel) Option {
+	return func(o *options) {
+		if o.systemWheels == nil {
+			o.systemWheels = map[string]bool{}
+		}
+		for _, w := range ws {
+			_, key := keys(resolver.PyPI, w.Name, w.Version)
+			o.systemWheels[key] = true
+		}
+	}
 }
 
 // Build returns the view of one session's events, given in journal order

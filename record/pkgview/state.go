@@ -58,6 +58,7 @@ type state struct {
 	placedSeen                  map[string]bool
 	npmDirs                     map[string]int32 // npm package directory → its manifest's creator
 	claimAlerted, kernelAlerted map[string]bool
+	localClaims                 map[localKey][]string // the versions of local packages each shim claimed
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.
@@ -134,6 +135,7 @@ func (s *state) add(e *event.Event) []*event.Event {
 	switch e.Kind {
 	case event.KindPkgInstall:
 		s.install(e)
+		s.localClaim(e)
 	case event.KindPkgFetch:
 		if mirrorWritten(e) {
 			s.fetch(e)
