@@ -32,10 +32,20 @@ import (
 // (if any) is removed first, so that install.sh installs afresh; the Rust
 // toolchain of root's rustup is mounted at /usr/local/rust with cargo and
 // rustc linked in /usr/local/bin, as a Rust image puts a toolchain on the
-// system PATH. The namespace lives as long as its holder, a shell that
-// waits on its standard input.
+// system PATH. dpkg's database is a copy taken under dpkg's own locks
+// and bound over /var/lib/dpkg, since other tests' apt-get may change the
+// host's while this one runs (an overlay's lower layer changing beneath
+// it shows a half-done dpkg run: "dpkg was interrupted"). The namespace
+// lives as long as its holder, a shell that waits on its standard input.
 const scratchSystem = `set -e
 s=$1 sysroot=$2
+python3 - "$s/dpkg" <<'PY'
+import fcntl, shutil, sys
+locks = [open(p, "a") for p in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")]
+for f in locks:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+shutil.copytree("/var/lib/dpkg", sys.argv[1], symlinks=True)
+PY
 for d in etc usr var run; do
 	mkdir -p "$s/overlay/$d/upper" "$s/overlay/$d/work"
 	mount -t overlay "sandtrail-scratch-$d" -o "lowerdir=/$d,upperdir=$s/overlay/$d/upper,workdir=$s/overlay/$d/work" "/$d"
@@ -43,6 +53,7 @@ done
 for d in etc usr var run; do
 	grep -q "^sandtrail-scratch-$d /$d overlay " /proc/self/mounts || { echo "no overlay on /$d" >&2; exit 1; }
 done
+mount --bind "$s/dpkg" /var/lib/dpkg
 rm -rf /usr/local/bin/sandtrail /usr/local/bin/sandtrail-shim /usr/local/lib/sandtrail \
 	/etc/sandtrail /etc/profile.d/sandtrail-shims.sh /var/lib/sandtrail /run/sandtrail /usr/local/cargo
 if [ -n "$sysroot" ]; then
