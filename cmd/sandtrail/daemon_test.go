@@ -92,14 +92,21 @@ func TestDaemonAndEmit(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() { st, _ := d.cmd.Process.Wait(); d.exited <- st }()
-		// Wait for the socket to appear (or the daemon to die).
+		// Wait for the socket to be served (or the daemon to die): it
+		// appears at bind with the umask's mode, and gets its own mode
+		// (0666) a moment later, when the listener is set up; the test
+		// fails if that does not happen within 10 s.
+		deadline := time.After(10 * time.Second)
 		for {
-			if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == os.ModeSocket {
+			if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == os.ModeSocket && fi.Mode().Perm() == 0o666 {
 				return d
 			}
 			select {
 			case st := <-d.exited:
 				t.Fatalf("daemon exited before serving: %v", st)
+			case <-deadline:
+				fi, err := os.Stat(sock)
+				t.Fatalf("the daemon's socket is not served with mode 0666 after 10 s: %v, %v", fi, err)
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
