@@ -82,6 +82,16 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 			return
 		}
 	}
+	s.raiseUnverified(r, e, fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
+		render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),
+		render.Clean(p.SourceURL, 256)))
+}
+
+// raiseUnverified marks r's claim e unverified and raises RuleUnverified
+// with summary, unless the kernel's read-back raised it for the package
+// already.
+func (s *state) raiseUnverified(r *row, e *event.Event, summary string) {
+	p := e.Pkg
 	r.unverifiedAlerted = true
 	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
 	_, key := keys(p.Ecosystem, p.Name, p.Resolved)
@@ -89,10 +99,7 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 	if s.kernelAlerted[r.nameKey] || s.kernelAlerted[key] {
 		return // the kernel's read-back raised it already
 	}
-	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
-		fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
-			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),
-			render.Clean(p.SourceURL, 256)), e.Seq))
+	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch", summary, e.Seq))
 }
 
 // checkCarried raises RuleUnverified, once per row, when the shim claims
@@ -111,17 +118,9 @@ func (s *state) checkCarried(r *row, e *event.Event) {
 		r.pkg.Verified = event.Bool(true)
 		return
 	}
-	r.unverifiedAlerted = true
-	r.pkg.Alerts = append(r.pkg.Alerts, RuleUnverified)
-	_, key := keys(p.Ecosystem, p.Name, p.Resolved)
-	s.claimAlerted[r.nameKey], s.claimAlerted[key] = true, true
-	if s.kernelAlerted[r.nameKey] || s.kernelAlerted[key] {
-		return // the kernel's read-back raised it already
-	}
-	s.raise(alert(e, RuleUnverified, "installed package with no verified fetch",
-		fmt.Sprintf("the shim says %s %s@%s was installed at %s, bundled in %s; the mirror served no verified artifact of that carrier in this session that bundles it, or the shim claimed it at no path the copy is in",
-			render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), render.Clean(p.Path, 256),
-			render.Clean(p.BundledIn, 256)), e.Seq))
+	s.raiseUnverified(r, e, fmt.Sprintf("the shim says %s %s@%s was installed at %s, bundled in %s; the mirror served no verified artifact of that carrier in this session that bundles it, or the shim claimed it at no path the copy is in",
+		render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), render.Clean(p.Path, 256),
+		render.Clean(p.BundledIn, 256)))
 }
 
 // differing returns an install whose hash can be compared with every
