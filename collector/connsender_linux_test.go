@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
-	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/kernel/peercred"
 )
 
 func init() { helperModes["tcp-hold"] = helperTCPHold }

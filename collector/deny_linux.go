@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/sandtrail/sandtrail/collector/session/seccomp"
+	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
-	"github.com/sandtrail/sandtrail/collector/session/seccomp"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

@@ -24,9 +24,9 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
-	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/dnsproxy/dnstest"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/netns"
@@ -34,7 +34,7 @@ import (
 )
 
 // The policy engine is what the daemon gives WithEgress.
-var _ EgressPolicy = (*policy.Engine)(nil)
+var _ EgressPolicy = (*policies.Engine)(nil)
 
 func init() {
 	helperModes["net-get"] = helperNetGet
@@ -514,13 +514,13 @@ func dialAll(t *testing.T, ns *netns.NS, cg *cgrouptest.Cgroup, cases []dialCase
 	return res
 }
 
-func newEngine(t *testing.T, yaml string) *policy.Engine {
+func newEngine(t *testing.T, yaml string) *policies.Engine {
 	t.Helper()
-	p, err := policy.Parse("test.yaml", []byte(yaml))
+	p, err := policies.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := policy.New(p)
+	e, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +649,7 @@ egress:
 // egressDifferential dials ips (with learned domains) on many ports, and
 // random addresses, from a session with eng's egress policy, and compares
 // the kernel's verdicts with eng.Egress.
-func egressDifferential(t *testing.T, sid string, eng *policy.Engine, learned map[netip.Addr]string, ips []string) {
+func egressDifferential(t *testing.T, sid string, eng *policies.Engine, learned map[netip.Addr]string, ips []string) {
 	t.Helper()
 	cg, r := startWatched(t, sid, WithEgress(eng))
 	for ip, d := range learned {
@@ -686,7 +686,7 @@ func egressDifferential(t *testing.T, sid string, eng *policy.Engine, learned ma
 	bad := 0
 	for i, c := range cases {
 		d := eng.Egress(learned[c.ip], c.ip, c.port, c.proto)
-		if (res[i] == "EPERM") != (d.Verdict == policy.Block) {
+		if (res[i] == "EPERM") != (d.Verdict == policies.Block) {
 			bad++
 			if bad <= 20 {
 				t.Errorf("%s to %s port %d (domain %q): kernel %s, Egress %s (%s)", c.proto, c.ip, c.port, learned[c.ip], res[i], d.Verdict, d.Reason)

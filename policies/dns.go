@@ -1,4 +1,4 @@
-package policy
+package policies
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // matches egress.blocked_domains (case and a trailing dot do not matter).
 // reason names the name and the rule, for the record and for the Extended
 // DNS Error the DNS proxy returns. It has the signature of the DNS proxy's
-// policy (collector/dns.Policy). The empty name and the root are never
+// policy (dnsproxy.Policy). The empty name and the root are never
 // blocked.
 func (e *Engine) DomainBlocked(name string) (blocked bool, reason string) {
 	host := strings.TrimSuffix(strings.ToLower(name), ".")

@@ -1,4 +1,4 @@
-// Package policy holds the policy that the registry mirror, the shims and the
+// Package policies holds the policy that the registry mirror, the shims and the
 // kernel collector all obey, and the one engine that applies it.
 //
 // A policy is a YAML file (policies/default.yaml is the shipped default and
@@ -40,4 +40,4 @@
 //
 // An Engine is immutable and safe for concurrent use. To reload a policy,
 // build a new Engine and swap it in.
-package policy
+package policies

@@ -1,4 +1,4 @@
-package policy
+package policies
 
 // Policy is a policy file as written: every value is kept in the file's own
 // notation (durations, sizes, ranges and CIDRs as strings), so that the
@@ -60,7 +60,7 @@ type Sandbox struct {
 type Seccomp struct {
 	// Allow names the syscall groups the filter lets through, out of
 	// io_uring, user_namespaces, bpf, perf_event_open, userfaultfd, kexec
-	// and kernel_modules (package collector/session/seccomp). Every group
+	// and kernel_modules (package kernel/seccomp). Every group
 	// not named is refused: an empty list is the strictest filter.
 	Allow []string `mapstructure:"allow" yaml:"allow" json:"allow"`
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
@@ -54,11 +54,11 @@ func (r *recorder) wait(t *testing.T, n int) []*event.Event {
 
 func start(t *testing.T, reg *npmtest.Registry, sessions Sessions) (*httptest.Server, *recorder) {
 	t.Helper()
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestMirrorDialed(t *testing.T) {
 	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{{Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(reg.URL, "http://"))
 	upstream := "http://localhost:" + port
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+upstream+"/, "+reg.URL+"/]\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+upstream+"/, "+reg.URL+"/]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -15,7 +15,7 @@ import (
 // mode; other ecosystems, and an empty name, are refused, and so is an
 // upstream the policy approves nothing from (named without its secret).
 func TestNamedUpstreams(t *testing.T) {
-	eng, err := policy.New(policy.Default())
+	eng, err := policies.New(policies.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
@@ -27,11 +27,11 @@ func TestOCI(t *testing.T) {
 	reg := ocitest.Start(t)
 	img := ocitest.Image(t, 2048, 2)
 	reg.Push(t, "library/alpine:3.19", img)
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/]\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +101,11 @@ func TestOCIVerdicts(t *testing.T) {
 	}
 	bad := mf.Layers[1].Digest
 	reg.Tamper(ocitest.BlobPath("library/alpine", bad), func(b []byte) []byte { b = bytes.Clone(b); b[0] ^= 1; return b })
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/]\ncooldown:\n  min_age: 48h\n  on_unknown_age: flag\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    oci: ["+reg.URL+"/v2/]\ncooldown:\n  min_age: 48h\n  on_unknown_age: flag\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
@@ -26,11 +26,11 @@ func TestRedactedUpstream(t *testing.T) {
 	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{
 		{Version: "1.0.0", Published: time.Now().Add(-30 * 24 * time.Hour)},
 		{Version: "1.1.0", Published: time.Now().Add(-time.Hour)}}})
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    npm: ["+reg.URL+"/]\ncooldown:\n  min_age: 48h\n  action: block\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

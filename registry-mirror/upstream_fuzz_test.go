@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -28,7 +28,7 @@ func FuzzCheckUpstream(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
-	eng, err := policy.New(&policy.Policy{})
+	eng, err := policies.New(&policies.Policy{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -13,13 +13,13 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
-	"github.com/sandtrail/sandtrail/collector/dns"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
-	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/daemon"
+	"github.com/sandtrail/sandtrail/dnsproxy"
 )
 
 // Config is the typed configuration (package host holds its types).
-type Config = host.Config
+type Config = daemon.Config
 
 // DefaultDataDir is where sandtrail keeps its state.
 const DefaultDataDir = "/var/lib/sandtrail"
@@ -45,8 +45,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("ingest.spool_dir", "")
 	v.SetDefault("dns.enabled", true)
 	v.SetDefault("dns.upstream", []string{})
-	v.SetDefault("dns.timeout", dns.DefaultTimeout)
-	v.SetDefault("dns.max_sessions", dns.DefaultMaxSessions)
+	v.SetDefault("dns.timeout", dnsproxy.DefaultTimeout)
+	v.SetDefault("dns.max_sessions", dnsproxy.DefaultMaxSessions)
 	v.SetDefault("mirror.enabled", false)
 	v.SetDefault("mirror.listen", "127.0.0.1:8484")
 	v.SetDefault("mirror.upstreams", map[string]string{})

@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/sandtrail/sandtrail/collector/session/control"
-	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/daemon"
+	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 )
 
@@ -68,11 +68,11 @@ Examples:
 // (reason signal), cleans them up (keeping their directories) and closes
 // the host, whose journal signs a final checkpoint.
 func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	o := host.Options{Ingest: true, Index: true}
+	o := daemon.Options{Ingest: true, Index: true}
 	if cfg.Mirror.Enabled {
 		o.Mirror = cfg.Mirror.Listen
 	}
-	h, err := host.Start(cfg, log, o)
+	h, err := daemon.Start(cfg, log, o)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ wait:
 			break wait
 		case <-tick:
 			if st := h.IngestStats(); st != last {
-				host.LogStats(log, "ingest stats", st)
+				daemon.LogStats(log, "ingest stats", st)
 				last = st
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -32,18 +32,18 @@ func TestDNSConfig(t *testing.T) {
 		file    string
 		env     map[string]string
 		args    []string
-		want    host.DNSConfig
+		want    daemon.DNSConfig
 		wantErr string
 	}{
-		{name: "defaults", want: host.DNSConfig{Enabled: true, Upstream: []string{}, Timeout: 5 * time.Second, MaxSessions: 1024}},
+		{name: "defaults", want: daemon.DNSConfig{Enabled: true, Upstream: []string{}, Timeout: 5 * time.Second, MaxSessions: 1024}},
 		{name: "file", file: file,
-			want: host.DNSConfig{Upstream: []string{"192.0.2.1", "192.0.2.2:5353"}, Timeout: 2 * time.Second, MaxSessions: 7}},
+			want: daemon.DNSConfig{Upstream: []string{"192.0.2.1", "192.0.2.2:5353"}, Timeout: 2 * time.Second, MaxSessions: 7}},
 		{name: "env over file", file: file,
 			env:  map[string]string{"SANDTRAIL_DNS_UPSTREAM": "127.0.0.1:5353,[::1]:53", "SANDTRAIL_DNS_ENABLED": "true", "SANDTRAIL_DNS_TIMEOUT": "750ms"},
-			want: host.DNSConfig{Enabled: true, Upstream: []string{"127.0.0.1:5353", "[::1]:53"}, Timeout: 750 * time.Millisecond, MaxSessions: 7}},
+			want: daemon.DNSConfig{Enabled: true, Upstream: []string{"127.0.0.1:5353", "[::1]:53"}, Timeout: 750 * time.Millisecond, MaxSessions: 7}},
 		{name: "flag over env", env: map[string]string{"SANDTRAIL_DNS_UPSTREAM": "127.0.0.1:5353"},
 			args: []string{"--dns-upstream", "192.0.2.9,192.0.2.10"},
-			want: host.DNSConfig{Enabled: true, Upstream: []string{"192.0.2.9", "192.0.2.10"}, Timeout: 5 * time.Second, MaxSessions: 1024}},
+			want: daemon.DNSConfig{Enabled: true, Upstream: []string{"192.0.2.9", "192.0.2.10"}, Timeout: 5 * time.Second, MaxSessions: 1024}},
 		{name: "zero timeout", env: map[string]string{"SANDTRAIL_DNS_TIMEOUT": "0s"}, wantErr: "dns.timeout"},
 		{name: "negative max_sessions", env: map[string]string{"SANDTRAIL_DNS_MAX_SESSIONS": "-1"}, wantErr: "dns.max_sessions"},
 		{name: "unknown key", file: write("bad.yaml", "dns:\n  upstreams: [192.0.2.1]\n"), wantErr: "upstreams"},

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/daemon"
 )
 
 // exitCannotRun is doctor's exit code when sandtrail cannot run here: the
@@ -70,11 +70,11 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usageErr(err)
 			}
-			eng, err := host.LoadPolicy(cfg.Policy)
+			eng, err := daemon.LoadPolicy(cfg.Policy)
 			if err != nil {
 				return usageErr(err)
 			}
-			d := host.Diagnose(cfg.Policy, eng.Require())
+			d := daemon.Diagnose(cfg.Policy, eng.Require())
 			out := cmd.OutOrStdout()
 			if format == "json" {
 				err = writeJSON(out, d)

@@ -14,7 +14,7 @@ import (
 // TestDoctorCLI runs doctor as the CLI does: its JSON and its table, the
 // exit status that follows from them, the policy's require list, and its
 // usage errors. What this kernel has decides the expected status; the
-// decision itself is tested in record/host with kernels made up.
+// decision itself is tested in daemon with kernels made up.
 func TestDoctorCLI(t *testing.T) {
 	dir := t.TempDir()
 	requires := filepath.Join(dir, "requires.yaml")

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sandtrail/sandtrail/record/host"
+	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/record/queue"
 	"github.com/sandtrail/sandtrail/record/render"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
@@ -119,16 +119,16 @@ func parseUpstreams(cfg *Config, flags []string) error {
 // runMirror serves the mirror alone until ctx ends, into the journal of
 // cfg.
 func runMirror(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	pol, err := host.LoadPolicy(cfg.Policy)
+	pol, err := daemon.LoadPolicy(cfg.Policy)
 	if err != nil {
 		return err
 	}
-	j, err := host.OpenJournal(cfg, log)
+	j, err := daemon.OpenJournal(cfg, log)
 	if err != nil {
 		return err
 	}
 	q := queue.New(j, queue.WithLogger(log), queue.WithHost(cfg.Host))
-	m, err := host.ServeMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, host.MirrorLinks{}, log)
+	m, err := daemon.ServeMirror(cfg, cfg.Mirror.Listen, pol, q.Emit, daemon.MirrorLinks{}, log)
 	if err == nil {
 		log.Info("mirror started", "url", m.URL, "journal", cfg.JournalDir(), "cache", cfg.Mirror.CacheDir)
 		select {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
@@ -182,7 +182,7 @@ func buildPackages(ctx context.Context, ix *index.Index, id, shimDir string) (v 
 	if err != nil {
 		return nil, 0, err
 	}
-	b := pkgview.New(pkgview.WithShimDir(shimDir), pkgview.WithSystemWheels(host.SystemWheels(host.WheelDirs...)...))
+	b := pkgview.New(pkgview.WithShimDir(shimDir), pkgview.WithSystemWheels(daemon.SystemWheels(daemon.WheelDirs...)...))
 	err = ix.Each(ctx, query.Filter{Session: id, Kinds: kinds}, func(h index.Hit) error {
 		var e event.Event
 		if err := decodeHit(h.Raw, &e); err == nil {

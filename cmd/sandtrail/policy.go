@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/release"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -44,15 +44,15 @@ cannot be read.`,
 				return &exitError{code: 2, err: err}
 			}
 			file := args[0]
-			_, err := policy.Load(file)
-			var fes policy.Errors
+			_, err := policies.Load(file)
+			var fes policies.Errors
 			if err != nil && !errors.As(err, &fes) {
 				return &exitError{code: 2, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
 				if fes == nil {
-					fes = policy.Errors{}
+					fes = policies.Errors{}
 				}
 				if err := policyWriteJSON(out, map[string]any{"file": file, "valid": len(fes) == 0, "errors": fes}); err != nil {
 					return err
@@ -84,11 +84,11 @@ built-in default, with every empty setting replaced by the value it stands
 for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := policy.Load(file)
+			p, err := policies.Load(file)
 			if err != nil {
 				return err
 			}
-			b, err := policy.Marshal(p.Effective())
+			b, err := policies.Marshal(p.Effective())
 			if err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ whether the package has install scripts.`,
 	return cmd
 }
 
-// runPolicyExplain turns the flags into a policy.ExplainRequest, asks the
+// runPolicyExplain turns the flags into a policies.ExplainRequest, asks the
 // engine, and prints the explanation.
 func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg string) error {
 	if err := policyCheckFormat(f.format); err != nil {
@@ -153,15 +153,15 @@ func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg
 	if err != nil {
 		return err
 	}
-	p, err := policy.Load(f.file)
+	p, err := policies.Load(f.file)
 	if err != nil {
 		return err
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		return err
 	}
-	var lister policy.Lister
+	var lister policies.Lister
 	if req.Versions == nil {
 		cfg, err := g.load()
 		if err != nil {
@@ -180,19 +180,19 @@ func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg
 }
 
 // policyExplainRequest reads the package argument and the flags.
-func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string) (policy.ExplainRequest, error) {
+func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string) (policies.ExplainRequest, error) {
 	eco, name, spec, err := policyParsePackageArg(arg)
 	if err != nil {
-		return policy.ExplainRequest{}, err
+		return policies.ExplainRequest{}, err
 	}
-	req := policy.ExplainRequest{Ecosystem: eco, Name: name, Spec: spec, Registry: f.registry, Source: f.source}
+	req := policies.ExplainRequest{Ecosystem: eco, Name: name, Spec: spec, Registry: f.registry, Source: f.source}
 	if cmd.Flags().Changed("versions") {
 		req.Versions = append([]string{}, f.versions...)
 	}
 	if f.published != "" {
 		t, err := policyParseTime(f.published)
 		if err != nil {
-			return policy.ExplainRequest{}, fmt.Errorf("--published: %w", err)
+			return policies.ExplainRequest{}, fmt.Errorf("--published: %w", err)
 		}
 		req.Published = t
 	}
@@ -202,7 +202,7 @@ func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string)
 	return req, nil
 }
 
-func policyWriteExplain(w io.Writer, r *policy.Explanation) error {
+func policyWriteExplain(w io.Writer, r *policies.Explanation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "package\t%s:%s@%s\n", r.Ecosystem, r.Name, r.Requested)
 	if r.Unlisted {
@@ -235,7 +235,7 @@ func policyWriteExplain(w io.Writer, r *policy.Explanation) error {
 // no @ means any version) or a purl.
 func policyParsePackageArg(s string) (eco, name, spec string, err error) {
 	if strings.HasPrefix(s, "pkg:") {
-		p, err := policy.ParsePurl(s)
+		p, err := policies.ParsePurl(s)
 		if err != nil {
 			return "", "", "", err
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 )
 
 // policyCLI runs sandtrail with args and returns stdout and the error.
@@ -123,7 +123,7 @@ func TestPolicyExplain(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sandtrail %s = %v", strings.Join(args, " "), err)
 			}
-			var res policy.Explanation
+			var res policies.Explanation
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
 				t.Fatalf("output is not JSON: %v\n%s", err, out)
 			}
@@ -145,7 +145,7 @@ func TestPolicyExplainUnapprovedRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res policy.Explanation
+	var res policies.Explanation
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestPolicyExplainVersionsFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res policy.Explanation
+	var res policies.Explanation
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sandtrail/sandtrail/collector/session/control"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/daemon"
+	"github.com/sandtrail/sandtrail/daemon/control"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/host"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/query"
@@ -137,7 +137,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng, err := host.LoadPolicy(cfg.Policy)
+			eng, err := daemon.LoadPolicy(cfg.Policy)
 			if err != nil {
 				return usageErr(err)
 			}
@@ -220,34 +220,34 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 	out := base
 	var err error
 	if f.Changed("memory") {
-		if out.MemoryBytes, err = policy.ParseSize(l.memory); err != nil {
+		if out.MemoryBytes, err = policies.ParseSize(l.memory); err != nil {
 			return out, fmt.Errorf("--memory: %w", err)
 		}
 	}
 	if f.Changed("cpus") {
-		if out.CPUs, err = policy.ParseCPUs(l.cpus); err != nil {
+		if out.CPUs, err = policies.ParseCPUs(l.cpus); err != nil {
 			return out, fmt.Errorf("--cpus: %w", err)
 		}
 	}
 	if f.Changed("pids") {
-		if out.Pids, err = policy.ParseCount(l.pids); err != nil {
+		if out.Pids, err = policies.ParseCount(l.pids); err != nil {
 			return out, fmt.Errorf("--pids: %w", err)
 		}
 	}
 	if f.Changed("timeout") {
-		d, err := policy.ParseDuration(l.timeout)
+		d, err := policies.ParseDuration(l.timeout)
 		if err != nil {
 			return out, fmt.Errorf("--timeout: %w", err)
 		}
 		out.TimeoutMS = d.Milliseconds()
 	}
 	if f.Changed("disk") {
-		if out.DiskBytes, err = policy.ParseSize(l.disk); err != nil {
+		if out.DiskBytes, err = policies.ParseSize(l.disk); err != nil {
 			return out, fmt.Errorf("--disk: %w", err)
 		}
 	}
 	if f.Changed("net-rate") {
-		if out.NetRate, err = policy.ParseRate(l.netRate); err != nil {
+		if out.NetRate, err = policies.ParseRate(l.netRate); err != nil {
 			return out, fmt.Errorf("--net-rate: %w", err)
 		}
 	}
@@ -298,13 +298,13 @@ const (
 
 // runHosted hosts the session in this process: journal, queue, session
 // manager, collector and ingest socket. It also returns the journal's size
-// when the host opened it (host.Opened), from which on its collector's
+// when the host opened it (daemon.Opened), from which on its collector's
 // collector.capabilities is journaled.
 func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request) (*launch.Result, uint64, error) {
 	if _, err := launch.LookupAccount(req.User); err != nil {
 		return nil, 0, err
 	}
-	h, err := host.Start(cfg, log, host.Options{Ingest: true, IngestOptional: true, Mirror: "127.0.0.1:0"})
+	h, err := daemon.Start(cfg, log, daemon.Options{Ingest: true, IngestOptional: true, Mirror: "127.0.0.1:0"})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandtrail/sandtrail/collector/session/control"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/daemon/control"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
@@ -96,11 +96,11 @@ func newSessionCreateCmd(g *globals, format *string) *cobra.Command {
 		Short: "Create a session (its cgroups, workdir and limits) and print its id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := policy.Load(policyFile)
+			p, err := policies.Load(policyFile)
 			if err != nil {
 				return usageErr(fmt.Errorf("loading policy: %w", err))
 			}
-			eng, err := policy.New(p)
+			eng, err := policies.New(p)
 			if err != nil {
 				return usageErr(fmt.Errorf("compiling policy: %w", err))
 			}

@@ -2,7 +2,7 @@
 
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The refusals of the session seccomp filter (collector/session/seccomp):
+ * The refusals of the session seccomp filter (kernel/seccomp):
  * process.denied for each syscall of the filter's list that failed with
  * EPERM in a watched session. A syscall that seccomp fails with
  * SECCOMP_RET_ERRNO skips its sys_enter tracepoint, but its sys_exit

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
-	"github.com/sandtrail/sandtrail/collector/session/seccomp"
+	cgroups "github.com/sandtrail/sandtrail/kernel/cgroup"
+	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

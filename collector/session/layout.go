@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
+	cgroups "github.com/sandtrail/sandtrail/kernel/cgroup"
 )
 
 // ErrNoCgroups is returned when no usable cgroup hierarchy is mounted.
@@ -38,7 +38,7 @@ func (l *Layout) Hybrid() bool { return len(l.V1) > 0 }
 
 // DetectLayout computes the layout from the contents of
 // /proc/self/mountinfo and /proc/self/cgroup, parsed by package
-// collector/cgroup (whose errors wrap cgroup.ErrParse). It returns
+// kernel/cgroup (whose errors wrap cgroup.ErrParse). It returns
 // ErrNoCgroups when there is no cgroup2 mount, and an error when the process's cgroup lies
 // outside what a mount shows (so a session cgroup could not be made
 // beneath it).

@@ -17,7 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/sandtrail/sandtrail/collector/session/seccomp"
+	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

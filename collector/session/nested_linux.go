@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
+	cgroups "github.com/sandtrail/sandtrail/kernel/cgroup"
 )
 
 // nestedSeq numbers the nested cgroups, so that concurrent ones of one

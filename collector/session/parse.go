@@ -9,7 +9,7 @@ import (
 )
 
 // Parsers for the kernel's text files (mountinfo and /proc/<pid>/cgroup are
-// parsed by package collector/cgroup). Their input is read from procfs and
+// parsed by package kernel/cgroup). Their input is read from procfs and
 // cgroupfs, where a process inside a session can influence some of it (for
 // example the comm it puts into an OOM report), so every parser bounds its
 // work, rejects what it does not understand with an error wrapping ErrParse,

@@ -18,9 +18,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/collector/session"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

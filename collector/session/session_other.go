@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/sandtrail/sandtrail/collector/session/seccomp"
+	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	cgroups "github.com/sandtrail/sandtrail/collector/cgroup"
+	cgroups "github.com/sandtrail/sandtrail/kernel/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 

@@ -169,7 +169,7 @@ func IsManagerModule(p string) bool { return managerModule(p) != 0 }
 // path: npm's lib/cli.js and lib/npm.js (every npm and npx command loads
 // them, whatever file started it), pip's pip/_internal/cli/ (its main and
 // base command, source or compiled), and corepack's dist/lib/corepack.cjs.
-// The kernel records their reads where the host asked it to (record/host
+// The kernel records their reads where the host asked it to (daemon
 // lists the installed managers' modules): an interpreter that reads one
 // with no shim above it runs that manager around its shim, whatever the
 // script that started it is named.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
@@ -55,11 +55,11 @@ func (e *events) of(kind string) map[string][]*event.Pkg {
 // shows as stale metadata.
 func startMirror(t *testing.T, reg *cratestest.Registry) (string, *events) {
 	t.Helper()
-	p, err := policy.Parse("t.yaml", []byte(fmt.Sprintf("sources:\n  registries:\n    cargo: [%s/]\ncooldown:\n  min_age: 48h\n  action: block\n", reg.URL)))
+	p, err := policies.Parse("t.yaml", []byte(fmt.Sprintf("sources:\n  registries:\n    cargo: [%s/]\ncooldown:\n  min_age: 48h\n  action: block\n", reg.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

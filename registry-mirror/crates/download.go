@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -40,7 +40,7 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, up, "sha256:"+l.cksum, idx.stale || stale
 	out, d := h.decide(ctx, cfg, l)
 	rec.Verdict = string(d.Verdict)
-	if d.Verdict != policy.Allow {
+	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
 	}
 	if out != fetch.Served {

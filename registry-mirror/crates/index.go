@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 	"github.com/sandtrail/sandtrail/resolver/cargo"
@@ -196,8 +196,8 @@ func (h *Handler) remember(idx *index) {
 }
 
 // decide asks the policy about the version of line l.
-func (h *Handler) decide(ctx context.Context, cfg *config, l *line) (string, policy.Decision) {
-	return h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: l.name, Version: l.vers,
+func (h *Handler) decide(ctx context.Context, cfg *config, l *line) (string, policies.Decision) {
+	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: l.name, Version: l.vers,
 		Source: downloadURL(cfg.DL, l.name, l.vers, l.cksum), Registry: h.upstream.String(), Published: l.published})
 }
 

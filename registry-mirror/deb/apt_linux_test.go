@@ -18,7 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb"
@@ -87,11 +87,11 @@ func (b *countBody) Read(p []byte) (int, error) {
 // approves registries.
 func startMirror(t *testing.T, upstreams map[string]string, registries ...string) (string, *recorder, *counting) {
 	t.Helper()
-	p, err := policy.Parse("t.yaml", []byte("sources:\n  registries:\n    deb: ["+strings.Join(registries, ", ")+"]\n"))
+	p, err := policies.Parse("t.yaml", []byte("sources:\n  registries:\n    deb: ["+strings.Join(registries, ", ")+"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

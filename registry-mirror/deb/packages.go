@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/purl"
@@ -138,9 +138,9 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 	}
 	rec.Name, rec.Version, rec.Hash = e.pkg, e.version, "sha256:"+e.sum.hex()
 	rec.Purl = purl.Deb(e.pkg, e.version, e.arch)
-	out, d := h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: e.pkg, Version: e.version, Source: rec.URL, Registry: rec.Registry})
+	out, d := h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: e.pkg, Version: e.version, Source: rec.URL, Registry: rec.Registry})
 	rec.Verdict = string(d.Verdict)
-	if d.Verdict != policy.Allow {
+	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
 	}
 	if out != fetch.Served {

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -18,18 +18,18 @@ import (
 // Decide asks the policy about one version and names the decision as an
 // outcome: Served unless it blocks, else Cooldown, UnknownSource or
 // Blocked after the check that blocked.
-func (env *Env) Decide(ctx context.Context, req policy.PackageRequest) (string, policy.Decision) {
+func (env *Env) Decide(ctx context.Context, req policies.PackageRequest) (string, policies.Decision) {
 	d := env.Policy.Package(ctx, req)
 	return Outcome(d), d
 }
 
 // Outcome names a policy decision as an outcome.
-func Outcome(d policy.Decision) string {
-	if d.Verdict != policy.Block {
+func Outcome(d policies.Decision) string {
+	if d.Verdict != policies.Block {
 		return Served
 	}
 	for _, c := range d.Checks {
-		if c.Verdict != policy.Block {
+		if c.Verdict != policies.Block {
 			continue
 		}
 		switch c.Name {

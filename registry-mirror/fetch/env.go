@@ -6,15 +6,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 )
 
-// Policy decides on a package version; *policy.Engine is one.
+// Policy decides on a package version; *policies.Engine is one.
 type Policy interface {
-	Package(ctx context.Context, req policy.PackageRequest) policy.Decision
+	Package(ctx context.Context, req policies.PackageRequest) policies.Decision
 	// UpstreamApproved reports whether anything from a registry of the
-	// ecosystem at the URL can be approved (policy.Engine.UpstreamApproved).
+	// ecosystem at the URL can be approved (policies.Engine.UpstreamApproved).
 	UpstreamApproved(ecosystem, url string) bool
 }
 

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 )
 
 // ErrRedirect: the upstream redirected an artifact's request to a URL
@@ -80,9 +80,9 @@ func (env *Env) approveRedirects(ctx context.Context, w Want) func(*url.URL) err
 		if w.Ecosystem == "" || w.Name == "" {
 			return &RedirectError{Target: target, Why: "another host than the artifact's"}
 		}
-		d := env.Policy.Package(ctx, policy.PackageRequest{Ecosystem: w.Ecosystem, Name: w.Name, Source: target.String()})
+		d := env.Policy.Package(ctx, policies.PackageRequest{Ecosystem: w.Ecosystem, Name: w.Name, Source: target.String()})
 		for _, c := range d.Checks {
-			if c.Name == "source" && c.Verdict == policy.Allow {
+			if c.Name == "source" && c.Verdict == policies.Allow {
 				return nil
 			}
 		}

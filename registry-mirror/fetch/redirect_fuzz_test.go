@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 )
 
 // FuzzApproveRedirect: whatever Location an upstream answers an artifact's
@@ -26,11 +26,11 @@ func FuzzApproveRedirect(f *testing.F) {
 	} {
 		f.Add(s, "left-pad")
 	}
-	p, err := policy.Parse("redirect.yaml", []byte("version: 1\nsources:\n  registries:\n    npm: [https://registry.example/, https://cdn.example/blobs/]\non_unknown_source: flag\n"))
+	p, err := policies.Parse("redirect.yaml", []byte("version: 1\nsources:\n  registries:\n    npm: [https://registry.example/, https://cdn.example/blobs/]\non_unknown_source: flag\n"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		f.Fatal(err)
 	}

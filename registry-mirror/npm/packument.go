@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	semver "github.com/sandtrail/sandtrail/resolver/npm"
 )
@@ -196,9 +196,9 @@ func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 }
 
 // decide asks the policy about version v of p.
-func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, policy.Decision) {
+func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, policies.Decision) {
 	in := p.info[v]
-	return h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
+	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
 		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0,
 		ProvenanceLost: p.lostProvenance(v)})
 }

@@ -7,7 +7,7 @@ import (
 	"path"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -38,7 +38,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	rec.Provenance, rec.ProvenanceLost = &in.attested, p.lostProvenance(v)
 	out, d := h.decide(ctx, p, v)
 	rec.Verdict = string(d.Verdict)
-	if d.Verdict != policy.Allow {
+	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
 	}
 	if out != fetch.Served {

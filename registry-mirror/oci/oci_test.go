@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/oci/ocitest"
@@ -44,11 +44,11 @@ func newMirror(t *testing.T, reg *ocitest.Registry, extraPolicy string) *mirror 
 // newMirrorWith is newMirror with the policy in yaml.
 func newMirrorWith(t *testing.T, reg *ocitest.Registry, yaml string) *mirror {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte(yaml))
+	pol, err := policies.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(pol)
+	eng, err := policies.New(pol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
@@ -20,9 +20,9 @@ import (
 // decide asks the policy about the image a request names, and refuses it
 // (403) unless the policy lets it through.
 func (h *Handler) decide(ctx context.Context, req request, rec *fetch.Record) error {
-	out, d := h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: req.name, Version: req.ref, Source: rec.URL})
+	out, d := h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: req.name, Version: req.ref, Source: rec.URL})
 	rec.Verdict = string(d.Verdict)
-	if d.Verdict != policy.Allow {
+	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
 	}
 	if out != fetch.Served {

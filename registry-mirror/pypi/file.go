@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -48,7 +48,7 @@ func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.
 	}
 	out, d := h.decide(ctx, name, f)
 	rec.Verdict = string(d.Verdict)
-	if d.Verdict != policy.Allow {
+	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
 	}
 	if out != fetch.Served {

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -29,8 +29,8 @@ func (h *Handler) project(ctx context.Context, name string) (fetch.Doc[*project]
 // file was uploaded (a file added later to an old release is as new as
 // its upload), from its own URL; an sdist runs the package's code when it
 // is built.
-func (h *Handler) decide(ctx context.Context, name string, f *file) (string, policy.Decision) {
-	return h.env.Decide(ctx, policy.PackageRequest{Ecosystem: Ecosystem, Name: name, Version: f.version, Source: f.url,
+func (h *Handler) decide(ctx context.Context, name string, f *file) (string, policies.Decision) {
+	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: name, Version: f.version, Source: f.url,
 		Registry: h.upstream.String(), Published: f.uploaded, InstallScripts: f.sdist})
 }
 

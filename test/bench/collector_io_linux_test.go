@@ -25,8 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector"
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -70,9 +70,9 @@ func ioRequireRoot(b *testing.B) {
 }
 
 // ioPolicy compiles the default policy (policies/default.yaml).
-func ioPolicy(b *testing.B) *policy.Engine {
+func ioPolicy(b *testing.B) *policies.Engine {
 	b.Helper()
-	eng, err := policy.New(policy.Default())
+	eng, err := policies.New(policies.Default())
 	if err != nil {
 		b.Fatalf("compiling the default policy: %v", err)
 	}

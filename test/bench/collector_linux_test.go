@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandtrail/sandtrail/collector"
-	"github.com/sandtrail/sandtrail/collector/cgroup/cgrouptest"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -256,11 +256,11 @@ func BenchmarkCollectorExecStorm(b *testing.B) {
 	}
 	// The collector as the host runs it: every exec's identity and hash,
 	// and the default policy's environment variables.
-	pol, err := policy.Parse("default.yaml", policy.DefaultYAML())
+	pol, err := policies.Parse("default.yaml", policies.DefaultYAML())
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng, err := policy.New(pol)
+	eng, err := policies.New(pol)
 	if err != nil {
 		b.Fatal(err)
 	}

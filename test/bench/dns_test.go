@@ -9,8 +9,8 @@ import (
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
-	"github.com/sandtrail/sandtrail/collector/dns"
+	"github.com/sandtrail/sandtrail/dnsproxy"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -95,14 +95,14 @@ func dnsExchange(b *testing.B, proto, addr string) {
 	}
 }
 
-// BenchmarkDNSProxy measures one query and answer through collector/dns's
+// BenchmarkDNSProxy measures one query and answer through dnsproxy's
 // proxy (forward to the upstream, IP→domain map, one net.dns event to a
 // non-blocking emit) against the same query sent straight to the upstream in
 // the same run, over UDP and over one TCP connection. x-direct is the ratio.
 func BenchmarkDNSProxy(b *testing.B) {
 	up := dnsUpstream(b)
 	events := make(chan *event.Event, 1024)
-	p, err := dns.New([]string{up}, dns.WithEmit(func(e *event.Event) {
+	p, err := dnsproxy.New([]string{up}, dnsproxy.WithEmit(func(e *event.Event) {
 		select {
 		case events <- e:
 		default:
@@ -138,9 +138,9 @@ func BenchmarkDNSProxy(b *testing.B) {
 	var checked netip.AddrPort
 	if own, err := ownCgroupID(); err != nil {
 		b.Logf("no sender check measured: %v", err)
-	} else if err := dns.CheckSocketLookup(); err != nil {
+	} else if err := dnsproxy.CheckSocketLookup(); err != nil {
 		b.Logf("no sender check measured: %v", err)
-	} else if checked, _, err = p.AddSession("bench", dns.WithCgroup(own)); err != nil {
+	} else if checked, _, err = p.AddSession("bench", dnsproxy.WithCgroup(own)); err != nil {
 		b.Fatal(err)
 	}
 

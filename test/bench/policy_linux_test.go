@@ -17,8 +17,8 @@ import (
 
 // policyRequest is an ordinary install: an old lodash from the public
 // registry, not on any list.
-func policyRequest() policy.PackageRequest {
-	return policy.PackageRequest{
+func policyRequest() policies.PackageRequest {
+	return policies.PackageRequest{
 		Ecosystem: "npm", Name: "lodash", Version: "4.17.21", Requested: "^4.17.0",
 		Source:    "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
 		Published: time.Date(2021, 2, 20, 15, 42, 16, 0, time.UTC),
@@ -65,17 +65,17 @@ func policyMarshalBaseline(b *testing.B) (wall, cpu float64) {
 
 // policyEngine builds an engine from the default policy with n extra npm
 // blocklist entries, each with a range.
-func policyEngine(b *testing.B, n int) *policy.Engine {
+func policyEngine(b *testing.B, n int) *policies.Engine {
 	b.Helper()
-	p, err := policy.Parse("default.yaml", policy.DefaultYAML())
+	p, err := policies.Parse("default.yaml", policies.DefaultYAML())
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		p.Blocklist = append(p.Blocklist, policy.BlockEntry{
+		p.Blocklist = append(p.Blocklist, policies.BlockEntry{
 			Purl: fmt.Sprintf("pkg:npm/pkg-%d@<1.%d.0 || >=3.0.0 <3.%d.5", i, i%50, i%7), Reason: "bench"})
 	}
-	e, err := policy.New(p)
+	e, err := policies.New(p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,11 +99,11 @@ func BenchmarkPolicyDecisions(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		extra int
-		req   func(policy.PackageRequest) policy.PackageRequest
+		req   func(policies.PackageRequest) policies.PackageRequest
 	}{
-		{name: "package-default", req: func(r policy.PackageRequest) policy.PackageRequest { return r }},
-		{name: "package-blocklist-1000-miss", extra: 1000, req: func(r policy.PackageRequest) policy.PackageRequest { return r }},
-		{name: "package-blocklist-1000-range", extra: 1000, req: func(r policy.PackageRequest) policy.PackageRequest {
+		{name: "package-default", req: func(r policies.PackageRequest) policies.PackageRequest { return r }},
+		{name: "package-blocklist-1000-miss", extra: 1000, req: func(r policies.PackageRequest) policies.PackageRequest { return r }},
+		{name: "package-blocklist-1000-range", extra: 1000, req: func(r policies.PackageRequest) policies.PackageRequest {
 			r.Name, r.Version = "pkg-999", "3.1.0"
 			return r
 		}},
@@ -123,7 +123,7 @@ func BenchmarkPolicyDecisions(b *testing.B) {
 // BenchmarkPolicyLoad measures loading and validating default.yaml against
 // a baseline, in the same run, of only decoding the same YAML into a map.
 func BenchmarkPolicyLoad(b *testing.B) {
-	data := policy.DefaultYAML()
+	data := policies.DefaultYAML()
 	var baseWall, baseCPU float64
 	b.Run("yaml-baseline", func(b *testing.B) {
 		baseWall, baseCPU = policyMeasure(b, func() {
@@ -135,7 +135,7 @@ func BenchmarkPolicyLoad(b *testing.B) {
 	})
 	b.Run("parse-default", func(b *testing.B) {
 		wall, cpu := policyMeasure(b, func() {
-			if _, err := policy.Parse("default.yaml", data); err != nil {
+			if _, err := policies.Parse("default.yaml", data); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -53,7 +53,7 @@ var guarded = []struct {
 			module + "/registry-mirror/...":     "the mirror runs in the daemon; the shim only points the package manager at it",
 			module + "/collector/...":           "the eBPF collector and the sessions run in the daemon",
 			module + "/policies/...":            "the policy is the daemon's: the shim asks it over the ingest socket",
-			module + "/record/host/...":         "the host is the daemon",
+			module + "/daemon/...":              "the host is the daemon",
 			module + "/record/journal/...":      "the journal is the daemon's",
 			module + "/shims/apt/broker/...":    "the apt broker runs as root in the daemon",
 			"github.com/spf13/...":              "the shim has no flags or config files of its own",

@@ -16,7 +16,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
+	"github.com/sandtrail/sandtrail/dnsproxy/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/netns"
 )

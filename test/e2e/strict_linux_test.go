@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sandtrail/sandtrail/collector/dns/dnstest"
+	"github.com/sandtrail/sandtrail/dnsproxy/dnstest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/test/testnet"
 )

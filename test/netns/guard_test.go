@@ -20,7 +20,7 @@ import (
 var foreignOK = map[string]string{
 	"collector/net_linux_test.go":                 "dials only from helpers that run in a namespace of New's and call Check",
 	"test/e2e/egress_linux_test.go":               "dials 0.1.2.3 only from the egressdial helper, which runs in a namespace of New's and calls Check",
-	"collector/cgroup/cgroup_test.go":             "data: /proc/self/cgroup lines such as 0::a, not addresses",
+	"kernel/cgroup/cgroup_test.go":                "data: /proc/self/cgroup lines such as 0::a, not addresses",
 	"scripts/demo.sh":                             "its agent dials 169.254.169.254 only after checking that the address has no route (the demo's blackhole rule for the sessions' uids)",
 	"test/netns/guard_test.go":                    "data: the guard's own cases",
 	"policies/sigma/bench_test.go":                "data: addresses in events a rule is matched against, never dialed",

@@ -12,7 +12,7 @@ const MirrorVar = "SANDTRAIL_MIRROR"
 // MirrorEnv is the environment that points every package manager that a
 // session may run, and that the mirror at mirror ("http://127.0.0.1:8484")
 // serves, at that mirror. It is the one list of them; the host adds it to
-// every session's environment (record/host).
+// every session's environment (daemon).
 //
 //   - npm and pnpm: npm_config_registry (pnpm reads npm's variables);
 //   - yarn 1: YARN_REGISTRY; yarn 2+ (berry): YARN_NPM_REGISTRY_SERVER, and

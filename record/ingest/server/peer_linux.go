@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
-	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
+	"github.com/sandtrail/sandtrail/kernel/peercred"
 )
 
 // peer is the kernel's account of the process at the other end of a

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
 )
 
 // ErrNotSupported is returned on systems without SO_PEERCRED and cgroup v2.

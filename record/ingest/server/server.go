@@ -62,7 +62,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/sandtrail/sandtrail/collector/cgroup"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	policy "github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
@@ -47,13 +47,13 @@ func New(t testing.TB, yaml string) *Env {
 }
 
 // Policy compiles a policy written in YAML.
-func Policy(t testing.TB, yaml string) *policy.Engine {
+func Policy(t testing.TB, yaml string) *policies.Engine {
 	t.Helper()
-	p, err := policy.Parse("test.yaml", []byte(yaml))
+	p, err := policies.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(p)
+	eng, err := policies.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/sandtrail/sandtrail/collector/session/peercred"
+	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt"
