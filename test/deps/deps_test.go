@@ -1,7 +1,9 @@
 package deps
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -13,37 +15,71 @@ import (
 
 const module = "github.com/sandtrail/sandtrail"
 
-// guarded are the packages whose imports are restricted. A deny key is an
-// import path, or a path ending in "/..." for it and everything beneath it
-// (as in go list's patterns); its value says why it is denied.
+// guarded are the parts of the tree whose imports are restricted: the
+// layers (kernel/ and resolver/ are leaves; record/ and policies/ sit on
+// them; the producers (collector, dnsproxy, registry-mirror, shims) on
+// those; daemon/ on the producers; cmd/ on top), and the lean binaries
+// and packages within them. pkg is an import path relative to the module,
+// or a pattern ending in "/..." for a package and everything beneath it.
+// A deny key is an import path or such a pattern; its value says why it
+// is denied.
 var guarded = []struct {
-	// pkg is the import path, relative to the module.
 	pkg string
-	// stdOnly allows only the standard library (and the package itself).
+	// stdOnly allows only the standard library, the packages that pkg
+	// names, and the patterns in allow.
 	stdOnly bool
+	allow   []string
 	deny    map[string]string
-	// future marks a package that may not exist yet: its check is
-	// skipped until it does.
-	future bool
 }{
+	{
+		pkg:     "kernel/...",
+		stdOnly: true,
+		allow:   []string{"golang.org/x/sys/..."},
+	},
+	{
+		pkg:  "resolver/...",
+		deny: above("the resolver is a leaf: it knows ecosystems, versions and purls", "record", "policies", "kernel", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+	},
 	{
 		pkg:     "record/event",
 		stdOnly: true,
 	},
 	{
-		pkg: "collector",
-		deny: map[string]string{
-			module + "/policies":            "the policy engine: the collector takes its egress table through EgressPolicy and policies/egress",
-			"github.com/spf13/viper/...":    "configuration belongs to the binaries",
-			"go.yaml.in/yaml/...":           "YAML is the policy loader's",
-			"modernc.org/sqlite/...":        "SQLite is the index's",
-			"pault.ag/go/debian/...":        "the Debian parser is the resolver's",
-			module + "/registry-mirror/...": "the mirror is a separate producer",
-			module + "/record/index/...":    "the index (SQLite) is a consumer",
-			module + "/resolver/...":        "version parsing is the policy engine's and the mirror's",
-			"github.com/spf13/cobra/...":    "commands are cmd/sandtrail's",
-			module + "/cmd/...":             "a binary is never imported",
-		},
+		pkg:  "record/...",
+		deny: above("the record imports no producer: producers convert to event.Event and the daemon feeds the record", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+	},
+	{
+		pkg:  "policies/...",
+		deny: above("the policy is below the producers that ask it", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+	},
+	{
+		pkg: "collector/...",
+		deny: merge(above("producers are side by side: the daemon wires them", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"), map[string]string{
+			module + "/policies":         "the policy engine: the collector takes its egress table through EgressPolicy and policies/egress",
+			"github.com/spf13/viper/...": "configuration belongs to the binaries",
+			"go.yaml.in/yaml/...":        "YAML is the policy loader's",
+			"modernc.org/sqlite/...":     "SQLite is the index's",
+			"pault.ag/go/debian/...":     "the Debian parser is the resolver's",
+			module + "/record/index/...": "the index (SQLite) is a consumer",
+			module + "/resolver/...":     "version parsing is the policy engine's and the mirror's",
+			"github.com/spf13/cobra/...": "commands are cmd/sandtrail's",
+		}),
+	},
+	{
+		pkg:  "dnsproxy/...",
+		deny: above("producers are side by side: the daemon wires them", "collector", "registry-mirror", "shims", "daemon", "cmd"),
+	},
+	{
+		pkg:  "registry-mirror/...",
+		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "shims", "daemon", "cmd"),
+	},
+	{
+		pkg:  "shims/...",
+		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "registry-mirror", "daemon", "cmd"),
+	},
+	{
+		pkg:  "daemon/...",
+		deny: above("the daemon is the composition root, below the binaries", "cmd"),
 	},
 	{
 		pkg: "cmd/sandtrail-shim",
@@ -53,7 +89,7 @@ var guarded = []struct {
 			module + "/registry-mirror/...":     "the mirror runs in the daemon; the shim only points the package manager at it",
 			module + "/collector/...":           "the eBPF collector and the sessions run in the daemon",
 			module + "/policies/...":            "the policy is the daemon's: the shim asks it over the ingest socket",
-			module + "/daemon/...":              "the host is the daemon",
+			module + "/daemon/...":              "the daemon is root's",
 			module + "/record/journal/...":      "the journal is the daemon's",
 			module + "/shims/apt/broker/...":    "the apt broker runs as root in the daemon",
 			"github.com/spf13/...":              "the shim has no flags or config files of its own",
@@ -61,6 +97,25 @@ var guarded = []struct {
 			"github.com/hashicorp/go-hclog/...": "the shim's messages are a few lines on stderr",
 		},
 	},
+}
+
+// above returns a deny list of the module's trees named by dirs, each
+// denied for why.
+func above(why string, dirs ...string) map[string]string {
+	deny := map[string]string{}
+	for _, d := range dirs {
+		deny[module+"/"+d+"/..."] = why
+	}
+	return deny
+}
+
+// merge returns the union of the deny lists, the later ones winning.
+func merge(lists ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, l := range lists {
+		maps.Copy(out, l)
+	}
+	return out
 }
 
 // platforms are the GOOS/GOARCH pairs the graphs are listed for: the
@@ -74,32 +129,85 @@ var platforms = []struct{ goos, goarch string }{
 
 func TestDeps(t *testing.T) {
 	gobin := goCommand(t)
-	root := moduleRoot(t, gobin)
 	for _, g := range guarded {
 		t.Run(g.pkg, func(t *testing.T) {
-			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(g.pkg))); errors.Is(err, os.ErrNotExist) && g.future {
-				t.Skipf("skipping: %s does not exist yet; once it does it must not import %s", g.pkg, strings.Join(slices.Sorted(maps.Keys(g.deny)), ", "))
-			}
 			for _, p := range platforms {
 				t.Run(p.goos+"_"+p.goarch, func(t *testing.T) {
 					t.Parallel()
-					checkDeps(t, gobin, module+"/"+g.pkg, p.goos, p.goarch, g.stdOnly, g.deny)
+					deps := listDeps(t, gobin, module+"/"+g.pkg, p.goos, p.goarch)
+					for _, v := range violations(module+"/"+g.pkg, deps, g.stdOnly, g.allow, g.deny) {
+						t.Errorf("%s on %s/%s", v, p.goos, p.goarch)
+					}
 				})
 			}
 		})
 	}
 }
 
+// TestDepsCatchesALayerBroken breaks a layer for real, with an overlay
+// that adds to record/pkgview a file importing the collector (and to
+// kernel/cgroup one importing the resolver), and checks that the rules
+// report both: a guard that cannot fail guards nothing.
+func TestDepsCatchesALayerBroken(t *testing.T) {
+	gobin := goCommand(t)
+	root := moduleRoot(t, gobin)
+	dir := t.TempDir()
+	files := map[string]string{
+		filepath.Join(root, "record", "pkgview", "zz_broken_layer.go"): "package pkgview\n\nimport _ \"" + module + "/collector\"\n",
+		filepath.Join(root, "kernel", "cgroup", "zz_broken_layer.go"):  "package cgroup\n\nimport _ \"" + module + "/resolver\"\n",
+	}
+	replace := map[string]string{}
+	i := 0
+	for path, src := range files {
+		f := filepath.Join(dir, fmt.Sprintf("%d.go", i))
+		i++
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[path] = f
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ pkg, bad string }{
+		{"record/...", module + "/collector"},
+		{"kernel/...", module + "/resolver"},
+	} {
+		var found bool
+		for _, g := range guarded {
+			if g.pkg != c.pkg {
+				continue
+			}
+			found = true
+			deps := listDeps(t, gobin, module+"/"+g.pkg, "linux", "amd64", "-overlay="+overlayFile)
+			v := violations(module+"/"+g.pkg, deps, g.stdOnly, g.allow, g.deny)
+			if !slices.ContainsFunc(v, func(line string) bool { return strings.Contains(line, "depends on "+c.bad+",") }) {
+				t.Errorf("%s: the overlay's import of %s was not reported", c.pkg, c.bad)
+			}
+			for _, line := range v {
+				t.Logf("%s: reported: %s", c.pkg, line)
+			}
+		}
+		if !found {
+			t.Errorf("no rule guards %s", c.pkg)
+		}
+	}
+}
+
 // TestDenyListsNameRealPackages fails on a deny key that matches neither a
-// package of the module's import graph nor a directory of the module (the
-// mirror has none of its Go code yet), so that a misspelt path does not
-// pass for a guard.
+// package of the module's import graph nor a directory of the module, so
+// that a misspelt path does not pass for a guard.
 func TestDenyListsNameRealPackages(t *testing.T) {
 	gobin := goCommand(t)
 	root := moduleRoot(t, gobin)
 	all := listDeps(t, gobin, module+"/...", "linux", "amd64")
 	for _, g := range guarded {
-		for pat := range g.deny {
+		for _, pat := range append(slices.Collect(maps.Keys(g.deny)), module+"/"+g.pkg) {
 			if matchesAny(pat, all) {
 				continue
 			}
@@ -107,40 +215,38 @@ func TestDenyListsNameRealPackages(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel))); ok && err == nil {
 				continue
 			}
-			t.Errorf("%s: deny key %q matches no package that the module builds on linux/amd64 and no directory of the module", g.pkg, pat)
+			t.Errorf("%s: %q matches no package that the module builds on linux/amd64 and no directory of the module", g.pkg, pat)
 		}
 	}
 }
 
-// checkDeps lists the import graph of pkg for goos/goarch and reports each
-// package in it that stdOnly or deny forbids.
-func checkDeps(t *testing.T, gobin, pkg, goos, goarch string, stdOnly bool, deny map[string]string) {
-	deps := listDeps(t, gobin, pkg, goos, goarch)
-	if _, ok := deps[pkg]; !ok {
-		t.Fatalf("go list -deps %s did not list %s itself", pkg, pkg)
-	}
+// violations returns a line for each package in deps (the import graph
+// of the pattern pkg) that stdOnly, allow or deny forbids.
+func violations(pkg string, deps map[string]bool, stdOnly bool, allow []string, deny map[string]string) []string {
+	var out []string
 	for _, dep := range slices.Sorted(maps.Keys(deps)) {
-		std := deps[dep]
-		if dep == pkg {
+		if match(pkg, dep) {
 			continue
 		}
-		if stdOnly && !std {
-			t.Errorf("%s depends on %s on %s/%s, which is not in the standard library", pkg, dep, goos, goarch)
+		if stdOnly && !deps[dep] && !slices.ContainsFunc(allow, func(pat string) bool { return match(pat, dep) }) {
+			out = append(out, fmt.Sprintf("%s depends on %s, which is not in the standard library", pkg, dep))
 		}
-		for pat, why := range deny {
+		for _, pat := range slices.Sorted(maps.Keys(deny)) {
 			if match(pat, dep) {
-				t.Errorf("%s depends on %s on %s/%s, which it must not (%s)", pkg, dep, goos, goarch, why)
+				out = append(out, fmt.Sprintf("%s depends on %s, which it must not (%s)", pkg, dep, deny[pat]))
 			}
 		}
 	}
+	return out
 }
 
 // listDeps returns the packages of the import graph of pattern for
 // goos/goarch (the test's own imports are not in it), and whether each
 // is in the standard library.
-func listDeps(t *testing.T, gobin, pattern, goos, goarch string) map[string]bool {
+func listDeps(t *testing.T, gobin, pattern, goos, goarch string, flags ...string) map[string]bool {
 	t.Helper()
-	cmd := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", pattern)
+	args := append(append([]string{"list", "-deps"}, flags...), "-f", "{{.ImportPath}} {{.Standard}}", pattern)
+	cmd := exec.Command(gobin, args...)
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch)
 	out, err := cmd.Output()
 	if err != nil {
