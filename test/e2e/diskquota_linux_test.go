@@ -15,10 +15,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["diskfill"] = diskFillHelper
-}
-
 // diskFillHelper takes MiB and directories (or "~" for the home): into
 // each it writes MiB mebibytes to sandtrail-disk14-<session id>, keeping
 // what was written, and prints "DIR RESULT": OK, ENOSPC, EDQUOT or the

@@ -17,10 +17,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["egressdial"] = egressDialHelper
-}
-
 // egressDialHelper takes "PROTO IP PORT" arguments and, for each, connects
 // (tcp, non-blocking) or sends a datagram (udp) to IP:PORT from a fresh
 // socket of the address's family, and prints "PROTO IP PORT RESULT": OK,

@@ -19,12 +19,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["exec14"] = exec14Helper
-	helpers["exec14-self"] = exec14Self
-	helpers["exec14-fexec"] = exec14Fexec
-}
-
 // The facts of issue 14's gap 7 and of the exec environment, each a
 // process the exec14 helper starts.
 const (

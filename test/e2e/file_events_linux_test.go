@@ -150,8 +150,6 @@ func TestRunMkdirAndLinks(t *testing.T) {
 	e.verify()
 }
 
-func init() { helpers["ptrace"] = ptraceHelper }
-
 // ptraceHelper attaches to a child of its own (and detaches), seizes
 // another, starts a third that asks to be traced (PTRACE_TRACEME, by
 // SysProcAttr.Ptrace), and fails to attach to pid 1. It prints "attach

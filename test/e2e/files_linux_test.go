@@ -12,8 +12,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() { helpers["files"] = helperFiles }
-
 // helperFiles is the agent of TestFiles: it prints its pid and home, reads
 // /etc/passwd, writes ~/.aws/credentials, deletes a file, renames one and
 // fails to open /etc/shadow.

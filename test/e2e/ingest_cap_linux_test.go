@@ -12,8 +12,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest"
 )
 
-func init() { helpers["holdconns"] = holdConnsHelper }
-
 // holdConnsHelper N DIR: opens N connections to the session's ingest
 // socket, pings each (a request without events, which the server answers
 // "malformed" on a connection it admitted and "busy" on one it turned

@@ -17,10 +17,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["seccomp"] = seccompHelper
-}
-
 // seccompHelper makes, for each argument, the syscall it names and prints
 // "NAME RESULT" (OK or the errno): io_uring (io_uring_setup of a one-entry
 // ring), clone-newuser (a child of /bin/true in a new user namespace, which

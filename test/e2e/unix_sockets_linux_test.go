@@ -16,11 +16,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["unixdial"] = unixDialHelper
-	helpers["rawsock"] = rawSockHelper
-}
-
 // unixDialHelper takes "TYPE ADDR" arguments (TYPE stream or dgram, ADDR a
 // path or @name for an abstract name) and, for each, connects a stream
 // socket to ADDR (and writes a byte, whose result it ignores), or sends a datagram to ADDR, printing
