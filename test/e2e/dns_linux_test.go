@@ -128,7 +128,7 @@ func (e *env) startAuthServer() (up *dnstest.Server) {
 	return up
 }
 
-// TestRunDNS is issue 5's "done means" for DNS, through the real `sandtrail
+// TestRunDNS checks DNS end to end, through the real `sandtrail
 // run` and the real BPF redirect: name lookups in the session (getent,
 // through whatever nameserver /etc/resolv.conf names, and queries sent
 // straight to another resolver address, 192.0.2.53:53) are answered by the

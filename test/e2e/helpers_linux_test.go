@@ -54,9 +54,9 @@ var helpers = map[string]func(args []string) int{
 	"waitfile":   waitFileHelper,   // dns_linux_test.go, ingest_cap_linux_test.go
 	"egressdial": egressDialHelper, // egress_linux_test.go
 
-	"exec14":       exec14Helper, // exec_identity_linux_test.go
-	"exec14-self":  exec14Self,   // exec_identity_linux_test.go
-	"exec14-fexec": exec14Fexec,  // exec_identity_linux_test.go
+	"execidentity": execIdentityHelper, // exec_identity_linux_test.go
+	"execself":     execSelfHelper,     // exec_identity_linux_test.go
+	"execfd":       execFdHelper,       // exec_identity_linux_test.go
 
 	"ptrace":     ptraceHelper,     // file_events_linux_test.go
 	"files":      helperFiles,      // files_linux_test.go

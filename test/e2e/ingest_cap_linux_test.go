@@ -70,7 +70,7 @@ func holdConnsHelper(args []string) int {
 	return code
 }
 
-// TestIngestCapAgentCannotStarveRoot is part 9 of issue 14: the agent
+// TestIngestCapAgentCannotStarveRoot: the agent
 // (nobody, in a real session) holds 300 connections to the ingest socket;
 // it gets its per-peer cap of them (ingest.max_conns_per_peer, 32), the
 // rest are turned away busy and logged, and root's `sandtrail emit`

@@ -16,7 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
 
-// TestMirrorNpmRegistry is issue 12's npm case against the real registry:
+// TestMirrorNpmRegistry: the mirror against the real npm registry:
 // a real `npm install` of express through the mirror that `sandtrail run`
 // hosts; every tarball is verified and recorded in the session, with the
 // hash npm wrote into its lockfile. Then, with the upstream cut off, a

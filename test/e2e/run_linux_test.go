@@ -19,7 +19,8 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// TestRunEcho is the first "done means" of issue 4.
+// TestRunEcho: a session's processes (argv, cwd, uid, parent, exit codes)
+// and its lifecycle events are recorded, shown by timeline, and verify.
 func TestRunEcho(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -124,7 +125,7 @@ func TestRunArgvTruncated(t *testing.T) {
 	e.verify()
 }
 
-// TestRunLimits: each limit of issue 4 gives its limit.hit and the
+// TestRunLimits: each limit (memory, timeout, pids, cpu, disk) gives its limit.hit and the
 // session's end reason.
 func TestRunLimits(t *testing.T) {
 	tests := []struct {

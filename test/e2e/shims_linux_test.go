@@ -16,7 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-// TestShimNpmRegistry is issue 13's npm case against the real registry:
+// TestShimNpmRegistry: the npm shim against the real registry:
 // `npm install left-pad@^1.3.0 express@4` in a session runs through the
 // shim and the mirror. Each package has a pkg.install with what was asked
 // for, what was resolved, the URL and sha512, the real npm's pid and the
