@@ -125,8 +125,8 @@ func TestRunArgvTruncated(t *testing.T) {
 	e.verify()
 }
 
-// TestRunLimits: each limit (memory, timeout, pids, cpu, disk) gives its limit.hit and the
-// session's end reason.
+// TestRunLimits: each limit (memory, timeout, pids, cpu, disk) gives its
+// limit.hit and the session's end reason.
 func TestRunLimits(t *testing.T) {
 	tests := []struct {
 		name   string
