@@ -36,8 +36,8 @@ func runHelper(mode string, args []string) int {
 }
 
 // helpers are the workloads that sessions run (helperCmd), by mode: every
-// mode, in one table, each with the file of its function and the tests
-// that use it.
+// mode, in one table, each with the file its function lives in. A new
+// workload is a function in its test's file and a line here.
 var helpers = map[string]func(args []string) int{
 	// This file's: the limits' workloads of TestRunLimits, and
 	// TestDaemonSessions' counter (run_linux_test.go).
