@@ -16,9 +16,9 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
 
-// TestMirrorVerifyCache: verify-cache finds the blob whose bytes changed
+// TestMirrorVerifyCacheTamperedBlob: verify-cache finds the blob whose bytes changed
 // on disk, removes it and exits 2; a clean cache verifies with exit 0.
-func TestMirrorVerifyCache(t *testing.T) {
+func TestMirrorVerifyCacheTamperedBlob(t *testing.T) {
 	data := t.TempDir()
 	dir := filepath.Join(data, "mirror")
 	c, err := cache.Open(dir, 0)

@@ -63,7 +63,7 @@ func journalFixture(t *testing.T, n int) string {
 	return data
 }
 
-func TestVerifyExitCodes(t *testing.T) {
+func TestVerifyTamperExitCodes(t *testing.T) {
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, data string)
@@ -135,7 +135,7 @@ func TestVerifyJSON(t *testing.T) {
 	}
 }
 
-func TestProveCmd(t *testing.T) {
+func TestProveCmdAndTamperedEntry(t *testing.T) {
 	data := journalFixture(t, 9)
 	tests := []struct {
 		name string

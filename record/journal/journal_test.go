@@ -371,7 +371,7 @@ func TestChanged(t *testing.T) {
 	}
 }
 
-func TestProve(t *testing.T) {
+func TestProveAndTamperedEntry(t *testing.T) {
 	dir := t.TempDir()
 	s, v := testKey(t, "test")
 	j, err := Open(dir, s, WithCheckpointEvery(1000))

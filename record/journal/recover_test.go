@@ -120,7 +120,7 @@ func TestRecoverTornTail(t *testing.T) {
 	}
 }
 
-func TestRecoverRefuses(t *testing.T) {
+func TestRecoverRefusesTampering(t *testing.T) {
 	s, _ := testKey(t, "test")
 	tests := []struct {
 		name   string

@@ -116,8 +116,8 @@ func TestEvict(t *testing.T) {
 	}
 }
 
-// TestVerify finds and removes a blob whose bytes changed on disk.
-func TestVerify(t *testing.T) {
+// TestVerifyRemovesTamperedBlob finds and removes a blob whose bytes changed on disk.
+func TestVerifyRemovesTamperedBlob(t *testing.T) {
 	c, err := Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -231,9 +231,9 @@ func TestProvenanceLoss(t *testing.T) {
 	}
 }
 
-// TestVerifyFails: a tarball that does not match its integrity, or whose
+// TestTamperedOrBadSignatureTarballRefused: a tarball that does not match its integrity, or whose
 // signature is bad, is never served.
-func TestVerifyFails(t *testing.T) {
+func TestTamperedOrBadSignatureTarballRefused(t *testing.T) {
 	reg := npmtest.Start(t, fixture()...)
 	reg.Tamper("left-pad", "1.3.0")
 	reg.BadSignature("left-pad", "1.2.0")

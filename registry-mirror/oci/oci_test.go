@@ -538,9 +538,9 @@ func TestCachedBlobSize(t *testing.T) {
 	}
 }
 
-// TestCachedBlobTruncated: a cached blob whose file is no longer the size
+// TestTamperedCachedBlobRefetched: a cached blob whose file is no longer the size
 // it was stored with is not served: it is fetched again.
-func TestCachedBlobTruncated(t *testing.T) {
+func TestTamperedCachedBlobRefetched(t *testing.T) {
 	reg := ocitest.Start(t)
 	img := ocitest.Image(t, 2048, 1)
 	reg.Push(t, "library/alpine:3.19", img)

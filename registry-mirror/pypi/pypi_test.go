@@ -267,9 +267,9 @@ func TestMetadataFile(t *testing.T) {
 	}
 }
 
-// TestVerifyFails: a file that does not match its sha256, or has none, is
+// TestTamperedOrUnhashedFileRefused: a file that does not match its sha256, or has none, is
 // never served, and nothing is cached.
-func TestVerifyFails(t *testing.T) {
+func TestTamperedOrUnhashedFileRefused(t *testing.T) {
 	ix := pypitest.Start(t, fixture()...)
 	ix.Tamper("tiny-pkg", wheel10)
 	ix.NoHash("tiny_pkg-1.0.tar.gz")

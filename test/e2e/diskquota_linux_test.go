@@ -15,19 +15,15 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["diskfill"] = diskFillHelper
-}
-
 // diskFillHelper takes MiB and directories (or "~" for the home): into
-// each it writes MiB mebibytes to sandtrail-disk14-<session id>, keeping
+// each it writes MiB mebibytes to sandtrail-diskquota-<session id>, keeping
 // what was written, and prints "DIR RESULT": OK, ENOSPC, EDQUOT or the
 // error. It then waits 2 s, for the limit monitor to see the full disk,
 // and runs /bin/echo after-full, an exec that is recorded after the hit.
 func diskFillHelper(args []string) int {
 	var mib int
 	fmt.Sscan(args[0], &mib)
-	name := "sandtrail-disk14-" + os.Getenv("SANDTRAIL_SESSION_ID")
+	name := "sandtrail-diskquota-" + os.Getenv("SANDTRAIL_SESSION_ID")
 	buf := bytes.Repeat([]byte{'x'}, 1<<20)
 	for _, dir := range args[1:] {
 		p := filepath.Join(dir, name)
@@ -74,7 +70,7 @@ func TestDiskQuota(t *testing.T) {
 	places := []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "~"}
 	r := e.run(append([]string{"--disk", "1M", "--timeout", "60s", "--"}, helperCmd("diskfill", append([]string{"8"}, places...)...)...)...)
 	id := r.summary.SessionID
-	name := "sandtrail-disk14-" + id
+	name := "sandtrail-diskquota-" + id
 	for _, p := range places {
 		if !strings.Contains(r.stdout, p+" ENOSPC\n") && !strings.Contains(r.stdout, p+" EDQUOT\n") {
 			t.Errorf("writing 8 MiB to %s: want ENOSPC or EDQUOT; helper said:\n%s%s", p, r.stdout, r.stderr)

@@ -21,12 +21,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/netns"
 )
 
-func init() {
-	helpers["dnsquery"] = dnsQueryHelper
-	helpers["connect"] = connectHelper
-	helpers["waitfile"] = waitFileHelper
-}
-
 // waitFileHelper waits until the file PATH exists, for at most waitBound.
 func waitFileHelper(args []string) int {
 	if len(args) != 1 {
@@ -134,7 +128,7 @@ func (e *env) startAuthServer() (up *dnstest.Server) {
 	return up
 }
 
-// TestRunDNS is issue 5's "done means" for DNS, through the real `sandtrail
+// TestRunDNS checks DNS end to end, through the real `sandtrail
 // run` and the real BPF redirect: name lookups in the session (getent,
 // through whatever nameserver /etc/resolv.conf names, and queries sent
 // straight to another resolver address, 192.0.2.53:53) are answered by the
@@ -444,22 +438,6 @@ func TestDaemonDNSForeignListener(t *testing.T) {
 	}
 	e.verify()
 }
-
-// writePolicy writes a policy file of body into the test's temporary
-// directory and returns its path.
-func writePolicy(t *testing.T, body string) string {
-	t.Helper()
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
-
-// writerFunc adapts a function to io.Writer.
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // TestRunDNSEgress checks that the proxy's answers reach the kernel's
 // egress rules before the agent can use them: with egress.default block and

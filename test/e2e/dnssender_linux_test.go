@@ -9,7 +9,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-// TestRunDNSSender is issue 15's "done means" for DNS with its process:
+// TestRunDNSSender checks that a DNS query is recorded with its sender:
 // in a real `sandtrail run`, the net.dns of a `getent hosts` (glibc's
 // resolver, through resolv.conf's nameserver, redirected) names getent's
 // pid, uid and comm, and so do the net.dns of a helper's queries sent

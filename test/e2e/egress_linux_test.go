@@ -17,10 +17,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["egressdial"] = egressDialHelper
-}
-
 // egressDialHelper takes "PROTO IP PORT" arguments and, for each, connects
 // (tcp, non-blocking) or sends a datagram (udp) to IP:PORT from a fresh
 // socket of the address's family, and prints "PROTO IP PORT RESULT": OK,
@@ -100,7 +96,7 @@ func egressListen(t *testing.T, proto string, lo netip.Addr) (uint16, *atomic.In
 	return uint16(pc.LocalAddr().(*net.UDPAddr).Port), &n
 }
 
-// TestRunEgressUnspecified (issue 14, gap 3): with 127.0.0.0/8 and ::1
+// TestRunEgressUnspecified: with 127.0.0.0/8 and ::1
 // blocked, a connect or a send by the unprivileged agent to 0.0.0.0, ::,
 // ::ffff:0.0.0.0 or elsewhere in 0.0.0.0/8, which Linux takes to the local
 // host, fails with EPERM, reaches none of the listeners on 127.0.0.1 and

@@ -19,29 +19,23 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["exec14"] = exec14Helper
-	helpers["exec14-self"] = exec14Self
-	helpers["exec14-fexec"] = exec14Fexec
-}
-
-// The facts of issue 14's gap 7 and of the exec environment, each a
-// process the exec14 helper starts.
+// The facts of the executed file's identity and of the exec environment,
+// each a process the execidentity helper starts.
 const (
-	// exec14Padding arguments of 4 KiB each: 200 KiB before the command
+	// execArgvPadding arguments of 4 KiB each: 200 KiB before the command
 	// (one argument may not exceed 128 KiB).
-	exec14Padding  = 50
-	exec14Hidden   = "echo hidden-after-padding-14"
-	exec14Preload  = "/nonexistent/st14-preload.so"
-	exec14Proxy    = "http://user:s3cr3t-pw-14@127.0.0.1:3128"
-	exec14ProxyRec = "http_proxy=http://user:***@127.0.0.1:3128"
-	exec14BadUTF8  = "a\xff\xfeb"
+	execArgvPadding   = 50
+	execHiddenCommand = "echo hidden-after-padding"
+	execPreload       = "/nonexistent/sandtrail-e2e-preload.so"
+	execProxy         = "http://user:s3cr3t-pw@127.0.0.1:3128"
+	execProxyRecorded = "http_proxy=http://user:***@127.0.0.1:3128"
+	execBadUTF8       = "a\xff\xfeb"
 )
 
-// exec14Self prints "LABEL PID EXE INO DEV", EXE being /proc/self/exe as
+// execSelfHelper prints "LABEL PID EXE INO DEV", EXE being /proc/self/exe as
 // the kernel names it, and stays alive long enough for the recorder to
 // open its file.
-func exec14Self(args []string) int {
+func execSelfHelper(args []string) int {
 	link, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,9 +51,9 @@ func exec14Self(args []string) int {
 	return 0
 }
 
-// exec14Fexec PATH LABEL [unlink] opens PATH, unlinks it when asked, and
-// becomes exec14-self LABEL through execveat(fd, "", AT_EMPTY_PATH).
-func exec14Fexec(args []string) int {
+// execFdHelper PATH LABEL [unlink] opens PATH, unlinks it when asked, and
+// becomes execself LABEL through execveat(fd, "", AT_EMPTY_PATH).
+func execFdHelper(args []string) int {
 	fd, err := unix.Open(args[0], unix.O_RDONLY, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,7 +66,7 @@ func exec14Fexec(args []string) int {
 		}
 	}
 	argv, _ := syscall.SlicePtrFromStrings([]string{args[1], args[1]})
-	envv, _ := syscall.SlicePtrFromStrings([]string{helperEnv + "=exec14-self"})
+	envv, _ := syscall.SlicePtrFromStrings([]string{helperEnv + "=execself"})
 	empty, _ := syscall.BytePtrFromString("")
 	_, _, errno := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
 		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
@@ -80,15 +74,15 @@ func exec14Fexec(args []string) int {
 	return 3
 }
 
-// exec14Helper HELPER runs, inside the session: a copy of HELPER from a
+// execIdentityHelper HELPER runs, inside the session: a copy of HELPER from a
 // memfd (execve of /proc/self/fd/3); HELPER through execveat of a
 // descriptor; HELPER through a symlink; a copy of HELPER unlinked before
 // its execveat; /bin/true with bytes that are not UTF-8; /bin/true with
 // 200 KiB of padding before a command; and /bin/true with LD_PRELOAD, a
 // proxy holding a password and a variable the policy does not name.
-func exec14Helper(args []string) int {
+func execIdentityHelper(args []string) int {
 	self := args[0]
-	selfEnv := []string{helperEnv + "=exec14-self"}
+	selfEnv := []string{helperEnv + "=execself"}
 	var cmds []*exec.Cmd
 	start := func(c *exec.Cmd) bool {
 		c.Stdout, c.Stderr = os.Stdout, os.Stderr
@@ -104,7 +98,7 @@ func exec14Helper(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	mfd, err := unix.MemfdCreate("st14-memfd", 0)
+	mfd, err := unix.MemfdCreate("sandtrail-e2e-memfd", 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -125,17 +119,17 @@ func exec14Helper(args []string) int {
 	}
 	wd, _ := os.Getwd()
 	padded := []string{"/bin/true"}
-	for range exec14Padding {
+	for range execArgvPadding {
 		padded = append(padded, strings.Repeat("p", 4096))
 	}
-	padded = append(padded, "-c", exec14Hidden)
-	env := &exec.Cmd{Path: "/bin/true", Args: []string{"/bin/true", "env14"},
-		Env: []string{"LD_PRELOAD=" + exec14Preload, "http_proxy=" + exec14Proxy, "ST14_UNLISTED=x"}}
+	padded = append(padded, "-c", execHiddenCommand)
+	env := &exec.Cmd{Path: "/bin/true", Args: []string{"/bin/true", "with-env"},
+		Env: []string{"LD_PRELOAD=" + execPreload, "http_proxy=" + execProxy, "E2E_UNLISTED=x"}}
 	ok := start(memfd) &&
-		start(&exec.Cmd{Path: self, Args: []string{self, self, "fexec"}, Env: []string{helperEnv + "=exec14-fexec"}}) &&
+		start(&exec.Cmd{Path: self, Args: []string{self, self, "fexec"}, Env: []string{helperEnv + "=execfd"}}) &&
 		start(&exec.Cmd{Path: filepath.Join(wd, "link-to-helper"), Args: []string{"link", "link"}, Env: selfEnv}) &&
-		start(&exec.Cmd{Path: self, Args: []string{self, filepath.Join(wd, "gone"), "deleted", "unlink"}, Env: []string{helperEnv + "=exec14-fexec"}}) &&
-		start(&exec.Cmd{Path: "/bin/true", Args: []string{"/bin/true", exec14BadUTF8, "ok"}}) &&
+		start(&exec.Cmd{Path: self, Args: []string{self, filepath.Join(wd, "gone"), "deleted", "unlink"}, Env: []string{helperEnv + "=execfd"}}) &&
+		start(&exec.Cmd{Path: "/bin/true", Args: []string{"/bin/true", execBadUTF8, "ok"}}) &&
 		start(&exec.Cmd{Path: "/bin/true", Args: padded}) &&
 		start(env)
 	for _, c := range cmds {
@@ -150,14 +144,14 @@ func exec14Helper(args []string) int {
 	return 0
 }
 
-// exec14Child is what an exec14-self child printed.
-type exec14Child struct {
+// execChild is what an execself child printed.
+type execChild struct {
 	pid      int32
 	exe      string
 	ino, dev uint64
 }
 
-// TestRunExecIdentity: issue 14's gap 7 and the environment of gap 10, as
+// TestRunExecIdentity: the executed file's identity and its environment, as
 // the unprivileged agent in a real session. The record names the file the
 // kernel executed (a memfd as the kernel does, a descriptor's and a
 // symlink's binary), with its device, inode and sha256, fileless for a
@@ -167,11 +161,11 @@ type exec14Child struct {
 func TestRunExecIdentity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r := e.run(append([]string{"--user", "nobody", "--"}, helperCmd("exec14", helper)...)...)
+	r := e.run(append([]string{"--user", "nobody", "--"}, helperCmd("execidentity", helper)...)...)
 	if r.code != 0 {
 		t.Fatalf("sandtrail run exit code = %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	children := map[string]exec14Child{}
+	children := map[string]execChild{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 5 {
@@ -180,7 +174,7 @@ func TestRunExecIdentity(t *testing.T) {
 		pid, _ := strconv.Atoi(f[1])
 		ino, _ := strconv.ParseUint(f[3], 10, 64)
 		dev, _ := strconv.ParseUint(f[4], 10, 64)
-		children[f[0]] = exec14Child{pid: int32(pid), exe: strings.ReplaceAll(f[2], "\\x20", " "), ino: ino, dev: dev}
+		children[f[0]] = execChild{pid: int32(pid), exe: strings.ReplaceAll(f[2], "\\x20", " "), ino: ino, dev: dev}
 	}
 	bin, err := os.ReadFile(helper)
 	if err != nil {
@@ -237,8 +231,8 @@ func TestRunExecIdentity(t *testing.T) {
 			}
 		})
 	}
-	if p := children["memfd"]; p.exe != "/memfd:st14-memfd (deleted)" {
-		t.Errorf("the memfd child's /proc/self/exe = %q, want /memfd:st14-memfd (deleted)", p.exe)
+	if p := children["memfd"]; p.exe != "/memfd:sandtrail-e2e-memfd (deleted)" {
+		t.Errorf("the memfd child's /proc/self/exe = %q, want /memfd:sandtrail-e2e-memfd (deleted)", p.exe)
 	}
 
 	t.Run("argv not UTF-8", func(t *testing.T) {
@@ -246,7 +240,7 @@ func TestRunExecIdentity(t *testing.T) {
 		if p == nil {
 			t.Fatal("no process.exec of /bin/true with the non-UTF-8 argument")
 		}
-		if want := "/bin/true\x00" + exec14BadUTF8 + "\x00ok\x00"; string(p.ArgvRaw) != want {
+		if want := "/bin/true\x00" + execBadUTF8 + "\x00ok\x00"; string(p.ArgvRaw) != want {
 			t.Errorf("argv_raw = %q, want %q", p.ArgvRaw, want)
 		}
 	})
@@ -260,27 +254,27 @@ func TestRunExecIdentity(t *testing.T) {
 		if p == nil {
 			t.Fatal("no process.exec of the padded /bin/true")
 		}
-		size := uint64(len("/bin/true") + 1 + exec14Padding*4097 + len("-c") + 1 + len(exec14Hidden) + 1)
-		argc := uint32(exec14Padding + 3)
+		size := uint64(len("/bin/true") + 1 + execArgvPadding*4097 + len("-c") + 1 + len(execHiddenCommand) + 1)
+		argc := uint32(execArgvPadding + 3)
 		if !p.ArgvTruncated || p.ArgvSize != size || p.Argc == nil || *p.Argc != argc {
 			t.Errorf("argv_truncated, argv_size, argc = %v, %d, %v, want true, %d, %d", p.ArgvTruncated, p.ArgvSize, p.Argc, size, argc)
 		}
 		n := len(p.ArgvTail)
-		if n < 3 || p.ArgvTail[n-2] != "-c" || p.ArgvTail[n-1] != exec14Hidden || strings.Trim(strings.Join(p.ArgvTail[:n-2], ""), "p") != "" {
-			t.Errorf("argv_tail ends %q, want padding, -c, %q", p.ArgvTail[max(0, n-2):], exec14Hidden)
+		if n < 3 || p.ArgvTail[n-2] != "-c" || p.ArgvTail[n-1] != execHiddenCommand || strings.Trim(strings.Join(p.ArgvTail[:n-2], ""), "p") != "" {
+			t.Errorf("argv_tail ends %q, want padding, -c, %q", p.ArgvTail[max(0, n-2):], execHiddenCommand)
 		}
 		if got := len(strings.Join(p.ArgvTail, "\x00")) + 1; got != 4096 {
 			t.Errorf("argv_tail holds %d bytes, want 4096", got)
 		}
 	})
 	t.Run("env", func(t *testing.T) {
-		p := execWithArg(execs, 1, "env14")
+		p := execWithArg(execs, 1, "with-env")
 		if p == nil {
-			t.Fatal("no process.exec of /bin/true env14")
+			t.Fatal("no process.exec of /bin/true with-env")
 		}
-		want := []string{"LD_PRELOAD=" + exec14Preload, exec14ProxyRec}
+		want := []string{"LD_PRELOAD=" + execPreload, execProxyRecorded}
 		if strings.Join(p.Env, "\n") != strings.Join(want, "\n") {
-			t.Errorf("env = %q, want %q (the proxy's password masked, ST14_UNLISTED left out)", p.Env, want)
+			t.Errorf("env = %q, want %q (the proxy's password masked, E2E_UNLISTED left out)", p.Env, want)
 		}
 	})
 	e.verify()

@@ -43,7 +43,7 @@ func fileEvent(evs []*event.Event, kind, p string) *event.Event {
 	return nil
 }
 
-// TestRunReadsCreatedInSession (issue 14, gap 1): the agent creates
+// TestRunReadsCreatedInSession: the agent creates
 // ~/.ssh, ~/.aws, ~/.config/gcloud and ~/.docker in its new home, writes a
 // key, credentials and configs there and cats them as its last act; each
 // cat is a file.read with the absolute path, although none of the
@@ -92,7 +92,7 @@ func checkHomeReads(t *testing.T, home string, evs []*event.Event) {
 	}
 }
 
-// TestRunMkdirAndLinks (issue 14, gap 10): the agent's mkdir (relative and
+// TestRunMkdirAndLinks: the agent's mkdir (relative and
 // absolute) is a file.create with dir set, and a refused one under /usr/bin
 // is recorded with EACCES; ln -s, ln and their refused forms are file.link
 // with the link's path and its target: a symbolic link to /etc/shadow, a
@@ -149,8 +149,6 @@ func TestRunMkdirAndLinks(t *testing.T) {
 	}
 	e.verify()
 }
-
-func init() { helpers["ptrace"] = ptraceHelper }
 
 // ptraceHelper attaches to a child of its own (and detaches), seizes
 // another, starts a third that asks to be traced (PTRACE_TRACEME, by
@@ -219,7 +217,7 @@ func ptraceHelper([]string) int {
 	return 0
 }
 
-// TestRunPtrace (issue 14, gap 10): the agent's PTRACE_ATTACH and
+// TestRunPtrace: the agent's PTRACE_ATTACH and
 // PTRACE_SEIZE of its children, a child's PTRACE_TRACEME and a refused
 // attach to pid 1 are process.ptrace events with the request and the
 // target pid (for traceme, the parent that becomes the tracer), and EPERM

@@ -12,8 +12,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() { helpers["files"] = helperFiles }
-
 // helperFiles is the agent of TestFiles: it prints its pid and home, reads
 // /etc/passwd, writes ~/.aws/credentials, deletes a file, renames one and
 // fails to open /etc/shadow.
@@ -46,7 +44,7 @@ func helperFiles([]string) int {
 	return 0
 }
 
-// TestFiles is the "done means" of issue 5: in a session the agent reads
+// TestFiles: in a session the agent reads
 // /etc/passwd, writes ~/.aws/credentials, deletes a file, renames one and
 // fails to open /etc/shadow; each is recorded with op, absolute path, pid,
 // uid and result (EACCES for the last).

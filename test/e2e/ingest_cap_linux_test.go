@@ -12,8 +12,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest"
 )
 
-func init() { helpers["holdconns"] = holdConnsHelper }
-
 // holdConnsHelper N DIR: opens N connections to the session's ingest
 // socket, pings each (a request without events, which the server answers
 // "malformed" on a connection it admitted and "busy" on one it turned
@@ -72,7 +70,7 @@ func holdConnsHelper(args []string) int {
 	return code
 }
 
-// TestIngestCapAgentCannotStarveRoot is part 9 of issue 14: the agent
+// TestIngestCapAgentCannotStarveRoot: the agent
 // (nobody, in a real session) holds 300 connections to the ingest socket;
 // it gets its per-peer cap of them (ingest.max_conns_per_peer, 32), the
 // rest are turned away busy and logged, and root's `sandtrail emit`

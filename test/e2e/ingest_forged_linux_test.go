@@ -15,8 +15,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/pkgview"
 )
 
-func init() { helpers["forgefetch"] = forgeFetchHelper }
-
 // The package the forging helper claims, and the hash it claims for it.
 const (
 	forgedName = "forged-pkg"

@@ -17,8 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() { helpers["intrude"] = intrudeHelper }
-
 // intrudeHelper is "intrude PID WORKDIR": from one session, it tries to
 // reach the session whose main process is PID and whose workdir is
 // WORKDIR, and prints one line "what=RESULT" per try, RESULT being OK or

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,55 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 )
 
-// npmInstall is a session script: npm install ARGS in a new project
-// directory of the session's home, then the project's package-lock.json
-// on stdout after a marker line.
-func npmInstall(args string) string {
-	return `set -e; mkdir -p "$HOME/p" && cd "$HOME/p" && echo '{"name":"p","version":"1.0.0"}' >package.json
-npm install --no-audit --no-fund --no-update-notifier ` + args + ` >npm.out 2>&1 || { cat npm.out; exit 3; }
-echo LOCKFILE; cat package-lock.json`
-}
-
-// lockPackages reads the packages of the package-lock.json that follows
-// LOCKFILE in out: install path → version, resolved URL and integrity.
-func lockPackages(t *testing.T, out string) map[string]struct{ Version, Resolved, Integrity string } {
-	t.Helper()
-	_, lock, ok := strings.Cut(out, "LOCKFILE\n")
-	if !ok {
-		t.Fatalf("no lockfile in the session output:\n%s", out)
-	}
-	var l struct {
-		Packages map[string]struct{ Version, Resolved, Integrity string } `json:"packages"`
-	}
-	if err := json.Unmarshal([]byte(lock), &l); err != nil {
-		t.Fatalf("package-lock.json: %v", err)
-	}
-	delete(l.Packages, "")
-	return l.Packages
-}
-
-// pkgEvents prints a session's pkg events, for a failure message.
-func (e *env) pkgEvents(id string) string {
-	var b strings.Builder
-	for _, ev := range e.events(id) {
-		if ev.Pkg != nil {
-			j, _ := json.Marshal(ev.Pkg)
-			fmt.Fprintf(&b, "%s %s\n", ev.Kind, j)
-		}
-	}
-	return b.String()
-}
-
-// fetches returns the session's pkg.fetch events by name@version.
-func fetches(evs []*event.Event) map[string][]*event.Pkg {
-	out := map[string][]*event.Pkg{}
-	for _, e := range kinds(evs, event.KindPkgFetch) {
-		out[e.Pkg.Name+"@"+e.Pkg.Resolved] = append(out[e.Pkg.Name+"@"+e.Pkg.Resolved], e.Pkg)
-	}
-	return out
-}
-
-// TestMirrorNpmRegistry is issue 12's npm case against the real registry:
+// TestMirrorNpmRegistry: the mirror against the real npm registry:
 // a real `npm install` of express through the mirror that `sandtrail run`
 // hosts; every tarball is verified and recorded in the session, with the
 // hash npm wrote into its lockfile. Then, with the upstream cut off, a
@@ -121,20 +72,6 @@ func TestMirrorNpmRegistry(t *testing.T) {
 		t.Errorf("the second install has %d packages, the first %d", len(pkgs2), len(pkgs))
 	}
 	e.verify()
-}
-
-// fixtureEnv is an env whose runs' mirror uses reg as its npm upstream,
-// with a policy that approves it and a 48h cooldown.
-func fixtureEnv(t *testing.T, reg *npmtest.Registry) (*env, string) {
-	e := newEnv(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("mirror:\n  upstreams:\n    npm: %s/\n", reg.URL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
-	pol := writePolicy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\ncooldown:\n  min_age: 48h\n  action: block\n", reg.URL))
-	return e, pol
 }
 
 // TestMirrorNpmFixture: from a loopback fixture upstream, a tarball that
@@ -280,17 +217,6 @@ func TestMirrorNpmConcurrent(t *testing.T) {
 	if served != n*clients {
 		t.Errorf("%d verified pkg.fetch events, want %d (one per tarball per install)\n%s", served, n*clients, mlog.String())
 	}
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // peakRSS is a process's peak resident set (VmHWM), in bytes.

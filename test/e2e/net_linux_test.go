@@ -16,11 +16,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["netget"] = netGetHelper
-	helpers["netdial"] = netDialHelper
-}
-
 // netGetHelper fetches each URL with a fresh connection and prints
 // "URL BYTES" for each.
 func netGetHelper(args []string) int {
@@ -56,28 +51,6 @@ func netDialHelper(args []string) int {
 		}
 		fmt.Println(a, err)
 	}
-	return 0
-}
-
-func errnoName(en syscall.Errno) string {
-	switch en {
-	case syscall.EPERM:
-		return "EPERM"
-	case syscall.ECONNREFUSED:
-		return "ECONNREFUSED"
-	}
-	return en.Error()
-}
-
-// helperPid returns the pid of the session's helper process in mode.
-func helperPid(t *testing.T, evs []*event.Event, mode string) int32 {
-	t.Helper()
-	for _, ev := range kinds(evs, "process.exec") {
-		if ev.Proc.Exe == helper || (len(ev.Proc.Argv) > 0 && ev.Proc.Argv[0] == helper) {
-			return ev.Proc.Pid
-		}
-	}
-	t.Fatalf("no exec of the %s helper among %d events", mode, len(evs))
 	return 0
 }
 

@@ -13,11 +13,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["timedget"] = timedGetHelper
-	helpers["tcpsend"] = tcpSendHelper
-}
-
 // tcpSendHelper connects to ADDR, writes N bytes, shuts its side down and
 // waits for the peer to close, so that the transfer ends in the session
 // (not from a socket buffer after it).

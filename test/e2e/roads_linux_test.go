@@ -40,18 +40,6 @@ func roadEnv(t *testing.T, extra ...npmtest.Package) (e *env, pol string, evil *
 	return e, pol, npmtest.Start(t, roadPkgs()...)
 }
 
-// project is a session script that makes $HOME/p with package.json (and
-// package-lock.json when lock is not empty), then runs cmd in it; cmd's
-// output is printed only when it fails, its exit code after EXIT, and the
-// entries of node_modules after NODE_MODULES.
-func project(pkgJSON, lock, cmd string) string {
-	s := `mkdir -p "$HOME/p" && cd "$HOME/p" && printf '%s' '` + pkgJSON + `' >package.json`
-	if lock != "" {
-		s += ` && printf '%s' '` + lock + `' >package-lock.json`
-	}
-	return s + "\n{ " + cmd + `; } >npm.out 2>&1; code=$?; [ $code = 0 ] || cat npm.out; echo EXIT $code; ls node_modules 2>/dev/null | sed 's/^/NODE_MODULES /'`
-}
-
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

@@ -17,10 +17,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
-func init() {
-	helpers["seccomp"] = seccompHelper
-}
-
 // seccompHelper makes, for each argument, the syscall it names and prints
 // "NAME RESULT" (OK or the errno): io_uring (io_uring_setup of a one-entry
 // ring), clone-newuser (a child of /bin/true in a new user namespace, which
@@ -129,7 +125,7 @@ func denials(t *testing.T, evs []*event.Event, uid uint32) map[string][]*event.P
 	return out
 }
 
-// TestRunSeccompIOURing (issue 14, gap 2): io_uring_setup by the
+// TestRunSeccompIOURing: io_uring_setup by the
 // unprivileged agent fails with EPERM under the session's seccomp filter
 // (so nothing can open or read through io_uring past the record), and the
 // refusal is recorded as process.denied naming io_uring_setup and the
@@ -156,7 +152,7 @@ func TestRunSeccompIOURing(t *testing.T) {
 	e.verify()
 }
 
-// TestRunSeccompUserNamespaces (issue 14, gap 6): the agent cannot make a
+// TestRunSeccompUserNamespaces: the agent cannot make a
 // user namespace, so it cannot bind-mount /etc under its home and read
 // passwd there: `unshare -Urm` (unshare(CLONE_NEWUSER|CLONE_NEWNS)) and a
 // clone(CLONE_NEWUSER) fail with EPERM, and both are recorded as
@@ -203,7 +199,7 @@ echo "unshare exit $?"
 	e.verify()
 }
 
-// TestRunSeccompAllowIOURing (issue 14, gap 2): a policy that lets
+// TestRunSeccompAllowIOURing: a policy that lets
 // io_uring through (sandbox.seccomp.allow) relaxes the filter: the agent's
 // io_uring_setup succeeds and nothing is denied.
 func TestRunSeccompAllowIOURing(t *testing.T) {

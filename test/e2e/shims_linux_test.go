@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -10,41 +9,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
-	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
-	"github.com/sandtrail/sandtrail/test/shimtest"
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-// buildShims builds sandtrail-shim into dir (or copies SANDTRAIL_E2E_SHIM)
-// and links it in shims as every manager it stands in for, as install.sh
-// does in /usr/local/lib/sandtrail/shims.
-func buildShims(dir, shims string) error {
-	shim := filepath.Join(dir, "sandtrail-shim")
-	if prebuilt := os.Getenv("SANDTRAIL_E2E_SHIM"); prebuilt != "" {
-		if err := copyFile(prebuilt, shim, 0o755); err != nil {
-			return err
-		}
-	} else if err := shimtest.Build(shim); err != nil {
-		return err
-	}
-	return shimtest.Link(shim, shims)
-}
-
-// installs are the session's pkg.install events by name@version.
-func installs(evs []*event.Event) map[string]*event.Event {
-	out := map[string]*event.Event{}
-	for _, e := range kinds(evs, event.KindPkgInstall) {
-		out[e.Pkg.Name+"@"+e.Pkg.Resolved] = e
-	}
-	return out
-}
-
-// TestShimNpmRegistry is issue 13's npm case against the real registry:
+// TestShimNpmRegistry: the npm shim against the real registry:
 // `npm install left-pad@^1.3.0 express@4` in a session runs through the
 // shim and the mirror. Each package has a pkg.install with what was asked
 // for, what was resolved, the URL and sha512, the real npm's pid and the
@@ -144,31 +116,6 @@ func TestShimBlocks(t *testing.T) {
 	}
 }
 
-// pipEnv is an env whose runs' mirror uses a loopback fixture index as its
-// PyPI upstream, with a policy that approves it: fixture-pkg 1.0 and 1.5
-// (which requires fixture-dep) and 2.0.
-func pipEnv(t *testing.T) (*env, *pypitest.Index, string) {
-	old := time.Now().Add(-30 * 24 * time.Hour)
-	ix := pypitest.Start(t,
-		pypitest.Project{Name: "fixture-pkg", Versions: []pypitest.Version{{Version: "1.0", Uploaded: old},
-			{Version: "1.5", Uploaded: old, Deps: []string{"fixture-dep>=0.1"}}, {Version: "2.0", Uploaded: old}}},
-		pypitest.Project{Name: "fixture-dep", Versions: []pypitest.Version{{Version: "0.1", Uploaded: old}}})
-	e := newEnv(t)
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("mirror:\n  upstreams:\n    pypi: "+ix.SimpleURL()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
-	pol := writePolicy(t, "sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+"/packages/]\n")
-	return e, ix, pol
-}
-
-// pipInstall is a session's pip install into a target directory (the
-// system Python is externally managed), through the shim and the mirror.
-func pipInstall(args string) string {
-	return `cd "$HOME" && pip install --disable-pip-version-check --no-input --retries 0 --target "$HOME/t" ` + args
-}
-
 // TestShimPip: `pip install 'fixture-pkg>=1.0,<2'` from the fixture index
 // records the requested spec, what was resolved and its sha256, and the
 // dependency it pulled in, each joined with the mirror's verified fetch;
@@ -265,20 +212,6 @@ func TestShimAptInstall(t *testing.T) {
 		t.Fatalf("hello's pkg.install = %+v, want the .deb's sha256 and URL, direct", hello)
 	}
 	e.verify()
-}
-
-// packagesView runs `sandtrail packages --session id --format json`.
-func (e *env) packagesView(id string) *pkgview.View {
-	e.t.Helper()
-	out, err := e.cmd("packages", "--session", id, "--format", "json").Output()
-	if err != nil {
-		e.t.Fatalf("sandtrail packages: %v", err)
-	}
-	var v pkgview.View
-	if err := json.Unmarshal(out, &v); err != nil {
-		e.t.Fatalf("sandtrail packages --format json: %v\n%s", err, out)
-	}
-	return &v
 }
 
 // TestShimPackagesView: a fixture package's postinstall reads ~/.npmrc and

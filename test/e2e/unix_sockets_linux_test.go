@@ -16,11 +16,6 @@ import (
 	"github.com/sandtrail/sandtrail/test/testnet"
 )
 
-func init() {
-	helpers["unixdial"] = unixDialHelper
-	helpers["rawsock"] = rawSockHelper
-}
-
 // unixDialHelper takes "TYPE ADDR" arguments (TYPE stream or dgram, ADDR a
 // path or @name for an abstract name) and, for each, connects a stream
 // socket to ADDR (and writes a byte, whose result it ignores), or sends a datagram to ADDR, printing
@@ -187,7 +182,7 @@ func checkUnixRecord(t *testing.T, e *env, r result, addrs []string, verdict str
 	}
 }
 
-// TestRunUnixSockets (issue 14, gap 4): the agent's connects and sends to
+// TestRunUnixSockets: the agent's connects and sends to
 // a host process's unix sockets, pathname and abstract, are recorded with
 // the address; under a policy with egress.unix.default block they fail
 // with EPERM, are recorded blocked, and the host's sockets receive
@@ -275,7 +270,7 @@ func rawRun(t *testing.T, e *env, user, pol string) (string, map[string]*event.N
 	return r.stdout, got
 }
 
-// TestRunRawSockets (issue 14, the socket part of gap 10): the agent's
+// TestRunRawSockets: the agent's
 // socket(AF_PACKET, SOCK_RAW) and socket(AF_INET, SOCK_RAW), which the
 // kernel refuses it, are recorded as net.socket with errno EPERM; a root
 // session creates a raw IPv4 socket, recorded allowed, unless the policy

@@ -2,45 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
-
-// startMirror starts `sandtrail mirror` on a free loopback address, outside
-// every session, with args added, and returns its npm registry URL and a
-// function that stops it (the test's cleanup stops it too).
-func (e *env) startMirror(t *testing.T, args ...string) (npmRegistry string, stop func()) {
-	t.Helper()
-	addr := freeAddr(t)
-	m := e.cmd(append([]string{"mirror", "--listen", addr}, args...)...)
-	var mlog strings.Builder
-	m.Stderr = &mlog
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			m.Process.Signal(syscall.SIGTERM)
-			m.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	waitFor(t, "the mirror", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return "http://" + addr + "/npm/", stop
-}
 
 // TestRunLockfilePortable: a package-lock.json that npm writes in a session
 // names registry.npmjs.org, not the address of the mirror that `sandtrail
