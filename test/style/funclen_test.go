@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,18 +29,40 @@ func TestFuncLength(t *testing.T) {
 	}
 }
 
-// TestLongFuncsFindsOnlyTheLongOne: on testdata/long, a function of
-// MaxFuncLines+1 lines is reported, and one of exactly MaxFuncLines, a
-// test file's and a generated file's are not.
+// TestLongFuncsFindsOnlyTheLongOne: in a package written for the test, a
+// function of MaxFuncLines+1 lines is reported, and one of exactly
+// MaxFuncLines, a test file's and a generated file's are not.
 func TestLongFuncsFindsOnlyTheLongOne(t *testing.T) {
-	long, err := longFuncs(filepath.Join("testdata", "long"), MaxFuncLines)
+	dir := t.TempDir()
+	files := map[string]string{
+		"long.go":      "package long\n\n" + funcOf("tooLong", MaxFuncLines+1) + "\n" + funcOf("justFits", MaxFuncLines),
+		"long_test.go": "package long\n\n" + funcOf("testLong", MaxFuncLines+1),
+		"gen.go":       "// Code generated for the test. DO NOT EDIT.\n\npackage long\n\n" + funcOf("generatedLong", MaxFuncLines+1),
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long, err := longFuncs(dir, MaxFuncLines)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("long.go:3: tooLong is %d lines", MaxFuncLines+1)
 	if len(long) != 1 || long[0].String() != want {
-		t.Errorf("longFuncs(testdata/long) = %v, want [%s]", long, want)
+		t.Errorf("longFuncs(%v) = %v, want [%s]", files, long, want)
 	}
+}
+
+// funcOf is the source of a function called name that spans n lines.
+func funcOf(name string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "func %s() {\n", name)
+	for i := range n - 2 {
+		fmt.Fprintf(&b, "\t_ = %d\n", i)
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
 
 // funcSpan is a function and the lines it spans.
