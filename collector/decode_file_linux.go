@@ -37,34 +37,16 @@ var ptraceRequest = map[uint32]string{
 // fileDataOffset is where file_event.data starts.
 var fileDataOffset = int(unsafe.Offsetof(fileFileEvent{}.Data))
 
+// fileParts are the variable-length parts of a file record, by
+// fileFilePart.
+type fileParts [fileFilePartFILE_PARTS][]byte
+
 // file1 converts a file record. It returns a nil event for a read that Go
 // decides (FILE_CHECK_PATH) and finds not sensitive.
 func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
-	if len(raw) < fileDataOffset {
-		return nil, nil, fmt.Errorf("%w: file record of %d bytes, want at least %d", errDecode, len(raw), fileDataOffset)
-	}
-	// The collector's decoder reuses one record struct (20 KiB); a bare
-	// decoder (tests, fuzzing) allocates one per record.
-	var r *fileFileEvent
-	if d.file != nil {
-		r = &d.file.scratch
-	} else {
-		r = new(fileFileEvent)
-	}
-	buf := asBytes(r)
-	n := copy(buf, raw)
-	data := buf[fileDataOffset:n]
-	if r.Op == 0 || r.Op >= uint32(len(fileOpName)) {
-		return nil, nil, fmt.Errorf("%w: file op %d", errDecode, r.Op)
-	}
-	var parts [fileFilePartFILE_PARTS][]byte
-	var off uint64
-	for i, l := range r.Len {
-		if off+uint64(l) > uint64(len(data)) {
-			return nil, nil, fmt.Errorf("%w: file part lengths exceed %d data bytes", errDecode, len(data))
-		}
-		parts[i] = data[off : off+uint64(l)]
-		off += uint64(l)
+	r, parts, err := d.fileRecord(raw)
+	if err != nil {
+		return nil, nil, err
 	}
 	if r.Op == uint32(fileFileOpFILE_OP_PTRACE) {
 		e, err := d.ptrace1(r)
@@ -83,17 +65,73 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 		p = joinPath(parts[fileFilePartFILE_PART_PATH], parts[fileFilePartFILE_PART_BASE],
 			fl&fileFileRecordFlagsFILE_NO_BASE == 0, fl&fileFileRecordFlagsFILE_BASE_CUT != 0)
 	}
-	if r.Op == uint32(fileFileOpFILE_OP_READ) {
-		m := (*readMatcher)(nil)
-		if d.file != nil {
-			m = d.file.match.Load()
-		}
-		if fl&fileFileRecordFlagsFILE_CHECK_PATH != 0 || (m != nil && m.all) {
-			if m == nil || !m.sensitive(p) {
-				return nil, nil, nil
-			}
-		}
+	if r.Op == uint32(fileFileOpFILE_OP_READ) && !d.readRecorded(fl, p) {
+		return nil, nil, nil
 	}
+	f := fileObject(r, &parts, op, p)
+	errno, err := resultErrno(r.Ret)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.Errno = errno; errno == "" {
+		f.Result = event.I64(r.Ret)
+	}
+	e := d.envelope(event.FileKind(op), (*processEventHeader)(&r.Hdr))
+	e.File = f
+	e.Proc = fileProc(r)
+	return e, nil, nil
+}
+
+// fileRecord copies raw into a file record and cuts its data into parts,
+// checking the op and that the parts' lengths fit the data.
+func (d *decoder) fileRecord(raw []byte) (*fileFileEvent, fileParts, error) {
+	var parts fileParts
+	if len(raw) < fileDataOffset {
+		return nil, parts, fmt.Errorf("%w: file record of %d bytes, want at least %d", errDecode, len(raw), fileDataOffset)
+	}
+	// The collector's decoder reuses one record struct (20 KiB); a bare
+	// decoder (tests, fuzzing) allocates one per record.
+	var r *fileFileEvent
+	if d.file != nil {
+		r = &d.file.scratch
+	} else {
+		r = new(fileFileEvent)
+	}
+	buf := asBytes(r)
+	n := copy(buf, raw)
+	data := buf[fileDataOffset:n]
+	if r.Op == 0 || r.Op >= uint32(len(fileOpName)) {
+		return nil, parts, fmt.Errorf("%w: file op %d", errDecode, r.Op)
+	}
+	var off uint64
+	for i, l := range r.Len {
+		if off+uint64(l) > uint64(len(data)) {
+			return nil, parts, fmt.Errorf("%w: file part lengths exceed %d data bytes", errDecode, len(data))
+		}
+		parts[i] = data[off : off+uint64(l)]
+		off += uint64(l)
+	}
+	return r, parts, nil
+}
+
+// readRecorded reports whether a read of p becomes an event: always,
+// unless the kernel left the decision to Go (FILE_CHECK_PATH) or the read
+// matcher decides every read, and then only when p is sensitive.
+func (d *decoder) readRecorded(fl fileFileRecordFlags, p string) bool {
+	m := (*readMatcher)(nil)
+	if d.file != nil {
+		m = d.file.match.Load()
+	}
+	if fl&fileFileRecordFlagsFILE_CHECK_PATH != 0 || (m != nil && m.all) {
+		return m != nil && m.sensitive(p)
+	}
+	return true
+}
+
+// fileObject is the event.File of record r, of op on path p, with the new
+// path, link target or mount source its op has.
+func fileObject(r *fileFileEvent, parts *fileParts, op, p string) *event.File {
+	fl := fileFileRecordFlags(r.Rflags)
 	f := &event.File{Op: op, Path: p, Flags: r.Flags, Dir: fl&fileFileRecordFlagsFILE_DIR != 0}
 	newPath := func() string {
 		return joinPath(parts[fileFilePartFILE_PART_NEW_PATH], parts[fileFilePartFILE_PART_NEW_BASE],
@@ -112,17 +150,7 @@ func (d *decoder) file1(raw []byte) (*event.Event, *oomVictim, error) {
 		f.Source = string(parts[fileFilePartFILE_PART_SOURCE])
 		f.FSType = string(parts[fileFilePartFILE_PART_FSTYPE])
 	}
-	errno, err := resultErrno(r.Ret)
-	if err != nil {
-		return nil, nil, err
-	}
-	if f.Errno = errno; errno == "" {
-		f.Result = event.I64(r.Ret)
-	}
-	e := d.envelope(event.FileKind(op), (*processEventHeader)(&r.Hdr))
-	e.File = f
-	e.Proc = fileProc(r)
-	return e, nil, nil
+	return f
 }
 
 // ptrace1 converts the record of a ptrace request to a process.ptrace

@@ -97,12 +97,32 @@ type Decision struct {
 
 // Check is the outcome of one check of a package decision.
 type Check struct {
-	// Name is blocklist, source, cooldown, install_scripts or provenance.
+	// Name is one of the Check names below (CheckBlocklist …), as written
+	// on the wire.
 	Name    string  `json:"check"`
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason"`
 	Rule    string  `json:"rule,omitempty"`
 }
+
+// The names of a decision's checks (Check.Name), in the order Package runs
+// them. They are wire values: pkg events, the mirror's outcomes and
+// `sandtrail policy explain` carry them.
+const (
+	// CheckRequest refuses a request that names too little to be checked.
+	CheckRequest = "request"
+	// CheckBlocklist is the blocklist.
+	CheckBlocklist = "blocklist"
+	// CheckSource is the source check: an approved registry, host or
+	// direct URL, else on_unknown_source.
+	CheckSource = "source"
+	// CheckCooldown is the minimum age of a version.
+	CheckCooldown = "cooldown"
+	// CheckInstallScripts is the install_scripts rule.
+	CheckInstallScripts = "install_scripts"
+	// CheckProvenance is the provenance_loss rule.
+	CheckProvenance = "provenance"
+)
 
 // PackageRequest describes one package version that a client is about to
 // install, or that the mirror is about to serve.
@@ -147,7 +167,7 @@ func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 	req.Ecosystem = strings.ToLower(req.Ecosystem)
 	var checks []Check
 	if req.Ecosystem == "" || req.Name == "" {
-		checks = append(checks, Check{Name: "request", Verdict: Block, Reason: "the request names no ecosystem or package"})
+		checks = append(checks, Check{Name: CheckRequest, Verdict: Block, Reason: "the request names no ecosystem or package"})
 	} else {
 		checks = append(checks,
 			e.checkBlocklist(req, false),
@@ -175,7 +195,7 @@ func (e *Engine) PreInstall(ctx context.Context, req PackageRequest) Decision {
 	req.Ecosystem = strings.ToLower(req.Ecosystem)
 	switch {
 	case req.Ecosystem == "" || (req.Name == "" && req.Source == "" && req.Registry == ""):
-		return combine([]Check{{Name: "request", Verdict: Block, Reason: "the request names no ecosystem, package or source"}})
+		return combine([]Check{{Name: CheckRequest, Verdict: Block, Reason: "the request names no ecosystem, package or source"}})
 	case req.Name == "":
 		return combine([]Check{e.checkSource(req)})
 	}
@@ -195,7 +215,7 @@ func combine(checks []Check) Decision {
 	if worst == 0 {
 		d.Verdict = Allow
 		for _, c := range checks {
-			if c.Name == "source" {
+			if c.Name == CheckSource {
 				d.Reason, d.Rule = "no check blocks or flags it; "+c.Reason, c.Rule
 			}
 		}
@@ -242,14 +262,14 @@ func (e *Engine) checkBlocklist(req PackageRequest, pending bool) Check {
 			continue
 		}
 		if b.rng == "" {
-			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+			return Check{Name: CheckBlocklist, Verdict: Block, Rule: b.field,
 				Reason: fmt.Sprintf("%s is blocklisted (%s): %s", pkgID(req), b.purl, b.reason)}
 		}
 		if req.Version == "" && pending {
 			continue // the mirror filters the range out of what it serves
 		}
 		if req.Version == "" {
-			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+			return Check{Name: CheckBlocklist, Verdict: Block, Rule: b.field,
 				Reason: fmt.Sprintf("version not resolved, so it may be in the blocklisted range %s of %s: %s", b.rng, b.purl.Name, b.reason)}
 		}
 		var in bool
@@ -263,17 +283,17 @@ func (e *Engine) checkBlocklist(req PackageRequest, pending bool) Check {
 				}
 			}
 			if verErr != nil {
-				return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+				return Check{Name: CheckBlocklist, Verdict: Block, Rule: b.field,
 					Reason: fmt.Sprintf("cannot tell whether %s is in the blocklisted range %s (%v): %s", pkgID(req), b.rng, verErr, b.reason)}
 			}
 			in = b.spec.Match(ver)
 		}
 		if in {
-			return Check{Name: "blocklist", Verdict: Block, Rule: b.field,
+			return Check{Name: CheckBlocklist, Verdict: Block, Rule: b.field,
 				Reason: fmt.Sprintf("%s is blocklisted (%s versions %s): %s", pkgID(req), b.purl.Name, b.rng, b.reason)}
 		}
 	}
-	return Check{Name: "blocklist", Verdict: Allow, Reason: "not on the blocklist"}
+	return Check{Name: CheckBlocklist, Verdict: Allow, Reason: "not on the blocklist"}
 }
 
 // parseVersion parses v in ecosystem eco, or returns nil.
@@ -321,7 +341,7 @@ func (e *Engine) checkSource(req PackageRequest) Check {
 }
 
 func (e *Engine) unknownSource(why string) Check {
-	return Check{Name: "source", Verdict: e.c.onUnknown, Rule: "on_unknown_source", Reason: "unknown source: " + why}
+	return Check{Name: CheckSource, Verdict: e.c.onUnknown, Rule: "on_unknown_source", Reason: "unknown source: " + why}
 }
 
 // UpstreamApproved reports whether the policy can approve anything that
@@ -357,7 +377,7 @@ func (e *Engine) matchRegistry(eco, raw string) (Check, bool) {
 			continue
 		}
 		if p+"/" == pre.path || strings.HasPrefix(p, pre.path) {
-			return Check{Name: "source", Verdict: Allow, Rule: pre.field,
+			return Check{Name: CheckSource, Verdict: Allow, Rule: pre.field,
 				Reason: fmt.Sprintf("source %s is under the approved %s registry %s", e.redactURL(raw), eco, pre.raw)}, true
 		}
 	}
@@ -373,7 +393,7 @@ func (e *Engine) classifySource(eco, raw string) Check {
 		}
 		for _, h := range e.c.gitHosts {
 			if h.match(host) {
-				return Check{Name: "source", Verdict: Allow, Rule: h.field,
+				return Check{Name: CheckSource, Verdict: Allow, Rule: h.field,
 					Reason: fmt.Sprintf("git source on approved host %s", host)}
 			}
 		}
@@ -383,7 +403,7 @@ func (e *Engine) classifySource(eco, raw string) Check {
 		return c
 	}
 	if e.c.allowDirect {
-		return Check{Name: "source", Verdict: Allow, Rule: "sources.allow_direct_urls",
+		return Check{Name: CheckSource, Verdict: Allow, Rule: "sources.allow_direct_urls",
 			Reason: fmt.Sprintf("direct source %s allowed by allow_direct_urls", e.redactURL(raw))}
 	}
 	return e.unknownSource(fmt.Sprintf("%s is not under an approved %s registry, and direct URLs are not allowed", e.redactURL(raw), eco))
@@ -422,16 +442,16 @@ func gitHost(raw string) (host string, isGit bool) {
 
 func (e *Engine) checkCooldown(req PackageRequest) Check {
 	if e.c.minAge <= 0 {
-		return Check{Name: "cooldown", Verdict: Allow, Reason: "no cooldown"}
+		return Check{Name: CheckCooldown, Verdict: Allow, Reason: "no cooldown"}
 	}
 	for _, x := range e.c.exclude {
 		if x.purl.MatchName(req.Ecosystem, req.Name) {
-			return Check{Name: "cooldown", Verdict: Allow, Rule: x.field,
+			return Check{Name: CheckCooldown, Verdict: Allow, Rule: x.field,
 				Reason: fmt.Sprintf("excluded from the cooldown by %s", x.purl)}
 		}
 	}
 	if req.Published.IsZero() {
-		return Check{Name: "cooldown", Verdict: e.c.unknownAge, Rule: "cooldown.on_unknown_age",
+		return Check{Name: CheckCooldown, Verdict: e.c.unknownAge, Rule: "cooldown.on_unknown_age",
 			Reason: fmt.Sprintf("the publish time of %s is unknown, so the %s cooldown cannot be checked", pkgID(req), fmtDuration(e.c.minAge))}
 	}
 	now := e.now()
@@ -442,12 +462,12 @@ func (e *Engine) checkCooldown(req PackageRequest) Check {
 			when = "in the future"
 			age = -age
 		}
-		return Check{Name: "cooldown", Verdict: e.c.cooldownAction, Rule: "cooldown.min_age",
+		return Check{Name: CheckCooldown, Verdict: e.c.cooldownAction, Rule: "cooldown.min_age",
 			Reason: fmt.Sprintf("%s was published %s (%s %s), inside the %s cooldown; allowed from %s",
 				pkgID(req), req.Published.UTC().Format(time.RFC3339), fmtDuration(age), when, fmtDuration(e.c.minAge),
 				req.Published.Add(e.c.minAge).UTC().Format(time.RFC3339))}
 	}
-	return Check{Name: "cooldown", Verdict: Allow, Rule: "cooldown.min_age",
+	return Check{Name: CheckCooldown, Verdict: Allow, Rule: "cooldown.min_age",
 		Reason: fmt.Sprintf("published %s, %s ago, older than the %s cooldown", req.Published.UTC().Format(time.RFC3339), fmtDuration(age), fmtDuration(e.c.minAge))}
 }
 
@@ -472,15 +492,15 @@ func fmtDuration(d time.Duration) string {
 // checkProvenance decides on a version that lost the provenance earlier
 // versions had; it runs only for such a version.
 func (e *Engine) checkProvenance(req PackageRequest) Check {
-	return Check{Name: "provenance", Verdict: e.c.provenance, Rule: "provenance_loss",
+	return Check{Name: CheckProvenance, Verdict: e.c.provenance, Rule: "provenance_loss",
 		Reason: fmt.Sprintf("%s has no provenance attestations, though earlier versions had (provenance_loss: %s)", pkgID(req), e.c.provenance)}
 }
 
 func (e *Engine) checkScripts(req PackageRequest) Check {
 	if !req.InstallScripts {
-		return Check{Name: "install_scripts", Verdict: Allow, Reason: "no install scripts reported"}
+		return Check{Name: CheckInstallScripts, Verdict: Allow, Reason: "no install scripts reported"}
 	}
-	return Check{Name: "install_scripts", Verdict: e.c.scripts, Rule: "install_scripts",
+	return Check{Name: CheckInstallScripts, Verdict: e.c.scripts, Rule: "install_scripts",
 		Reason: fmt.Sprintf("%s runs code at install time (install_scripts: %s)", pkgID(req), e.c.scripts)}
 }
 

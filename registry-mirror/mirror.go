@@ -31,6 +31,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
@@ -319,7 +320,7 @@ func (m *Mirror) route(w http.ResponseWriter, r *http.Request) (handler, error) 
 	case r.URL.IsAbs():
 		return m.proxy(w, r)
 	case h == nil:
-		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", clip(p), m.prefixList())
+		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", render.Clip(p, 120), m.prefixList())
 	}
 	return h, h.Serve(w, r, rest)
 }
@@ -331,7 +332,7 @@ func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) (handler, error) 
 		c := fetch.ClientOf(r.Context())
 		m.env.Record(&fetch.Record{Ecosystem: resolver.Deb, Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
 			Verdict: "block", Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
-		return nil, fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", clip(r.URL.Host))
+		return nil, fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", render.Clip(r.URL.Host, 120))
 	}
 	return h, h.Serve(w, r, r.URL.EscapedPath())
 }
@@ -424,12 +425,4 @@ func (m *Mirror) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	err := srv.Shutdown(sctx)
 	<-done
 	return err
-}
-
-// clip shortens untrusted text for a message.
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
 }

@@ -224,8 +224,8 @@ func writePackagesTable(w io.Writer, v *pkgview.View) {
 	fmt.Fprintln(tw, "ECOSYSTEM\tNAME\tREQUESTED\tRESOLVED\tSEEN\tVERIFIED\tHASH\tPID\tTIME\tALERTS")
 	for _, p := range v.Packages {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", render.Clean(p.Ecosystem, 8), render.Clean(p.Name, 64),
-			dash(render.Clean(p.Requested, 32)), dash(render.Clean(p.Version, 32)), p.Seen, verified(p), dash(shortHash(p)),
-			dash(pidOf(p.Pid)), p.Time.UTC().Format("15:04:05.000Z"), dash(strings.Join(p.Alerts, ",")))
+			render.OrDash(render.Clean(p.Requested, 32)), render.OrDash(render.Clean(p.Version, 32)), p.Seen, verified(p), render.OrDash(shortHash(p)),
+			render.OrDash(pidOf(p.Pid)), p.Time.UTC().Format("15:04:05.000Z"), render.OrDash(strings.Join(p.Alerts, ",")))
 	}
 	tw.Flush()
 	lines := strings.SplitAfter(buf.String(), "\n")
@@ -257,7 +257,7 @@ func writeScripts(w io.Writer, p *pkgview.Package) {
 		if p.Seen != pkgview.SeenBlocked {
 			what = "mirror: " + render.Clean(p.Outcome, 24)
 		}
-		fmt.Fprintf(w, "    %s by %s: %s\n", what, dash(render.Clean(p.Rule, 64)), render.Clean(p.Reason, 300))
+		fmt.Fprintf(w, "    %s by %s: %s\n", what, render.OrDash(render.Clean(p.Rule, 64)), render.Clean(p.Reason, 300))
 	}
 	for _, pr := range p.Processes {
 		fmt.Fprintf(w, "    process %d %s  cwd=%s  (%s)\n", pr.Pid, render.ShellJoin(pr.Argv, 160),
@@ -273,7 +273,7 @@ func writeScripts(w io.Writer, p *pkgview.Package) {
 		if c.Domain != "" {
 			dst += " (" + render.Clean(c.Domain, 100) + ")"
 		}
-		fmt.Fprintf(w, "    %s %s %s  pid %d\n", c.Op, dst, dash(c.Verdict), c.Pid)
+		fmt.Fprintf(w, "    %s %s %s  pid %d\n", c.Op, dst, render.OrDash(c.Verdict), c.Pid)
 	}
 	switch n := len(p.Files) + p.FilesOmitted; {
 	case n == 1:
@@ -310,11 +310,4 @@ func pidOf(pid int32) string {
 		return ""
 	}
 	return fmt.Sprint(pid)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/release"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
@@ -215,11 +216,11 @@ func policyWriteExplain(w io.Writer, r *policies.Explanation) error {
 	} else {
 		fmt.Fprintf(tw, "published\tunknown\n")
 	}
-	fmt.Fprintf(tw, "registry\t%s\n", policyOrDash(r.Registry))
-	fmt.Fprintf(tw, "source\t%s\n", policyOrDash(r.Source))
+	fmt.Fprintf(tw, "registry\t%s\n", render.OrDash(r.Registry))
+	fmt.Fprintf(tw, "source\t%s\n", render.OrDash(r.Source))
 	fmt.Fprintf(tw, "verdict\t%s\n", strings.ToUpper(string(r.Verdict)))
 	fmt.Fprintf(tw, "reason\t%s\n", r.Reason)
-	fmt.Fprintf(tw, "rule\t%s\n", policyOrDash(r.Rule))
+	fmt.Fprintf(tw, "rule\t%s\n", render.OrDash(r.Rule))
 	fmt.Fprintf(tw, "\nchecks\n")
 	for _, c := range r.Checks {
 		rule := ""
@@ -282,11 +283,4 @@ func policyPlural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func policyOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -195,8 +195,8 @@ func writeSessionTable(w io.Writer, ss []control.SessionInfo) {
 		if s.ExitStatus != nil {
 			exit = fmt.Sprint(*s.ExitStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, orDash(s.User), s.Created.Format(time.RFC3339),
-			orDash(s.Reason), exit, orDash(render.Clean(strings.Join(s.Argv, " "), 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, render.OrDash(s.User), s.Created.Format(time.RFC3339),
+			render.OrDash(s.Reason), exit, render.OrDash(render.Clean(strings.Join(s.Argv, " "), 60)))
 	}
 	tw.Flush()
 }
@@ -210,24 +210,17 @@ func writeSessionInfo(w io.Writer, s *control.SessionInfo) {
 	l := s.Limits
 	fmt.Fprintf(tw, "session\t%s\n", s.ID)
 	fmt.Fprintf(tw, "state\t%s\n", s.State)
-	fmt.Fprintf(tw, "user\t%s\n", orDash(s.User))
-	fmt.Fprintf(tw, "tenant\t%s\n", orDash(s.Tenant))
+	fmt.Fprintf(tw, "user\t%s\n", render.OrDash(s.User))
+	fmt.Fprintf(tw, "tenant\t%s\n", render.OrDash(s.Tenant))
 	fmt.Fprintf(tw, "limits\tmemory %d bytes, cpus %g, pids %d, timeout %d ms, disk %d bytes, net rate %d B/s (0 = unlimited)\n",
 		l.MemoryBytes, l.CPUs, l.Pids, l.TimeoutMS, l.DiskBytes, l.NetRate)
-	fmt.Fprintf(tw, "cgroup\t%s (id %d)\n", orDash(s.CgroupPath), s.CgroupID)
+	fmt.Fprintf(tw, "cgroup\t%s (id %d)\n", render.OrDash(s.CgroupPath), s.CgroupID)
 	fmt.Fprintf(tw, "workdir\t%s\n", s.Workdir)
-	fmt.Fprintf(tw, "command\t%s\n", orDash(render.Clean(strings.Join(s.Argv, " "), 200)))
+	fmt.Fprintf(tw, "command\t%s\n", render.OrDash(render.Clean(strings.Join(s.Argv, " "), 200)))
 	fmt.Fprintf(tw, "created\t%s\n", s.Created.Format(time.RFC3339))
 	if !s.Started.IsZero() {
 		fmt.Fprintf(tw, "started\t%s\n", s.Started.Format(time.RFC3339))
 	}
-	fmt.Fprintf(tw, "ended\t%s, exit status %s\n", orDash(s.Reason), exit)
+	fmt.Fprintf(tw, "ended\t%s, exit status %s\n", render.OrDash(s.Reason), exit)
 	tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

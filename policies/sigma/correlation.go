@@ -69,10 +69,37 @@ func (c *compiler) linkCorrelation(byRef map[string]*Rule) (*correlation, []erro
 	if !ok {
 		return nil, c.errs
 	}
-	var condNode *yaml.Node
 	if c.generate != nil {
 		keys, vals = append(keys, "generate"), append(vals, c.generate)
 	}
+	condNode := c.readCorrAttrs(spec, keys, vals)
+	c.checkCorrSpec(spec, corr, keys, condNode)
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	for _, ref := range spec.Rules {
+		c.linkBase(corr, byRef, ref)
+	}
+	if spec.Type == Temporal && len(corr.bases) < 2 && len(c.errs) == 0 {
+		c.errf(c.corr.Line, "correlation.rules", "temporal needs two or more rules")
+	}
+	if spec.Type == Temporal && len(corr.conds) == 0 {
+		corr.conds = []cond{{cmpGte, int64(len(corr.bases))}}
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	for _, b := range corr.bases {
+		b.corrs = append(b.corrs, corr)
+	}
+	return corr, nil
+}
+
+// readCorrAttrs reads the correlation section's attributes (keys, vals)
+// into spec, all but the condition, whose node it returns (nil without
+// one).
+func (c *compiler) readCorrAttrs(spec *Correlation, keys []string, vals []*yaml.Node) *yaml.Node {
+	var condNode *yaml.Node
 	for i, k := range keys {
 		p := "correlation." + k
 		v := vals[i]
@@ -84,32 +111,52 @@ func (c *compiler) linkCorrelation(byRef map[string]*Rule) (*correlation, []erro
 		case "group-by":
 			spec.GroupBy, _ = c.strings(p, v)
 		case "timespan":
-			ts, _ := c.scalar(p, v)
-			m := timespanRE.FindStringSubmatch(ts)
-			if m == nil {
-				c.errf(v.Line, p, "%q is not a number and one of s, m, h, d (10m)", ts)
-				continue
+			if d, ok := c.timespan(p, v); ok {
+				spec.Timespan = d
 			}
-			n, _ := strconv.Atoi(m[1])
-			unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
-			spec.Timespan = time.Duration(n) * unit
 		case "condition":
 			condNode = v
 		case "generate":
-			s, _ := c.scalar(p, v)
-			switch s {
-			case "true":
-				spec.Generate = true
-			case "false":
-			default:
-				c.errf(v.Line, p, "must be true or false")
-			}
+			spec.Generate = c.generateFlag(p, v) || spec.Generate
 		case "aliases":
 			c.errf(v.Line, p, "field name aliases are not supported")
 		default:
 			c.errf(v.Line, p, "unknown correlation attribute")
 		}
 	}
+	return condNode
+}
+
+// timespan reads a timespan: a number and one of s, m, h, d (10m).
+func (c *compiler) timespan(p string, v *yaml.Node) (time.Duration, bool) {
+	ts, _ := c.scalar(p, v)
+	m := timespanRE.FindStringSubmatch(ts)
+	if m == nil {
+		c.errf(v.Line, p, "%q is not a number and one of s, m, h, d (10m)", ts)
+		return 0, false
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
+	return time.Duration(n) * unit, true
+}
+
+// generateFlag reads generate: true or false.
+func (c *compiler) generateFlag(p string, v *yaml.Node) bool {
+	s, _ := c.scalar(p, v)
+	switch s {
+	case "true":
+		return true
+	case "false":
+	default:
+		c.errf(v.Line, p, "must be true or false")
+	}
+	return false
+}
+
+// checkCorrSpec checks that spec's attributes (keys as written) make a
+// correlation this package runs, and parses its condition (condNode, nil
+// without one) into spec and corr.
+func (c *compiler) checkCorrSpec(spec *Correlation, corr *correlation, keys []string, condNode *yaml.Node) {
 	switch spec.Type {
 	case EventCount, ValueCount, Temporal:
 	case "temporal_ordered", "value_sum", "value_avg", "value_percentile":
@@ -134,53 +181,41 @@ func (c *compiler) linkCorrelation(byRef map[string]*Rule) (*correlation, []erro
 	if spec.Type != ValueCount && spec.Field != "" {
 		c.errf(condNode.Line, "correlation.condition.field", "only value_count takes a field")
 	}
-	if len(c.errs) > 0 {
-		return nil, c.errs
+}
+
+// linkBase links corr to the rule ref names (byRef: by id and name), with
+// the group-by fields and value field as its category names them.
+func (c *compiler) linkBase(corr *correlation, byRef map[string]*Rule, ref string) {
+	spec := corr.spec
+	b := byRef[ref]
+	switch {
+	case b == nil:
+		c.errf(c.corr.Line, "correlation.rules", "%q is the id or name of no rule loaded with it", ref)
+		return
+	case b.cat == nil:
+		c.errf(c.corr.Line, "correlation.rules", "%q is a correlation rule: chains of correlations are not supported", ref)
+		return
+	case slices.Contains(corr.bases, b):
+		c.errf(c.corr.Line, "correlation.rules", "%q is listed twice", ref)
+		return
 	}
-	for _, ref := range spec.Rules {
-		b := byRef[ref]
-		switch {
-		case b == nil:
-			c.errf(c.corr.Line, "correlation.rules", "%q is the id or name of no rule loaded with it", ref)
-			continue
-		case b.cat == nil:
-			c.errf(c.corr.Line, "correlation.rules", "%q is a correlation rule: chains of correlations are not supported", ref)
-			continue
-		case slices.Contains(corr.bases, b):
-			c.errf(c.corr.Line, "correlation.rules", "%q is listed twice", ref)
-			continue
+	var gb []*field
+	for _, g := range spec.GroupBy {
+		f := b.cat.fields[g]
+		if f == nil {
+			c.errf(c.corr.Line, "correlation.group-by", "unknown field %q for logsource %s/%s of rule %q", g, b.cat.product, b.cat.name, ref)
 		}
-		var gb []*field
-		for _, g := range spec.GroupBy {
-			f := b.cat.fields[g]
-			if f == nil {
-				c.errf(c.corr.Line, "correlation.group-by", "unknown field %q for logsource %s/%s of rule %q", g, b.cat.product, b.cat.name, ref)
-			}
-			gb = append(gb, f)
+		gb = append(gb, f)
+	}
+	var vf *field
+	if spec.Field != "" {
+		if vf = b.cat.fields[spec.Field]; vf == nil {
+			c.errf(c.corr.Line, "correlation.condition.field", "unknown field %q for logsource %s/%s of rule %q", spec.Field, b.cat.product, b.cat.name, ref)
 		}
-		var vf *field
-		if spec.Field != "" {
-			if vf = b.cat.fields[spec.Field]; vf == nil {
-				c.errf(c.corr.Line, "correlation.condition.field", "unknown field %q for logsource %s/%s of rule %q", spec.Field, b.cat.product, b.cat.name, ref)
-			}
-		}
-		corr.bases = append(corr.bases, b)
-		corr.groupBy = append(corr.groupBy, gb)
-		corr.field = append(corr.field, vf)
 	}
-	if spec.Type == Temporal && len(corr.bases) < 2 && len(c.errs) == 0 {
-		c.errf(c.corr.Line, "correlation.rules", "temporal needs two or more rules")
-	}
-	if spec.Type == Temporal && len(corr.conds) == 0 {
-		corr.conds = []cond{{cmpGte, int64(len(corr.bases))}}
-	}
-	if len(c.errs) > 0 {
-		return nil, c.errs
-	}
-	for _, b := range corr.bases {
-		b.corrs = append(b.corrs, corr)
-	}
-	return corr, nil
+	corr.bases = append(corr.bases, b)
+	corr.groupBy = append(corr.groupBy, gb)
+	corr.field = append(corr.field, vf)
 }
 
 func (c *compiler) parseCorrCondition(spec *Correlation, corr *correlation, n *yaml.Node) {

@@ -219,68 +219,32 @@ func (c *compiler) compileItem(path string, key *yaml.Node, val *yaml.Node) *ite
 	if !ok {
 		return nil
 	}
-	it := &item{f: f}
-	// The values: a scalar or a list of scalars.
-	var vals []*yaml.Node
-	switch val.Kind {
-	case yaml.ScalarNode:
-		vals = []*yaml.Node{val}
-	case yaml.SequenceNode:
-		if len(val.Content) == 0 {
-			c.errf(val.Line, path, "empty list of values")
-			return nil
-		}
-		for _, v := range val.Content {
-			v = c.deref(v)
-			if v == nil {
-				return nil
-			}
-			if v.Kind != yaml.ScalarNode {
-				c.errf(v.Line, path, "a value must be a string, number, boolean or null")
-				return nil
-			}
-			if isNull(v) {
-				c.errf(v.Line, path, "null cannot be part of a list of values: put it in a selection of its own")
-				return nil
-			}
-			vals = append(vals, v)
-		}
-	default:
-		c.errf(val.Line, path, "a value must be a string, number, boolean or null, or a list of them")
+	vals := c.itemValues(path, val)
+	if vals == nil {
 		return nil
 	}
-	if ms.has["exists"] {
+	it := &item{f: f}
+	switch {
+	case ms.has["exists"]:
 		if len(vals) != 1 || !isBool(vals[0]) {
 			c.errf(val.Line, path, "exists takes one value, true or false")
 			return nil
 		}
 		it.op, it.exists = opExists, vals[0].Value == "true" || strings.EqualFold(vals[0].Value, "true")
 		return it
-	}
-	if len(vals) == 1 && isNull(vals[0]) {
+	case len(vals) == 1 && isNull(vals[0]):
 		if len(mods) > 0 {
 			c.errf(val.Line, path, "null takes no modifiers")
 			return nil
 		}
 		it.op = opNull
 		return it
-	}
-	if ms.has["all"] && len(vals) < 2 {
+	case ms.has["all"] && len(vals) < 2:
 		c.errf(val.Line, path, "all needs a list of two or more values")
 		return nil
 	}
-	it.all = ms.has["all"]
-	for _, v := range vals {
-		m := c.compileValue(path, f, ms, v)
-		if m == nil {
-			return nil
-		}
-		it.ms = append(it.ms, m...)
-		for _, x := range m {
-			if sm, ok := x.(*strMatcher); ok && !sm.cased && (f.typ == tStr || f.typ == tStrs) {
-				it.needLower = true
-			}
-		}
+	if !c.compileMatchers(it, path, ms, vals) {
+		return nil
 	}
 	if it.all && (ms.has["base64offset"]) {
 		// base64offset turns one value into three alternatives; all
@@ -291,69 +255,76 @@ func (c *compiler) compileItem(path string, key *yaml.Node, val *yaml.Node) *ite
 	return it
 }
 
+// itemValues returns the values of an item: a scalar, or a list of
+// scalars that are not null. It returns nil on an error, which it reports.
+func (c *compiler) itemValues(path string, val *yaml.Node) []*yaml.Node {
+	switch val.Kind {
+	case yaml.ScalarNode:
+		return []*yaml.Node{val}
+	case yaml.SequenceNode:
+		return c.listOf(path, val, "empty list of values", func(v *yaml.Node) bool {
+			switch {
+			case v.Kind != yaml.ScalarNode:
+				c.errf(v.Line, path, "a value must be a string, number, boolean or null")
+				return false
+			case isNull(v):
+				c.errf(v.Line, path, "null cannot be part of a list of values: put it in a selection of its own")
+				return false
+			}
+			return true
+		})
+	}
+	c.errf(val.Line, path, "a value must be a string, number, boolean or null, or a list of them")
+	return nil
+}
+
+// listOf returns the elements of the sequence n, aliases resolved, when
+// there is one or more and ok, which reports what is wrong with one,
+// passes each; else it returns nil, having reported an empty list with the
+// message empty.
+func (c *compiler) listOf(path string, n *yaml.Node, empty string, ok func(*yaml.Node) bool) []*yaml.Node {
+	if len(n.Content) == 0 {
+		c.errf(n.Line, path, "%s", empty)
+		return nil
+	}
+	out := make([]*yaml.Node, 0, len(n.Content))
+	for _, e := range n.Content {
+		e = c.deref(e)
+		if e == nil || !ok(e) {
+			return nil
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// compileMatchers compiles each of vals into it's matchers, OR-ed or
+// (with all) AND-ed, and notes whether a match needs the value lowered.
+func (c *compiler) compileMatchers(it *item, path string, ms *modset, vals []*yaml.Node) bool {
+	it.all = ms.has["all"]
+	for _, v := range vals {
+		m := c.compileValue(path, it.f, ms, v)
+		if m == nil {
+			return false
+		}
+		it.ms = append(it.ms, m...)
+		for _, x := range m {
+			if sm, ok := x.(*strMatcher); ok && !sm.cased && (it.f.typ == tStr || it.f.typ == tStrs) {
+				it.needLower = true
+			}
+		}
+	}
+	return true
+}
+
 // compileValue compiles one value under the modifiers into its matchers
 // (base64offset gives three, OR-ed).
 func (c *compiler) compileValue(path string, f *field, ms *modset, v *yaml.Node) []matcher {
-	h := ms.has
-	switch {
-	case h["re"]:
-		flags := ""
-		for _, fl := range []string{"i", "m", "s"} {
-			if h[fl] {
-				flags += fl
-			}
-		}
-		expr := v.Value
-		if flags != "" {
-			expr = "(?" + flags + ")" + expr
-		}
-		re, err := regexp.Compile(expr)
-		if err != nil {
-			c.errf(v.Line, path, "regular expression %q is not valid RE2 (PCRE-only constructs such as lookaround and backreferences are not supported): %v", v.Value, err)
-			return nil
-		}
-		return []matcher{&reMatcher{re: re}}
-	case h["cidr"]:
-		p, err := netip.ParsePrefix(strings.TrimSpace(v.Value))
-		if err != nil {
-			c.errf(v.Line, path, "cidr value %q: %v", v.Value, err)
-			return nil
-		}
-		return []matcher{&cidrMatcher{p: p.Masked()}}
-	case h["lt"] || h["lte"] || h["gt"] || h["gte"]:
-		n, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64)
-		if err != nil {
-			c.errf(v.Line, path, "numeric modifier needs an integer, got %q", v.Value)
-			return nil
-		}
-		op := map[string]cmpOp{"lt": cmpLt, "lte": cmpLte, "gt": cmpGt, "gte": cmpGte}[ms.order[0]]
-		for _, m := range ms.order {
-			if o, ok := map[string]cmpOp{"lt": cmpLt, "lte": cmpLte, "gt": cmpGt, "gte": cmpGte}[m]; ok {
-				op = o
-			}
-		}
-		return []matcher{&numMatcher{op: op, n: n}}
-	case h["fieldref"]:
-		ref := c.cat.fields[v.Value]
-		if ref == nil {
-			c.errf(v.Line, path, "fieldref names unknown field %q for logsource %s/%s", v.Value, c.cat.product, c.cat.name)
-			return nil
-		}
-		return []matcher{&refMatcher{ref: ref, cased: h["cased"]}}
+	if m, done := c.compileOperator(path, ms, v); done {
+		return m
 	}
 	if f.typ == tBool {
-		if len(ms.order) > 0 {
-			c.errf(v.Line, path, "boolean field %s takes no string modifiers", f.name)
-			return nil
-		}
-		switch strings.ToLower(v.Value) {
-		case "true":
-			return []matcher{&numMatcher{op: cmpEq, n: 1}}
-		case "false":
-			return []matcher{&numMatcher{op: cmpEq, n: 0}}
-		}
-		c.errf(v.Line, path, "boolean field %s needs true or false, got %q", f.name, v.Value)
-		return nil
+		return c.compileBool(path, f, ms, v)
 	}
 	if f.typ == tInt && len(ms.order) == 0 {
 		if n, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64); err == nil {
@@ -364,35 +335,8 @@ func (c *compiler) compileValue(path string, f *field, ms *modset, v *yaml.Node)
 			return nil
 		}
 	}
-	var variants [][]tok
-	cased := h["cased"]
-	switch {
-	case h["base64"] || h["base64offset"]:
-		ts := parseSigmaString(v.Value)
-		if hasWild(ts) {
-			c.errf(v.Line, path, "a base64 value cannot hold wildcards")
-			return nil
-		}
-		plain := []byte(literal(ts))
-		if len(plain) == 0 {
-			c.errf(v.Line, path, "a base64 value cannot be empty")
-			return nil
-		}
-		// Encoded text is case-sensitive: lower-casing it would change
-		// what it decodes to.
-		cased = true
-		if h["base64"] {
-			variants = [][]tok{{{lit: base64.StdEncoding.EncodeToString(plain)}}}
-		} else {
-			for _, s := range base64Offsets(plain) {
-				variants = append(variants, []tok{{lit: s}})
-			}
-		}
-	default:
-		variants = [][]tok{parseSigmaString(v.Value)}
-	}
+	variants, cased := c.stringVariants(path, ms, v)
 	if len(variants) == 0 {
-		c.errf(v.Line, path, "value %q is too short to be found in base64 text", v.Value)
 		return nil
 	}
 	out := make([]matcher, 0, len(variants))
@@ -403,9 +347,117 @@ func (c *compiler) compileValue(path string, f *field, ms *modset, v *yaml.Node)
 		if ms.contains || ms.startswith {
 			ts = append(ts, tok{wild: '*'})
 		}
-		out = append(out, newStrMatcher(ts, cased, h["windash"]))
+		out = append(out, newStrMatcher(ts, cased, ms.has["windash"]))
 	}
 	return out
+}
+
+// compileOperator compiles a value under a modifier that is an operator of
+// its own (re, cidr, lt/lte/gt/gte, fieldref); done is false when ms has
+// none, and true with nil matchers on an error, which it reports.
+func (c *compiler) compileOperator(path string, ms *modset, v *yaml.Node) (m []matcher, done bool) {
+	h := ms.has
+	switch {
+	case h["re"]:
+		return c.compileRegexp(path, ms, v), true
+	case h["cidr"]:
+		p, err := netip.ParsePrefix(strings.TrimSpace(v.Value))
+		if err != nil {
+			c.errf(v.Line, path, "cidr value %q: %v", v.Value, err)
+			return nil, true
+		}
+		return []matcher{&cidrMatcher{p: p.Masked()}}, true
+	case h["lt"] || h["lte"] || h["gt"] || h["gte"]:
+		n, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64)
+		if err != nil {
+			c.errf(v.Line, path, "numeric modifier needs an integer, got %q", v.Value)
+			return nil, true
+		}
+		op := map[string]cmpOp{"lt": cmpLt, "lte": cmpLte, "gt": cmpGt, "gte": cmpGte}[ms.order[0]]
+		for _, m := range ms.order {
+			if o, ok := map[string]cmpOp{"lt": cmpLt, "lte": cmpLte, "gt": cmpGt, "gte": cmpGte}[m]; ok {
+				op = o
+			}
+		}
+		return []matcher{&numMatcher{op: op, n: n}}, true
+	case h["fieldref"]:
+		ref := c.cat.fields[v.Value]
+		if ref == nil {
+			c.errf(v.Line, path, "fieldref names unknown field %q for logsource %s/%s", v.Value, c.cat.product, c.cat.name)
+			return nil, true
+		}
+		return []matcher{&refMatcher{ref: ref, cased: h["cased"]}}, true
+	}
+	return nil, false
+}
+
+// compileRegexp compiles a re value, with the i, m and s flags ms has.
+func (c *compiler) compileRegexp(path string, ms *modset, v *yaml.Node) []matcher {
+	flags := ""
+	for _, fl := range []string{"i", "m", "s"} {
+		if ms.has[fl] {
+			flags += fl
+		}
+	}
+	expr := v.Value
+	if flags != "" {
+		expr = "(?" + flags + ")" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		c.errf(v.Line, path, "regular expression %q is not valid RE2 (PCRE-only constructs such as lookaround and backreferences are not supported): %v", v.Value, err)
+		return nil
+	}
+	return []matcher{&reMatcher{re: re}}
+}
+
+// compileBool compiles a value of a boolean field: true or false, with no
+// modifiers.
+func (c *compiler) compileBool(path string, f *field, ms *modset, v *yaml.Node) []matcher {
+	if len(ms.order) > 0 {
+		c.errf(v.Line, path, "boolean field %s takes no string modifiers", f.name)
+		return nil
+	}
+	switch strings.ToLower(v.Value) {
+	case "true":
+		return []matcher{&numMatcher{op: cmpEq, n: 1}}
+	case "false":
+		return []matcher{&numMatcher{op: cmpEq, n: 0}}
+	}
+	c.errf(v.Line, path, "boolean field %s needs true or false, got %q", f.name, v.Value)
+	return nil
+}
+
+// stringVariants returns the patterns a string value stands for (one, or
+// base64offset's three) and whether they match case-sensitively. It
+// returns none on an error, which it reports.
+func (c *compiler) stringVariants(path string, ms *modset, v *yaml.Node) (variants [][]tok, cased bool) {
+	h := ms.has
+	if !h["base64"] && !h["base64offset"] {
+		return [][]tok{parseSigmaString(v.Value)}, h["cased"]
+	}
+	ts := parseSigmaString(v.Value)
+	if hasWild(ts) {
+		c.errf(v.Line, path, "a base64 value cannot hold wildcards")
+		return nil, false
+	}
+	plain := []byte(literal(ts))
+	if len(plain) == 0 {
+		c.errf(v.Line, path, "a base64 value cannot be empty")
+		return nil, false
+	}
+	// Encoded text is case-sensitive: lower-casing it would change what it
+	// decodes to.
+	if h["base64"] {
+		return [][]tok{{{lit: base64.StdEncoding.EncodeToString(plain)}}}, true
+	}
+	for _, s := range base64Offsets(plain) {
+		variants = append(variants, []tok{{lit: s}})
+	}
+	if len(variants) == 0 {
+		c.errf(v.Line, path, "value %q is too short to be found in base64 text", v.Value)
+	}
+	return variants, true
 }
 
 // base64Offsets returns the three encodings of plain at byte offsets 0, 1
@@ -448,20 +500,15 @@ func (c *compiler) compileSelection(name string, n *yaml.Node) *selection {
 	case yaml.MappingNode:
 		maps = []*yaml.Node{n}
 	case yaml.SequenceNode:
-		if len(n.Content) == 0 {
-			c.errf(n.Line, path, "empty list")
-			return nil
-		}
-		for _, m := range n.Content {
-			m = c.deref(m)
-			if m == nil {
-				return nil
-			}
+		maps = c.listOf(path, n, "empty list", func(m *yaml.Node) bool {
 			if m.Kind != yaml.MappingNode {
 				c.errf(m.Line, path, "keyword search (a list of plain values) is not supported: name the field to search")
-				return nil
+				return false
 			}
-			maps = append(maps, m)
+			return true
+		})
+		if maps == nil {
+			return nil
 		}
 	default:
 		c.errf(n.Line, path, "a search identifier must be a map of fields or a list of maps")

@@ -193,18 +193,42 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 		return
 	}
 	// Title and id first, so that every later error can name the rule.
-	titleBad := false
+	titleBad := c.readTitleAndID(keys, vals)
+	detection := c.readAttrs(keys, vals)
+	if r.Title == "" && !titleBad {
+		c.errf(doc.Line, "title", "missing")
+	} else if len(r.Title) > 256 {
+		c.errf(doc.Line, "title", "longer than 256 characters")
+	}
+	if r.ID != "" && !uuidRE.MatchString(r.ID) {
+		c.errf(doc.Line, "id", "%q is not a UUID", r.ID)
+	}
+	c.checkSections(doc, keys, detection)
+	r.cat = c.cat
+}
+
+// readTitleAndID reads the rule's title and id from its attributes (keys,
+// vals), and reports whether the title is there but not a string.
+func (c *compiler) readTitleAndID(keys []string, vals []*yaml.Node) (titleBad bool) {
 	for i, k := range keys {
 		switch k {
 		case "title":
 			var ok bool
-			r.Title, ok = c.scalar("title", vals[i])
+			c.r.Title, ok = c.scalar("title", vals[i])
 			titleBad = !ok
 		case "id":
-			r.ID, _ = c.scalar("id", vals[i])
+			c.r.ID, _ = c.scalar("id", vals[i])
 		}
 	}
-	var detection *yaml.Node
+	return titleBad
+}
+
+// readAttrs reads the rule's attributes (keys, vals) other than title and
+// id: the logsource into the category, the correlation and generate
+// sections into the compiler, and returns the detection section (nil
+// without one).
+func (c *compiler) readAttrs(keys []string, vals []*yaml.Node) (detection *yaml.Node) {
+	r := c.r
 	for i, k := range keys {
 		v := vals[i]
 		switch k {
@@ -215,40 +239,23 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 				c.errf(v.Line, k, "%q is not a name (letters, digits, _ . -)", r.Name)
 			}
 		case "status":
-			r.Status, _ = c.scalar(k, v)
-			if !slices.Contains(statuses, r.Status) {
-				c.errf(v.Line, k, "%q is not one of %s", r.Status, strings.Join(statuses, ", "))
-			}
+			r.Status = c.oneOf(k, v, statuses)
 		case "description":
 			r.Description, _ = c.scalar(k, v)
 		case "references":
 			r.References, _ = c.strings(k, v)
 		case "tags":
-			r.Tags, _ = c.strings(k, v)
-			for _, t := range r.Tags {
-				if !tagRE.MatchString(t) {
-					c.errf(v.Line, k, "tag %q is not namespace.name in lower case (attack.t1059)", t)
-				}
-			}
+			r.Tags = c.tags(k, v)
 		case "falsepositives":
 			r.FalsePositives, _ = c.strings(k, v)
 		case "level":
-			r.Level, _ = c.scalar(k, v)
-			if !slices.Contains(levels, r.Level) {
-				c.errf(v.Line, k, "%q is not one of %s", r.Level, strings.Join(levels, ", "))
-			}
+			r.Level = c.oneOf(k, v, levels)
 		case "author":
 			r.Author, _ = c.scalar(k, v)
-		case "date", "modified":
-			d, _ := c.scalar(k, v)
-			if d != "" && !dateRE.MatchString(d) {
-				c.errf(v.Line, k, "%q is not a date YYYY-MM-DD", d)
-			}
-			if k == "date" {
-				r.Date = d
-			} else {
-				r.Modified = d
-			}
+		case "date":
+			r.Date = c.date(k, v)
+		case "modified":
+			r.Modified = c.date(k, v)
 		case "logsource":
 			c.parseLogsource(v)
 		case "detection":
@@ -265,14 +272,41 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 			}
 		}
 	}
-	if r.Title == "" && !titleBad {
-		c.errf(doc.Line, "title", "missing")
-	} else if len(r.Title) > 256 {
-		c.errf(doc.Line, "title", "longer than 256 characters")
+	return detection
+}
+
+// oneOf reads the attribute k, a string that must be one of allowed.
+func (c *compiler) oneOf(k string, v *yaml.Node, allowed []string) string {
+	s, _ := c.scalar(k, v)
+	if !slices.Contains(allowed, s) {
+		c.errf(v.Line, k, "%q is not one of %s", s, strings.Join(allowed, ", "))
 	}
-	if r.ID != "" && !uuidRE.MatchString(r.ID) {
-		c.errf(doc.Line, "id", "%q is not a UUID", r.ID)
+	return s
+}
+
+// tags reads the tags: a list of namespace.name in lower case.
+func (c *compiler) tags(k string, v *yaml.Node) []string {
+	tags, _ := c.strings(k, v)
+	for _, t := range tags {
+		if !tagRE.MatchString(t) {
+			c.errf(v.Line, k, "tag %q is not namespace.name in lower case (attack.t1059)", t)
+		}
 	}
+	return tags
+}
+
+// date reads the attribute k, a date YYYY-MM-DD or empty.
+func (c *compiler) date(k string, v *yaml.Node) string {
+	d, _ := c.scalar(k, v)
+	if d != "" && !dateRE.MatchString(d) {
+		c.errf(v.Line, k, "%q is not a date YYYY-MM-DD", d)
+	}
+	return d
+}
+
+// checkSections checks that the rule has a detection (with a logsource)
+// or a correlation, and compiles its detection (nil without one).
+func (c *compiler) checkSections(doc *yaml.Node, keys []string, detection *yaml.Node) {
 	switch {
 	case c.corr != nil && detection != nil:
 		c.errf(doc.Line, "", "a rule has detection or correlation, not both")
@@ -290,13 +324,12 @@ func (c *compiler) parseDoc(doc *yaml.Node) {
 		}
 	default:
 		c.parseDetection(detection)
-		for _, f := range r.Fields {
+		for _, f := range c.r.Fields {
 			if c.cat.fields[f] == nil {
 				c.errf(doc.Line, "fields", "unknown field %q for logsource %s/%s", f, c.cat.product, c.cat.name)
 			}
 		}
 	}
-	r.cat = c.cat
 }
 
 func (c *compiler) parseLogsource(n *yaml.Node) {

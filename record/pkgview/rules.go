@@ -32,7 +32,7 @@ func (s *state) checkRow(r *row, e *event.Event) {
 			return
 		}
 		in, f = i, r.served[0]
-		why = fmt.Sprintf(" with hash %s; the mirror served that version with hash %s", clip(in.hash), clip(f.hash))
+		why = fmt.Sprintf(" with hash %s; the mirror served that version with hash %s", shownHash(in.hash), shownHash(f.hash))
 	case len(r.refused) > 0:
 		f = r.refused[len(r.refused)-1]
 		why = fmt.Sprintf("; the mirror refused every fetch of that version (%s) and served none", render.Clean(f.outcome, 32))
@@ -83,7 +83,7 @@ func (s *state) checkVerified(r *row, e *event.Event) {
 		}
 	}
 	s.raiseUnverified(r, e, fmt.Sprintf("the shim says %s %s@%s was installed (hash %s, from %s); the mirror served no verified artifact of it in this session",
-		render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), clip(p.Hash),
+		render.Clean(p.Ecosystem, 16), render.Clean(p.Name, 214), render.Clean(p.Resolved, 64), shownHash(p.Hash),
 		render.Clean(p.SourceURL, 256)))
 }
 
@@ -192,8 +192,8 @@ func alert(e *event.Event, rule, title, summary string, refs ...uint64) *event.E
 		Alert: &event.Alert{RuleID: rule, Title: title, Level: "high", Refs: refs, Summary: summary}}
 }
 
-// clip shortens a hash for a message.
-func clip(h string) string {
+// shownHash is a hash as a message shows it: cleaned and cut, or "(none)".
+func shownHash(h string) string {
 	if h == "" {
 		return "(none)"
 	}

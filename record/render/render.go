@@ -4,7 +4,8 @@
 // capabilities (KernelWithout, KernelLine, Requirement, Nearest). Every
 // string that came from the record is untrusted (an agent chose it) and
 // goes through Clean, which keeps a line one line and escape sequences
-// inert.
+// inert. Clip shortens a quoted value for an error message, and OrDash
+// fills an empty cell of a table.
 package render
 
 import (
@@ -42,6 +43,25 @@ func Clean(s string, max int) string {
 		}
 	}
 	return b.String()
+}
+
+// Clip returns s cut to its first n bytes, with "…" after a cut. It
+// escapes nothing: it bounds an untrusted value that an error message
+// quotes (%q escapes it), not a line for a terminal (Clean is for that).
+func Clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// OrDash returns s, or "-" when s is empty: the cell of a table that has
+// no value.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // Summary is a one-line account of an event's sub-object and process, for

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -39,7 +40,7 @@ func parseConfig(b []byte) (*config, error) {
 	}
 	u, err := url.Parse(downloadURL(c.DL, "abcd", "1.0.0", strings.Repeat("0", 64)))
 	if c.DL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: dl %q is not an http(s) URL template", ErrBadConfig, clip(c.DL))
+		return nil, fmt.Errorf("%w: dl %q is not an http(s) URL template", ErrBadConfig, render.Clip(c.DL, 120))
 	}
 	return &c, nil
 }

@@ -109,11 +109,3 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 	}
 	return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror serves %sindex/ and %sdl/ only", h.prefix, h.prefix)
 }
-
-// clip shortens untrusted text for a message.
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
-}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 	"github.com/sandtrail/sandtrail/resolver/cargo"
@@ -97,7 +98,7 @@ func parseLine(file string, raw []byte) (line, error) {
 		return line{}, fmt.Errorf("crates: index line of %s: %w", file, err)
 	}
 	if strings.ToLower(r.Name) != file || CheckName(r.Name) != nil {
-		return line{}, fmt.Errorf("crates: index line of %s names the crate %q", file, clip(r.Name))
+		return line{}, fmt.Errorf("crates: index line of %s names the crate %q", file, render.Clip(r.Name, 120))
 	}
 	if _, err := cargo.ParseVersion(r.Vers); err != nil {
 		return line{}, fmt.Errorf("crates: index line of %s: %w", file, err)
@@ -133,9 +134,9 @@ func (idx *index) version(name, version string) (*line, error) {
 	}
 	if idx.bad > 0 {
 		return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, nil,
-			"the index file of %s has %d lines that do not parse, and no valid line for %s", idx.name, idx.bad, clip(version))
+			"the index file of %s has %d lines that do not parse, and no valid line for %s", idx.name, idx.bad, render.Clip(version, 120))
 	}
-	return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version %s", idx.name, clip(version))
+	return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version %s", idx.name, render.Clip(version, 120))
 }
 
 // get returns the index file of crate name (lower case): from memory

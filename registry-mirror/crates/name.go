@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/cargo"
@@ -22,15 +23,15 @@ func CheckName(name string) error {
 		return fmt.Errorf("checking a crate name: %w", err)
 	}
 	if err := eco.CheckName(name); err != nil {
-		return fmt.Errorf("%w %q: %w", ErrBadName, clip(name), err)
+		return fmt.Errorf("%w %q: %w", ErrBadName, render.Clip(name, 120), err)
 	}
 	if len(name) > maxNameLen {
-		return fmt.Errorf("%w %q: longer than %d characters", ErrBadName, clip(name), maxNameLen)
+		return fmt.Errorf("%w %q: longer than %d characters", ErrBadName, render.Clip(name, 120), maxNameLen)
 	}
 	for i, c := range name {
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || (c != '-' && c != '_')) {
-			return fmt.Errorf("%w %q: want ASCII letters, digits, - and _, beginning with a letter or digit", ErrBadName, clip(name))
+			return fmt.Errorf("%w %q: want ASCII letters, digits, - and _, beginning with a letter or digit", ErrBadName, render.Clip(name, 120))
 		}
 	}
 	return nil
@@ -60,7 +61,7 @@ func indexPath(name string) string {
 func indexName(p string) (string, error) {
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "." || seg == ".." {
-			return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad index path %q", clip(p))
+			return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad index path %q", render.Clip(p, 120))
 		}
 	}
 	i := strings.LastIndexByte(p, '/')
@@ -72,7 +73,7 @@ func indexName(p string) (string, error) {
 		return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "index file names are lower case, not %q", name)
 	}
 	if indexPath(name) != p {
-		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, indexPath(name), clip(p))
+		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, indexPath(name), render.Clip(p, 120))
 	}
 	return name, nil
 }
@@ -81,13 +82,13 @@ func indexName(p string) (string, error) {
 func downloadPath(p string) (name, version string, err error) {
 	parts := strings.Split(p, "/")
 	if len(parts) != 3 || parts[2] != "download" {
-		return "", "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "crates are at dl/<crate>/<version>/download, not dl/%s", clip(p))
+		return "", "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "crates are at dl/<crate>/<version>/download, not dl/%s", render.Clip(p, 120))
 	}
 	if err := CheckName(parts[0]); err != nil {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if _, err := cargo.ParseVersion(parts[1]); err != nil {
-		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_version", err, "%q is not a crate version", clip(parts[1]))
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_version", err, "%q is not a crate version", render.Clip(parts[1], 120))
 	}
 	return parts[0], parts[1], nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // field is one field of a control paragraph (deb822): its name as
@@ -89,7 +91,7 @@ func (s *scanner) next() ([]field, int, error) {
 		}
 		lower := strings.ToLower(string(name))
 		if names[lower] {
-			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, clip(lower))
+			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, render.Clip(lower, 80))
 		}
 		if names[lower] = true; len(names) > s.maxFields {
 			return nil, start, fmt.Errorf("%w: paragraph at line %d has more than %d fields", ErrSyntax, start, s.maxFields)
@@ -118,14 +120,14 @@ func (s *scanner) next() ([]field, int, error) {
 func splitField(line []byte) ([]byte, []byte, error) {
 	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok {
-		return nil, nil, fmt.Errorf("%q is neither a field nor a continuation", clip(string(line)))
+		return nil, nil, fmt.Errorf("%q is neither a field nor a continuation", render.Clip(string(line), 80))
 	}
 	if len(name) == 0 || name[0] == '-' || name[0] == '#' {
-		return nil, nil, fmt.Errorf("bad field name %q", clip(string(name)))
+		return nil, nil, fmt.Errorf("bad field name %q", render.Clip(string(name), 80))
 	}
 	for _, c := range name {
 		if c <= ' ' || c > '~' {
-			return nil, nil, fmt.Errorf("bad field name %q", clip(string(name)))
+			return nil, nil, fmt.Errorf("bad field name %q", render.Clip(string(name), 80))
 		}
 	}
 	return name, bytes.TrimSpace(value), nil
@@ -144,11 +146,3 @@ func get(fields []field, name string) (string, bool) {
 // isText reports whether b looks like control data rather than binary
 // garbage: no NUL byte.
 func isText(b []byte) bool { return bytes.IndexByte(b, 0) < 0 }
-
-// clip shortens untrusted text for a message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}

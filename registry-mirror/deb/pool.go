@@ -12,6 +12,7 @@ import (
 
 	"github.com/xi2/xz"
 
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
@@ -167,7 +168,7 @@ func (p *pool) load(ctx context.Context, k known) (*index, error) {
 		defer f.Close()
 		files, err := readPackages(f, k.Comp)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", clip(k.URL), err)
+			return nil, fmt.Errorf("reading %s: %w", render.Clip(k.URL, 80), err)
 		}
 		idx = &index{files: files}
 		p.add(k.SHA256, idx)
@@ -207,7 +208,7 @@ func readPackages(r io.Reader, comp string) (map[string]debEntry, error) {
 	files := map[string]debEntry{}
 	err = eachPackage(&capped{r: text, n: maxPackagesText}, func(name string, e debEntry) error {
 		if o, dup := files[name]; dup && o.sum != e.sum {
-			return fmt.Errorf("%w: %s is listed twice with different sums", ErrSyntax, clip(name))
+			return fmt.Errorf("%w: %s is listed twice with different sums", ErrSyntax, render.Clip(name, 80))
 		}
 		if len(files) >= maxIndexed {
 			return fmt.Errorf("%w: more than %d packages", ErrSyntax, maxIndexed)

@@ -33,9 +33,9 @@ func Outcome(d policies.Decision) string {
 			continue
 		}
 		switch c.Name {
-		case "cooldown":
+		case policies.CheckCooldown:
 			return Cooldown
-		case "source":
+		case policies.CheckSource:
 			return UnknownSource
 		}
 		return Blocked

@@ -82,7 +82,7 @@ func (env *Env) approveRedirects(ctx context.Context, w Want) func(*url.URL) err
 		}
 		d := env.Policy.Package(ctx, policies.PackageRequest{Ecosystem: w.Ecosystem, Name: w.Name, Source: target.String()})
 		for _, c := range d.Checks {
-			if c.Name == "source" && c.Verdict == policies.Allow {
+			if c.Name == policies.CheckSource && c.Verdict == policies.Allow {
 				return nil
 			}
 		}

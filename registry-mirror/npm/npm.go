@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -83,7 +84,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 	case strings.HasPrefix(path, "-/npm/v1/attestations/"):
 		return h.serveAttestations(w, r, strings.TrimPrefix(path, "-/npm/v1/attestations/"))
 	case strings.HasPrefix(path, "-/"):
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", clip(path))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", render.Clip(path, 120))
 	}
 	if name, ver, ok := versionPath(path); ok {
 		return h.serveVersion(w, r, name, ver)
@@ -129,7 +130,7 @@ func splitPath(p string) (name, file string, err error) {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if file != "" && (strings.ContainsAny(file, "/\\") || !strings.HasSuffix(file, ".tgz") || strings.HasPrefix(file, ".")) {
-		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad tarball name %q", clip(file))
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad tarball name %q", render.Clip(file, 120))
 	}
 	return name, file, nil
 }
@@ -139,18 +140,18 @@ func splitPath(p string) (name, file string, err error) {
 // path tricks.
 func CheckName(name string) error {
 	if name == "" || len(name) > 214 {
-		return fmt.Errorf("npm package name %q: empty or longer than 214 characters", clip(name))
+		return fmt.Errorf("npm package name %q: empty or longer than 214 characters", render.Clip(name, 120))
 	}
 	rest := name
 	if strings.HasPrefix(name, "@") {
 		scope, pkg, ok := strings.Cut(name[1:], "/")
 		if !ok || !validPart(scope) || !validPart(pkg) {
-			return fmt.Errorf("npm package name %q: bad scoped name", clip(name))
+			return fmt.Errorf("npm package name %q: bad scoped name", render.Clip(name, 120))
 		}
 		return nil
 	}
 	if !validPart(rest) {
-		return fmt.Errorf("npm package name %q: not a valid name", clip(name))
+		return fmt.Errorf("npm package name %q: not a valid name", render.Clip(name, 120))
 	}
 	return nil
 }
@@ -179,14 +180,6 @@ func escapeName(name string) string {
 		return "@" + url.PathEscape(name[1:])
 	}
 	return url.PathEscape(name)
-}
-
-// clip shortens untrusted text for a message.
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
 }
 
 // isNotFound reports an upstream 404.

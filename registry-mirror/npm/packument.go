@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	semver "github.com/sandtrail/sandtrail/resolver/npm"
 )
@@ -107,7 +108,7 @@ func parsePackument(name string, b []byte, fetched time.Time) (*packument, error
 	}
 	var got string
 	if err := json.Unmarshal(p.top["name"], &got); err != nil || got != name {
-		return nil, fmt.Errorf("npm: packument of %s names %q", name, clip(got))
+		return nil, fmt.Errorf("npm: packument of %s names %q", name, render.Clip(got, 120))
 	}
 	if err := json.Unmarshal(p.top["versions"], &p.raw); err != nil {
 		return nil, fmt.Errorf("npm: packument of %s: versions: %w", name, err)
@@ -124,7 +125,7 @@ func parsePackument(name string, b []byte, fetched time.Time) (*packument, error
 	for v, raw := range p.raw {
 		var m manifest
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("npm: packument of %s: version %s: %w", name, clip(v), err)
+			return nil, fmt.Errorf("npm: packument of %s: version %s: %w", name, render.Clip(v, 120), err)
 		}
 		p.info[v] = newVersion(&m, times[v])
 		if _, err := semver.ParseVersion(v, semver.NPM); err == nil {
@@ -332,9 +333,9 @@ func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver
 	if _, gone := removed[ver]; !ok || gone || p.info[ver] == nil {
 		if gone {
 			rm := removed[ver]
-			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, clip(ver), rm.Reason)
+			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, render.Clip(ver, 120), rm.Reason)
 		}
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, clip(ver))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, render.Clip(ver, 120))
 	}
 	b, err := h.rewriteVersion(p, ver, raw, false, h.tarballBase(r))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -31,7 +32,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	v, in := p.byFile(file)
 	if in == nil {
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, clip(file))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, render.Clip(file, 120))
 	}
 	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.tarball, h.upstream.String(), in.integrity
 	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.scripts, in.bundles, p.stale

@@ -5,6 +5,7 @@
 // them; the producers (collector, dnsproxy, registry-mirror, shims) on
 // those, side by side; daemon/, the composition root, on the producers;
 // cmd/ on top. Within them, record/event takes the standard library only,
+// record/render that and record/event,
 // the eBPF collector no configuration, YAML, SQLite or Debian parser, and
 // the shim binary cmd/sandtrail-shim no BPF, SQLite, mirror, collector or
 // policy. It lists each import graph with `go list -deps` for every target

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // AgentUser is the unprivileged user that session commands run as unless
@@ -446,7 +447,7 @@ func ParseEnv(lines []string) ([]string, error) {
 		}
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || !envName(k) || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("%q: want KEY=VALUE with KEY a name of letters, digits and _", clip(l))
+			return nil, fmt.Errorf("%q: want KEY=VALUE with KEY a name of letters, digits and _", render.Clip(l, 80))
 		}
 		out = append(out, k+"="+v)
 	}
@@ -463,11 +464,4 @@ func envName(k string) bool {
 		}
 	}
 	return true
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
