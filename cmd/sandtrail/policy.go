@@ -13,7 +13,6 @@ import (
 
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/release"
-	"github.com/sandtrail/sandtrail/resolver"
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
@@ -181,7 +180,7 @@ func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg
 
 // policyExplainRequest reads the package argument and the flags.
 func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string) (policies.ExplainRequest, error) {
-	eco, name, spec, err := policyParsePackageArg(arg)
+	eco, name, spec, err := policies.ParsePackageRef(arg)
 	if err != nil {
 		return policies.ExplainRequest{}, err
 	}
@@ -229,29 +228,6 @@ func policyWriteExplain(w io.Writer, r *policies.Explanation) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", c.Name, c.Verdict, c.Reason, rule)
 	}
 	return tw.Flush()
-}
-
-// policyParsePackageArg parses ECOSYSTEM:NAME[@SPEC] (resolver.ParseRef;
-// no @ means any version) or a purl.
-func policyParsePackageArg(s string) (eco, name, spec string, err error) {
-	if strings.HasPrefix(s, "pkg:") {
-		p, err := policies.ParsePurl(s)
-		if err != nil {
-			return "", "", "", err
-		}
-		if p.IsGlob() {
-			return "", "", "", fmt.Errorf("%q: explain needs one package, not a pattern", s)
-		}
-		return p.Type, p.Name, p.Version, nil
-	}
-	r, err := resolver.ParseRef(s)
-	if errors.Is(err, resolver.ErrNotRef) {
-		return "", "", "", fmt.Errorf("%q: want ECOSYSTEM:NAME@SPEC, such as npm:lodash@^4.17.0", s)
-	}
-	if err != nil {
-		return "", "", "", fmt.Errorf("%q: %w", s, err)
-	}
-	return r.Ecosystem.Name(), r.Name, r.Spec, nil
 }
 
 func policyParseTime(s string) (time.Time, error) {
