@@ -34,19 +34,20 @@ func newPolicyCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check FILE",
 		Short: "Validate a policy file, listing every error with its line and field",
-		Long: `check validates a policy file. It exits 0 when the file is valid, 1 when it
-is invalid (listing every error as FILE:LINE: FIELD: MESSAGE), and 2 when it
-cannot be read.`,
+		Long: `check validates a policy file. It exits 0 when the file is valid, 4 when it
+is invalid (listing every error as FILE:LINE: FIELD: MESSAGE), and 1 when it
+cannot be read or on a usage error (docs/operations.md has the table every
+command shares).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := policyCheckFormat(format); err != nil {
-				return &exitError{code: 2, err: err}
+				return usageErr(err)
 			}
 			file := args[0]
 			_, err := policies.Load(file)
 			var fes policies.Errors
 			if err != nil && !errors.As(err, &fes) {
-				return &exitError{code: 2, err: err}
+				return usageErr(err)
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
@@ -64,7 +65,7 @@ cannot be read.`,
 				}
 			}
 			if len(fes) > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%s: invalid policy (%d %s)", file, len(fes), policyPlural(len(fes), "error", "errors"))}
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%s: invalid policy (%d %s)", file, len(fes), policyPlural(len(fes), "error", "errors"))}
 			}
 			return nil
 		},

@@ -217,8 +217,8 @@ func TestPolicyCheck(t *testing.T) {
 	}
 
 	out, err = policyCLI(t, "policy", "check", "../../policies/testdata/bad-values.yaml", "--format", "json")
-	if code := policyExitCode(err); code != 1 {
-		t.Fatalf("check bad-values.yaml exit code = %d (%v), want 1", code, err)
+	if code := policyExitCode(err); code != exitInvalid {
+		t.Fatalf("check bad-values.yaml exit code = %d (%v), want %d", code, err, exitInvalid)
 	}
 	var res struct {
 		Valid  bool `json:"valid"`
@@ -243,13 +243,13 @@ func TestPolicyCheck(t *testing.T) {
 	}
 
 	out, err = policyCLI(t, "policy", "check", "../../policies/testdata/bad-unknown-fields.yaml")
-	if policyExitCode(err) != 1 || !strings.Contains(out, "bad-unknown-fields.yaml:8: cooldown.min_agee: unknown field") {
+	if policyExitCode(err) != exitInvalid || !strings.Contains(out, "bad-unknown-fields.yaml:8: cooldown.min_agee: unknown field") {
 		t.Errorf("check bad-unknown-fields.yaml = %q, %v", out, err)
 	}
 
 	_, err = policyCLI(t, "policy", "check", filepath.Join(t.TempDir(), "missing.yaml"))
-	if code := policyExitCode(err); code != 2 {
-		t.Errorf("check missing file exit code = %d (%v), want 2", code, err)
+	if code := policyExitCode(err); code != exitFailed {
+		t.Errorf("check missing file exit code = %d (%v), want %d", code, err, exitFailed)
 	}
 }
 
