@@ -159,12 +159,8 @@ func newestSession(ctx context.Context, ix *index.Index) (string, error) {
 		return "", err
 	}
 	for _, f := range []query.Filter{{Kinds: pkg}, {}} {
-		ss, err := ix.Sessions(ctx, f)
-		if err != nil {
-			return "", err
-		}
-		if len(ss) > 0 {
-			return ss[len(ss)-1].ID, nil
+		if id, err := ix.NewestSession(ctx, f); err != nil || id != "" {
+			return id, err
 		}
 	}
 	return "", usageErr(fmt.Errorf("no sessions recorded"))

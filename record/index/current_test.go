@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestOpenCurrent(t *testing.T) {
 		}
 		return dir
 	}
-	open := func(path, dir string) (*Index, uint64) {
+	open := func(path, dir string) uint64 {
 		t.Helper()
 		ix, err := OpenCurrent(ctx, path, dir)
 		if err != nil {
@@ -39,29 +40,22 @@ func TestOpenCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		ix.Close()
-		return ix, st.Events
+		return st.Events
 	}
 	all := handcrafted()
 	dir := fill(all)
 	path := filepath.Join(t.TempDir(), "index.db")
-	if _, n := open(path, dir); n != uint64(len(all)) {
+	if n := open(path, dir); n != uint64(len(all)) {
 		t.Errorf("OpenCurrent(new) indexed %d events, want %d", n, len(all))
 	}
 	// Another schema version is rebuilt.
-	ix, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ix.db.Exec(`PRAGMA user_version = 99`); err != nil {
-		t.Fatal(err)
-	}
-	ix.Close()
-	if _, n := open(path, dir); n != uint64(len(all)) {
+	setSchemaVersion(t, path, 99)
+	if n := open(path, dir); n != uint64(len(all)) {
 		t.Errorf("OpenCurrent(old schema) indexed %d events, want %d", n, len(all))
 	}
 	// A shorter journal in its place is stale: the index is rebuilt from it.
 	short := fill(all[:3])
-	if _, n := open(path, short); n != 3 {
+	if n := open(path, short); n != 3 {
 		t.Errorf("OpenCurrent(shorter journal) indexed %d events, want 3", n)
 	}
 	if _, err := OpenCurrent(ctx, path, filepath.Join(t.TempDir(), "nope")); !errors.Is(err, ErrNoJournal) {
@@ -92,5 +86,19 @@ func TestEachEvent(t *testing.T) {
 	})
 	if err != nil || i != len(hits) || i == 0 {
 		t.Errorf("EachEvent = %d events, %v; want the %d hits", i, err, len(hits))
+	}
+}
+
+// setSchemaVersion opens (or creates) the index at path and marks it as
+// written by schema version v.
+func setSchemaVersion(t *testing.T, path string, v int) {
+	t.Helper()
+	ix, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v)); err != nil {
+		t.Fatal(err)
 	}
 }

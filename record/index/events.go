@@ -48,3 +48,13 @@ func (ix *Index) NewestKernel(ctx context.Context, before uint64) (*event.Kernel
 	})
 	return k, err
 }
+
+// NewestSession returns the id of the session that began last among those
+// with an event matching f, or "" when there is none.
+func (ix *Index) NewestSession(ctx context.Context, f query.Filter) (string, error) {
+	ss, err := ix.Sessions(ctx, f)
+	if err != nil || len(ss) == 0 {
+		return "", err
+	}
+	return ss[len(ss)-1].ID, nil
+}

@@ -7,17 +7,19 @@ import (
 	"testing"
 )
 
+// keyName is the name of the test's key pairs.
+const keyName = "sandtrail/test"
+
 // TestKeyPairFiles: WriteKeyPair writes the signer key 0600 and the
 // verifier key 0644, refuses to overwrite either, and ReadVerifierKey and
 // LoadVerifiers read back the same verifier key; a verifier key file that
 // does not match its signer key is an error.
 func TestKeyPairFiles(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "keys")
-	skey, vkey := KeyPairIn(dir)
+	skey, vkey := KeyPairIn(filepath.Join(t.TempDir(), "keys"))
 	if vkey != VerifierPath(skey) {
 		t.Fatalf("KeyPairIn = %s, %s; want the verifier beside the signer (%s)", skey, vkey, VerifierPath(skey))
 	}
-	pub, err := WriteKeyPair(skey, vkey, "sandtrail/test")
+	pub, err := WriteKeyPair(skey, vkey, keyName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func TestKeyPairFiles(t *testing.T) {
 			t.Errorf("%s: %v, %v; want mode %v", f.path, st.Mode().Perm(), err, f.mode)
 		}
 	}
-	if _, err := WriteKeyPair(skey, vkey, "sandtrail/test"); err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
+	if _, err := WriteKeyPair(skey, vkey, keyName); err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
 		t.Errorf("WriteKeyPair over an existing pair = %v, want a refusal", err)
 	}
 	if got, err := ReadVerifierKey(skey, vkey); err != nil || got != pub {
@@ -37,10 +39,10 @@ func TestKeyPairFiles(t *testing.T) {
 	}
 	if vs, err := LoadVerifiers(vkey); err != nil {
 		t.Errorf("LoadVerifiers = %v", err)
-	} else if _, err := vs.Verifier("sandtrail/test", 0); err == nil {
+	} else if _, err := vs.Verifier(keyName, 0); err == nil {
 		t.Errorf("Verifier with a wrong hash found a key")
 	}
-	_, other, err := GenerateKey("sandtrail/test")
+	_, other, err := GenerateKey(keyName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,18 @@ type Run struct {
 	KernelFrom uint64
 }
 
+// JournalSummary is the verification of the journal from the session on.
+type JournalSummary struct {
+	Dir       string `json:"dir"`
+	Status    string `json:"status"`
+	Entries   uint64 `json:"entries"`
+	Covered   uint64 `json:"covered"`
+	Uncovered uint64 `json:"uncovered"`
+	// VerifiedFrom is the seq verification began at (journal.VerifyFrom).
+	VerifiedFrom uint64 `json:"verified_from"`
+	Error        string `json:"error,omitempty"`
+}
+
 // Summary is what `sandtrail run` prints when the session has ended.
 type Summary struct {
 	SessionID  string            `json:"session_id"`
@@ -49,18 +61,6 @@ type Summary struct {
 	// Kernel is what the kernel collector of the session's host could see
 	// and enforce (its newest collector.capabilities), when it is known.
 	Kernel *event.Kernel `json:"kernel,omitempty"`
-}
-
-// JournalSummary is the verification of the journal from the session on.
-type JournalSummary struct {
-	Dir       string `json:"dir"`
-	Status    string `json:"status"`
-	Entries   uint64 `json:"entries"`
-	Covered   uint64 `json:"covered"`
-	Uncovered uint64 `json:"uncovered"`
-	// VerifiedFrom is the seq verification began at (journal.VerifyFrom).
-	VerifiedFrom uint64 `json:"verified_from"`
-	Error        string `json:"error,omitempty"`
 }
 
 // Sources are where Summarize reads what the journal alone does not say.
