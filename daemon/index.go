@@ -11,16 +11,11 @@ import (
 )
 
 // followIndex keeps the index at path current with the journal until ctx is
-// done, rebuilding it first when its schema is out of date. It logs rather
-// than returns its errors: the journal, not the index, is the record.
+// done, rebuilding it first when its schema is out of date or it no longer
+// matches the journal (index.OpenCurrent). It logs rather than returns its
+// errors: the journal, not the index, is the record.
 func followIndex(ctx context.Context, path, jdir string, j *journal.Journal, log hclog.Logger) {
-	ix, err := index.Open(path, index.WithLogger(log))
-	if errors.Is(err, index.ErrSchema) {
-		log.Info("index schema changed, rebuilding", "index", path)
-		if err = index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err == nil {
-			ix, err = index.Open(path, index.WithLogger(log))
-		}
-	}
+	ix, err := index.OpenCurrent(ctx, path, jdir, index.WithLogger(log))
 	if err != nil {
 		log.Error("index not followed", "index", path, "error", err)
 		return

@@ -8,10 +8,6 @@ import (
 	"github.com/sandtrail/sandtrail/daemon"
 )
 
-// exitCannotRun is doctor's exit code when sandtrail cannot run here: the
-// kernel lacks a capability that the collector or the policy requires.
-const exitCannotRun = 2
-
 // doctorLong is doctor's help.
 const doctorLong = `doctor checks, before anything runs, whether this machine can host sandtrail
 sessions and what the record will lack on it. It loads nothing: it probes
@@ -43,9 +39,10 @@ capabilities that the collector could do without required, as the daemon
 and run then do at start. docs/kernels.md says what each capability is for
 and which kernels have it.
 
-Exit status: 0 when sandtrail runs here; 2 when the kernel lacks a
+Exit status: 0 when sandtrail runs here; 5 when the kernel lacks a
 capability that the collector or the policy requires; 1 when the kernel
-could not be probed (not root) or on a usage error. --format json prints
+could not be probed (not root) or on a usage error (docs/operations.md
+has the table every command shares). --format json prints
 the same as one object (kernel, probe_error, require, unmet, nearest,
 cgroups, tracefs, sock_diag), whatever the exit status.`
 

@@ -159,12 +159,8 @@ func newestSession(ctx context.Context, ix *index.Index) (string, error) {
 		return "", err
 	}
 	for _, f := range []query.Filter{{Kinds: pkg}, {}} {
-		ss, err := ix.Sessions(ctx, f)
-		if err != nil {
-			return "", err
-		}
-		if len(ss) > 0 {
-			return ss[len(ss)-1].ID, nil
+		if id, err := ix.NewestSession(ctx, f); err != nil || id != "" {
+			return id, err
 		}
 	}
 	return "", usageErr(fmt.Errorf("no sessions recorded"))
@@ -182,20 +178,23 @@ func buildPackages(ctx context.Context, ix *index.Index, id, shimDir string) (v 
 	if err != nil {
 		return nil, 0, err
 	}
-	b := pkgview.New(pkgview.WithShimDir(shimDir), pkgview.WithSystemWheels(daemon.SystemWheels(daemon.WheelDirs...)...))
-	err = ix.Each(ctx, query.Filter{Session: id, Kinds: kinds}, func(h index.Hit) error {
-		var e event.Event
-		if err := decodeHit(h.Raw, &e); err == nil {
-			e.Seq = h.Seq
-			b.Add(&e)
-			n++
-		}
+	b := pkgview.New(viewOptions(shimDir)...)
+	err = ix.EachEvent(ctx, query.Filter{Session: id, Kinds: kinds}, func(e *event.Event) error {
+		b.Add(e)
+		n++
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading session %s: %w", id, err)
 	}
 	return b.View(), n, nil
+}
+
+// viewOptions are the package view's options, as the daemon's live rules
+// have them: the shims of shimDir (the configured shim_dir) and the host's
+// bundled wheels.
+func viewOptions(shimDir string) []pkgview.Option {
+	return []pkgview.Option{pkgview.WithShimDir(shimDir), pkgview.WithSystemWheels(daemon.SystemWheels(daemon.WheelDirs...)...)}
 }
 
 func writePackages(out io.Writer, v *pkgview.View, format string) error {

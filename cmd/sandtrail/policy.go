@@ -14,7 +14,6 @@ import (
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/release"
 	"github.com/sandtrail/sandtrail/record/render"
-	"github.com/sandtrail/sandtrail/resolver"
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
@@ -36,19 +35,20 @@ func newPolicyCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check FILE",
 		Short: "Validate a policy file, listing every error with its line and field",
-		Long: `check validates a policy file. It exits 0 when the file is valid, 1 when it
-is invalid (listing every error as FILE:LINE: FIELD: MESSAGE), and 2 when it
-cannot be read.`,
+		Long: `check validates a policy file. It exits 0 when the file is valid, 4 when it
+is invalid (listing every error as FILE:LINE: FIELD: MESSAGE), and 1 when it
+cannot be read or on a usage error (docs/operations.md has the table every
+command shares).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := policyCheckFormat(format); err != nil {
-				return &exitError{code: 2, err: err}
+				return usageErr(err)
 			}
 			file := args[0]
 			_, err := policies.Load(file)
 			var fes policies.Errors
 			if err != nil && !errors.As(err, &fes) {
-				return &exitError{code: 2, err: err}
+				return usageErr(err)
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
@@ -66,7 +66,7 @@ cannot be read.`,
 				}
 			}
 			if len(fes) > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%s: invalid policy (%d %s)", file, len(fes), policyPlural(len(fes), "error", "errors"))}
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%s: invalid policy (%d %s)", file, len(fes), policyPlural(len(fes), "error", "errors"))}
 			}
 			return nil
 		},
@@ -182,7 +182,7 @@ func runPolicyExplain(cmd *cobra.Command, g *globals, f *policyExplainFlags, arg
 
 // policyExplainRequest reads the package argument and the flags.
 func policyExplainRequest(cmd *cobra.Command, f *policyExplainFlags, arg string) (policies.ExplainRequest, error) {
-	eco, name, spec, err := policyParsePackageArg(arg)
+	eco, name, spec, err := policies.ParsePackageRef(arg)
 	if err != nil {
 		return policies.ExplainRequest{}, err
 	}
@@ -230,29 +230,6 @@ func policyWriteExplain(w io.Writer, r *policies.Explanation) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", c.Name, c.Verdict, c.Reason, rule)
 	}
 	return tw.Flush()
-}
-
-// policyParsePackageArg parses ECOSYSTEM:NAME[@SPEC] (resolver.ParseRef;
-// no @ means any version) or a purl.
-func policyParsePackageArg(s string) (eco, name, spec string, err error) {
-	if strings.HasPrefix(s, "pkg:") {
-		p, err := policies.ParsePurl(s)
-		if err != nil {
-			return "", "", "", err
-		}
-		if p.IsGlob() {
-			return "", "", "", fmt.Errorf("%q: explain needs one package, not a pattern", s)
-		}
-		return p.Type, p.Name, p.Version, nil
-	}
-	r, err := resolver.ParseRef(s)
-	if errors.Is(err, resolver.ErrNotRef) {
-		return "", "", "", fmt.Errorf("%q: want ECOSYSTEM:NAME@SPEC, such as npm:lodash@^4.17.0", s)
-	}
-	if err != nil {
-		return "", "", "", fmt.Errorf("%q: %w", s, err)
-	}
-	return r.Ecosystem.Name(), r.Name, r.Spec, nil
 }
 
 func policyParseTime(s string) (time.Time, error) {

@@ -3,18 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
@@ -65,45 +62,14 @@ func filterFlags(cmd *cobra.Command) *query.Args {
 	return a
 }
 
-// openIndex opens the index and catches it up with the journal. An index of
-// another schema version, or one that no longer matches the journal, is
-// rebuilt.
+// openIndex opens the index brought up to date with the journal
+// (index.OpenCurrent), naming the data directory when there is no journal.
 func openIndex(ctx context.Context, cfg *Config, log hclog.Logger) (*index.Index, error) {
-	jdir := cfg.JournalDir()
-	if fi, err := os.Stat(jdir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("no journal at %s: nothing has been recorded with this data directory (set --data or SANDTRAIL_DATA_DIR)", jdir)
+	ix, err := index.OpenCurrent(ctx, cfg.IndexPath(), cfg.JournalDir(), index.WithLogger(log))
+	if errors.Is(err, index.ErrNoJournal) {
+		return nil, fmt.Errorf("no journal at %s: nothing has been recorded with this data directory (set --data or SANDTRAIL_DATA_DIR)", cfg.JournalDir())
 	}
-	path := cfg.IndexPath()
-	ix, err := index.Open(path, index.WithLogger(log))
-	if errors.Is(err, index.ErrSchema) {
-		log.Info("index schema changed, rebuilding", "index", path)
-		if err := index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err != nil {
-			return nil, err
-		}
-		ix, err = index.Open(path, index.WithLogger(log))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w (sandtrail reindex rebuilds the index from the journal)", err)
-	}
-	_, err = ix.CatchUp(ctx, jdir)
-	if errors.Is(err, index.ErrStale) {
-		// The journal was replaced or cut back: the index describes
-		// another record. Rebuild it from the journal, the truth.
-		ix.Close()
-		log.Warn("index does not match the journal, rebuilding", "index", path, "error", err)
-		if err := index.Reindex(ctx, path, jdir, nil, index.WithLogger(log)); err != nil {
-			return nil, err
-		}
-		if ix, err = index.Open(path, index.WithLogger(log)); err != nil {
-			return nil, err
-		}
-		_, err = ix.CatchUp(ctx, jdir)
-	}
-	if err != nil {
-		ix.Close()
-		return nil, fmt.Errorf("catching up with the journal: %w", err)
-	}
-	return ix, nil
+	return ix, err
 }
 
 func newQueryCmd(g *globals) *cobra.Command {
@@ -174,10 +140,9 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 	err := ix.Each(ctx, f, func(h index.Hit) error {
 		switch format {
 		case "table":
-			var ev event.Event
 			sum := "(undecodable)"
-			if err := decodeHit(h.Raw, &ev); err == nil {
-				sum = render.Summary(&ev)
+			if ev, err := h.Event(); err == nil {
+				sum = render.Summary(ev)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.TS.Format("2006-01-02T15:04:05.000Z07:00"),
 				render.Clean(h.SessionID, 40), render.Clean(h.Kind, 32), sum)
@@ -209,10 +174,4 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 		w.WriteString("]\n")
 	}
 	return w.Flush()
-}
-
-// decodeHit decodes a stored event for display, leniently: fields of a
-// newer schema are ignored rather than hiding the event.
-func decodeHit(raw []byte, ev *event.Event) error {
-	return json.Unmarshal(raw, ev)
 }

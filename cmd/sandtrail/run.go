@@ -9,21 +9,19 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/index"
-	"github.com/sandtrail/sandtrail/record/journal"
-	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/timeline"
 )
 
 // runLong is run's help.
@@ -278,7 +276,7 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Requ
 	if format == "json" {
 		_ = writeJSON(stderr, sum)
 	} else {
-		sum.writeText(stderr)
+		writeRunSummary(stderr, sum)
 	}
 	code := 0
 	if res.ExitStatus != nil {
@@ -316,138 +314,30 @@ func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.R
 	return res, h.Opened(), errors.Join(err, cerr)
 }
 
-// runSummary is what run prints when the session has ended.
-type runSummary struct {
-	SessionID  string            `json:"session_id"`
-	HostedBy   string            `json:"hosted_by"`
-	Reason     string            `json:"reason"`
-	ExitStatus *int32            `json:"exit_status,omitempty"`
-	StartError string            `json:"start_error,omitempty"`
-	Duration   string            `json:"duration"`
-	DurationMS int64             `json:"duration_ms"`
-	Events     uint64            `json:"events"`
-	ByCategory map[string]uint64 `json:"by_category"`
-	Alerts     []string          `json:"alerts"`
-	Limits     []string          `json:"limit_hits"`
-	// Lost sums the session's own loss events; LostHostWide the host-wide
-	// ones (no session) journaled while it ran.
-	Lost         uint64         `json:"lost"`
-	LostHostWide uint64         `json:"lost_host_wide"`
-	Workdir      string         `json:"workdir"`
-	Keep         string         `json:"keep"`
-	Snapshot     string         `json:"snapshot_sha256,omitempty"`
-	Journal      journalSummary `json:"journal"`
-	Errors       []string       `json:"errors,omitempty"`
-	// Kernel is what the kernel collector of the session's host could see
-	// and enforce (its newest collector.capabilities), when it is known.
-	Kernel *event.Kernel `json:"kernel,omitempty"`
+// summarize is run's summary of the session that res reports
+// (timeline.Summarize), with the configured verifier key; for a daemon's
+// session the host's kernel capabilities come from the index (which the
+// daemon keeps current) when the journal from kernelFrom has none.
+func summarize(ctx context.Context, cfg *Config, res *launch.Result, hosted string, kernelFrom uint64) *timeline.Summary {
+	r := timeline.Run{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
+		StartError: res.StartErr, Workdir: res.Workdir, Keep: res.Keep, Started: res.Started, Ended: res.Ended,
+		From: res.From, KernelFrom: kernelFrom}
+	src := timeline.Sources{Verifiers: func() (note.Verifiers, error) { return loadVerifiers(cfg, nil) }}
+	if hosted == hostedByDaemon {
+		src.Kernel = func() (*event.Kernel, error) {
+			ix, err := openIndex(ctx, cfg, hclog.NewNullLogger())
+			if err != nil {
+				return nil, err
+			}
+			defer ix.Close()
+			return ix.NewestKernel(ctx, res.From)
+		}
+	}
+	return timeline.Summarize(cfg.JournalDir(), r, src)
 }
 
-type journalSummary struct {
-	Dir       string `json:"dir"`
-	Status    string `json:"status"`
-	Entries   uint64 `json:"entries"`
-	Covered   uint64 `json:"covered"`
-	Uncovered uint64 `json:"uncovered"`
-	// VerifiedFrom is the seq verification began at (journal.VerifyFrom).
-	VerifiedFrom uint64 `json:"verified_from"`
-	Error        string `json:"error,omitempty"`
-}
-
-// summarize reads the session's events back from the journal (from the
-// seq the session began at) and verifies the journal from the newest
-// checkpoint before that seq (journal.VerifyFrom). The host's kernel
-// capabilities are the newest collector.capabilities from kernelFrom on
-// (the session's own start, or where a host in this process opened the
-// journal); a daemon's, journaled when it started, come from the index.
-func summarize(ctx context.Context, cfg *Config, res *launch.Result, hosted string, kernelFrom uint64) *runSummary {
-	d := res.Ended.Sub(res.Started)
-	sum := &runSummary{SessionID: res.SessionID, HostedBy: hosted, Reason: res.Reason, ExitStatus: res.ExitStatus,
-		StartError: res.StartErr, Duration: d.Round(time.Millisecond).String(), DurationMS: d.Milliseconds(),
-		ByCategory: map[string]uint64{}, Alerts: []string{}, Limits: []string{}, Workdir: res.Workdir, Keep: res.Keep,
-		Journal: journalSummary{Dir: cfg.JournalDir()}}
-	err := journal.Scan(cfg.JournalDir(), min(kernelFrom, res.From), func(seq uint64, raw []byte) error {
-		e, err := event.Unmarshal(raw)
-		if err != nil {
-			return nil
-		}
-		if e.Kind == event.KindCapabilities && e.Kernel != nil {
-			sum.Kernel = e.Kernel
-			return nil
-		}
-		if seq < res.From {
-			return nil
-		}
-		if e.SessionID != res.SessionID && !(e.SessionID == "" && e.Loss != nil) {
-			return nil
-		}
-		sum.Events++
-		sum.ByCategory[e.Category()]++
-		switch {
-		case e.Alert != nil:
-			sum.Alerts = append(sum.Alerts, fmt.Sprintf("%s %s: %s", e.Alert.Level, e.Alert.RuleID, e.Alert.Title))
-		case e.Limit != nil:
-			sum.Limits = append(sum.Limits, render.Limit(e))
-		case e.Loss != nil && e.SessionID == "":
-			sum.LostHostWide += e.Loss.Count
-		case e.Loss != nil:
-			sum.Lost += e.Loss.Count
-		case e.Session != nil && e.Session.Op == "cleanup":
-			sum.Snapshot = e.Session.SnapshotSHA256
-		}
-		return nil
-	})
-	if err != nil {
-		sum.Errors = append(sum.Errors, "reading the journal: "+err.Error())
-	}
-	if sum.Kernel == nil && hosted == hostedByDaemon {
-		if sum.Kernel, err = newestKernel(ctx, cfg, res.From); err != nil {
-			sum.Errors = append(sum.Errors, "reading the daemon's kernel capabilities: "+err.Error())
-		}
-	}
-	vs, err := loadVerifiers(cfg, nil)
-	if err != nil {
-		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
-		return sum
-	}
-	rep, err := journal.VerifyFrom(cfg.JournalDir(), vs, res.From)
-	if rep != nil {
-		sum.Journal.Status, sum.Journal.Entries, sum.Journal.VerifiedFrom = string(rep.Status), rep.Entries, rep.From
-		sum.Journal.Covered, sum.Journal.Uncovered = rep.Covered, rep.Uncovered
-	}
-	if err != nil {
-		if rep == nil {
-			sum.Journal.Status = "error"
-		}
-		sum.Journal.Error = err.Error()
-	}
-	return sum
-}
-
-// newestKernel returns the payload of the newest collector.capabilities
-// journaled before seq before, from the index (which the daemon keeps
-// current), or nil when there is none.
-func newestKernel(ctx context.Context, cfg *Config, before uint64) (*event.Kernel, error) {
-	ix, err := openIndex(ctx, cfg, hclog.NewNullLogger())
-	if err != nil {
-		return nil, err
-	}
-	defer ix.Close()
-	var k *event.Kernel
-	var newest uint64
-	err = ix.Each(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindCapabilities}}}, func(h index.Hit) error {
-		if h.Seq >= before || (k != nil && h.Seq < newest) {
-			return nil
-		}
-		if e, err := event.Unmarshal(h.Raw); err == nil && e.Kernel != nil {
-			k, newest = e.Kernel, h.Seq
-		}
-		return nil
-	})
-	return k, err
-}
-
-func (s *runSummary) writeText(w io.Writer) {
+// writeRunSummary prints run's summary as text.
+func writeRunSummary(w io.Writer, s *timeline.Summary) {
 	status := "-"
 	if s.ExitStatus != nil {
 		status = fmt.Sprint(*s.ExitStatus)

@@ -105,7 +105,7 @@ func TestTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	tl, err := buildTimeline(t.Context(), ix, "S")
+	tl, err := buildTimeline(t.Context(), ix, "S", cfg.ShimDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestRunSummaryKernel(t *testing.T) {
 			res := &launch.Result{SessionID: "S", Reason: "normal", Started: t0, Ended: t0.Add(time.Second), From: tt.from}
 			sum := summarize(t.Context(), cfg, res, tt.hosted, tt.kernelFrom)
 			var b strings.Builder
-			sum.writeText(&b)
+			writeRunSummary(&b, sum)
 			var line string
 			for _, l := range strings.SplitAfter(b.String(), "\n") {
 				if strings.HasPrefix(l, "  kernel ") {

@@ -48,12 +48,12 @@ when the parent is known.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			_, ix, err := g.loadIndex(cmd.Context())
+			cfg, ix, err := g.loadIndex(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer ix.Close()
-			tl, err := buildTimeline(cmd.Context(), ix, id)
+			tl, err := buildTimeline(cmd.Context(), ix, id, cfg.ShimDir)
 			if err != nil {
 				return err
 			}
@@ -71,14 +71,12 @@ when the parent is known.`,
 	return cmd
 }
 
-// buildTimeline reads the session's events from the index.
-func buildTimeline(ctx context.Context, ix *index.Index, id string) (*timeline.Timeline, error) {
-	b := timeline.New(id)
-	err := ix.Each(ctx, query.Filter{Session: id}, func(h index.Hit) error {
-		var e event.Event
-		if err := decodeHit(h.Raw, &e); err == nil {
-			b.Add(h.Seq, &e)
-		}
+// buildTimeline reads the session's events from the index; its packages
+// are joined with the shims of shimDir, as sandtrail packages joins them.
+func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string) (*timeline.Timeline, error) {
+	b := timeline.New(id, viewOptions(shimDir)...)
+	err := ix.EachEvent(ctx, query.Filter{Session: id}, func(e *event.Event) error {
+		b.Add(e.Seq, e)
 		return nil
 	})
 	if err != nil {

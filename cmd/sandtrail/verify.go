@@ -13,35 +13,13 @@ import (
 	"github.com/sandtrail/sandtrail/record/journal"
 )
 
-// The exit codes of sandtrail verify (and prove).
-const (
-	exitIntact    = 0 // verified: every entry is covered by a good checkpoint
-	exitFailed    = 1 // usage error, or the journal could not be read
-	exitTampered  = 2 // an entry, a segment or a checkpoint is bad
-	exitUncovered = 3 // nothing is bad, but entries follow the newest checkpoint
-)
-
-// pubKeyPath is the verifier key file beside the signer key file.
-func pubKeyPath(keyFile string) string { return strings.TrimSuffix(keyFile, ".key") + ".pub" }
-
-// usageErr wraps err with the usage/IO exit code.
-func usageErr(err error) error { return &exitError{code: exitFailed, err: err} }
-
 // loadVerifiers reads verifier key files; with none given, the one beside
 // the configured signing key.
 func loadVerifiers(cfg *Config, files []string) (note.Verifiers, error) {
 	if len(files) == 0 {
-		files = []string{pubKeyPath(cfg.KeyFile)}
+		files = []string{journal.VerifierPath(cfg.KeyFile)}
 	}
-	var vs []note.Verifier
-	for _, f := range files {
-		v, err := journal.LoadVerifier(f)
-		if err != nil {
-			return nil, err
-		}
-		vs = append(vs, v)
-	}
-	return note.VerifierList(vs...), nil
+	return journal.LoadVerifiers(files...)
 }
 
 // verifyLong is verify's help.
@@ -57,7 +35,7 @@ detects a journal truncated (and its checkpoints deleted) on the host.
 Entries after the newest checkpoint are "uncovered": no signature vouches for
 them yet, so verify reports them with their own exit code.
 
-Exit codes:
+Exit codes (docs/operations.md has the table every command shares):
   0  intact     every entry is covered by a verified checkpoint
   1  error      usage error, or the journal or a key could not be read
   2  tampered   an entry, a segment or a checkpoint is bad, or the journal is

@@ -318,3 +318,29 @@ func TestCategory(t *testing.T) {
 		t.Errorf("Categories() = %v, want the 11 categories sorted", got)
 	}
 }
+
+func TestDecodeStored(t *testing.T) {
+	tests := []struct {
+		name, raw, want string // want is the kind, or the error
+	}{
+		{"an event", `{"v":1,"ts":"2026-11-29T08:00:00Z","kind":"file.read","source":"kernel"}`, "file.read"},
+		{"a newer schema's field", `{"v":2,"ts":"2026-11-29T08:00:00Z","kind":"file.read","source":"kernel","later":1}`, "file.read"},
+		{"no kind", `{"v":1,"ts":"2026-11-29T08:00:00Z"}`, "decoding event: no kind"},
+		{"no ts", `{"v":1,"kind":"file.read"}`, "decoding event: no ts"},
+		{"not json", `{`, "decoding event: unexpected end of JSON input"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := event.DecodeStored([]byte(tt.raw))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				got = e.Kind
+			}
+			if got != tt.want {
+				t.Errorf("DecodeStored(%s) = %q, want %q", tt.raw, got, tt.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -135,4 +136,39 @@ func decodeSeed(t *testing.T, raw []byte) []byte {
 		t.Fatalf("unquoting corpus value: %v", err)
 	}
 	return []byte(s)
+}
+
+// FuzzDecodeStored feeds a damaged or hostile journal's bytes to
+// DecodeStored. It must never panic; what it accepts has a kind and a
+// time, and its canonical encoding decodes back to the same kind, session
+// and time.
+func FuzzDecodeStored(f *testing.F) {
+	f.Add([]byte(`{"v":1,"ts":"2026-11-29T08:00:00Z","session_id":"s","kind":"file.read","source":"kernel","file":{"op":"read","path":"/etc/ssh/x"}}`))
+	f.Add([]byte(`{"v":9,"ts":"2026-11-29T08:00:00Z","kind":"pkg.install","source":"shim","from_a_newer_schema":{"x":1}}`))
+	f.Add([]byte(`{"kind":"x"}`))
+	f.Add([]byte(`{"ts":"2026-11-29T08:00:00Z"}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := event.DecodeStored(b)
+		if err != nil {
+			if e != nil {
+				t.Fatalf("DecodeStored(%q) returned an event together with %v", b, err)
+			}
+			return
+		}
+		if e.Kind == "" || e.TS.IsZero() {
+			t.Fatalf("DecodeStored(%q) = kind %q ts %v, want both set", b, e.Kind, e.TS)
+		}
+		b1, err := json.Marshal(e)
+		if err != nil {
+			return // a value json cannot encode back (a time past year 9999)
+		}
+		e2, err := event.DecodeStored(b1)
+		if err != nil {
+			t.Fatalf("DecodeStored(encoding of DecodeStored(%q)) = %v", b, err)
+		}
+		if e2.Kind != e.Kind || e2.SessionID != e.SessionID || !e2.TS.Equal(e.TS) {
+			t.Fatalf("DecodeStored round trip of %q = %q %q %v, want %q %q %v", b, e2.Kind, e2.SessionID, e2.TS, e.Kind, e.SessionID, e.TS)
+		}
+	})
 }

@@ -287,14 +287,7 @@ func TestSkippedEntry(t *testing.T) {
 
 func TestSchemaMismatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
-	ix, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ix.db.Exec(`PRAGMA user_version = 99`); err != nil {
-		t.Fatal(err)
-	}
-	ix.Close()
+	setSchemaVersion(t, path, 99)
 	if _, err := Open(path); !errors.Is(err, ErrSchema) {
 		t.Errorf("Open(version 99) error = %v, want ErrSchema", err)
 	}

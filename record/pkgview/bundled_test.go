@@ -161,14 +161,14 @@ func TestBundled(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			v := Build(r.evs)
+			v := build(r.evs)
 			if got := sumBundled(v); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Build rows =\n%+v\nwant\n%+v", got, tt.want)
 			}
 			if got := alertSum(v.Alerts); !reflect.DeepEqual(got, tt.alerts) {
 				t.Errorf("Build alerts = %v, want %v", got, tt.alerts)
 			}
-			w := NewWatcher()
+			w := newWatcher()
 			var live []*event.Event
 			for _, e := range r.evs {
 				live = append(live, w.Add(e)...)

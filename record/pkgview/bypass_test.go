@@ -78,7 +78,7 @@ func TestBypassByWhatTheKernelSaw(t *testing.T) {
 			r.file(12, "read", npmCore)
 		}, nil},
 		{"the shim's pip and its build backends", func(r *rec) {
-			r.spawn(10, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "x")
+			r.spawn(10, 1, testShimDir+"/pip", "/w", "pip", "install", "x")
 			r.fork(11, 10)
 			r.execFile(11, 10, "/usr/bin/pip", "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
 			r.execFile(11, 10, "/usr/bin/python3", "/usr/bin/python3.11", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
@@ -117,10 +117,10 @@ func TestBypassByWhatTheKernelSaw(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			if got := alertSum(Build(r.evs).Alerts); !slices.Equal(got, tt.want) {
+			if got := alertSum(build(r.evs).Alerts); !slices.Equal(got, tt.want) {
 				t.Errorf("Build alerts = %v, want %v", got, tt.want)
 			}
-			w := NewWatcher()
+			w := newWatcher()
 			var live []*event.Event
 			for _, e := range r.evs {
 				live = append(live, w.Add(e)...)
@@ -140,7 +140,7 @@ func TestModuleReadAlert(t *testing.T) {
 		e.Proc = &event.Proc{Pid: 10, Comm: "node"}
 		e.File = &event.File{Op: "read", Path: npmLib}
 	})
-	v := Build(r.evs)
+	v := build(r.evs)
 	if len(v.Alerts) != 1 {
 		t.Fatalf("Build alerts = %v, want one", alertSum(v.Alerts))
 	}

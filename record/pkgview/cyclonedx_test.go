@@ -36,7 +36,7 @@ func bomEvents() []*event.Event {
 }
 
 func TestCycloneDX(t *testing.T) {
-	b, err := CycloneDX(Build(bomEvents()), "sess-42")
+	b, err := CycloneDX(build(bomEvents()), "sess-42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,8 @@ func TestCycloneDX(t *testing.T) {
 		t.Errorf("CycloneDX = %s\nwant (%s) %s", b, golden, want)
 	}
 	checkBOM(t, b)
-	again, _ := CycloneDX(Build(bomEvents()), "sess-42")
-	other, _ := CycloneDX(Build(bomEvents()), "sess-43")
+	again, _ := CycloneDX(build(bomEvents()), "sess-42")
+	other, _ := CycloneDX(build(bomEvents()), "sess-43")
 	if !bytes.Equal(b, again) || bytes.Equal(b, other) {
 		t.Error("CycloneDX is not a function of the view and the session")
 	}

@@ -8,7 +8,22 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 
-const shimNpm = DefaultShimDir + "/npm"
+// testShimDir is the shim directory of the tests' views (build and
+// newWatcher pass it), as the configured shim_dir is the daemon's.
+const testShimDir = "/opt/test/sandtrail/shims"
+
+const shimNpm = testShimDir + "/npm"
+
+// build is Build with the tests' shim directory; opts come after it.
+func build(evs []*event.Event, opts ...Option) *View {
+	return Build(evs, append([]Option{WithShimDir(testShimDir)}, opts...)...)
+}
+
+// newWatcher is NewWatcher with the tests' shim directory; opts come
+// after it.
+func newWatcher(opts ...Option) *Watcher {
+	return NewWatcher(append([]Option{WithShimDir(testShimDir)}, opts...)...)
+}
 
 // rec builds one session's events in journal order, with seqs.
 type rec struct {

@@ -186,7 +186,7 @@ func TestInstalledFromKernel(t *testing.T) {
 			r.exit(10)
 		}, []string{"unverified_install[5]"}},
 		{"pip: RECORD renamed into place, the served version and another", func(r *rec) {
-			r.spawn(10, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "a")
+			r.spawn(10, 1, testShimDir+"/pip", "/w", "pip", "install", "a")
 			r.spawn(11, 10, "/usr/bin/python3", "/w", "python3", "/usr/bin/pip", "install", "a")
 			r.fetch("pypi", "A", "1.0", shaA, "served")
 			r.rename(11, "/t/lib/python/a-1.0.dist-info/RECORD.tmp", "/t/lib/python/a-1.0.dist-info/RECORD")
@@ -196,7 +196,7 @@ func TestInstalledFromKernel(t *testing.T) {
 			r.exit(10)
 		}, []string{"unverified_install[7]"}},
 		{"cargo: a crate unpacked that the mirror never served", func(r *rec) {
-			r.spawn(10, 1, DefaultShimDir+"/cargo", "/w", "cargo", "build")
+			r.spawn(10, 1, testShimDir+"/cargo", "/w", "cargo", "build")
 			r.spawn(11, 10, "/root/.cargo/bin/cargo", "/w", "cargo", "build")
 			r.fetch("cargo", "serde", "1.0.200", shaA, "served")
 			r.create(11, "/h/.cargo/registry/src/idx/serde-1.0.200/Cargo.toml")
@@ -240,14 +240,14 @@ func TestInstalledFromKernel(t *testing.T) {
 // that a Watcher raises the same, live and at the session's end.
 func checkAlerts(t *testing.T, r *rec, want []string, opts ...Option) {
 	t.Helper()
-	v := Build(r.evs, opts...)
+	v := build(r.evs, opts...)
 	if got := alertSum(v.Alerts); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("alerts %v, want %v", got, want)
 		for _, a := range v.Alerts {
 			t.Logf("%s", a.Alert.Summary)
 		}
 	}
-	w := NewWatcher(opts...)
+	w := newWatcher(opts...)
 	var live []*event.Event
 	for _, e := range r.evs {
 		live = append(live, w.Add(e)...)
@@ -281,7 +281,7 @@ func venv(r *rec, pip string) {
 // shimmedPip is `pip install -e .` through the shim: the shim (pid 10)
 // runs pip (pid 11), which installs the project's own dist-info.
 func shimmedPip(r *rec) {
-	r.spawn(10, 1, DefaultShimDir+"/pip", "/h/proj", "pip", "install", "-e", ".")
+	r.spawn(10, 1, testShimDir+"/pip", "/h/proj", "pip", "install", "-e", ".")
 	r.spawn(11, 10, "/usr/bin/python3", "/h/proj", "python3", "/usr/bin/pip", "install", "-e", ".")
 	r.create(11, "/h/t/my_proj-0.1.dist-info/RECORD") // 4
 	r.exit(11)
@@ -350,7 +350,7 @@ func TestInstalledAlertNamesThePackage(t *testing.T) {
 	r.exit(10)
 	r.create(11, "/w/node_modules/@s/evil/package.json")
 	r.exit(11)
-	v := Build(r.evs)
+	v := build(r.evs)
 	if len(v.Alerts) != 1 {
 		t.Fatalf("alerts %v, want one", alertSum(v.Alerts))
 	}

@@ -39,7 +39,6 @@ package pkgview
 import (
 	"time"
 
-	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 )
@@ -78,9 +77,6 @@ const (
 	// of its artifact in the session.
 	RuleUnverified = "unverified_install"
 )
-
-// DefaultShimDir is where the package-manager shims are installed.
-const DefaultShimDir = launch.ShimDir
 
 // View is one session's packages and the alerts about them.
 type View struct {
@@ -213,15 +209,18 @@ type options struct {
 }
 
 func defaults(opts []Option) options {
-	o := options{shimDir: DefaultShimDir}
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return o
 }
 
-// WithShimDir sets the directory of the shims (default DefaultShimDir): a
-// process whose executable is in it is a shim.
+// WithShimDir sets the directory of the shims (the configured shim_dir): a
+// process whose executable is in it is a shim. There is no default: the
+// record does not know where the launcher installs them, so the caller
+// (the daemon, sandtrail packages and timeline) passes its configured
+// directory; without one, only WithShimExe names a shim.
 func WithShimDir(dir string) Option { return func(o *options) { o.shimDir = dir } }
 
 // WithShimExe names another executable that is a shim, for shims that are

@@ -146,7 +146,7 @@ func TestJoin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			v := Build(r.evs)
+			v := build(r.evs)
 			if got := sumRows(v); fmt.Sprint(got) != fmt.Sprint(tt.rows) {
 				t.Errorf("Build rows = %v, want %v", got, tt.rows)
 			}
@@ -163,7 +163,7 @@ func TestRowFields(t *testing.T) {
 	r.install("npm", "lodash", "4.17.21", sriA, 11)
 	r.fetch("npm", "evil", "6.6.6", sriB, "blocked").Pkg.Rule = "blocklist"
 	r.blocked("pypi", "bad", "==1", "blocklist")
-	v := Build(r.evs)
+	v := build(r.evs)
 	if v.SessionID != "S" || len(v.Packages) != 3 {
 		t.Fatalf("Build = session %q, %d packages, want S, 3", v.SessionID, len(v.Packages))
 	}
@@ -217,7 +217,7 @@ func TestBypass(t *testing.T) {
 			r.spawn(13, 12, "/usr/bin/npm", "/w/node_modules/a", "npm", "run", "build")
 		}, nil},
 		{"shim that execs the manager in its own pid", nil, func(r *rec) {
-			r.spawn(10, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "x")
+			r.spawn(10, 1, testShimDir+"/pip", "/w", "pip", "install", "x")
 			r.exec(10, 1, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
 		}, nil},
 		{"a shim's exec covers its own pid, never what the manager then starts", nil, func(r *rec) {
@@ -254,10 +254,10 @@ func TestBypass(t *testing.T) {
 			r.spawn(10, 1, "/usr/bin/apt-get", "/w", "apt-get", "download", "sl")
 		}, []string{"shim_bypass[1]"}},
 		{"dot-dot out of the shim directory", nil, func(r *rec) {
-			r.spawn(10, 1, DefaultShimDir+"/../../../../usr/bin/npm", "/w", "npm", "install")
+			r.spawn(10, 1, testShimDir+"/../../../../usr/bin/npm", "/w", "npm", "install")
 		}, []string{"shim_bypass[1]"}},
 		{"a relative exe is resolved against cwd", nil, func(r *rec) {
-			r.spawn(10, 1, "npm", DefaultShimDir, "npm", "install")
+			r.spawn(10, 1, "npm", testShimDir, "npm", "install")
 			r.spawn(11, 10, "/usr/bin/npm", "/w", "npm", "install")
 			r.spawn(20, 1, "./npm", "/usr/bin", "npm", "install")
 		}, []string{"shim_bypass[5]"}},
@@ -302,7 +302,7 @@ func TestBypass(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			v := Build(r.evs, tt.opts...)
+			v := build(r.evs, tt.opts...)
 			if got := alertSum(v.Alerts); !slices.Equal(got, tt.want) {
 				t.Errorf("Build alerts = %v, want %v", got, tt.want)
 			}
@@ -313,7 +313,7 @@ func TestBypass(t *testing.T) {
 func TestBypassAlert(t *testing.T) {
 	r := newRec("S")
 	r.spawn(10, 1, "/usr/bin/npm", "/w", "npm", "install", "left pad")
-	v := Build(r.evs)
+	v := build(r.evs)
 	if len(v.Alerts) != 1 {
 		t.Fatalf("Build alerts = %v, want one", alertSum(v.Alerts))
 	}
@@ -336,7 +336,7 @@ func TestMismatchAlert(t *testing.T) {
 	r := newRec("S")
 	r.fetch("npm", "lodash", "4.17.21", sriA, "served")
 	r.install("npm", "lodash", "4.17.99", sriA, 11)
-	v := Build(r.evs)
+	v := build(r.evs)
 	if len(v.Alerts) != 1 {
 		t.Fatalf("Build alerts = %v, want one", alertSum(v.Alerts))
 	}

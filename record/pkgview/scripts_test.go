@@ -80,7 +80,7 @@ func TestScripts(t *testing.T) {
 			r.install("npm", "a", "2.0.0", sriB, 99)
 		}, []scriptSum{{row: "npm:a@1.0.0 shim_only", procs: []string{"12:npm_lifecycle"}}}},
 		{"cargo build script writes and connects", func(r *rec) {
-			r.spawn(20, 1, DefaultShimDir+"/cargo", "/w", "cargo", "build")
+			r.spawn(20, 1, testShimDir+"/cargo", "/w", "cargo", "build")
 			r.spawn(21, 20, "/root/.cargo/bin/cargo", "/w", "cargo", "build")
 			r.spawn(22, 21, "/root/.rustup/toolchains/stable/bin/rustc", "/w", "rustc", "--crate-name", "build_script_build")
 			r.exit(22)
@@ -94,7 +94,7 @@ func TestScripts(t *testing.T) {
 		}, []scriptSum{{row: "cargo:foo-sys@0.3.1 shim_only", procs: []string{"23:cargo_build_script", "24:inherited"},
 			sensitive: []string{"read /root/.ssh/id_ed25519"}, files: 2, conns: []string{"198.51.100.7:80 "}}}},
 		{"dpkg postinst, by a shell and with an arch", func(r *rec) {
-			r.spawn(30, 1, DefaultShimDir+"/apt-get", "/", "apt-get", "install", "-y", "curl")
+			r.spawn(30, 1, testShimDir+"/apt-get", "/", "apt-get", "install", "-y", "curl")
 			r.spawn(31, 30, "/usr/bin/apt-get", "/", "apt-get", "install", "-y", "curl")
 			r.spawn(32, 31, "/usr/bin/dpkg", "/", "dpkg", "--configure", "curl")
 			r.spawn(33, 32, "/var/lib/dpkg/info/curl:amd64.postinst", "/", "/bin/sh", "/var/lib/dpkg/info/curl:amd64.postinst", "configure")
@@ -106,7 +106,7 @@ func TestScripts(t *testing.T) {
 			{row: "deb:curl@7.88.1-10 shim_only", procs: []string{"33:dpkg_maintainer_script"}, sensitive: []string{"read /etc/shadow"}, files: 1},
 			{row: "deb:libfoo1@1.0-1 shim_only", procs: []string{"34:dpkg_maintainer_script"}}}},
 		{"a host package's dpkg trigger is no row", func(r *rec) {
-			r.spawn(30, 1, DefaultShimDir+"/apt-get", "/", "apt-get", "install", "-y", "sl")
+			r.spawn(30, 1, testShimDir+"/apt-get", "/", "apt-get", "install", "-y", "sl")
 			r.spawn(31, 30, "/usr/bin/apt-get", "/", "apt-get", "install", "-y", "sl").Proc.UID = event.U32(0)
 			r.spawn(32, 31, "/usr/bin/dpkg", "/", "dpkg", "--configure", "--pending").Proc.UID = event.U32(0)
 			r.spawn(33, 32, "/var/lib/dpkg/info/man-db.postinst", "/", "/bin/sh", "/var/lib/dpkg/info/man-db.postinst", "triggered", "/usr/share/man").Proc.UID = event.U32(0)
@@ -130,7 +130,7 @@ func TestScripts(t *testing.T) {
 			r.spawn(33, 1, "/bin/sh", "/", "/bin/sh", "/var/lib/dpkg/info/man-db.postinst", "triggered", "/usr/share/man")
 		}, []scriptSum{{row: "deb:man-db@ kernel_only", procs: []string{"33:dpkg_maintainer_script"}}}},
 		{"pip sdist build hook in pip-install-*/<name>_<hash>", func(r *rec) {
-			r.spawn(40, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "Evil_Pkg")
+			r.spawn(40, 1, testShimDir+"/pip", "/w", "pip", "install", "Evil_Pkg")
 			r.spawn(41, 40, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "Evil_Pkg")
 			r.fetch("pypi", "evil-pkg", "1.0", shaA, "served")
 			r.spawn(42, 41, "/usr/bin/python3", "/tmp/pip-install-k2j3h4/evil-pkg_0123456789abcdef0123456789abcdef",
@@ -142,7 +142,7 @@ func TestScripts(t *testing.T) {
 		}, []scriptSum{{row: "pypi:Evil_Pkg@1.0 shim+mirror", procs: []string{"42:pip_sdist_build"},
 			sensitive: []string{"read /home/agent/.pypirc"}, files: 1}}},
 		{"pip legacy setup.py of a local directory", func(r *rec) {
-			r.spawn(40, 1, DefaultShimDir+"/pip3", "/w", "pip3", "install", "./mypkg")
+			r.spawn(40, 1, testShimDir+"/pip3", "/w", "pip3", "install", "./mypkg")
 			r.spawn(41, 40, "/usr/bin/python3", "/w", "python3", "-m", "pip", "install", "./mypkg")
 			r.spawn(42, 41, "/usr/bin/python3", "/w/mypkg", "python3", "/w/mypkg/setup.py", "bdist_wheel")
 			r.install("pypi", "mypkg", "0.1", shaA, 41)
@@ -166,7 +166,7 @@ func TestScripts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRec("S")
 			tt.events(r)
-			got := sumScripts(Build(r.evs))
+			got := sumScripts(build(r.evs))
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("Build scripts = %+v\nwant %+v", got, tt.want)
 			}
@@ -182,7 +182,7 @@ func TestFileBounds(t *testing.T) {
 		r.file(11, "write", fmt.Sprintf("/w/node_modules/a/f%d", i))
 	}
 	r.file(11, "read", "/home/agent/.aws/credentials")
-	v := Build(r.evs)
+	v := build(r.evs)
 	p := v.Packages[0]
 	if len(p.Files) != maxFiles+1 || p.FilesOmitted != 10 || !p.Files[maxFiles].Sensitive {
 		t.Errorf("Build files = %d (omitted %d), want %d and the sensitive one kept, 10 omitted", len(p.Files), p.FilesOmitted, maxFiles+1)

@@ -42,7 +42,7 @@ func TestForgedFetchIsNotTheMirrors(t *testing.T) {
 			r.install("pypi", "a", "2.0", shaB, 13)
 			r.forgedFetch(src, "cargo", "only-forged", "1.0.0", hexA)
 
-			v := Build(r.evs)
+			v := build(r.evs)
 			if len(v.Packages) != 3 {
 				t.Fatalf("Build rows = %v, want the three installs' rows only", sumRows(v))
 			}
@@ -57,7 +57,7 @@ func TestForgedFetchIsNotTheMirrors(t *testing.T) {
 			if got := alertSum(v.Alerts); !slices.Equal(got, unverified) {
 				t.Errorf("Build alerts = %v, want %v", got, unverified)
 			}
-			w := NewWatcher()
+			w := newWatcher()
 			var live []*event.Event
 			for _, e := range r.evs {
 				live = append(live, w.Add(e)...)
@@ -73,7 +73,7 @@ func TestForgedFetchIsNotTheMirrors(t *testing.T) {
 					e.Source = event.SourceMirror
 				}
 			}
-			if p := Build(r.evs).Packages[0]; p.Seen != SeenBoth || p.Verified == nil || !*p.Verified || p.MirrorHash != sriA {
+			if p := build(r.evs).Packages[0]; p.Seen != SeenBoth || p.Verified == nil || !*p.Verified || p.MirrorHash != sriA {
 				t.Errorf("the mirror's own fetch: row = seen %s, verified %v, mirror_hash %q; want shim+mirror, verified, %s",
 					p.Seen, p.Verified, p.MirrorHash, sriA)
 			}

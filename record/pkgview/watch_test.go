@@ -21,7 +21,7 @@ func scenarios() (all []*event.Event, bySession map[string][]*event.Event) {
 	c.install("pypi", "a", "2.0", shaA, 11)
 	b.spawn(11, 10, "/usr/bin/npm", "/w", "npm", "install")
 	c.fetch("pypi", "a", "1.0", shaB, "served")
-	a.spawn(20, 1, DefaultShimDir+"/pip", "/w", "pip", "install", "x")
+	a.spawn(20, 1, testShimDir+"/pip", "/w", "pip", "install", "x")
 	a.spawn(21, 20, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "x")
 	c.spawn(30, 1, "/usr/bin/python3", "/w", "python3", "-m", "pip", "install", "x")
 	a.fetch("npm", "x", "1.0.0", sriA, "served")
@@ -49,7 +49,7 @@ func scenarios() (all []*event.Event, bySession map[string][]*event.Event) {
 
 func TestWatcherSameAsBuild(t *testing.T) {
 	all, bySession := scenarios()
-	w := NewWatcher()
+	w := newWatcher()
 	live := map[string][]*event.Event{}
 	for _, e := range all {
 		for _, a := range w.Add(e) {
@@ -58,7 +58,7 @@ func TestWatcherSameAsBuild(t *testing.T) {
 	}
 	n := 0
 	for id, evs := range bySession {
-		want := Build(evs).Alerts
+		want := build(evs).Alerts
 		n += len(want)
 		if !reflect.DeepEqual(live[id], want) && len(want)+len(live[id]) > 0 {
 			t.Errorf("session %s: Watcher alerts = %v, Build alerts = %v", id, alertSum(live[id]), alertSum(want))
@@ -76,14 +76,14 @@ func TestWatcherForgets(t *testing.T) {
 		e.Session = &event.Session{Op: "terminate", Reason: "normal"}
 	})
 	r.install("npm", "a", "2.0.0", sriA, 11)
-	w := NewWatcher()
+	w := newWatcher()
 	var got []*event.Event
 	for _, e := range r.evs {
 		got = append(got, w.Add(e)...)
 	}
 	// An event journaled after the session's end is judged with what
 	// came before, as Build judges it: the fetch of 1.0.0 is known.
-	if want := alertSum(Build(r.evs).Alerts); fmt.Sprint(alertSum(got)) != fmt.Sprint(want) || len(want) == 0 {
+	if want := alertSum(build(r.evs).Alerts); fmt.Sprint(alertSum(got)) != fmt.Sprint(want) || len(want) == 0 {
 		t.Errorf("Watcher alerts = %v after the session's end, want Build's %v", alertSum(got), want)
 	}
 	// Past maxEnded ended sessions, the oldest is forgotten, and its
@@ -107,7 +107,7 @@ func TestWatcherForgets(t *testing.T) {
 }
 
 func TestWatcherBounds(t *testing.T) {
-	w := NewWatcher()
+	w := newWatcher()
 	for i := range maxSessions + 5 {
 		r := newRec(fmt.Sprintf("s%d", i))
 		r.fork(10, 1)
@@ -151,7 +151,7 @@ func TestTap(t *testing.T) {
 	r.spawn(10, 1, "/usr/bin/npm", "/w", "npm", "i")
 	j := &journal{}
 	var emitted []*event.Event
-	app := NewWatcher().Tap(j, func(e *event.Event) { emitted = append(emitted, e) })
+	app := newWatcher().Tap(j, func(e *event.Event) { emitted = append(emitted, e) })
 	// Seqs are the journal's, not the producers': begin at 100.
 	j.evs = make([]*event.Event, 100)
 	for _, e := range r.evs {
@@ -209,7 +209,7 @@ func TestTapFeedsInSeqOrder(t *testing.T) {
 	j := &heldJournal{assigned: make(chan struct{}), release: map[uint64]chan struct{}{0: make(chan struct{}), 1: make(chan struct{})}}
 	var mu sync.Mutex
 	var emitted []*event.Event
-	app := NewWatcher().Tap(j, func(e *event.Event) { mu.Lock(); emitted = append(emitted, e); mu.Unlock() })
+	app := newWatcher().Tap(j, func(e *event.Event) { mu.Lock(); emitted = append(emitted, e); mu.Unlock() })
 	done := map[string]chan error{"fetch": make(chan error, 1), "install": make(chan error, 1)}
 	go func() { done["fetch"] <- app.Append(t.Context(), fetch) }()
 	<-j.assigned

@@ -6,6 +6,10 @@
 // session's cgroup was watched, or a loss) is still in the tree, under its
 // parent when the parent is known. A pid seen again after its exit, or with
 // another start time, is a new process.
+//
+// Summarize is the summary `sandtrail run` prints when a session ends: its
+// events counted from the journal, and the journal verified from where the
+// session began.
 package timeline
 
 import (
@@ -78,10 +82,12 @@ type Builder struct {
 	pkgs  *pkgview.Builder
 }
 
-// New starts the timeline of session id.
-func New(id string) *Builder {
+// New starts the timeline of session id. Its packages are joined by a
+// pkgview.Builder with opts: pass pkgview.WithShimDir with the configured
+// shim directory, as `sandtrail packages` and the daemon do.
+func New(id string, opts ...pkgview.Option) *Builder {
 	return &Builder{tl: &Timeline{SessionID: id, Processes: []*Proc{}, Steps: []Step{}}, byPid: map[int32]*Proc{},
-		pkgs: pkgview.New()}
+		pkgs: pkgview.New(opts...)}
 }
 
 // Add adds the event at seq.

@@ -47,7 +47,7 @@ func BenchmarkWatcherAdd(b *testing.B) {
 		_ = n
 	})
 	b.Run("watcher", func(b *testing.B) {
-		w := pkgview.NewWatcher()
+		w := pkgview.NewWatcher(pkgview.WithShimDir("/usr/local/lib/sandtrail/shims"))
 		for i := range b.N {
 			w.Add(evs[i%len(evs)])
 		}
