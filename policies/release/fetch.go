@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // MaxBody caps a registry response. The largest npm packuments are a few
@@ -86,7 +86,7 @@ func (f *Fetcher) fetchPackument(ctx context.Context, base, name string) (*Info,
 	if err != nil {
 		return nil, err
 	}
-	return ParseNpm(body)
+	return ParseNpm(name, body)
 }
 
 // fetchSimple reads the PEP 691 JSON simple-index page of the normalized
@@ -100,34 +100,29 @@ func (f *Fetcher) fetchSimple(ctx context.Context, base, norm string) (*Info, er
 	if !strings.HasPrefix(ct, "application/vnd.pypi.simple.v1+json") && !strings.HasPrefix(ct, "application/json") {
 		return nil, fmt.Errorf("fetching %s: %w: content type %q, want PEP 691 JSON", u, ErrMalformed, ct)
 	}
-	return ParsePyPI(body, u)
+	return ParsePyPI(norm, body, u)
 }
 
 // fetchSparse reads the sparse-index file of crate name under base, and
-// the index's config.json for the download URL.
+// the index's config.json for the download URL (listing.ParseCrateConfig;
+// without a usable one, the versions have no artifact).
 func (f *Fetcher) fetchSparse(ctx context.Context, base, name string) (*Info, error) {
-	lower := strings.ToLower(name)
-	for _, r := range lower {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return nil, fmt.Errorf("fetching: bad crate name %q", name)
-		}
+	if err := listing.CheckCrateName(name); err != nil {
+		return nil, fmt.Errorf("fetching: %w", err)
 	}
 	var dl string
-	if cfg, _, err := f.get(ctx, base+"config.json", "application/json"); err == nil {
-		var c struct {
-			DL string `json:"dl"`
-		}
-		if json.Unmarshal(cfg, &c) == nil {
-			dl = c.DL
-		}
-	} else {
+	if b, _, err := f.get(ctx, base+"config.json", "application/json"); err != nil {
 		f.log.Debug("crates index has no config.json", "registry", base, "error", err)
+	} else if c, err := listing.ParseCrateConfig(b); err != nil {
+		f.log.Debug("crates index config.json is unusable", "registry", base, "error", err)
+	} else {
+		dl = c.DL
 	}
-	body, _, err := f.get(ctx, base+cratePrefix(lower)+"/"+lower, "")
+	body, _, err := f.get(ctx, base+listing.CrateIndexPath(name), "")
 	if err != nil {
 		return nil, err
 	}
-	return ParseCrates(body, dl)
+	return ParseCrates(name, body, dl)
 }
 
 func (f *Fetcher) get(ctx context.Context, u, accept string) ([]byte, string, error) {

@@ -1,118 +1,75 @@
 package release
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // MaxVersions caps the versions accepted from one document.
 const MaxVersions = 100_000
 
-type npmPackument struct {
-	Name     string                     `json:"name"`
-	DistTags map[string]string          `json:"dist-tags"`
-	Versions map[string]npmVersion      `json:"versions"`
-	Time     map[string]json.RawMessage `json:"time"`
-}
+// malformed wraps a parse error in ErrMalformed.
+func malformed(err error) error { return fmt.Errorf("%w: %w", ErrMalformed, err) }
 
-type npmVersion struct {
-	Scripts          map[string]json.RawMessage `json:"scripts"`
-	HasInstallScript bool                       `json:"hasInstallScript"`
-	Gypfile          bool                       `json:"gypfile"`
-	Dist             struct {
-		Tarball string `json:"tarball"`
-	} `json:"dist"`
-}
-
-// ParseNpm parses an npm packument (the full document, whose "time" map has
-// the publish times; the abbreviated one has none).
-func ParseNpm(data []byte) (*Info, error) {
-	var p npmPackument
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%w: npm packument: %v", ErrMalformed, err)
+// ParseNpm reads the npm packument of package name (listing.ParsePackument)
+// as an Info: the full document, whose "time" map has the publish times
+// (the abbreviated one has none). A version has install scripts when npm
+// would run one (listing.Manifest.Scripts) or the registry says it has
+// (hasInstallScript). Unlike the mirror, which serves the versions whose
+// time it can read, it refuses a packument with a time that does not parse.
+func ParseNpm(name string, data []byte) (*Info, error) {
+	p, err := listing.ParsePackument(name, data)
+	if err != nil {
+		return nil, malformed(err)
 	}
-	if p.Name == "" {
-		return nil, fmt.Errorf("%w: npm packument: no name", ErrMalformed)
+	if p.TimeErr != nil {
+		return nil, malformed(p.TimeErr)
 	}
 	if len(p.Versions) > MaxVersions {
 		return nil, fmt.Errorf("%w: npm packument: %d versions", ErrMalformed, len(p.Versions))
 	}
-	in := &Info{Name: p.Name, Tags: p.DistTags}
-	for v, meta := range p.Versions {
+	in := &Info{Name: p.Name, Tags: p.Tags}
+	for v, m := range p.Versions {
 		if v == "" {
 			return nil, fmt.Errorf("%w: npm packument: empty version key", ErrMalformed)
 		}
-		x := Version{Version: v, Artifact: meta.Dist.Tarball}
-		for _, s := range []string{"preinstall", "install", "postinstall"} {
-			if _, ok := meta.Scripts[s]; ok {
-				x.InstallScripts = true
-			}
-		}
-		x.InstallScripts = x.InstallScripts || meta.HasInstallScript || meta.Gypfile
-		if raw, ok := p.Time[v]; ok {
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("%w: npm packument: time[%q] is not a string", ErrMalformed, v)
-			}
-			t, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				return nil, fmt.Errorf("%w: npm packument: time[%q]: %v", ErrMalformed, v, err)
-			}
-			x.Published = t
-		}
-		in.Versions = append(in.Versions, x)
+		in.Versions = append(in.Versions, Version{Version: v, Published: m.Published, Artifact: m.Tarball,
+			InstallScripts: len(m.Scripts) > 0 || m.HasInstallScript})
 	}
-	slices.SortFunc(in.Versions, func(a, b Version) int { return strings.Compare(a.Version, b.Version) })
+	sortVersions(in)
 	return in, nil
 }
 
-type pypiProject struct {
-	Name     string     `json:"name"`
-	Files    []pypiFile `json:"files"`
-	Versions []string   `json:"versions"`
-}
-
-type pypiFile struct {
-	Filename   string          `json:"filename"`
-	URL        string          `json:"url"`
-	UploadTime string          `json:"upload-time"`
-	Yanked     json.RawMessage `json:"yanked"`
-}
-
-// ParsePyPI parses a project page of PyPI's JSON simple API (PEP 691, with
-// PEP 700's versions and upload-time). base is the page's URL, against which
-// relative file URLs are resolved; it may be nil. A version's publish time
-// is its earliest file's upload time; it is yanked when every file is; it
-// has install scripts when it has no wheel.
-func ParsePyPI(data []byte, base *url.URL) (*Info, error) {
-	var p pypiProject
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%w: pypi project: %v", ErrMalformed, err)
+// ParsePyPI reads the page of PyPI project name (in PEP 503 normal form)
+// of PyPI's JSON simple API (listing.ParseProject: PEP 691, with PEP 700's
+// versions and upload-time) as an Info. base is the page's URL, against
+// which relative file URLs are resolved. A version's publish time is its
+// earliest file's upload time; it is yanked when every file is; it has
+// install scripts when it has no wheel; its artifact is its first wheel,
+// else its first sdist. Files the page cannot attribute to a version of the
+// project (eggs, exes, another project's) are left out, as the mirror
+// leaves them out; a page with an upload time that does not parse is
+// refused.
+func ParsePyPI(name string, data []byte, base *url.URL) (*Info, error) {
+	p, err := listing.ParseProject(name, base, data)
+	if err != nil {
+		return nil, malformed(err)
 	}
-	if p.Name == "" {
-		return nil, fmt.Errorf("%w: pypi project: no name", ErrMalformed)
+	if p.TimeErr != nil {
+		return nil, malformed(p.TimeErr)
 	}
 	if len(p.Files) > MaxVersions*10 || len(p.Versions) > MaxVersions {
 		return nil, fmt.Errorf("%w: pypi project: too many files or versions", ErrMalformed)
 	}
-	type acc struct {
-		v                Version
-		files, yanked    int
-		wheel, sdist     string
-		hasWheel, hasAny bool
-	}
-	byV := map[string]*acc{}
-	get := func(v string) *acc {
+	byV := map[string]*pypiVersion{}
+	get := func(v string) *pypiVersion {
 		a, ok := byV[v]
 		if !ok {
-			a = &acc{v: Version{Version: v}}
+			a = &pypiVersion{v: Version{Version: v}}
 			byV[v] = a
 		}
 		return a
@@ -124,176 +81,80 @@ func ParsePyPI(data []byte, base *url.URL) (*Info, error) {
 		get(v)
 	}
 	for _, f := range p.Files {
-		v, kind := pypiFileVersion(f.Filename)
-		if v == "" {
-			continue // eggs, exes and names that do not parse
-		}
-		a := get(v)
-		a.files++
-		if yanked(f.Yanked) {
-			a.yanked++
-		}
-		u := f.URL
-		if base != nil && u != "" {
-			if ref, err := url.Parse(u); err == nil {
-				u = base.ResolveReference(ref).String()
-			}
-		}
-		if kind == "wheel" {
-			a.hasWheel = true
-			if a.wheel == "" {
-				a.wheel = u
-			}
-		} else if a.sdist == "" {
-			a.sdist = u
-		}
-		if f.UploadTime != "" {
-			t, err := time.Parse(time.RFC3339Nano, f.UploadTime)
-			if err != nil {
-				return nil, fmt.Errorf("%w: pypi file %q: upload-time: %v", ErrMalformed, f.Filename, err)
-			}
-			if a.v.Published.IsZero() || t.Before(a.v.Published) {
-				a.v.Published = t
-			}
-		}
+		get(f.Version).add(f)
 	}
 	in := &Info{Name: p.Name}
 	for _, a := range byV {
-		a.v.Yanked = a.files > 0 && a.yanked == a.files
-		a.v.InstallScripts = a.files > 0 && !a.hasWheel
-		a.v.Artifact = a.wheel
-		if a.v.Artifact == "" {
-			a.v.Artifact = a.sdist
-		}
-		in.Versions = append(in.Versions, a.v)
+		in.Versions = append(in.Versions, a.version())
 	}
-	slices.SortFunc(in.Versions, func(a, b Version) int { return strings.Compare(a.Version, b.Version) })
+	sortVersions(in)
 	return in, nil
 }
 
-// yanked reads PEP 592's yanked: false, true, or a reason string.
-func yanked(raw json.RawMessage) bool {
-	s := strings.TrimSpace(string(raw))
-	return s != "" && s != "false" && s != "null"
+// pypiVersion gathers the files of one version of a project page.
+type pypiVersion struct {
+	v             Version
+	files, yanked int
+	wheel, sdist  string // the first of each
 }
 
-// pypiFileVersion extracts the version from a wheel or sdist file name.
-func pypiFileVersion(name string) (version, kind string) {
-	if strings.ContainsAny(name, "/\\") {
-		return "", ""
+func (a *pypiVersion) add(f *listing.ProjectFile) {
+	a.files++
+	if f.Yanked {
+		a.yanked++
 	}
-	if stem, ok := strings.CutSuffix(name, ".whl"); ok {
-		parts := strings.Split(stem, "-")
-		if len(parts) < 5 || len(parts) > 6 || parts[1] == "" {
-			return "", ""
-		}
-		return parts[1], "wheel"
+	switch {
+	case !f.Sdist && a.wheel == "":
+		a.wheel = f.URL
+	case f.Sdist && a.sdist == "":
+		a.sdist = f.URL
 	}
-	for _, ext := range []string{".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar.xz"} {
-		if stem, ok := strings.CutSuffix(name, ext); ok {
-			i := strings.LastIndexByte(stem, '-')
-			if i <= 0 || i == len(stem)-1 {
-				return "", ""
-			}
-			return stem[i+1:], "sdist"
-		}
+	if !f.Uploaded.IsZero() && (a.v.Published.IsZero() || f.Uploaded.Before(a.v.Published)) {
+		a.v.Published = f.Uploaded
 	}
-	return "", ""
 }
 
-type crateLine struct {
-	Name    string `json:"name"`
-	Vers    string `json:"vers"`
-	Yanked  bool   `json:"yanked"`
-	Pubtime string `json:"pubtime"`
-	Cksum   string `json:"cksum"`
+func (a *pypiVersion) version() Version {
+	v := a.v
+	v.Yanked = a.files > 0 && a.yanked == a.files
+	v.InstallScripts = a.files > 0 && a.wheel == ""
+	v.Artifact = a.wheel
+	if v.Artifact == "" {
+		v.Artifact = a.sdist
+	}
+	return v
 }
 
-// ParseCrates parses a crates sparse-index file: one JSON object per line
-// with name, vers, yanked and (newer entries) pubtime. dl is the index's
-// config.json download template (empty to leave Artifact unset).
-func ParseCrates(data []byte, dl string) (*Info, error) {
-	in := &Info{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var c crateLine
-		if err := json.Unmarshal(line, &c); err != nil {
-			return nil, fmt.Errorf("%w: crates index line %d: %v", ErrMalformed, n, err)
-		}
-		if c.Name == "" || c.Vers == "" {
-			return nil, fmt.Errorf("%w: crates index line %d: no name or vers", ErrMalformed, n)
-		}
-		if in.Name == "" {
-			in.Name = c.Name
-		} else if !strings.EqualFold(in.Name, c.Name) {
-			return nil, fmt.Errorf("%w: crates index line %d: name %q, want %q", ErrMalformed, n, c.Name, in.Name)
-		}
-		v := Version{Version: c.Vers, Yanked: c.Yanked, Artifact: crateURL(dl, c.Name, c.Vers, c.Cksum)}
-		if c.Pubtime != "" {
-			t, err := time.Parse(time.RFC3339Nano, c.Pubtime)
-			if err != nil {
-				return nil, fmt.Errorf("%w: crates index line %d: pubtime: %v", ErrMalformed, n, err)
-			}
-			v.Published = t
-		}
-		if len(in.Versions) >= MaxVersions {
-			return nil, fmt.Errorf("%w: crates index: more than %d versions", ErrMalformed, MaxVersions)
+// ParseCrates reads the sparse-index file of crate name
+// (listing.ParseCrateIndex: one JSON object a line, with name, vers,
+// cksum, yanked and, on newer lines, pubtime) as an Info. dl is the
+// index's config.json download template (empty to leave Artifact unset).
+// Unlike the mirror, which serves the lines it can read, it refuses a file
+// with a line that does not parse.
+func ParseCrates(name string, data []byte, dl string) (*Info, error) {
+	idx := listing.ParseCrateIndex(strings.ToLower(name), data)
+	if idx.Err != nil {
+		return nil, malformed(idx.Err)
+	}
+	if len(idx.Lines) == 0 {
+		return nil, fmt.Errorf("%w: the index file of %s has no versions", ErrMalformed, idx.Name)
+	}
+	if len(idx.Lines) > MaxVersions {
+		return nil, fmt.Errorf("%w: the index file of %s has more than %d versions", ErrMalformed, idx.Name, MaxVersions)
+	}
+	in := &Info{Name: idx.Lines[0].Name}
+	for _, l := range idx.Lines {
+		v := Version{Version: l.Vers, Yanked: l.Yanked, Published: l.Published}
+		if dl != "" {
+			v.Artifact = listing.CrateDownloadURL(dl, l.Name, l.Vers, l.Cksum)
 		}
 		in.Versions = append(in.Versions, v)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: crates index: %v", ErrMalformed, err)
-	}
-	if in.Name == "" {
-		return nil, fmt.Errorf("%w: crates index: no versions", ErrMalformed)
-	}
 	return in, nil
 }
 
-var dlMarker = regexp.MustCompile(`\{(crate|version|prefix|lowerprefix|sha256-checksum)\}`)
-
-// crateURL fills in a crates index download template, as cargo does: with
-// no marker, "/{crate}/{version}/download" is appended.
-func crateURL(dl, name, vers, cksum string) string {
-	if dl == "" {
-		return ""
-	}
-	if !dlMarker.MatchString(dl) {
-		return strings.TrimSuffix(dl, "/") + "/" + name + "/" + vers + "/download"
-	}
-	return dlMarker.ReplaceAllStringFunc(dl, func(m string) string {
-		switch m {
-		case "{crate}":
-			return name
-		case "{version}":
-			return vers
-		case "{prefix}":
-			return cratePrefix(name)
-		case "{lowerprefix}":
-			return strings.ToLower(cratePrefix(name))
-		}
-		return cksum
-	})
-}
-
-// cratePrefix is the index directory of a crate name: 1, 2, 3/a, or ab/cd.
-func cratePrefix(name string) string {
-	switch len(name) {
-	case 0:
-		return ""
-	case 1:
-		return "1"
-	case 2:
-		return "2"
-	case 3:
-		return "3/" + name[:1]
-	}
-	return name[:2] + "/" + name[2:4]
+// sortVersions orders in's versions by their text, so that a listing
+// reads the same each time.
+func sortVersions(in *Info) {
+	slices.SortFunc(in.Versions, func(a, b Version) int { return strings.Compare(a.Version, b.Version) })
 }

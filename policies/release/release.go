@@ -6,8 +6,13 @@
 // explain` uses it to resolve a spec the way the ecosystem's client would,
 // and to learn the publish time that the cooldown needs.
 //
-// Registry responses are untrusted input. The parsers cap what they read,
-// reject malformed documents with an error, never panic, and are fuzzed.
+// The documents are read by resolver/listing, the one parser of each
+// format, which the mirror uses too; ParseNpm, ParsePyPI and ParseCrates
+// derive an Info from what it reads. Registry responses are untrusted
+// input: the parsers cap what they read, never panic, and are fuzzed. They
+// are stricter than the mirror about a document that is not whole: a
+// publish time that does not parse, or an index line that does not, is an
+// error here (ErrMalformed), where the mirror serves what it could read.
 package release
 
 import (

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -22,7 +23,7 @@ func mustRead(t testing.TB, name string) []byte {
 }
 
 func TestParseNpm(t *testing.T) {
-	in, err := ParseNpm(mustRead(t, "npm-left-pad.json"))
+	in, err := ParseNpm("left-pad", mustRead(t, "npm-left-pad.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +52,11 @@ func TestParseNpm(t *testing.T) {
 	}
 }
 
+// pypiBase is the URL of the page of requests.
+var pypiBase, _ = url.Parse("https://pypi.org/simple/requests/")
+
 func TestParsePyPI(t *testing.T) {
-	base, _ := url.Parse("https://pypi.org/simple/requests/")
-	in, err := ParsePyPI(mustRead(t, "pypi-requests.json"), base)
+	in, err := ParsePyPI("requests", mustRead(t, "pypi-requests.json"), pypiBase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func TestParsePyPI(t *testing.T) {
 }
 
 func TestParseCrates(t *testing.T) {
-	in, err := ParseCrates(mustRead(t, "crates-serde"), "https://static.crates.io/crates")
+	in, err := ParseCrates("serde", mustRead(t, "crates-serde"), "https://static.crates.io/crates")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,50 +103,59 @@ func TestParseCrates(t *testing.T) {
 	}
 }
 
-func TestCrateURL(t *testing.T) {
-	tests := []struct{ dl, name, want string }{
-		{"https://static.crates.io/crates", "serde", "https://static.crates.io/crates/serde/1.0.0/download"},
-		{"https://x/api/{crate}/{version}/dl", "serde", "https://x/api/serde/1.0.0/dl"},
-		{"https://x/{prefix}/{crate}-{version}.crate", "Ab", "https://x/2/Ab-1.0.0.crate"},
-		{"https://x/{lowerprefix}/{crate}", "Serde", "https://x/se/rd/Serde"},
-		{"https://x/{sha256-checksum}", "serde", "https://x/abcd"},
-	}
-	for _, tt := range tests {
-		if got := crateURL(tt.dl, tt.name, "1.0.0", "abcd"); got != tt.want {
-			t.Errorf("crateURL(%q, %q) = %q, want %q", tt.dl, tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestParseMalformed(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	tests := []struct {
 		name  string
 		parse func() error
 	}{
-		{"npm not json", func() error { _, err := ParseNpm([]byte("<html>")); return err }},
-		{"npm no name", func() error { _, err := ParseNpm([]byte(`{"versions":{}}`)); return err }},
+		{"npm not json", func() error { _, err := ParseNpm("a", []byte("<html>")); return err }},
+		{"npm no name", func() error { _, err := ParseNpm("a", []byte(`{"versions":{}}`)); return err }},
+		{"npm another package", func() error { _, err := ParseNpm("a", []byte(`{"name":"b","versions":{}}`)); return err }},
 		{"npm bad time", func() error {
-			_, err := ParseNpm([]byte(`{"name":"a","versions":{"1.0.0":{}},"time":{"1.0.0":"yesterday"}}`))
+			_, err := ParseNpm("a", []byte(`{"name":"a","versions":{"1.0.0":{}},"time":{"1.0.0":"yesterday"}}`))
 			return err
 		}},
 		{"npm time not a string", func() error {
-			_, err := ParseNpm([]byte(`{"name":"a","versions":{"1.0.0":{}},"time":{"1.0.0":5}}`))
+			_, err := ParseNpm("a", []byte(`{"name":"a","versions":{"1.0.0":{}},"time":{"1.0.0":5}}`))
 			return err
 		}},
-		{"pypi html", func() error { _, err := ParsePyPI([]byte("<!DOCTYPE html>"), nil); return err }},
+		{"npm empty version", func() error { _, err := ParseNpm("a", []byte(`{"name":"a","versions":{"":{}}}`)); return err }},
+		{"pypi html", func() error { _, err := ParsePyPI("a", []byte("<!DOCTYPE html>"), pypiBase); return err }},
+		{"pypi no api version", func() error { _, err := ParsePyPI("a", []byte(`{"name":"a","files":[]}`), pypiBase); return err }},
+		{"pypi another project", func() error {
+			_, err := ParsePyPI("a", []byte(`{"meta":{"api-version":"1.1"},"name":"b","files":[]}`), pypiBase)
+			return err
+		}},
 		{"pypi bad upload time", func() error {
-			_, err := ParsePyPI([]byte(`{"name":"a","files":[{"filename":"a-1.0.tar.gz","upload-time":"x"}]}`), nil)
+			_, err := ParsePyPI("a", []byte(`{"meta":{"api-version":"1.1"},"name":"a","files":[{"filename":"a-1.0.tar.gz","url":"a-1.0.tar.gz","upload-time":"x"}]}`), pypiBase)
+			return err
+		}},
+		{"pypi empty version", func() error {
+			_, err := ParsePyPI("a", []byte(`{"meta":{"api-version":"1.1"},"name":"a","versions":[""]}`), pypiBase)
 			return err
 		}},
 		{"crates bad line", func() error {
-			_, err := ParseCrates([]byte("{\"name\":\"a\",\"vers\":\"1.0.0\"}\nnot json\n"), "")
+			_, err := ParseCrates("a", []byte("{\"name\":\"a\",\"vers\":\"1.0.0\",\"cksum\":\""+sum+"\"}\nnot json\n"), "")
 			return err
 		}},
 		{"crates mixed names", func() error {
-			_, err := ParseCrates([]byte("{\"name\":\"a\",\"vers\":\"1.0.0\"}\n{\"name\":\"b\",\"vers\":\"1.0.0\"}\n"), "")
+			_, err := ParseCrates("a", []byte("{\"name\":\"a\",\"vers\":\"1.0.0\",\"cksum\":\""+sum+"\"}\n{\"name\":\"b\",\"vers\":\"1.0.0\",\"cksum\":\""+sum+"\"}\n"), "")
 			return err
 		}},
-		{"crates empty", func() error { _, err := ParseCrates(nil, ""); return err }},
+		{"crates bad cksum", func() error {
+			_, err := ParseCrates("a", []byte(`{"name":"a","vers":"1.0.0","cksum":"aaaa"}`), "")
+			return err
+		}},
+		{"crates version twice", func() error {
+			_, err := ParseCrates("a", []byte("{\"name\":\"a\",\"vers\":\"1.0.0\",\"cksum\":\""+sum+"\"}\n{\"name\":\"a\",\"vers\":\"1.0.0+b\",\"cksum\":\""+sum+"\"}\n"), "")
+			return err
+		}},
+		{"crates bad pubtime", func() error {
+			_, err := ParseCrates("a", []byte(`{"name":"a","vers":"1.0.0","cksum":"`+sum+`","pubtime":"x"}`), "")
+			return err
+		}},
+		{"crates empty", func() error { _, err := ParseCrates("a", nil, ""); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,15 +176,15 @@ func tagged(versions ...string) *Info {
 }
 
 func TestResolve(t *testing.T) {
-	npm, err := ParseNpm(mustRead(t, "npm-left-pad.json"))
+	npm, err := ParseNpm("left-pad", mustRead(t, "npm-left-pad.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pypi, err := ParsePyPI(mustRead(t, "pypi-requests.json"), nil)
+	pypi, err := ParsePyPI("requests", mustRead(t, "pypi-requests.json"), pypiBase)
 	if err != nil {
 		t.Fatal(err)
 	}
-	crates, err := ParseCrates(mustRead(t, "crates-serde"), "")
+	crates, err := ParseCrates("serde", mustRead(t, "crates-serde"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,12 +239,13 @@ func TestFetch(t *testing.T) {
 	mux.HandleFunc("/npm/@scope%2Fleft-pad", func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, "npm accept="+r.Header.Get("Accept"))
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(mustRead(t, "npm-left-pad.json"))
+		w.Write(bytes.ReplaceAll(mustRead(t, "npm-left-pad.json"), []byte(`"left-pad"`), []byte(`"@scope/left-pad"`)))
 	})
 	mux.HandleFunc("/simple/python-dateutil/", func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, "pypi accept="+r.Header.Get("Accept"))
 		w.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
-		w.Write(mustRead(t, "pypi-requests.json"))
+		page := bytes.ReplaceAll(mustRead(t, "pypi-requests.json"), []byte(`"requests"`), []byte(`"python-dateutil"`))
+		w.Write(bytes.ReplaceAll(page, []byte("requests-"), []byte("python_dateutil-")))
 	})
 	mux.HandleFunc("/simple/htmlonly/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -256,7 +269,7 @@ func TestFetch(t *testing.T) {
 	in, err = f.Fetch(ctx, "pypi", srv.URL+"/simple/", "Python_DateUtil")
 	if err != nil || len(in.Versions) != 4 {
 		t.Errorf("Fetch(pypi) = %+v, %v", in, err)
-	} else if v, _ := in.Lookup("2.32.0"); v.Artifact != srv.URL+"/packages/requests-2.32.0-py3-none-any.whl" {
+	} else if v, _ := in.Lookup("2.32.0"); v.Artifact != srv.URL+"/packages/python_dateutil-2.32.0-py3-none-any.whl" {
 		t.Errorf("Fetch(pypi): relative URL resolved to %q", v.Artifact)
 	}
 	in, err = f.Fetch(ctx, "cargo", "sparse+"+srv.URL+"/index/", "serde")
@@ -294,22 +307,24 @@ func TestFetch(t *testing.T) {
 	}
 }
 
+// FuzzParseNpm: what parses names the package asked for.
 func FuzzParseNpm(f *testing.F) {
-	f.Add(mustRead(f, "npm-left-pad.json"))
+	f.Add(bytes.ReplaceAll(mustRead(f, "npm-left-pad.json"), []byte("left-pad"), []byte("a")))
 	f.Add([]byte(`{"name":"a","versions":{"":{}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in, err := ParseNpm(data)
-		if err == nil && in.Name == "" {
-			t.Fatalf("ParseNpm accepted a packument without a name")
+		in, err := ParseNpm("a", data)
+		if err == nil && in.Name != "a" {
+			t.Fatalf("ParseNpm(a) accepted a packument of %q", in.Name)
 		}
 	})
 }
 
+// FuzzParsePyPI: what parses has no empty version.
 func FuzzParsePyPI(f *testing.F) {
-	f.Add(mustRead(f, "pypi-requests.json"))
-	base, _ := url.Parse("https://pypi.org/simple/x/")
+	f.Add(bytes.ReplaceAll(mustRead(f, "pypi-requests.json"), []byte("requests"), []byte("a")))
+	base, _ := url.Parse("https://pypi.org/simple/a/")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in, err := ParsePyPI(data, base)
+		in, err := ParsePyPI("a", data, base)
 		if err == nil {
 			for _, v := range in.Versions {
 				if v.Version == "" {
@@ -320,12 +335,13 @@ func FuzzParsePyPI(f *testing.F) {
 	})
 }
 
+// FuzzParseCrates: what parses is the crate asked for, with a version.
 func FuzzParseCrates(f *testing.F) {
-	f.Add(mustRead(f, "crates-serde"), "https://static.crates.io/crates")
-	f.Add([]byte(`{"name":"a","vers":"1"}`), "https://x/{prefix}/{crate}")
+	f.Add(bytes.ReplaceAll(mustRead(f, "crates-serde"), []byte(`"serde"`), []byte(`"a"`)), "https://static.crates.io/crates")
+	f.Add([]byte(`{"name":"a","vers":"1.0.0","cksum":"`+strings.Repeat("0", 64)+`"}`), "https://x/{prefix}/{crate}")
 	f.Fuzz(func(t *testing.T, data []byte, dl string) {
-		in, err := ParseCrates(data, dl)
-		if err == nil && (in.Name == "" || len(in.Versions) == 0) {
+		in, err := ParseCrates("a", data, dl)
+		if err == nil && (strings.ToLower(in.Name) != "a" || len(in.Versions) == 0) {
 			t.Fatalf("ParseCrates = %+v without error", in)
 		}
 	})

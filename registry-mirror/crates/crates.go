@@ -20,7 +20,10 @@
 // cksum and pubtime (crates.io serves it over TLS); the download host is
 // trusted for nothing, since its bytes must hash to the cksum. The client
 // is trusted for nothing: names are checked before any upstream request,
-// and a version is served only if its index line parsed. Index lines that
+// and a version is served only if its index line parsed. The index files
+// and config.json are read by resolver/listing (ParseCrateIndex,
+// ParseCrateConfig), the one parser of the format, which policies/release
+// shares. Index lines that
 // do not parse (bad JSON, a name of another crate, a version that is not
 // semver, a cksum that is not sha256 hex, a bad pubtime, a version listed
 // twice) are dropped from what is served and counted; a download of a
@@ -45,15 +48,8 @@ const DefaultUpstream = "https://index.crates.io/"
 // Ecosystem is the purl type of crates.
 const Ecosystem = resolver.Cargo
 
-// Errors of the index and its paths.
-var (
-	// ErrBadName: a crate name crates.io would not accept.
-	ErrBadName = errors.New("crates: invalid crate name")
-	// ErrBadConfig: the upstream's config.json cannot be used.
-	ErrBadConfig = errors.New("crates: unusable upstream config.json")
-	// ErrNoLines: no line of an index file parses.
-	ErrNoLines = errors.New("crates: no line of the index file parses")
-)
+// ErrNoLines: no line of an index file parses.
+var ErrNoLines = errors.New("crates: no line of the index file parses")
 
 // Handler serves one upstream sparse index.
 type Handler struct {

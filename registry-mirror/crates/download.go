@@ -9,6 +9,7 @@ import (
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // serveCrate serves version of crate name after the policy and its cksum
@@ -36,8 +37,8 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		return err
 	}
-	up := downloadURL(cfg.DL, l.name, l.vers, l.cksum)
-	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.name, up, "sha256:"+l.cksum, idx.stale || stale
+	up := listing.CrateDownloadURL(cfg.DL, l.Name, l.Vers, l.Cksum)
+	rec.Name, rec.URL, rec.Hash, rec.MetadataStale = l.Name, up, "sha256:"+l.Cksum, idx.stale || stale
 	out, d := h.decide(ctx, cfg, l)
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policies.Allow {
@@ -45,14 +46,18 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	if out != fetch.Served {
 		rec.Outcome = out
-		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", l.name, l.vers, d.Rule, d.Reason)
+		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", l.Name, l.Vers, d.Rule, d.Reason)
 	}
-	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: up, Digests: []verify.Digest{l.sum}, Names: []string{"sha256:" + l.cksum},
-		Ecosystem: Ecosystem, Name: l.name})
+	sum, err := verify.Hex(verify.SHA256, l.Cksum)
+	if err != nil {
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the cksum of %s@%s", l.Name, l.Vers)
+	}
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: up, Digests: []verify.Digest{sum}, Names: []string{"sha256:" + l.Cksum},
+		Ecosystem: Ecosystem, Name: l.Name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match the cksum of its index line", l.name, l.vers)
+			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match the cksum of its index line", l.Name, l.Vers)
 		}
 		return err
 	}

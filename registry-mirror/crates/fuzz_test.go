@@ -2,10 +2,10 @@ package crates
 
 import (
 	"bytes"
-	"net/url"
 	"testing"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // FuzzParseIndex: any index file parses without panicking; what is served
@@ -19,35 +19,16 @@ func FuzzParseIndex(f *testing.F) {
 		idx := parseIndex("leaf", b)
 		out := idx.render(map[string]fetch.Removal{})
 		again := parseIndex("leaf", out)
-		if len(again.lines) != len(idx.lines) || again.bad != 0 {
-			t.Fatalf("the served file has %d lines (%d bad), want %d valid ones", len(again.lines), again.bad, len(idx.lines))
+		if len(again.Lines) != len(idx.Lines) || again.Bad != 0 {
+			t.Fatalf("the served file has %d lines (%d bad), want %d valid ones", len(again.Lines), again.Bad, len(idx.Lines))
 		}
-		for i, l := range idx.lines {
-			if again.lines[i].vers != l.vers || again.lines[i].cksum != l.cksum {
-				t.Fatalf("line %d served as %s %s, parsed as %s %s", i, again.lines[i].vers, again.lines[i].cksum, l.vers, l.cksum)
+		for i, l := range idx.Lines {
+			if again.Lines[i].Vers != l.Vers || again.Lines[i].Cksum != l.Cksum {
+				t.Fatalf("line %d served as %s %s, parsed as %s %s", i, again.Lines[i].Vers, again.Lines[i].Cksum, l.Vers, l.Cksum)
 			}
-			if got, err := idx.version(l.name, l.vers); err != nil || got.cksum != l.cksum {
-				t.Fatalf("version(%s) = %v, %v", l.vers, got, err)
+			if got, err := idx.version(l.Name, l.Vers); err != nil || got.Cksum != l.Cksum {
+				t.Fatalf("version(%s) = %v, %v", l.Vers, got, err)
 			}
-		}
-	})
-}
-
-// FuzzParseConfig: any config.json parses without panicking, and one that
-// is accepted expands to an absolute http(s) URL for any crate.
-func FuzzParseConfig(f *testing.F) {
-	f.Add([]byte(`{"dl":"https://static.crates.io/crates","api":"https://crates.io"}`))
-	f.Add([]byte(`{"dl":"http://127.0.0.1:1/files/{lowerprefix}/{crate}/{crate}-{version}.crate"}`))
-	f.Add([]byte(`{"dl":"https://h/{sha256-checksum}","auth-required":true}`))
-	f.Add([]byte(`{"dl":7}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := parseConfig(b)
-		if err != nil {
-			return
-		}
-		u, err := url.Parse(downloadURL(c.DL, "a_b-C", "1.0.0+x", "00"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			t.Fatalf("accepted dl %q expands to %v, %v", c.DL, u, err)
 		}
 	})
 }
@@ -59,7 +40,7 @@ func FuzzPaths(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		if name, err := indexName(p); err == nil && (CheckName(name) != nil || indexPath(name) != p) {
+		if name, err := indexName(p); err == nil && (CheckName(name) != nil || listing.CrateIndexPath(name) != p) {
 			t.Fatalf("indexName(%q) = %q, which is not a valid name at that path", p, name)
 		}
 		if name, _, err := downloadPath(p); err == nil && CheckName(name) != nil {

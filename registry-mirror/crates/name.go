@@ -1,59 +1,19 @@
 package crates
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
-	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/cargo"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
-// maxNameLen is crates.io's limit on a crate name.
-const maxNameLen = 64
-
-// CheckName accepts the crate names crates.io does: at most 64 ASCII
-// letters, digits, - and _, beginning with a letter or a digit. It
-// returns an error wrapping ErrBadName.
-func CheckName(name string) error {
-	eco, err := resolver.Lookup(Ecosystem)
-	if err != nil {
-		return fmt.Errorf("checking a crate name: %w", err)
-	}
-	if err := eco.CheckName(name); err != nil {
-		return fmt.Errorf("%w %q: %w", ErrBadName, render.Clip(name, 120), err)
-	}
-	if len(name) > maxNameLen {
-		return fmt.Errorf("%w %q: longer than %d characters", ErrBadName, render.Clip(name, 120), maxNameLen)
-	}
-	for i, c := range name {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || (c != '-' && c != '_')) {
-			return fmt.Errorf("%w %q: want ASCII letters, digits, - and _, beginning with a letter or digit", ErrBadName, render.Clip(name, 120))
-		}
-	}
-	return nil
-}
-
-// prefixOf is the directory of name's index file, as cargo's {prefix}
-// writes it: 1, 2, 3/<first character>, or <first two>/<next two>.
-func prefixOf(name string) string {
-	switch len(name) {
-	case 1, 2:
-		return fmt.Sprint(len(name))
-	case 3:
-		return "3/" + name[:1]
-	}
-	return name[:2] + "/" + name[2:4]
-}
-
-// indexPath is the path of name's index file beneath the index.
-func indexPath(name string) string {
-	lower := strings.ToLower(name)
-	return prefixOf(lower) + "/" + lower
-}
+// CheckName accepts the crate names crates.io does
+// (listing.CheckCrateName): the mirror's check of a client's path. It
+// returns an error wrapping listing.ErrBadCrateName.
+func CheckName(name string) error { return listing.CheckCrateName(name) }
 
 // indexName reads an index file's path (beneath index/) as the crate's
 // lower-case name: a bad name is a 400, a path that is not where the
@@ -72,8 +32,8 @@ func indexName(p string) (string, error) {
 	if name != strings.ToLower(name) {
 		return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "index file names are lower case, not %q", name)
 	}
-	if indexPath(name) != p {
-		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, indexPath(name), render.Clip(p, 120))
+	if listing.CrateIndexPath(name) != p {
+		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, listing.CrateIndexPath(name), render.Clip(p, 120))
 	}
 	return name, nil
 }

@@ -54,45 +54,6 @@ func status(err error) int {
 	return 0
 }
 
-func TestDownloadURL(t *testing.T) {
-	sum := strings.Repeat("ab", 32)
-	for _, tc := range []struct{ name, dl, crate, want string }{
-		{name: "crates.io, no markers", dl: "https://static.crates.io/crates", crate: "serde", want: "https://static.crates.io/crates/serde/1.0.0/download"},
-		{name: "crate and version", dl: "https://h/{crate}/{crate}-{version}.crate", crate: "serde", want: "https://h/serde/serde-1.0.0.crate"},
-		{name: "prefix keeps case", dl: "https://h/{prefix}/{lowerprefix}/{crate}", crate: "Inflector", want: "https://h/In/fl/in/fl/Inflector"},
-		{name: "short prefixes", dl: "https://h/{prefix}/{crate}", crate: "abc", want: "https://h/3/a/abc"},
-		{name: "checksum", dl: "https://h/{sha256-checksum}", crate: "a", want: "https://h/" + sum},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := downloadURL(tc.dl, tc.crate, "1.0.0", sum); got != tc.want {
-				t.Errorf("downloadURL(%q, %q) = %q, want %q", tc.dl, tc.crate, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestParseConfig(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		ok       bool
-	}{
-		{name: "crates.io", in: `{"dl":"https://static.crates.io/crates","api":"https://crates.io"}`, ok: true},
-		{name: "template", in: `{"dl":"http://127.0.0.1:1/{crate}/{version}"}`, ok: true},
-		{name: "no dl", in: `{"api":"https://crates.io"}`},
-		{name: "relative dl", in: `{"dl":"/crates"}`},
-		{name: "other scheme", in: `{"dl":"file:///etc/{crate}"}`},
-		{name: "auth required", in: `{"dl":"https://h/","auth-required":true}`},
-		{name: "not json", in: `<html>`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig([]byte(tc.in))
-			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadConfig)) {
-				t.Errorf("parseConfig(%s) = %v, want ok %v (or ErrBadConfig)", tc.in, err, tc.ok)
-			}
-		})
-	}
-}
-
 // TestBadPaths: bad names, versions and traversal are refused before any
 // upstream request.
 func TestBadPaths(t *testing.T) {

@@ -19,13 +19,14 @@
 // derived from it. Each tarball's record says whether the version has
 // provenance attestations, whether earlier versions had them and this one
 // lost them (the mark of the malicious nx releases of August 2025), and
-// which install scripts it runs.
+// which install scripts it runs. The packument is read by
+// resolver/listing (ParsePackument), the one parser of the format, which
+// policies/release shares; a publish time it cannot read is unknown here.
 package npm
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // DefaultUpstream is the public npm registry.
@@ -135,41 +137,9 @@ func splitPath(p string) (name, file string, err error) {
 	return name, file, nil
 }
 
-// CheckName accepts npm package names as the registry does: at most 214
-// characters, lower case, URL-safe, an optional @scope/ first, and no
-// path tricks.
-func CheckName(name string) error {
-	if name == "" || len(name) > 214 {
-		return fmt.Errorf("npm package name %q: empty or longer than 214 characters", render.Clip(name, 120))
-	}
-	rest := name
-	if strings.HasPrefix(name, "@") {
-		scope, pkg, ok := strings.Cut(name[1:], "/")
-		if !ok || !validPart(scope) || !validPart(pkg) {
-			return fmt.Errorf("npm package name %q: bad scoped name", render.Clip(name, 120))
-		}
-		return nil
-	}
-	if !validPart(rest) {
-		return fmt.Errorf("npm package name %q: not a valid name", render.Clip(name, 120))
-	}
-	return nil
-}
-
-// validPart is one segment of a name.
-func validPart(s string) bool {
-	if s == "" || s[0] == '.' || s[0] == '_' {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '.', c == '_', c == '~':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// CheckName accepts npm package names as the registry does
+// (listing.CheckNpmName): the mirror's check of a client's path.
+func CheckName(name string) error { return listing.CheckNpmName(name) }
 
 // upstreamURL is the upstream URL of a registry path.
 func (h *Handler) upstreamURL(path string) string { return h.upstream.String() + path }

@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // mirror is a Handler over a fixture registry, served on loopback.
@@ -189,33 +190,6 @@ func TestTarballBundles(t *testing.T) {
 	}
 }
 
-// TestBundledNames: the names a manifest bundles, from either spelling; a
-// field of another shape than npm's, or a name that is no package's,
-// bundles nothing and fails nothing.
-func TestBundledNames(t *testing.T) {
-	for _, tt := range []struct {
-		manifest string
-		want     []string
-	}{
-		{`{"bundleDependencies":["b","a","b"]}`, []string{"a", "b"}},
-		{`{"bundledDependencies":["a"],"bundleDependencies":["c"]}`, []string{"a", "c"}},
-		{`{"dependencies":{"a":"1","b":"2"},"bundleDependencies":true}`, []string{"a", "b"}},
-		{`{"dependencies":{"a":"1"},"bundleDependencies":false}`, nil},
-		{`{"dependencies":{"a":"1"},"bundleDependencies":{"a":"1"}}`, nil},
-		{`{"dependencies":["a"],"bundleDependencies":true}`, nil},
-		{`{"bundleDependencies":["../x","A",7,"","ok"]}`, []string{"ok"}},
-		{`{}`, nil},
-	} {
-		var m manifest
-		if err := json.Unmarshal([]byte(tt.manifest), &m); err != nil {
-			t.Fatalf("%s: %v", tt.manifest, err)
-		}
-		if got := m.bundled(); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: bundled = %q, want %q", tt.manifest, got, tt.want)
-		}
-	}
-}
-
 // TestProvenanceLoss: with provenance_loss: block, a version without the
 // attestations an earlier version had is removed and refused (the
 // malicious nx releases of August 2025 stood out that way).
@@ -356,34 +330,32 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// FuzzParsePackument: any packument that parses (listing's
+// FuzzParsePackument fuzzes the format) is ordered, and its dist-tags are
+// repaired and its provenance compared without panicking.
 func FuzzParsePackument(f *testing.F) {
 	f.Add([]byte(`{"name":"x","versions":{"1.0.0":{"dist":{"tarball":"http://h/x/-/x-1.0.0.tgz","integrity":"sha512-AA=="}}},"dist-tags":{"latest":"1.0.0"},"time":{"1.0.0":"2020-01-01T00:00:00Z"}}`))
 	f.Add([]byte(`{"name":"x","versions":{"1":{}}}`))
-	f.Add([]byte(`{"name":"x","versions":null,"time":7}`))
-	f.Add([]byte(`{"name":"x","versions":{"1":{"dependencies":{"a":"1","@s/b":"2"},"bundledDependencies":true,"bundleDependencies":["c",7,"C"]}}}`))
-	f.Add([]byte(`{"name":"x","versions":{"1":{"dependencies":[1],"bundleDependencies":{"a":1},"bundledDependencies":true}}}`))
+	f.Add([]byte(`{"name":"x","versions":{"1.0.0":{"dist":{"attestations":{}}},"2.0.0-rc.1":{},"0.1.0":{}},"dist-tags":{"latest":"2.0.0-rc.1","next":"9"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := parsePackument("x", b, time.Now())
 		if err != nil {
 			return
 		}
-		for v, in := range p.info {
-			if !slices.IsSorted(in.bundles) || len(slices.Compact(slices.Clone(in.bundles))) != len(in.bundles) {
-				t.Errorf("version %q bundles %q: not sorted, each once", v, in.bundles)
-			}
-			for _, n := range in.bundles {
-				if CheckName(n) != nil {
-					t.Errorf("version %q bundles %q, no npm package name", v, n)
-				}
-			}
+		if !slices.IsSortedFunc(p.order, compare) {
+			t.Errorf("order %q is not ascending", p.order)
 		}
 		removed := map[string]fetch.Removal{}
-		for v := range p.info {
+		for v := range p.Versions {
 			removed[v] = fetch.Removal{}
 			break
 		}
-		p.repairTags(removed)
-		for v := range p.info {
+		for tag, v := range p.repairTags(removed) {
+			if _, gone := removed[v]; gone {
+				t.Errorf("tag %s names %q, which is removed", tag, v)
+			}
+		}
+		for v := range p.Versions {
 			p.lostProvenance(v)
 		}
 	})
@@ -498,9 +470,9 @@ func TestVersionDocument(t *testing.T) {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 		Dist    struct {
-			Tarball    string      `json:"tarball"`
-			Integrity  string      `json:"integrity"`
-			Signatures []signature `json:"signatures"`
+			Tarball    string              `json:"tarball"`
+			Integrity  string              `json:"integrity"`
+			Signatures []listing.Signature `json:"signatures"`
 		} `json:"dist"`
 	}
 	for _, p := range []string{"/npm/left-pad/latest", "/npm/left-pad/1.3.0"} {

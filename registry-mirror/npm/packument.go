@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,143 +15,34 @@ import (
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 	semver "github.com/sandtrail/sandtrail/resolver/npm"
 )
 
-// packument is a parsed full packument.
+// packument is a parsed full packument, as the mirror holds it.
 type packument struct {
-	name    string
+	*listing.Packument
 	fetched time.Time
-	stale   bool // served from the cache because the upstream failed
-	top     map[string]json.RawMessage
-	raw     map[string]json.RawMessage // version → manifest
-	info    map[string]*version
-	tags    map[string]string
+	stale   bool     // served from the cache because the upstream failed
 	order   []string // the versions that parse, lowest first
 }
 
-// version is what the mirror needs of one version's manifest.
-type version struct {
-	tarball   string
-	integrity string
-	shasum    string
-	sigs      []signature
-	attested  bool
-	scripts   []string
-	bundles   []string // the names of the packages its tarball bundles
-	published time.Time
-}
-
-type signature struct {
-	KeyID string `json:"keyid"`
-	Sig   string `json:"sig"`
-}
-
-// manifest is the part of a version's manifest the mirror reads.
-type manifest struct {
-	Dist struct {
-		Tarball      string          `json:"tarball"`
-		Integrity    string          `json:"integrity"`
-		Shasum       string          `json:"shasum"`
-		Signatures   []signature     `json:"signatures"`
-		Attestations json.RawMessage `json:"attestations"`
-	} `json:"dist"`
-	Scripts map[string]json.RawMessage `json:"scripts"`
-	GypFile bool                       `json:"gypfile"`
-	// Dependencies, BundleDependencies and BundledDependencies (npm
-	// reads either spelling) are read by bundled; a value of another
-	// shape than npm's bundles nothing, and fails no version.
-	Dependencies        json.RawMessage `json:"dependencies"`
-	BundleDependencies  json.RawMessage `json:"bundleDependencies"`
-	BundledDependencies json.RawMessage `json:"bundledDependencies"`
-}
-
-// bundled are the names of the packages a version's manifest says its
-// tarball carries: bundleDependencies (or bundledDependencies) as a list
-// of names, or true for all of its dependencies; sorted, each once, a
-// name that is no npm package name left out.
-func (m *manifest) bundled() []string {
-	var names []string
-	for _, raw := range []json.RawMessage{m.BundleDependencies, m.BundledDependencies} {
-		var all bool
-		if json.Unmarshal(raw, &all) == nil && all {
-			var deps map[string]json.RawMessage
-			_ = json.Unmarshal(m.Dependencies, &deps) // dependencies of another shape: none
-			for d := range deps {
-				names = append(names, d)
-			}
-			continue
-		}
-		var list []json.RawMessage
-		_ = json.Unmarshal(raw, &list) // bundles of another shape: none
-		for _, item := range list {
-			var n string
-			if json.Unmarshal(item, &n) == nil {
-				names = append(names, n)
-			}
-		}
-	}
-	names = slices.DeleteFunc(names, func(n string) bool { return CheckName(n) != nil })
-	slices.Sort(names)
-	return slices.Compact(names)
-}
-
-// installScripts are the lifecycle scripts npm runs at install time.
-var installScripts = []string{"preinstall", "install", "postinstall"}
-
-// parsePackument reads a full packument of name.
+// parsePackument reads a full packument of name (listing.ParsePackument:
+// a time that does not parse is an unknown publish time) and orders its
+// versions.
 func parsePackument(name string, b []byte, fetched time.Time) (*packument, error) {
-	p := &packument{name: name, fetched: fetched, info: map[string]*version{}, tags: map[string]string{}}
-	if err := json.Unmarshal(b, &p.top); err != nil {
-		return nil, fmt.Errorf("npm: packument of %s: %w", name, err)
+	lp, err := listing.ParsePackument(name, b)
+	if err != nil {
+		return nil, err
 	}
-	var got string
-	if err := json.Unmarshal(p.top["name"], &got); err != nil || got != name {
-		return nil, fmt.Errorf("npm: packument of %s names %q", name, render.Clip(got, 120))
-	}
-	if err := json.Unmarshal(p.top["versions"], &p.raw); err != nil {
-		return nil, fmt.Errorf("npm: packument of %s: versions: %w", name, err)
-	}
-	if t := p.top["dist-tags"]; t != nil {
-		if err := json.Unmarshal(t, &p.tags); err != nil {
-			return nil, fmt.Errorf("npm: packument of %s: dist-tags: %w", name, err)
-		}
-	}
-	var times map[string]json.RawMessage
-	if t := p.top["time"]; t != nil {
-		_ = json.Unmarshal(t, &times) // times that do not parse are unknown
-	}
-	for v, raw := range p.raw {
-		var m manifest
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("npm: packument of %s: version %s: %w", name, render.Clip(v, 120), err)
-		}
-		p.info[v] = newVersion(&m, times[v])
+	p := &packument{Packument: lp, fetched: fetched}
+	for v := range p.Versions {
 		if _, err := semver.ParseVersion(v, semver.NPM); err == nil {
 			p.order = append(p.order, v)
 		}
 	}
 	sort.Slice(p.order, func(i, j int) bool { return compare(p.order[i], p.order[j]) < 0 })
 	return p, nil
-}
-
-func newVersion(m *manifest, when json.RawMessage) *version {
-	v := &version{tarball: m.Dist.Tarball, integrity: m.Dist.Integrity, shasum: m.Dist.Shasum, sigs: m.Dist.Signatures,
-		attested: len(m.Dist.Attestations) > 0 && !bytes.Equal(m.Dist.Attestations, []byte("null"))}
-	for _, s := range installScripts {
-		if _, ok := m.Scripts[s]; ok {
-			v.scripts = append(v.scripts, s)
-		}
-	}
-	if m.GypFile {
-		v.scripts = append(v.scripts, "binding.gyp")
-	}
-	v.bundles = m.bundled()
-	var s string
-	if json.Unmarshal(when, &s) == nil {
-		v.published, _ = time.Parse(time.RFC3339Nano, s)
-	}
-	return v
 }
 
 // compare orders two parsable versions.
@@ -165,14 +55,14 @@ func compare(a, b string) int {
 // lostProvenance reports whether a version lower than v had attestations
 // that v lacks.
 func (p *packument) lostProvenance(v string) bool {
-	if p.info[v] == nil || p.info[v].attested {
+	if p.Versions[v] == nil || p.Versions[v].Attested {
 		return false
 	}
 	for _, o := range p.order {
 		if o == v {
 			return false
 		}
-		if p.info[o].attested {
+		if p.Versions[o].Attested {
 			return true
 		}
 	}
@@ -198,16 +88,16 @@ func (h *Handler) get(ctx context.Context, name string) (*packument, error) {
 
 // decide asks the policy about version v of p.
 func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, policies.Decision) {
-	in := p.info[v]
-	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: p.name, Version: v,
-		Source: in.tarball, Registry: h.upstream.String(), Published: in.published, InstallScripts: len(in.scripts) > 0,
+	in := p.Versions[v]
+	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: p.Name, Version: v,
+		Source: in.Tarball, Registry: h.upstream.String(), Published: in.Published, InstallScripts: len(in.Scripts) > 0,
 		ProvenanceLost: p.lostProvenance(v)})
 }
 
 // filter returns the versions of p the policy removes.
 func (h *Handler) filter(ctx context.Context, p *packument) map[string]fetch.Removal {
 	removed := map[string]fetch.Removal{}
-	for v := range p.info {
+	for v := range p.Versions {
 		if out, d := h.decide(ctx, p, v); out != fetch.Served {
 			removed[v] = fetch.Removal{Version: v, Outcome: out, Rule: d.Rule, Reason: d.Reason}
 		}
@@ -219,8 +109,8 @@ func (h *Handler) filter(ctx context.Context, p *packument) map[string]fetch.Rem
 // highest remaining version below it (a release for a release), and drops
 // a tag with none.
 func (p *packument) repairTags(removed map[string]fetch.Removal) map[string]string {
-	tags := make(map[string]string, len(p.tags))
-	for tag, v := range p.tags {
+	tags := make(map[string]string, len(p.Tags))
+	for tag, v := range p.Tags {
 		if _, gone := removed[v]; !gone {
 			tags[tag] = v
 			continue
@@ -329,17 +219,17 @@ func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver
 	if v, ok := p.repairTags(removed)[ver]; ok {
 		ver = v
 	}
-	raw, ok := p.raw[ver]
-	if _, gone := removed[ver]; !ok || gone || p.info[ver] == nil {
+	in, ok := p.Versions[ver]
+	if _, gone := removed[ver]; !ok || gone {
 		if gone {
 			rm := removed[ver]
 			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, render.Clip(ver, 120), rm.Reason)
 		}
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, render.Clip(ver, 120))
 	}
-	b, err := h.rewriteVersion(p, ver, raw, false, h.tarballBase(r))
+	b, err := h.rewriteVersion(p, ver, in.Raw, false, h.tarballBase(r))
 	if err != nil {
-		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.name, ver)
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.Name, ver)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if h.upstream.String() == PublicRegistry {
@@ -361,7 +251,7 @@ func (h *Handler) rendered(p *packument, removed map[string]fetch.Removal, abbre
 		gone = append(gone, v)
 	}
 	sort.Strings(gone)
-	key := fmt.Sprintf("%s\x00%d\x00%v\x00%v\x00%s\x00%s", p.name, p.fetched.UnixNano(), p.stale, abbrev, base, strings.Join(gone, ","))
+	key := fmt.Sprintf("%s\x00%d\x00%v\x00%v\x00%s\x00%s", p.Name, p.fetched.UnixNano(), p.stale, abbrev, base, strings.Join(gone, ","))
 	h.mu.Lock()
 	b, ok := h.renders[key]
 	h.mu.Unlock()
@@ -394,25 +284,25 @@ var abbrevFields = []string{"name", "version", "deprecated", "dependencies", "op
 // render writes p without the removed versions, its tarball URLs beneath
 // base (tarballBase).
 func (h *Handler) render(p *packument, removed map[string]fetch.Removal, abbrev bool, base string) ([]byte, error) {
-	versions := make(map[string]json.RawMessage, len(p.raw))
-	for v, raw := range p.raw {
+	versions := make(map[string]json.RawMessage, len(p.Versions))
+	for v, in := range p.Versions {
 		if _, gone := removed[v]; gone {
 			continue
 		}
-		nv, err := h.rewriteVersion(p, v, raw, abbrev, base)
+		nv, err := h.rewriteVersion(p, v, in.Raw, abbrev, base)
 		if err != nil {
-			return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.name, v)
+			return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "rewriting %s@%s", p.Name, v)
 		}
 		versions[v] = nv
 	}
 	out := map[string]any{"versions": versions, "dist-tags": p.repairTags(removed)}
 	if abbrev {
-		out["name"] = p.name
-		if m, ok := p.top["modified"]; ok {
+		out["name"] = p.Name
+		if m, ok := p.Top["modified"]; ok {
 			out["modified"] = m
 		}
 	} else {
-		for k, v := range p.top {
+		for k, v := range p.Top {
 			if k != "versions" && k != "dist-tags" && k != "time" {
 				out[k] = v
 			}
@@ -425,7 +315,7 @@ func (h *Handler) render(p *packument, removed map[string]fetch.Removal, abbrev 
 // times is p's time map without the removed versions.
 func (p *packument) times(removed map[string]fetch.Removal) map[string]json.RawMessage {
 	var all map[string]json.RawMessage
-	_ = json.Unmarshal(p.top["time"], &all)
+	_ = json.Unmarshal(p.Top["time"], &all)
 	for v := range removed {
 		delete(all, v)
 	}
@@ -444,7 +334,7 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 	if err := json.Unmarshal(m["dist"], &dist); err != nil {
 		return nil, errors.New("no dist")
 	}
-	t, _ := json.Marshal(h.tarballURL(base, p.name, p.info[v].tarball))
+	t, _ := json.Marshal(h.tarballURL(base, p.Name, p.Versions[v].Tarball))
 	// dist.attestations stays: npm rewrites its URL onto the registry it
 	// is configured with, the mirror, which proxies it.
 	dist["tarball"] = t
@@ -456,7 +346,7 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 				keep[f] = x
 			}
 		}
-		if len(p.info[v].scripts) > 0 {
+		if len(p.Versions[v].Scripts) > 0 {
 			keep["hasInstallScript"] = json.RawMessage("true")
 		}
 		m = keep
@@ -467,7 +357,7 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 // recordFilter records, once per session and package, the versions the
 // policy removed from what the client was served.
 func (h *Handler) recordFilter(ctx context.Context, p *packument, removed map[string]fetch.Removal) {
-	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.name, Registry: h.upstream.String(), Client: ctxClient(ctx)}
+	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.Name, Registry: h.upstream.String(), Client: ctxClient(ctx)}
 	for _, r := range removed {
 		f.Removed = append(f.Removed, r)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // Key is one of the registry's signing keys, as /-/npm/v1/keys lists it.
@@ -156,12 +157,12 @@ func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[st
 // verifySignature checks that a signature of a known, unexpired key covers
 // "name@version:integrity". It returns the key id. A signature verified
 // once is remembered, by the signed message and the signatures.
-func (h *Handler) verifySignature(ctx context.Context, name, v string, in *version) (string, error) {
+func (h *Handler) verifySignature(ctx context.Context, name, v string, in *listing.Manifest) (string, error) {
 	keys, exp, _, err := h.keys.load(ctx)
 	if err != nil {
 		return "", err
 	}
-	memo := name + "@" + v + ":" + in.integrity + "\x00" + fmt.Sprint(in.sigs)
+	memo := name + "@" + v + ":" + in.Integrity + "\x00" + fmt.Sprint(in.Signatures)
 	if id, ok := h.keys.verified.Load(memo); ok {
 		return id.(string), nil
 	}
@@ -180,19 +181,19 @@ func (h *Handler) verifySignature(ctx context.Context, name, v string, in *versi
 const maxVerified = 1 << 17
 
 // checkSignatures finds a valid signature among in's.
-func checkSignatures(keys map[string]*ecdsa.PublicKey, exp map[string]time.Time, name, v string, in *version) (string, error) {
-	if len(in.sigs) == 0 {
+func checkSignatures(keys map[string]*ecdsa.PublicKey, exp map[string]time.Time, name, v string, in *listing.Manifest) (string, error) {
+	if len(in.Signatures) == 0 {
 		return "", errors.New("npm: the version has no registry signature")
 	}
-	digest := sha256.Sum256([]byte(name + "@" + v + ":" + in.integrity))
+	digest := sha256.Sum256([]byte(name + "@" + v + ":" + in.Integrity))
 	var why []string
-	for _, s := range in.sigs {
+	for _, s := range in.Signatures {
 		pub, ok := keys[s.KeyID]
 		if !ok {
 			why = append(why, "unknown key "+render.Clip(s.KeyID, 120))
 			continue
 		}
-		if t, ok := exp[s.KeyID]; ok && !in.published.IsZero() && !in.published.Before(t) {
+		if t, ok := exp[s.KeyID]; ok && !in.Published.IsZero() && !in.Published.Before(t) {
 			why = append(why, fmt.Sprintf("key %s expired %s, before the version was published", s.KeyID, t.Format(time.RFC3339)))
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // serveTarball serves the tarball file of package name after the policy,
@@ -34,9 +35,9 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if in == nil {
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, render.Clip(file, 120))
 	}
-	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.tarball, h.upstream.String(), in.integrity
-	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.scripts, in.bundles, p.stale
-	rec.Provenance, rec.ProvenanceLost = &in.attested, p.lostProvenance(v)
+	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.Tarball, h.upstream.String(), in.Integrity
+	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.Scripts, in.Bundles, p.stale
+	rec.Provenance, rec.ProvenanceLost = &in.Attested, p.lostProvenance(v)
 	out, d := h.decide(ctx, p, v)
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policies.Allow {
@@ -60,7 +61,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
 		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
 	}
-	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.tarball, Digests: ds, Names: names, Ecosystem: Ecosystem, Name: name})
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.Tarball, Digests: ds, Names: names, Ecosystem: Ecosystem, Name: name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -75,9 +76,9 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 }
 
 // byFile finds the version whose tarball is file.
-func (p *packument) byFile(file string) (string, *version) {
-	for v, in := range p.info {
-		if path.Base(in.tarball) == file {
+func (p *packument) byFile(file string) (string, *listing.Manifest) {
+	for v, in := range p.Versions {
+		if path.Base(in.Tarball) == file {
 			return v, in
 		}
 	}
@@ -85,24 +86,24 @@ func (p *packument) byFile(file string) (string, *version) {
 }
 
 // digests are a version's published digests: its integrity and shasum.
-func digests(in *version) ([]verify.Digest, []string, error) {
+func digests(in *listing.Manifest) ([]verify.Digest, []string, error) {
 	var ds []verify.Digest
 	var names []string
-	if in.integrity != "" {
-		sri, err := verify.SRI(in.integrity)
+	if in.Integrity != "" {
+		sri, err := verify.SRI(in.Integrity)
 		if err != nil {
 			return nil, nil, err
 		}
 		ds = append(ds, sri...)
-		names = append(names, in.integrity)
+		names = append(names, in.Integrity)
 	}
-	if in.shasum != "" {
-		d, err := verify.Hex(verify.SHA1, in.shasum)
+	if in.Shasum != "" {
+		d, err := verify.Hex(verify.SHA1, in.Shasum)
 		if err != nil {
 			return nil, nil, err
 		}
 		ds = append(ds, d)
-		names = append(names, "sha1:"+in.shasum)
+		names = append(names, "sha1:"+in.Shasum)
 	}
 	if len(ds) == 0 {
 		return nil, nil, errors.New("npm: the version publishes no digest")

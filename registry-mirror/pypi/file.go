@@ -10,7 +10,11 @@ import (
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
+
+// metadataExt ends a PEP 658 core metadata file's name.
+const metadataExt = ".metadata"
 
 // serveFile serves filename of project name, or its core metadata file,
 // after the policy and the sha256 both passed, and records it.
@@ -33,18 +37,18 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, name, filena
 
 // lookup finds filename on project name's page and checks it with the
 // policy, filling rec.
-func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.Record) (*file, error) {
+func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.Record) (*listing.ProjectFile, error) {
 	doc, err := h.project(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	f := doc.Value.byName[filename]
+	f := doc.Value.ByName[filename]
 	if f == nil {
 		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no file %.120q", name, filename)
 	}
-	rec.Version, rec.URL, rec.Registry, rec.MetadataStale = f.version, f.url, h.upstream.String(), doc.Stale
-	if f.sha256 != "" {
-		rec.Hash = verify.SHA256 + ":" + f.sha256
+	rec.Version, rec.URL, rec.Registry, rec.MetadataStale = f.Version, f.URL, h.upstream.String(), doc.Stale
+	if f.SHA256 != "" {
+		rec.Hash = verify.SHA256 + ":" + f.SHA256
 	}
 	out, d := h.decide(ctx, name, f)
 	rec.Verdict = string(d.Verdict)
@@ -53,7 +57,7 @@ func (h *Handler) lookup(ctx context.Context, name, filename string, rec *fetch.
 	}
 	if out != fetch.Served {
 		rec.Outcome = out
-		return nil, fetch.Errorf(http.StatusForbidden, out, nil, "%s %s (%s) is refused by the policy (%s): %s", name, f.version, filename, d.Rule, d.Reason)
+		return nil, fetch.Errorf(http.StatusForbidden, out, nil, "%s %s (%s) is refused by the policy (%s): %s", name, f.Version, filename, d.Rule, d.Reason)
 	}
 	return f, nil
 }
@@ -64,7 +68,7 @@ func (h *Handler) file(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	return h.serveVerified(w, r, rec, f.url, f.size, f.sha256, true)
+	return h.serveVerified(w, r, rec, f.URL, f.Size, f.SHA256, true)
 }
 
 // metadata serves the core metadata file of filename, verified against
@@ -74,17 +78,17 @@ func (h *Handler) metadata(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return err
 	}
-	if f.metaSHA256 == "" {
+	if f.MetaSHA256 == "" {
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no core metadata with a sha256", filename)
 	}
-	u, err := url.Parse(f.url)
+	u, err := url.Parse(f.URL)
 	if err != nil {
 		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "bad upstream URL")
 	}
 	u.Path += metadataExt
 	u.RawPath = ""
-	rec.URL, rec.Hash = u.String(), verify.SHA256+":"+f.metaSHA256
-	return h.serveVerified(w, r, rec, u.String(), 0, f.metaSHA256, false)
+	rec.URL, rec.Hash = u.String(), verify.SHA256+":"+f.MetaSHA256
+	return h.serveVerified(w, r, rec, u.String(), 0, f.MetaSHA256, false)
 }
 
 // serveVerified fetches rawURL through the cache, checked against its

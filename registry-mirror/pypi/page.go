@@ -12,16 +12,17 @@ import (
 
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // upstreamAccept asks the upstream for PEP 691 JSON only.
 const upstreamAccept = typeJSON
 
 // project returns the parsed page of project name (in normal form).
-func (h *Handler) project(ctx context.Context, name string) (fetch.Doc[*project], error) {
+func (h *Handler) project(ctx context.Context, name string) (fetch.Doc[*listing.Project], error) {
 	u := h.upstream.JoinPath(name + "/")
-	return h.projects.Get(ctx, "pypi:project:"+u.String(), u.String(), upstreamAccept, func(b []byte) (*project, error) {
-		return parseProject(h.eco, name, u, b)
+	return h.projects.Get(ctx, "pypi:project:"+u.String(), u.String(), upstreamAccept, func(b []byte) (*listing.Project, error) {
+		return listing.ParseProject(name, u, b)
 	})
 }
 
@@ -29,29 +30,29 @@ func (h *Handler) project(ctx context.Context, name string) (fetch.Doc[*project]
 // file was uploaded (a file added later to an old release is as new as
 // its upload), from its own URL; an sdist runs the package's code when it
 // is built.
-func (h *Handler) decide(ctx context.Context, name string, f *file) (string, policies.Decision) {
-	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: name, Version: f.version, Source: f.url,
-		Registry: h.upstream.String(), Published: f.uploaded, InstallScripts: f.sdist})
+func (h *Handler) decide(ctx context.Context, name string, f *listing.ProjectFile) (string, policies.Decision) {
+	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: name, Version: f.Version, Source: f.URL,
+		Registry: h.upstream.String(), Published: f.Uploaded, InstallScripts: f.Sdist})
 }
 
 // filter returns the files of p the mirror serves, and the versions of
 // the files the policy refused (one removal per version and rule). A file
 // without a sha256 is never served.
-func (h *Handler) filter(ctx context.Context, p *project) ([]*file, []fetch.Removal) {
-	var served []*file
+func (h *Handler) filter(ctx context.Context, p *listing.Project) ([]*listing.ProjectFile, []fetch.Removal) {
+	var served []*listing.ProjectFile
 	var removed []fetch.Removal
 	seen := map[string]bool{}
-	for _, f := range p.files {
-		out, d := h.decide(ctx, p.name, f)
+	for _, f := range p.Files {
+		out, d := h.decide(ctx, p.Name, f)
 		if out == fetch.Served {
-			if f.sha256 != "" {
+			if f.SHA256 != "" {
 				served = append(served, f)
 			}
 			continue
 		}
-		if k := f.version + "\x00" + out + "\x00" + d.Rule; !seen[k] {
+		if k := f.Version + "\x00" + out + "\x00" + d.Rule; !seen[k] {
 			seen[k] = true
-			removed = append(removed, fetch.Removal{Version: f.version, Outcome: out, Rule: d.Rule, Reason: d.Reason})
+			removed = append(removed, fetch.Removal{Version: f.Version, Outcome: out, Rule: d.Rule, Reason: d.Reason})
 		}
 	}
 	return served, removed

@@ -17,7 +17,10 @@
 // and core metadata (PEP 658/714) are kept.
 //
 // Trust model: the upstream's pages are untrusted input, bounded in size
-// and parsed strictly; the client is untrusted too. A file is fetched only
+// and parsed strictly (by resolver/listing's ParseProject, the one parser
+// of the format, which policies/release shares: a file it cannot
+// attribute to a version of the project is left out); the client is
+// untrusted too. A file is fetched only
 // from the URL that the upstream's own page gives for that filename, never
 // from a URL a client names, so a client cannot make the mirror fetch an
 // arbitrary URL. Every file (and metadata file) is checked against the
@@ -29,6 +32,7 @@
 package pypi
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -36,7 +40,11 @@ import (
 
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
+
+// ErrBadName: a project name that is not a valid PEP 508 name.
+var ErrBadName = errors.New("pypi: not a valid project name")
 
 // DefaultUpstream is PyPI's simple index.
 const DefaultUpstream = "https://pypi.org/simple/"
@@ -54,7 +62,7 @@ type Handler struct {
 	upstream *url.URL
 	prefix   string // the mirror's path prefix, for rewritten URLs
 
-	projects  *fetch.Docs[*project]
+	projects  *fetch.Docs[*listing.Project]
 	roots     *fetch.Docs[[]string]
 	artifacts *fetch.Artifacts
 	filters   fetch.FilterLog
@@ -70,7 +78,7 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) (*Handler, error) {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	return &Handler{env: env, eco: eco, upstream: &u, prefix: prefix, projects: fetch.NewDocs[*project](env, maxParsed),
+	return &Handler{env: env, eco: eco, upstream: &u, prefix: prefix, projects: fetch.NewDocs[*listing.Project](env, maxParsed),
 		roots: fetch.NewDocs[[]string](env, 1), artifacts: fetch.NewArtifacts(env)}, nil
 }
 
@@ -127,7 +135,7 @@ func (h *Handler) splitFilePath(p string) (name, file string, err error) {
 	if norm, err := h.checkName(name); err != nil || norm != name {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "bad project name %.120q in a file path", name)
 	}
-	if err := checkFilename(file); err != nil {
+	if err := listing.CheckFilename(file); err != nil {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	return name, file, nil

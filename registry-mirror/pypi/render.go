@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // The media types of the simple API (PEP 691).
@@ -133,30 +134,30 @@ type outFile struct {
 // page is what the mirror serves of p's files: each at its path beneath
 // the mirror's files/. It is version 1.1 of the API when every file's
 // size is known, else 1.0 (without PEP 700's versions).
-func (h *Handler) page(p *project, files []*file) outPage {
-	pg := outPage{Meta: outMeta{APIVersion: "1.1"}, Name: p.name, Files: make([]outFile, 0, len(files))}
+func (h *Handler) page(p *listing.Project, files []*listing.ProjectFile) outPage {
+	pg := outPage{Meta: outMeta{APIVersion: "1.1"}, Name: p.Name, Files: make([]outFile, 0, len(files))}
 	kept := map[string]bool{}
 	for _, f := range files {
-		o := outFile{Filename: f.name, URL: h.prefix + "files/" + p.name + "/" + url.PathEscape(f.name),
-			Hashes: map[string]string{"sha256": f.sha256}, RequiresPython: f.requiresPython, Size: f.size,
-			SHA256: f.sha256, MetaSHA256: f.metaSHA256, IsYanked: f.yanked, YankedReason: f.yankedReason}
-		if f.yanked {
+		o := outFile{Filename: f.Name, URL: h.prefix + "files/" + p.Name + "/" + url.PathEscape(f.Name),
+			Hashes: map[string]string{"sha256": f.SHA256}, RequiresPython: f.RequiresPython, Size: f.Size,
+			SHA256: f.SHA256, MetaSHA256: f.MetaSHA256, IsYanked: f.Yanked, YankedReason: f.YankedReason}
+		if f.Yanked {
 			o.Yanked = any(true)
-			if f.yankedReason != "" {
-				o.Yanked = f.yankedReason
+			if f.YankedReason != "" {
+				o.Yanked = f.YankedReason
 			}
 		}
-		if !f.uploaded.IsZero() {
-			o.UploadTime = f.uploaded.UTC().Format("2006-01-02T15:04:05.000000Z")
+		if !f.Uploaded.IsZero() {
+			o.UploadTime = f.Uploaded.UTC().Format("2006-01-02T15:04:05.000000Z")
 		}
-		if f.metaSHA256 != "" {
-			o.CoreMetadata = map[string]string{"sha256": f.metaSHA256}
+		if f.MetaSHA256 != "" {
+			o.CoreMetadata = map[string]string{"sha256": f.MetaSHA256}
 		}
-		if f.size == 0 {
+		if f.Size == 0 {
 			pg.Meta.APIVersion = "1.0"
 		}
 		pg.Files = append(pg.Files, o)
-		kept[f.version] = true
+		kept[f.Version] = true
 	}
 	if pg.Meta.APIVersion == "1.1" {
 		pg.Versions = keptVersions(p, kept)
@@ -166,19 +167,19 @@ func (h *Handler) page(p *project, files []*file) outPage {
 
 // keptVersions are the versions that kept a file: in the upstream's order,
 // then any it did not list, in the order of the files.
-func keptVersions(p *project, kept map[string]bool) []string {
+func keptVersions(p *listing.Project, kept map[string]bool) []string {
 	out := []string{}
 	listed := map[string]bool{}
-	for _, v := range p.versions {
+	for _, v := range p.Versions {
 		if kept[v] && !listed[v] {
 			out = append(out, v)
 		}
 		listed[v] = true
 	}
-	for _, f := range p.files {
-		if kept[f.version] && !listed[f.version] {
-			out = append(out, f.version)
-			listed[f.version] = true
+	for _, f := range p.Files {
+		if kept[f.Version] && !listed[f.Version] {
+			out = append(out, f.Version)
+			listed[f.Version] = true
 		}
 	}
 	return out
@@ -243,7 +244,7 @@ func parseRoot(eco *resolver.Ecosystem, b []byte) ([]string, error) {
 	if err := json.Unmarshal(b, &root); err != nil {
 		return nil, fmt.Errorf("reading the index of projects: %w", err)
 	}
-	if err := checkAPIVersion(root.Meta.APIVersion); err != nil {
+	if err := listing.CheckAPIVersion(root.Meta.APIVersion); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(root.Projects))
