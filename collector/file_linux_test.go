@@ -345,7 +345,7 @@ func TestFileReadRulesLater(t *testing.T) {
 	checkReads(t, r, cg, want, unwanted)
 }
 
-// TestFileReadsDecidedAtOpen (issue 14, gap 1): reads beneath rules whose
+// TestFileReadsDecidedAtOpen: reads beneath rules whose
 // directories did not exist when they were added (~/.ssh, ~/.aws, the
 // nested ~/.config/gcloud and ~/.docker/config.json, and an exception
 // inside a missing ~/.ssh) are decided by the kernel at the open: they are

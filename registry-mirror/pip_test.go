@@ -118,7 +118,7 @@ func fetchOf(name, version string) func(*event.Event) bool {
 	}
 }
 
-// TestPipInstall is issue 12's pip case: a real `pip install` through the
+// TestPipInstall is the mirror's pip case: a real `pip install` through the
 // mirror from a loopback fixture index installs the newest version that
 // is outside the cooldown, and its dependency, each wheel verified by
 // sha256 and recorded as a pkg.fetch; a pinned install of the version

@@ -138,7 +138,7 @@ func cargo(t *testing.T, bin, home, mirrorURL, dir string, args ...string) (stri
 	return string(out), err
 }
 
-// TestCargoFetch is issue 12's cargo case: a real `cargo fetch` of a
+// TestCargoFetch is the mirror's cargo case: a real `cargo fetch` of a
 // project through the mirror from a loopback fixture index, every .crate
 // verified and recorded with the checksum cargo wrote into Cargo.lock;
 // the version inside the cooldown is hidden (a range resolves below it,
