@@ -85,6 +85,7 @@ func TestParse(t *testing.T) {
 		{name: "package purl deb relation", in: Args{Package: "pkg:deb/curl@%3E%3D%207.88"}, err: "a purl version is exact"},
 		{name: "package purl npm scope without @", in: Args{Package: "pkg:npm/babel/core@7.24.0"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "npm", Name: "@babel/core", Version: "7.24.0"}}},
+		{name: "package purl pypi namespace", in: Args{Package: "pkg:pypi/org/requests@2.31.0"}, err: "pypi packages have no namespace"},
 		{name: "package purl oci", in: Args{Package: "pkg:oci/library/alpine@3.19"},
 			want: Filter{Package: &PackageMatch{Ecosystem: "oci", Name: "library/alpine", Version: "3.19"}}},
 		{name: "package purl oci digest, as the record spells it", in: Args{Package: "pkg:oci/library/alpine@sha256%3A0123?repository_url=127.0.0.1:5000"},
