@@ -26,6 +26,9 @@ const (
 	mgrCorepack
 )
 
+// managerNames names each manager; those with a shim are named as the
+// ecosystem registry names them (resolver.Ecosystem.Manager), and
+// managerOf knows every command of theirs, as a test checks.
 var managerNames = map[manager]string{mgrNpm: "npm", mgrPip: "pip", mgrCargo: "cargo", mgrApt: "apt", mgrDpkg: "dpkg",
 	mgrPnpm: "pnpm", mgrYarn: "yarn", mgrCorepack: "corepack"}
 
