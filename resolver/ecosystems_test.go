@@ -125,7 +125,7 @@ func TestRegisterChecksBothLists(t *testing.T) {
 }
 
 func TestLookupUnknown(t *testing.T) {
-	for _, name := range []string{"gem", "", "NPM", "maven"} {
+	for _, name := range []string{"nosuch", "", "NPM", "maven"} {
 		if _, err := Lookup(name); !errors.Is(err, ErrUnknownEcosystem) {
 			t.Errorf("Lookup(%q) = %v, want ErrUnknownEcosystem", name, err)
 		}
@@ -259,7 +259,7 @@ func TestPick(t *testing.T) {
 		{name: "oci tag", eco: OCI, spec: "3.19", cands: []string{"3.18", "3.19"}, want: "3.19"},
 		{name: "oci empty is latest", eco: OCI, spec: "", cands: []string{"3.19", "latest"}, want: "latest"},
 		{name: "oci missing tag", eco: OCI, spec: "3.20", cands: []string{"3.19"}, err: ErrNoMatch},
-		{name: "unknown", eco: "gem", spec: "1", err: ErrUnknownEcosystem},
+		{name: "unknown", eco: "nosuch", spec: "1", err: ErrUnknownEcosystem},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestFromPurl(t *testing.T) {
 		{name: "pypi", in: "pkg:pypi/requests@2.31.0", eco: PyPI, pkg: "requests"},
 		{name: "pypi namespace", in: "pkg:pypi/org/requests", err: "pypi packages have no namespace"},
 		{name: "cargo namespace", in: "pkg:cargo/x/serde", err: "cargo packages have no namespace"},
-		{name: "unknown", in: "pkg:gem/rails@7", err: "unknown ecosystem"},
+		{name: "unknown", in: "pkg:nosuch/rails@7", err: "unknown ecosystem"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
