@@ -11,8 +11,8 @@ import (
 )
 
 // A manager is a kind of real package manager, as a bit of a process's
-// ancestry.
-type manager uint8
+// ancestry (8 of its 16 are used).
+type manager uint16
 
 const (
 	mgrNpm manager = 1 << iota
