@@ -160,6 +160,50 @@ image_npmrcs() {
 	} | awk '!seen[$0]++'
 }
 
+# mirror_MANAGER points MANAGER at the mirror system-wide (--mirror), in
+# its own configuration. There is one for each package manager of the
+# ecosystem registry (resolver/ecosystem), each called below; a test
+# (resolver's TestInstallScriptPointsEveryManager) checks both.
+mirror_pip() {
+	image_dirs "$ROOT/etc"
+	keep "$ROOT/etc/pip.conf"
+	printf '%s\n[global]\nindex-url = %s/pypi/simple/\n' "$mark" "$MIRROR" >"$ROOT/etc/pip.conf"
+	say "wrote $ROOT/etc/pip.conf"
+}
+
+mirror_npm() {
+	local npmrc
+	if [ -z "$ROOT" ]; then
+		set_npm_registry "$(npm config get globalconfig 2>/dev/null || echo /etc/npmrc)"
+	else
+		# The image's node is not this machine's: its npm is not asked.
+		for npmrc in $(image_npmrcs); do set_npm_registry "$ROOT$npmrc"; done
+	fi
+}
+
+mirror_cargo() {
+	local cargo_home="${CARGO_HOME:-/usr/local/cargo}"
+	install -d -m 0755 "$ROOT$cargo_home"
+	keep "$ROOT$cargo_home/config.toml"
+	cat >"$ROOT$cargo_home/config.toml" <<CARGO
+$mark
+[source.crates-io]
+replace-with = "sandtrail-mirror"
+
+[source.sandtrail-mirror]
+registry = "sparse+$MIRROR/crates/index/"
+CARGO
+	say "wrote $ROOT$cargo_home/config.toml${ROOT:+ (cargo reads it where CARGO_HOME=$cargo_home)}"
+}
+
+# mirror_apt: apt reaches the mirror as its HTTP proxy (the mirror serves
+# the Debian archives' hosts in HTTP-proxy mode).
+mirror_apt() {
+	image_dirs "$ROOT/etc/apt/apt.conf.d"
+	printf '%s\nAcquire::http::Proxy "%s/";\n' "$mark" "$MIRROR" >"$ROOT/etc/apt/apt.conf.d/80sandtrail-mirror"
+	say "wrote $ROOT/etc/apt/apt.conf.d/80sandtrail-mirror"
+}
+
 cd "$(dirname "$0")"
 
 build="$(mktemp -d)"
@@ -232,31 +276,10 @@ if [ -n "$MIRROR" ]; then
 	# keep FILE: a file of the operator's own is kept as FILE.sandtrail-bak
 	# before sandtrail's replaces it.
 	keep() { if [ -e "$1" ] && ! grep -qF "$mark" "$1"; then cp -p "$1" "$1.sandtrail-bak"; say "kept $1 as $1.sandtrail-bak"; fi; }
-	image_dirs "$ROOT/etc"
-	keep "$ROOT/etc/pip.conf"
-	printf '%s\n[global]\nindex-url = %s/pypi/simple/\n' "$mark" "$MIRROR" >"$ROOT/etc/pip.conf"
-	say "wrote $ROOT/etc/pip.conf"
-	if [ -z "$ROOT" ]; then
-		set_npm_registry "$(npm config get globalconfig 2>/dev/null || echo /etc/npmrc)"
-	else
-		# The image's node is not this machine's: its npm is not asked.
-		for npmrc in $(image_npmrcs); do set_npm_registry "$ROOT$npmrc"; done
-	fi
-	cargo_home="${CARGO_HOME:-/usr/local/cargo}"
-	install -d -m 0755 "$ROOT$cargo_home"
-	keep "$ROOT$cargo_home/config.toml"
-	cat >"$ROOT$cargo_home/config.toml" <<CARGO
-$mark
-[source.crates-io]
-replace-with = "sandtrail-mirror"
-
-[source.sandtrail-mirror]
-registry = "sparse+$MIRROR/crates/index/"
-CARGO
-	say "wrote $ROOT$cargo_home/config.toml${ROOT:+ (cargo reads it where CARGO_HOME=$cargo_home)}"
-	image_dirs "$ROOT/etc/apt/apt.conf.d"
-	printf '%s\nAcquire::http::Proxy "%s/";\n' "$mark" "$MIRROR" >"$ROOT/etc/apt/apt.conf.d/80sandtrail-mirror"
-	say "wrote $ROOT/etc/apt/apt.conf.d/80sandtrail-mirror"
+	mirror_pip
+	mirror_npm
+	mirror_cargo
+	mirror_apt
 fi
 
 if [ -z "$ROOT" ] && [ -d /etc/systemd/system ] && [ -e sandtrail.service ]; then

@@ -112,23 +112,23 @@ func ParsePurl(s string) (Purl, error) {
 	if strings.ContainsAny(u.Namespace, " \t\r\n") {
 		return bad("bad namespace %q", u.Namespace)
 	}
-	full := u.Name
-	if u.Namespace != "" {
-		full = u.Namespace + "/" + u.Name
-	}
 	switch eco.Namespace() {
 	case resolver.Scope:
 		if u.Namespace != "" && !strings.HasPrefix(u.Namespace, "@") || u.Namespace == "@" {
 			return bad("an npm namespace is a scope such as %%40scope")
 		}
-	case resolver.Path:
-		// The namespace is part of the name: library/alpine.
-	default:
+	case resolver.Vendor:
 		// A deb vendor (pkg:deb/debian/curl) is not part of the name,
 		// and a pattern of names cannot honour it.
 		if u.Namespace != "" {
 			return bad("%s packages have no namespace", u.Type)
 		}
+	}
+	// The namespace of an npm scope or an OCI path is part of the name
+	// (@scope/name, library/alpine).
+	_, full, err := resolver.FromPurl(u)
+	if err != nil {
+		return bad("%w", err)
 	}
 	p := Purl{Type: u.Type, Name: eco.NormalizeName(full), Version: u.Version}
 	if p.IsGlob() {

@@ -25,7 +25,7 @@ func TestParsePurl(t *testing.T) {
 		{name: "no scheme", in: "npm/lodash", err: "must start with pkg:"},
 		{name: "no name", in: "pkg:npm/", err: "empty name"},
 		{name: "no type", in: "pkg:lodash", err: "want pkg:TYPE/NAME"},
-		{name: "unknown type", in: "pkg:gem/rails", err: `unknown type "gem"`},
+		{name: "unknown type", in: "pkg:nosuch/rails", err: `unknown type "nosuch"`},
 		{name: "qualifiers", in: "pkg:npm/lodash?arch=x86", err: "qualifiers"},
 		{name: "subpath", in: "pkg:npm/lodash#lib", err: "subpaths"},
 		{name: "empty version", in: "pkg:npm/lodash@", err: "empty version"},

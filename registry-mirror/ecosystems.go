@@ -14,6 +14,7 @@ import (
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
 	"github.com/sandtrail/sandtrail/registry-mirror/oci"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi"
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // ecosystem is one entry of the mirror's list.
@@ -27,7 +28,7 @@ type ecosystem struct {
 	upstream string
 	// proxy: the mirror also serves the upstream's host in HTTP-proxy mode.
 	proxy bool
-	new   func(env *fetch.Env, upstream *url.URL) (handler, error)
+	new   func(env *fetch.Env, upstream *url.URL, prefix string) (handler, error)
 	// newNamed, when set, is used instead of new: the ecosystem takes
 	// several upstreams, the plain one (NAME=URL, named "") and others
 	// named NAME/UPSTREAM=URL (deb/debian-security=URL). It gets them all,
@@ -42,18 +43,42 @@ type hoster interface {
 	Hosts() []string
 }
 
-// ecosystems is the one ordered list of the ecosystems the mirror serves.
-var ecosystems = []ecosystem{
-	{name: npm.Ecosystem, prefix: "/npm/", upstream: npm.DefaultUpstream,
-		new: func(env *fetch.Env, u *url.URL) (handler, error) { return npm.New(env, u, "/npm/"), nil }},
-	{name: pypi.Ecosystem, prefix: "/pypi/", upstream: pypi.DefaultUpstream,
-		new: func(env *fetch.Env, u *url.URL) (handler, error) { return pypi.New(env, u, "/pypi/") }},
-	{name: crates.Ecosystem, prefix: "/crates/", upstream: crates.DefaultUpstream,
-		new: func(env *fetch.Env, u *url.URL) (handler, error) { return crates.New(env, u, "/crates/"), nil }},
-	{name: deb.Ecosystem, prefix: "/debian/", upstream: deb.DefaultUpstream, proxy: true,
+// handlers is the mirror's part of each ecosystem of the registry
+// (resolver.Ecosystems): how it serves it. The name, path prefix and
+// default upstream are the registry's; a test checks that every ecosystem
+// has an entry.
+var handlers = map[string]ecosystem{
+	npm.Ecosystem:  {new: func(env *fetch.Env, u *url.URL, prefix string) (handler, error) { return npm.New(env, u, prefix), nil }},
+	pypi.Ecosystem: {new: func(env *fetch.Env, u *url.URL, prefix string) (handler, error) { return pypi.New(env, u, prefix) }},
+	crates.Ecosystem: {new: func(env *fetch.Env, u *url.URL, prefix string) (handler, error) {
+		return crates.New(env, u, prefix), nil
+	}},
+	deb.Ecosystem: {proxy: true,
 		newNamed: func(env *fetch.Env, up map[string]string) (handler, error) { return deb.New(env, up) }},
-	{name: oci.Ecosystem, prefix: oci.Prefix, upstream: oci.DefaultUpstream,
-		new: func(env *fetch.Env, u *url.URL) (handler, error) { return oci.New(env, u), nil }},
+	oci.Ecosystem: {new: func(env *fetch.Env, u *url.URL, _ string) (handler, error) { return oci.New(env, u), nil }},
+}
+
+// ecosystems is the one ordered list of the ecosystems the mirror serves:
+// the registry's, in its order, each with its entry of handlers.
+var ecosystems = served(resolver.Ecosystems(), handlers)
+
+// npmPrefix is npm's path on the mirror, whose handler also serves the
+// tarballs npm asks for on the mirror's root (npmRootTarball).
+var _, npmPrefix, _ = Upstream(nil, npm.Ecosystem)
+
+// served is the ecosystems of es that hs has an entry for, each with the
+// registry's name, prefix and default upstream.
+func served(es []*resolver.Ecosystem, hs map[string]ecosystem) []ecosystem {
+	var out []ecosystem
+	for _, e := range es {
+		h, ok := hs[e.Name()]
+		if !ok {
+			continue
+		}
+		h.name, h.prefix, h.upstream = e.Name(), e.MirrorPrefix(), e.DefaultUpstream()
+		out = append(out, h)
+	}
+	return out
 }
 
 // CheckUpstream checks one upstream of the configuration (Config.
@@ -65,7 +90,7 @@ func CheckUpstream(key, raw string) error {
 	name, sub, named := strings.Cut(key, "/")
 	i := slices.IndexFunc(ecosystems, func(e ecosystem) bool { return e.name == name && (!named || e.newNamed != nil && sub != "") })
 	if i < 0 {
-		return fmt.Errorf("unknown ecosystem %q (known: %s)", key, Names())
+		return fmt.Errorf("unknown ecosystem %q (known: %s)", key, strings.Join(Names(), ", "))
 	}
 	if ecosystems[i].newNamed != nil {
 		raw = namedURL(raw)

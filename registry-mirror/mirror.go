@@ -196,7 +196,7 @@ func (m *Mirror) add(e ecosystem, raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("mirror: %s upstream %q is not an http(s) URL", e.name, raw)
 	}
-	h, err := e.new(m.env, u)
+	h, err := e.new(m.env, u, e.prefix)
 	if err != nil {
 		return fmt.Errorf("mirror: %s: %w", e.name, err)
 	}
@@ -246,13 +246,14 @@ func or[T comparable](v, def T) T {
 // Cache returns the mirror's cache.
 func (m *Mirror) Cache() *cache.Cache { return m.env.Cache }
 
-// Names lists the ecosystems, in order.
-func Names() string {
+// Names returns the names of the ecosystems the mirror serves, in the
+// registry's order (resolver.Names).
+func Names() []string {
 	var n []string
 	for _, e := range ecosystems {
 		n = append(n, e.name)
 	}
-	return strings.Join(n, ", ")
+	return n
 }
 
 // ServeHTTP attributes the client and routes the request.
@@ -312,7 +313,7 @@ func (m *Mirror) route(w http.ResponseWriter, r *http.Request) (handler, error) 
 		}
 	}
 	if h == nil && !r.URL.IsAbs() && npmRootTarball(p) {
-		h, rest = m.handler("/npm/"), p[1:]
+		h, rest = m.handler(npmPrefix), p[1:]
 	}
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:

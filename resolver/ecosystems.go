@@ -18,29 +18,53 @@ const (
 	OCI   = ecosystem.OCI
 )
 
-// ecosystems is the one place where ecosystems and their facts are registered, in the order in
-// which [Ecosystems] returns them and messages list them.
-var ecosystems = []*Ecosystem{
-	{name: NPM, manager: "npm", namespace: Scope, listing: Packument, grammar: npmGrammar{},
-		normalize: keepName, exact: exactSemver, rangeChars: rangeChars},
-	{name: PyPI, manager: "pip", namespace: NoNamespace, listing: SimpleAPI, grammar: pypiGrammar{},
-		normalize: normalizePEP503, exact: exactPEP440, rangeChars: rangeChars},
-	{name: Cargo, manager: "cargo", namespace: NoNamespace, listing: SparseIndex, grammar: cargoGrammar{},
-		normalize: normalizeCrate, exact: exactSemver, rangeChars: rangeChars},
-	{name: Deb, manager: "apt", namespace: Vendor, listing: NoListing, grammar: debGrammar{},
-		normalize: strings.ToLower, exact: exactPlain, rangeChars: debRangeChars},
-	{name: OCI, namespace: Path, listing: NoListing,
-		normalize: strings.ToLower, exact: exactPlain, rangeChars: rangeChars},
+// versionFactsOf are each ecosystem's facts that need a version parser, by name. The ecosystems
+// themselves, their order and the rest of their facts are package ecosystem's one list
+// (ecosystem.List), from which [Ecosystems] is built: an ecosystem of that list with no entry
+// here, or an entry here of no ecosystem there, panics when the program starts.
+var versionFactsOf = map[string]versionFacts{
+	NPM:   {listing: Packument, grammar: npmGrammar{}, normalize: keepName, exact: exactSemver, rangeChars: rangeChars},
+	PyPI:  {listing: SimpleAPI, grammar: pypiGrammar{}, normalize: normalizePEP503, exact: exactPEP440, rangeChars: rangeChars},
+	Cargo: {listing: SparseIndex, grammar: cargoGrammar{}, normalize: normalizeCrate, exact: exactSemver, rangeChars: rangeChars},
+	Deb:   {listing: NoListing, grammar: debGrammar{}, normalize: strings.ToLower, exact: exactPlain, rangeChars: debRangeChars},
+	OCI:   {listing: NoListing, normalize: strings.ToLower, exact: exactPlain, rangeChars: rangeChars},
+}
+
+// ecosystems is [Ecosystems]: package ecosystem's list, each with its version facts.
+var ecosystems = register(ecosystem.List(), versionFactsOf)
+
+// register joins each ecosystem of infos with its version facts, in the order of infos. It
+// panics if one lacks them, or if facts name an ecosystem that infos do not: the two are
+// written together (resolver/README.md).
+func register(infos []ecosystem.Info, facts map[string]versionFacts) []*Ecosystem {
+	out := make([]*Ecosystem, 0, len(infos))
+	for _, in := range infos {
+		f, ok := facts[in.Name]
+		if !ok {
+			panic(fmt.Sprintf("resolver: ecosystem %q (resolver/ecosystem) has no version facts in resolver/ecosystems.go", in.Name))
+		}
+		out = append(out, &Ecosystem{info: in, versionFacts: f})
+	}
+	if len(out) != len(facts) {
+		panic(fmt.Sprintf("resolver: resolver/ecosystems.go has version facts for %d ecosystems, resolver/ecosystem lists %d", len(facts), len(out)))
+	}
+	return out
 }
 
 // An Ecosystem is everything sandtrail knows about one package ecosystem: its name (also its
-// purl type), its package manager, what a purl namespace means, how its registry lists versions,
-// how it compares names, and the syntax of its versions and ranges. The values are fixed; get
-// them from [Ecosystems] or [Lookup].
+// purl type), what a purl namespace means, its package manager and the commands that run it,
+// where the mirror serves it from which upstream, how its registry lists versions, how it
+// compares names, and the syntax of its versions and ranges. The values are fixed; get them
+// from [Ecosystems], [Lookup] or [FromPurl].
 type Ecosystem struct {
-	name       string
-	manager    string
-	namespace  Namespace
+	// info holds the facts that need no version parser (which the shim reads from package
+	// ecosystem itself); the methods read them.
+	info ecosystem.Info
+	versionFacts
+}
+
+// versionFacts are an ecosystem's facts that need a version parser.
+type versionFacts struct {
 	listing    Listing
 	grammar    grammar // nil: versions are tags, matched exactly and never ordered
 	normalize  func(string) string
@@ -49,19 +73,20 @@ type Ecosystem struct {
 }
 
 // A Namespace says what the namespace of an ecosystem's purl (pkg:TYPE/NAMESPACE/NAME) is.
-type Namespace int
+type Namespace = ecosystem.Namespace
 
+// The kinds of purl namespace (defined in package ecosystem).
 const (
 	// NoNamespace: names have none (PyPI, Cargo).
-	NoNamespace Namespace = iota
+	NoNamespace = ecosystem.NoNamespace
 	// Scope: the namespace is an @scope, and part of the name: "@babel/core" (npm).
-	Scope
+	Scope = ecosystem.Scope
 	// Vendor: the namespace names the distribution (pkg:deb/debian/curl) and is not part of the
 	// name (Debian).
-	Vendor
+	Vendor = ecosystem.Vendor
 	// Path: the name is a repository path, and the namespace is its leading segments:
 	// "library/alpine" (OCI).
-	Path
+	Path = ecosystem.Path
 )
 
 // A Listing is the protocol in which an ecosystem's registry lists a package's versions and
@@ -87,7 +112,7 @@ func Ecosystems() []*Ecosystem { return slices.Clone(ecosystems) }
 func Names() []string {
 	names := make([]string, len(ecosystems))
 	for i, e := range ecosystems {
-		names[i] = e.name
+		names[i] = e.info.Name
 	}
 	return names
 }
@@ -101,7 +126,7 @@ func Known(name string) bool {
 // Lookup returns the ecosystem with the given name, or an error wrapping ErrUnknownEcosystem.
 func Lookup(name string) (*Ecosystem, error) {
 	for _, e := range ecosystems {
-		if e.name == name {
+		if e.info.Name == name {
 			return e, nil
 		}
 	}
@@ -110,14 +135,28 @@ func Lookup(name string) (*Ecosystem, error) {
 
 // Name returns the ecosystem's name, which is also its purl type: "npm", "pypi", "cargo",
 // "deb" or "oci".
-func (e *Ecosystem) Name() string { return e.name }
+func (e *Ecosystem) Name() string { return e.info.Name }
 
 // Manager returns the package manager whose installs pkg events record: "npm", "pip",
 // "cargo" or "apt"; "" for OCI, which has none.
-func (e *Ecosystem) Manager() string { return e.manager }
+func (e *Ecosystem) Manager() string { return e.info.Manager }
+
+// Commands returns the commands that run the ecosystem's manager, which the shim stands in
+// for: the manager's own name, then its aliases ("npm", "npx"; "pip", "pip3"; "cargo"; "apt",
+// "apt-get"); none for OCI.
+func (e *Ecosystem) Commands() []string { return e.info.Commands() }
 
 // Namespace says what a purl namespace is in the ecosystem.
-func (e *Ecosystem) Namespace() Namespace { return e.namespace }
+func (e *Ecosystem) Namespace() Namespace { return e.info.Namespace }
+
+// MirrorPrefix returns the path the mirror serves the ecosystem beneath: "/npm/", "/pypi/",
+// "/crates/", "/debian/" or "/v2/".
+func (e *Ecosystem) MirrorPrefix() string { return e.info.MirrorPrefix }
+
+// DefaultUpstream returns the registry the mirror fetches the ecosystem's packages from
+// unless configured otherwise (registry.npmjs.org, PyPI's simple index, crates.io's sparse
+// index, deb.debian.org's Debian archive, Docker Hub).
+func (e *Ecosystem) DefaultUpstream() string { return e.info.Upstream }
 
 // Listing says how the ecosystem's registry lists a package's versions.
 func (e *Ecosystem) Listing() Listing { return e.listing }
@@ -130,7 +169,7 @@ func (e *Ecosystem) HasRanges() bool { return e.grammar != nil }
 // ParseVersion parses one version string.
 func (e *Ecosystem) ParseVersion(s string) (Version, error) {
 	if e.grammar == nil {
-		return nil, fmt.Errorf("%s: %w", e.name, ErrNoOrder)
+		return nil, fmt.Errorf("%s: %w", e.info.Name, ErrNoOrder)
 	}
 	return e.grammar.ParseVersion(s)
 }
@@ -138,7 +177,7 @@ func (e *Ecosystem) ParseVersion(s string) (Version, error) {
 // ParseSpec parses a version spec (a range, requirement, specifier set or relation).
 func (e *Ecosystem) ParseSpec(s string) (Spec, error) {
 	if e.grammar == nil {
-		return nil, fmt.Errorf("%s: %w", e.name, ErrNoOrder)
+		return nil, fmt.Errorf("%s: %w", e.info.Name, ErrNoOrder)
 	}
 	return e.grammar.ParseSpec(s)
 }

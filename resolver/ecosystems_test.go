@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 )
 
 func TestLookupFacts(t *testing.T) {
@@ -12,15 +14,23 @@ func TestLookupFacts(t *testing.T) {
 		name      string
 		eco       string
 		manager   string
+		commands  []string
 		namespace Namespace
 		listing   Listing
 		ranges    bool
+		prefix    string
+		upstream  string
 	}{
-		{name: "npm", eco: NPM, manager: "npm", namespace: Scope, listing: Packument, ranges: true},
-		{name: "pypi", eco: PyPI, manager: "pip", namespace: NoNamespace, listing: SimpleAPI, ranges: true},
-		{name: "cargo", eco: Cargo, manager: "cargo", namespace: NoNamespace, listing: SparseIndex, ranges: true},
-		{name: "deb", eco: Deb, manager: "apt", namespace: Vendor, listing: NoListing, ranges: true},
-		{name: "oci", eco: OCI, manager: "", namespace: Path, listing: NoListing, ranges: false},
+		{name: "npm", eco: NPM, manager: "npm", commands: []string{"npm", "npx"}, namespace: Scope, listing: Packument, ranges: true,
+			prefix: "/npm/", upstream: "https://registry.npmjs.org/"},
+		{name: "pypi", eco: PyPI, manager: "pip", commands: []string{"pip", "pip3"}, namespace: NoNamespace, listing: SimpleAPI, ranges: true,
+			prefix: "/pypi/", upstream: "https://pypi.org/simple/"},
+		{name: "cargo", eco: Cargo, manager: "cargo", commands: []string{"cargo"}, namespace: NoNamespace, listing: SparseIndex, ranges: true,
+			prefix: "/crates/", upstream: "https://index.crates.io/"},
+		{name: "deb", eco: Deb, manager: "apt", commands: []string{"apt", "apt-get"}, namespace: Vendor, listing: NoListing, ranges: true,
+			prefix: "/debian/", upstream: "http://deb.debian.org/debian/"},
+		{name: "oci", eco: OCI, manager: "", namespace: Path, listing: NoListing, ranges: false,
+			prefix: "/v2/", upstream: "https://registry-1.docker.io"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +44,12 @@ func TestLookupFacts(t *testing.T) {
 					e.Name(), e.Manager(), e.Namespace(), e.Listing(), e.HasRanges(),
 					tt.eco, tt.manager, tt.namespace, tt.listing, tt.ranges)
 			}
+			if got := e.Commands(); !slices.Equal(got, tt.commands) {
+				t.Errorf("Lookup(%q).Commands() = %q, want %q", tt.eco, got, tt.commands)
+			}
+			if e.MirrorPrefix() != tt.prefix || e.DefaultUpstream() != tt.upstream {
+				t.Errorf("Lookup(%q) mirror = %q from %q, want %q from %q", tt.eco, e.MirrorPrefix(), e.DefaultUpstream(), tt.prefix, tt.upstream)
+			}
 			if !Known(tt.eco) {
 				t.Errorf("Known(%q) = false, want true", tt.eco)
 			}
@@ -41,8 +57,75 @@ func TestLookupFacts(t *testing.T) {
 	}
 }
 
+// TestCommandsAreOwned: no command runs two ecosystems' managers, and changing the slice
+// Commands returns changes no other.
+func TestCommandsAreOwned(t *testing.T) {
+	owner := map[string]string{}
+	for _, e := range Ecosystems() {
+		for _, c := range e.Commands() {
+			if o, dup := owner[c]; dup {
+				t.Errorf("command %q runs both %s's and %s's manager", c, o, e.Name())
+			}
+			owner[c] = e.Name()
+		}
+	}
+	e, _ := Lookup(NPM)
+	e.Commands()[1] = "changed"
+	if got := e.Commands(); !slices.Equal(got, []string{"npm", "npx"}) {
+		t.Errorf("npm Commands() after changing a returned slice = %q", got)
+	}
+}
+
+// TestMirrorPrefixes: each ecosystem's mirror prefix is a path of its own, /…/, which no
+// other's begins with (the mirror routes by the first that matches).
+func TestMirrorPrefixes(t *testing.T) {
+	es := Ecosystems()
+	for _, e := range es {
+		p := e.MirrorPrefix()
+		if len(p) < 3 || p[0] != '/' || p[len(p)-1] != '/' {
+			t.Errorf("%s MirrorPrefix() = %q, want /NAME/", e.Name(), p)
+		}
+		for _, o := range es {
+			if o != e && strings.HasPrefix(o.MirrorPrefix(), p) {
+				t.Errorf("%s's mirror prefix %q begins with %s's %q", o.Name(), o.MirrorPrefix(), e.Name(), p)
+			}
+		}
+	}
+}
+
+// TestRegisterChecksBothLists: an ecosystem without version facts, or facts without an
+// ecosystem, panic when the registry is built, naming what is missing.
+func TestRegisterChecksBothLists(t *testing.T) {
+	tests := []struct {
+		name  string
+		infos []ecosystem.Info
+		facts map[string]versionFacts
+		want  string
+	}{
+		{name: "no facts", infos: []ecosystem.Info{{Name: "npm"}, {Name: "gem"}}, facts: map[string]versionFacts{"npm": {}},
+			want: `ecosystem "gem" (resolver/ecosystem) has no version facts`},
+		{name: "no ecosystem", infos: []ecosystem.Info{{Name: "npm"}}, facts: map[string]versionFacts{"npm": {}, "gem": {}},
+			want: "version facts for 2 ecosystems, resolver/ecosystem lists 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, tt.want) {
+					t.Errorf("register panicked with %v, want %q", r, tt.want)
+				}
+			}()
+			register(tt.infos, tt.facts)
+		})
+	}
+	got := register(ecosystem.List(), versionFactsOf)
+	if len(got) != len(ecosystems) || got[0].Name() != NPM {
+		t.Errorf("register(the registry) = %d ecosystems, want %d", len(got), len(ecosystems))
+	}
+}
+
 func TestLookupUnknown(t *testing.T) {
-	for _, name := range []string{"gem", "", "NPM", "maven"} {
+	for _, name := range []string{"nosuch", "", "NPM", "maven"} {
 		if _, err := Lookup(name); !errors.Is(err, ErrUnknownEcosystem) {
 			t.Errorf("Lookup(%q) = %v, want ErrUnknownEcosystem", name, err)
 		}
@@ -176,7 +259,7 @@ func TestPick(t *testing.T) {
 		{name: "oci tag", eco: OCI, spec: "3.19", cands: []string{"3.18", "3.19"}, want: "3.19"},
 		{name: "oci empty is latest", eco: OCI, spec: "", cands: []string{"3.19", "latest"}, want: "latest"},
 		{name: "oci missing tag", eco: OCI, spec: "3.20", cands: []string{"3.19"}, err: ErrNoMatch},
-		{name: "unknown", eco: "gem", spec: "1", err: ErrUnknownEcosystem},
+		{name: "unknown", eco: "nosuch", spec: "1", err: ErrUnknownEcosystem},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

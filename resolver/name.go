@@ -53,7 +53,7 @@ func (e *Ecosystem) CheckName(name string) error {
 		return fmt.Errorf("package name %q has a character names cannot have", name)
 	}
 	if strings.HasPrefix(name, "@") {
-		if e.namespace != Scope {
+		if e.info.Namespace != Scope {
 			return fmt.Errorf("only npm names have an @scope")
 		}
 		scope, n, ok := strings.Cut(name[1:], "/")

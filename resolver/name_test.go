@@ -15,7 +15,7 @@ func TestNormalizeName(t *testing.T) {
 		{name: "npm scope", eco: "npm", in: "@Babel/Core_x", want: "@Babel/Core_x"},
 		{name: "deb", eco: "deb", in: "LibC6", want: "libc6"},
 		{name: "oci", eco: "oci", in: "Library/Alpine", want: "library/alpine"},
-		{name: "unknown ecosystem", eco: "gem", in: "Rails_X", want: "Rails_X"},
+		{name: "unknown ecosystem", eco: "nosuch", in: "Rails_X", want: "Rails_X"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func (e *Ecosystem) highest(candidates []string) (string, error) {
 		}
 	}
 	if best < 0 {
-		return "", fmt.Errorf("choosing the highest %s version among %d candidates: %w", e.name, len(candidates), ErrNoMatch)
+		return "", fmt.Errorf("choosing the highest %s version among %d candidates: %w", e.info.Name, len(candidates), ErrNoMatch)
 	}
 	return candidates[best], nil
 }

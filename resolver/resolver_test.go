@@ -152,16 +152,3 @@ func TestCompare(t *testing.T) {
 		t.Error("Compare(pypi, 1.0, not a version) = nil error, want an error")
 	}
 }
-
-func TestEcosystemsListed(t *testing.T) {
-	want := []string{"npm", "pypi", "cargo", "deb", "oci"}
-	got := Ecosystems()
-	if len(got) != len(want) {
-		t.Fatalf("Ecosystems() has %d entries, want %d", len(got), len(want))
-	}
-	for i, e := range got {
-		if e.Name() != want[i] {
-			t.Errorf("Ecosystems()[%d].Name() = %q, want %q", i, e.Name(), want[i])
-		}
-	}
-}

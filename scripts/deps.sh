@@ -36,6 +36,18 @@ demo() {
 	want ip iproute2
 }
 
+# managers: the real package manager of each ecosystem, which the shims'
+# tests run: one line for each manager of the ecosystem registry
+# (resolver/ecosystem), as a test (resolver's
+# TestDepsScriptInstallsEveryManager) checks.
+managers() {
+	# The mirror's pip test runs Debian's pip (the agent cannot reach pyenv's).
+	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+	want npm npm
+	want cargo cargo
+	want apt-get apt
+}
+
 # kernels: what the kernel matrix (test/kernels) needs: qemu, a static
 # busybox for the initramfs, cpio, and xz for trixie's compressed modules.
 kernels() {
@@ -49,12 +61,9 @@ case "${1:-test}" in
 test)
 	want dpkg dpkg
 	want python3 python3
-	# The mirror's pip test runs Debian's pip (the agent cannot reach pyenv's).
-	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 	want node nodejs
 	want ip iproute2
-	want npm npm
-	want apt-get apt
+	managers
 	want gpgv gpgv
 	# The deb mirror checks Debian's archive against this keyring.
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)

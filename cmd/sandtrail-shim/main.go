@@ -1,5 +1,6 @@
 // Command sandtrail-shim stands in for the package managers in a sandbox:
-// linked as pip, pip3, npm, npx, apt, apt-get or cargo in the shim
+// linked as each command of the ecosystem registry's package managers (npm,
+// npx, pip, pip3, cargo, apt, apt-get; `sandtrail-shim list`) in the shim
 // directory (/usr/local/lib/sandtrail/shims, first on PATH), it checks an
 // install against the daemon's policy, runs the real manager transparently
 // and records what it resolved (docs/shims.md). It dispatches on argv[0].
@@ -27,16 +28,37 @@ import (
 	"github.com/sandtrail/sandtrail/shims/pip"
 )
 
-// managers is the one ordered list of the package managers the shim stands
-// in for; install.sh links one name per entry.
-var managers = []shims.Manager{
-	{Name: "pip", Manager: "pip", Ecosystem: ecosystem.PyPI, Plan: pip.Plan},
-	{Name: "pip3", Manager: "pip", Ecosystem: ecosystem.PyPI, Plan: pip.Plan},
-	{Name: "npm", Manager: "npm", Ecosystem: ecosystem.NPM, Plan: npm.Plan},
-	{Name: "npx", Manager: "npm", Ecosystem: ecosystem.NPM, Plan: npm.PlanNpx},
-	{Name: "apt", Manager: "apt", Ecosystem: ecosystem.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
-	{Name: "apt-get", Manager: "apt", Ecosystem: ecosystem.Deb, Plan: apt.Plan, Delegate: apt.Delegate},
-	{Name: "cargo", Manager: "cargo", Ecosystem: ecosystem.Cargo, Plan: cargo.Plan},
+// plans are how the shim runs each command it stands in for. The commands,
+// the managers they run and their ecosystems are the registry's
+// (ecosystem.List), in its order; a test checks that every command of the
+// registry has a plan here and that nothing else does.
+var plans = map[string]shims.Manager{
+	"npm":     {Plan: npm.Plan},
+	"npx":     {Plan: npm.PlanNpx},
+	"pip":     {Plan: pip.Plan},
+	"pip3":    {Plan: pip.Plan},
+	"cargo":   {Plan: cargo.Plan},
+	"apt":     {Plan: apt.Plan, Delegate: apt.Delegate},
+	"apt-get": {Plan: apt.Plan, Delegate: apt.Delegate},
+}
+
+// managers is the one ordered list of the commands the shim stands in for;
+// install.sh links one name per entry (`sandtrail-shim list`).
+var managers = standIns(ecosystem.List(), plans)
+
+// standIns is each command of infos that plans has a plan for, in order,
+// with its manager and ecosystem.
+func standIns(infos []ecosystem.Info, plans map[string]shims.Manager) []shims.Manager {
+	var out []shims.Manager
+	for _, e := range infos {
+		for _, c := range e.Commands() {
+			if m, ok := plans[c]; ok {
+				m.Name, m.Manager, m.Ecosystem = c, e.Manager, e.Name
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 func main() {

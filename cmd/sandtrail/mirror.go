@@ -59,7 +59,7 @@ func newMirrorCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mirror [--listen ADDR] [--upstream ECOSYSTEM=URL]...",
 		Short: "Run the verifying registry mirror alone",
-		Long:  fmt.Sprintf(mirrorLong, mirror.Names()),
+		Long:  fmt.Sprintf(mirrorLong, strings.Join(mirror.Names(), ", ")),
 		Example: `  sandtrail mirror --listen 127.0.0.1:8484
   sandtrail mirror --upstream npm=https://registry.npmjs.org/ --data /srv/sandtrail
   sandtrail mirror --upstream deb=http://deb.debian.org/debian/ --upstream deb/debian-security=http://security.debian.org/debian-security/
@@ -101,7 +101,7 @@ func parseUpstreams(cfg *Config, flags []string) error {
 	for _, u := range flags {
 		eco, raw, ok := strings.Cut(u, "=")
 		if !ok || eco == "" || raw == "" {
-			return fmt.Errorf("--upstream %q: %s (ecosystems: %s)", u, form, mirror.Names())
+			return fmt.Errorf("--upstream %q: %s (ecosystems: %s)", u, form, strings.Join(mirror.Names(), ", "))
 		}
 		if err := mirror.CheckUpstream(eco, raw); err != nil {
 			return fmt.Errorf("--upstream %q: %v; %s", u, err, form)

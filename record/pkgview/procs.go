@@ -11,8 +11,8 @@ import (
 )
 
 // A manager is a kind of real package manager, as a bit of a process's
-// ancestry.
-type manager uint8
+// ancestry (8 of its 16 are used).
+type manager uint16
 
 const (
 	mgrNpm manager = 1 << iota
@@ -26,6 +26,9 @@ const (
 	mgrCorepack
 )
 
+// managerNames names each manager; those with a shim are named as the
+// ecosystem registry names them (resolver.Ecosystem.Manager), and
+// managerOf knows every command of theirs, as a test checks.
 var managerNames = map[manager]string{mgrNpm: "npm", mgrPip: "pip", mgrCargo: "cargo", mgrApt: "apt", mgrDpkg: "dpkg",
 	mgrPnpm: "pnpm", mgrYarn: "yarn", mgrCorepack: "corepack"}
 

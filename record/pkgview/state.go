@@ -227,9 +227,8 @@ func carrierOf(p *event.Pkg) (eco, name, version string, ok bool) {
 	if err != nil || u.Type != p.Ecosystem || u.Version == "" {
 		return "", "", "", false
 	}
-	name = u.Name
-	if u.Namespace != "" {
-		name = u.Namespace + "/" + u.Name
+	if _, name, err = resolver.FromPurl(u); err != nil {
+		return "", "", "", false
 	}
 	return u.Type, name, u.Version, true
 }

@@ -417,10 +417,11 @@ func dropExtras(name string) string {
 const refExamples = "npm:lodash@<4.17.21, pypi:requests@>=2,<3, pypi:requests==2.31.0"
 
 // parsePurl reads a purl --package value; the version, if any, is exact.
-// Qualifiers and a subpath are parsed and ignored. An npm scope is part of
-// the name, and so is an oci namespace (pkg:oci/library/alpine is the
-// repository library/alpine, as the mirror records it); a deb namespace
-// (pkg:deb/debian/curl) is the vendor.
+// Qualifiers and a subpath are parsed and ignored. The name is
+// resolver.FromPurl's: an npm scope is part of it, and so is an oci
+// namespace (pkg:oci/library/alpine is the repository library/alpine, as
+// the mirror records it); a deb namespace (pkg:deb/debian/curl) is the
+// vendor, and a namespace is an error where names have none.
 func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 	u, err := purl.Parse(s)
 	if err != nil {
@@ -430,20 +431,12 @@ func parsePurl(s string, bad func(string) error) (*PackageMatch, error) {
 		}
 		return nil, bad(err.Error())
 	}
-	e, err := resolver.Lookup(u.Type)
-	if err != nil {
+	e, name, err := resolver.FromPurl(u)
+	if errors.Is(err, resolver.ErrUnknownEcosystem) {
 		return nil, bad(fmt.Sprintf("unknown purl type %q (want one of %s)", u.Type, strings.Join(resolver.Names(), ", ")))
 	}
-	name := u.Name
-	switch {
-	case u.Namespace == "":
-	case e.Namespace() == resolver.Scope:
-		name = "@" + strings.TrimPrefix(u.Namespace, "@") + "/" + name
-	case e.Namespace() == resolver.Path:
-		// The record's own purl (purl.Of) splits the repository path
-		// into namespace and name: pkg:oci/library/alpine is the
-		// repository library/alpine.
-		name = u.Namespace + "/" + name
+	if err != nil {
+		return nil, bad(err.Error())
 	}
 	if err := e.CheckName(name); err != nil {
 		return nil, bad(err.Error())

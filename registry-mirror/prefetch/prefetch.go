@@ -44,6 +44,13 @@ type Item struct {
 	Want []verify.Digest
 }
 
+// mirrorPath is where the mirror serves ecosystem eco (its registry prefix,
+// resolver.Ecosystem.MirrorPrefix), relative to the mirror's base URL.
+func mirrorPath(eco string) string {
+	e, _ := resolver.Lookup(eco) // one of the resolver's constants
+	return strings.TrimPrefix(e.MirrorPrefix(), "/")
+}
+
 // ErrFormat is returned for a file none of the parsers knows.
 var ErrFormat = errors.New("prefetch: not a package-lock.json, npm-shrinkwrap.json, Cargo.lock or requirements file")
 
@@ -92,7 +99,7 @@ func NpmLock(b []byte) ([]Item, error) {
 			return nil, fmt.Errorf("prefetch: package-lock.json: %s: not a registry tarball (%q)", render.Clip(key, 100), render.Clip(p.Resolved, 100))
 		}
 		it := Item{Ecosystem: resolver.NPM, Name: name, Version: p.Version,
-			Path: "npm/" + escapeNpm(name) + "/-/" + url.PathEscape(path.Base(u.Path))}
+			Path: mirrorPath(resolver.NPM) + escapeNpm(name) + "/-/" + url.PathEscape(path.Base(u.Path))}
 		if p.Integrity != "" {
 			if it.Want, err = verify.SRI(p.Integrity); err != nil {
 				return nil, fmt.Errorf("prefetch: package-lock.json: %s: %w", render.Clip(key, 100), err)
@@ -132,7 +139,7 @@ func CargoLock(b []byte) ([]Item, error) {
 			return nil, fmt.Errorf("prefetch: Cargo.lock: bad package %q %q", render.Clip(p.Name, 100), render.Clip(p.Version, 100))
 		}
 		it := Item{Ecosystem: resolver.Cargo, Name: p.Name, Version: p.Version,
-			Path: "crates/dl/" + url.PathEscape(p.Name) + "/" + url.PathEscape(p.Version) + "/download"}
+			Path: mirrorPath(resolver.Cargo) + "dl/" + url.PathEscape(p.Name) + "/" + url.PathEscape(p.Version) + "/download"}
 		if p.Checksum != "" {
 			d, err := verify.Hex(verify.SHA256, p.Checksum)
 			if err != nil {
@@ -179,7 +186,7 @@ func Requirements(b []byte) ([]Item, error) {
 		}
 		name := pypi.NormalizeName(m[1])
 		items = append(items, Item{Ecosystem: resolver.PyPI, Name: name, Version: m[3],
-			Path: "pypi/simple/" + url.PathEscape(name) + "/", Want: want})
+			Path: mirrorPath(resolver.PyPI) + "simple/" + url.PathEscape(name) + "/", Want: want})
 	}
 	return items, nil
 }

@@ -1,11 +1,20 @@
-// Package ecosystem names the ecosystems, which are also their purl types.
-// It is the resolver's leaf: programs that only name an ecosystem (the
-// shims, which start before every package-manager call) import it without
-// the resolver's version parsers. The resolver re-exports the names
-// (resolver.NPM is ecosystem.NPM) beside the facts it registers for each.
+// Package ecosystem is the one ordered list of the ecosystems sandtrail
+// knows, with each one's facts that need no version parser: its name (also
+// its purl type), what a purl namespace means in it, its package manager
+// and the commands that run it, and where the mirror serves it from which
+// upstream.
+//
+// It is the resolver's leaf: programs that only name an ecosystem or its
+// managers (the shim, which starts before every package-manager call)
+// import it without the resolver's version parsers. Package resolver
+// builds its Ecosystem values from this list, in this order, adding each
+// one's version grammar; every other list of ecosystems or managers in the
+// tree is generated from it or checked against it by a test.
 package ecosystem
 
-// The names of the ecosystems.
+import "slices"
+
+// The names of the ecosystems, which are also their purl types.
 const (
 	NPM   = "npm"
 	PyPI  = "pypi"
@@ -13,3 +22,87 @@ const (
 	Deb   = "deb"
 	OCI   = "oci"
 )
+
+// list is the one place where ecosystems are registered, in the order in
+// which List returns them and messages list them.
+var list = []Info{
+	{Name: NPM, Namespace: Scope, Manager: "npm", Aliases: []string{"npx"},
+		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/"},
+	{Name: PyPI, Namespace: NoNamespace, Manager: "pip", Aliases: []string{"pip3"},
+		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/"},
+	{Name: Cargo, Namespace: NoNamespace, Manager: "cargo",
+		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/"},
+	{Name: Deb, Namespace: Vendor, Manager: "apt", Aliases: []string{"apt-get"},
+		MirrorPrefix: "/debian/", Upstream: "http://deb.debian.org/debian/"},
+	{Name: OCI, Namespace: Path,
+		MirrorPrefix: "/v2/", Upstream: "https://registry-1.docker.io"},
+}
+
+// Info is an ecosystem's facts that need no version parser.
+type Info struct {
+	// Name is the ecosystem's name, which is also its purl type.
+	Name string
+	// Namespace says what the namespace of its purls is.
+	Namespace Namespace
+	// Manager is the package manager whose installs pkg events record
+	// ("pip" for pip3 too), and whose commands the shim stands in for;
+	// "" for none (OCI).
+	Manager string
+	// Aliases are the other commands that run the manager: npx, pip3,
+	// apt-get.
+	Aliases []string
+	// MirrorPrefix is the path the mirror serves the ecosystem beneath
+	// ("/npm/").
+	MirrorPrefix string
+	// Upstream is the registry the mirror fetches from unless configured
+	// otherwise.
+	Upstream string
+}
+
+// Commands returns the commands that run the ecosystem's manager, the
+// manager's own name first, then its aliases; none without a manager.
+func (i Info) Commands() []string {
+	if i.Manager == "" {
+		return nil
+	}
+	return append([]string{i.Manager}, i.Aliases...)
+}
+
+// A Namespace says what the namespace of an ecosystem's purl
+// (pkg:TYPE/NAMESPACE/NAME) is.
+type Namespace int
+
+const (
+	// NoNamespace: names have none (PyPI, Cargo).
+	NoNamespace Namespace = iota
+	// Scope: the namespace is an @scope, and part of the name:
+	// "@babel/core" (npm).
+	Scope
+	// Vendor: the namespace names the distribution (pkg:deb/debian/curl)
+	// and is not part of the name (Debian).
+	Vendor
+	// Path: the name is a repository path, and the namespace is its
+	// leading segments: "library/alpine" (OCI).
+	Path
+)
+
+// List returns every ecosystem, in a fixed order: npm, pypi, cargo, deb,
+// oci. The caller may change what it returns.
+func List() []Info {
+	out := slices.Clone(list)
+	for i := range out {
+		out[i].Aliases = slices.Clone(out[i].Aliases)
+	}
+	return out
+}
+
+// Lookup returns the ecosystem named name; ok is false for none.
+func Lookup(name string) (info Info, ok bool) {
+	for _, e := range list {
+		if e.Name == name {
+			e.Aliases = slices.Clone(e.Aliases)
+			return e, true
+		}
+	}
+	return Info{}, false
+}

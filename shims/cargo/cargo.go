@@ -61,6 +61,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/shims"
 )
 
@@ -247,6 +248,13 @@ func plan(orig, args []string, c shims.Context, expanded []string) (*shims.Plan,
 	return p, nil
 }
 
+// indexPath is the path of the crates.io index on the mirror: beneath the
+// registry's prefix for Cargo ("/crates/index/").
+func indexPath() string {
+	e, _ := ecosystem.Lookup(ecosystem.Cargo)
+	return e.MirrorPrefix + "index/"
+}
+
 // mirrorArgs returns args with the source replacement for mirror inserted
 // after the +toolchain, or nil when there is no mirror.
 func mirrorArgs(args []string, toolchain, mirror string) []string {
@@ -260,7 +268,7 @@ func mirrorArgs(args []string, toolchain, mirror string) []string {
 	}
 	out = append(out,
 		"--config", fmt.Sprintf("source.crates-io.replace-with=%q", MirrorSource),
-		"--config", fmt.Sprintf("source.%s.registry=%q", MirrorSource, "sparse+"+strings.TrimSuffix(mirror, "/")+"/crates/index/"))
+		"--config", fmt.Sprintf("source.%s.registry=%q", MirrorSource, "sparse+"+strings.TrimSuffix(mirror, "/")+indexPath()))
 	return append(out, rest...)
 }
 
