@@ -9,6 +9,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/purl"
 )
 
 // sessionAgg accumulates one batch's changes to a session summary.
@@ -323,10 +324,12 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, rolls map[rollKey]bo
 	if p := ev.Pkg; p != nil {
 		eco, name, version := strings.ToLower(p.Ecosystem), p.Name, p.Resolved
 		if (eco == "" || name == "") && p.Purl != "" {
-			if m, err := query.ParsePackage(p.Purl); err == nil {
-				eco, name = m.Ecosystem, m.Name
-				if version == "" {
-					version = m.Version
+			if pu, err := purl.Parse(p.Purl); err == nil {
+				if e, n, err := resolver.FromPurl(pu); err == nil {
+					eco, name = e.Name(), n
+					if version == "" {
+						version = pu.Version
+					}
 				}
 			}
 		}

@@ -827,3 +827,33 @@ func TestSessionsWithoutHostEvents(t *testing.T) {
 		t.Errorf("Stats() = %+v, %v; want 2 sessions", st, err)
 	}
 }
+
+// TestPackageOnlyByPurl: an event that names its package by purl alone is
+// indexed under the purl's ecosystem, name (an npm scope joined to it) and
+// version, as resolver.FromPurl reads them.
+func TestPackageOnlyByPurl(t *testing.T) {
+	ix := openTemp(t)
+	ctx := context.Background()
+	evs := []*event.Event{
+		{V: event.SchemaVersion, TS: t0, SessionID: "P", Kind: event.KindPkgInstall, Source: event.SourceShim,
+			Pkg: &event.Pkg{Purl: "pkg:npm/%40babel/core@7.26.0"}},
+		{V: event.SchemaVersion, TS: t0, SessionID: "Q", Kind: event.KindPkgInstall, Source: event.SourceShim,
+			Pkg: &event.Pkg{Purl: "pkg:pypi/org/requests@2.0"}},
+	}
+	if err := ix.Add(ctx, entries(t, evs)); err != nil {
+		t.Fatalf("Add() error = %v", err)
+	}
+	for pkg, want := range map[string][]string{
+		"npm:@babel/core@7.26.0": {"P"},
+		"npm:@babel/core@7.25.0": {},
+		"pypi:requests":          {},
+	} {
+		got, err := ix.Sessions(ctx, mustParse(t, query.Args{Package: pkg}))
+		if err != nil {
+			t.Fatalf("Sessions(%s) error = %v", pkg, err)
+		}
+		if ids := sessionIDs(got); !slices.Equal(ids, want) {
+			t.Errorf("Sessions(--package %s) = %v, want %v", pkg, ids, want)
+		}
+	}
+}
