@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
@@ -229,7 +230,9 @@ func TestPeerGone(t *testing.T) {
 func testPeerGone(t *testing.T, noPidfd bool) {
 	j, _ := journaltest.Open(t)
 	srv := New(j, NewTable())
-	srv.noPidfd = noPidfd
+	if noPidfd {
+		srv.attr = attribution.New(NewTable(), attribution.WithoutPidfd())
+	}
 	sock := startServer(t, srv)
 
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
