@@ -5,9 +5,11 @@
 // for its nearest ancestor that has one; for a local TCP or UDP client,
 // the cgroup its socket was created in (sock_diag) → the session registered
 // for it. The daemon builds one Attributor over its session table and hands
-// it to every server that decides by session: the ingest socket, the apt
-// broker, the mirror and the DNS proxy. The control socket reads its peer
-// through it too and serves only root outside every session.
+// it to every server that decides by session: the ingest socket and the
+// apt broker (Open, Attribute), the mirror (Socket, over the session
+// manager) and the DNS proxy (Socket, over its own listeners' cgroups).
+// The control socket decides by uid alone (only root may use it) and reads
+// it with peercred.
 //
 // Trust model. Everything an Attributor reads is the kernel's: the peer's
 // credentials as they were when it connected, the cgroup its pid runs in
@@ -52,6 +54,10 @@ type Sessions interface {
 // its pid can no longer be trusted to name it.
 var ErrPeerGone = errors.New("attribution: peer process has exited")
 
+// ErrNoCgroup is returned by Socket when the kernel names no cgroup for
+// a socket (a kernel without INET_DIAG_CGROUP_ID).
+var ErrNoCgroup = errors.New("reading sock_diag: no cgroup id (kernel without INET_DIAG_CGROUP_ID)")
+
 // Attribution is who is at the other end of a unix socket, as the kernel
 // says.
 type Attribution struct {
@@ -95,6 +101,12 @@ func WithMount(m cgroup.Mount) Option { return func(a *Attributor) { a.mount, a.
 // without SO_PEERPIDFD (a test hook).
 func WithoutPidfd() Option { return func(a *Attributor) { a.noPidfd = true } }
 
+// WithSocketLookup replaces sock_diag (peercred.SocketOf) in Socket: a
+// test hook for a socket the kernel cannot be made to show.
+func WithSocketLookup(f func(proto string, client, server netip.AddrPort) (peercred.Socket, error)) Option {
+	return func(a *Attributor) { a.sockOf = f }
+}
+
 // New returns an Attributor that looks sessions up in sessions. It reads
 // the v2 hierarchy's mount; without one it still works, and then no peer
 // is in a session (MountErr says why).
@@ -115,15 +127,18 @@ func (a *Attributor) MountErr() error { return a.mountErr }
 // "tcp") between client and server, both addresses of this host's network
 // namespace: its socket (peercred.SocketOf) and the session registered for
 // the socket's cgroup. It returns peercred.ErrNoSocket when the kernel has
-// no such socket, and an error when the kernel names no cgroup for it.
+// no such socket, and ErrNoCgroup, with the socket, when the kernel names
+// no cgroup for it.
 func (a *Attributor) Socket(proto string, client, server netip.AddrPort) (Client, error) {
 	sk, err := a.sockOf(proto, client, server)
 	if err != nil {
-		return Client{Socket: sk}, err
+		return Client{}, err
 	}
 	c := Client{Socket: sk}
 	if sk.Cgroup == 0 {
-		return c, errors.New("reading sock_diag: no cgroup id (kernel without INET_DIAG_CGROUP_ID)")
+		// The socket is found, and names its process, but not its
+		// session.
+		return c, ErrNoCgroup
 	}
 	c.Session, _ = a.sessions.Lookup(sk.Cgroup)
 	return c, nil

@@ -94,10 +94,11 @@ func TestAttribute(t *testing.T) {
 // pid: Open or Attribute fails with ErrPeerGone, with a pidfd and by the
 // start time alike.
 func TestPeerGone(t *testing.T) {
-	sess := cgrouptest.New(t)
+	sess, other := cgrouptest.New(t), cgrouptest.New(t)
+	sessions := table{sess.ID: "s1", other.ID: "s2"}
 	a := map[string]*attribution.Attributor{
-		"pidfd":      attribution.New(table{sess.ID: "s1"}),
-		"start time": attribution.New(table{sess.ID: "s1"}, attribution.WithoutPidfd()),
+		"pidfd":      attribution.New(sessions),
+		"start time": attribution.New(sessions, attribution.WithoutPidfd()),
 	}
 	ln, sock := listen(t)
 	for _, name := range []string{"pidfd", "start time"} {
@@ -112,16 +113,17 @@ func TestPeerGone(t *testing.T) {
 			if at, err := a[name].Attribute(p); err != nil || at.Session != "s1" {
 				t.Fatalf("Attribute() of a live peer = %+v, %v, want session s1", at, err)
 			}
-			// End the helper and give its pid to a process outside the
-			// session. The start time counts clock ticks (10 ms): a pid
+			// End the helper and give its pid to a process of session
+			// s2. The start time counts clock ticks (10 ms): a pid
 			// recycled within its first owner's tick is not told apart
 			// without a pidfd (docs/ingest.md), so recycle it later.
 			stop()
 			time.Sleep(50 * time.Millisecond)
-			reused := attributiontest.ReusePid(t, pid)
+			reused := attributiontest.ReusePid(t, pid, other.SysProcAttr(t, 65534))
 			if at, err := a[name].Attribute(p); !errors.Is(err, attribution.ErrPeerGone) || at.Session != "" {
 				t.Errorf("Attribute() after pid %d exited (recycled: %v) = %+v, %v, want ErrPeerGone and no session", pid, reused, at, err)
 			}
+			t.Logf("pid %d recycled by a process of session s2: %v", pid, reused)
 		})
 	}
 }

@@ -184,10 +184,11 @@ func helper(tb testing.TB) string {
 }
 
 // ReusePid tries to start a process that gets pid, so that a stale pid
-// names someone else, by setting ns_last_pid (root only). Other processes
-// on the machine race for pids, so it tries a few times and reports whether
+// names someone else, by setting ns_last_pid (root only); attr, when not
+// nil, starts it (in another session's cgroup, say). Other processes on
+// the machine race for pids, so it tries a few times and reports whether
 // it succeeded; the process runs until the test ends.
-func ReusePid(tb testing.TB, pid int) bool {
+func ReusePid(tb testing.TB, pid int, attr *syscall.SysProcAttr) bool {
 	tb.Helper()
 	for range 50 {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
@@ -195,6 +196,7 @@ func ReusePid(tb testing.TB, pid int) bool {
 			return false
 		}
 		cmd := exec.Command("sleep", "3600")
+		cmd.SysProcAttr = attr
 		if err := cmd.Start(); err != nil {
 			tb.Fatal(err)
 		}
