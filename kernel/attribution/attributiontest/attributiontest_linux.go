@@ -16,7 +16,6 @@ import (
 const (
 	envHandoff = "SANDTRAIL_TEST_ATTRIBUTION_HANDOFF"
 	envHold    = "SANDTRAIL_TEST_ATTRIBUTION_HOLD"
-	envData    = "SANDTRAIL_TEST_ATTRIBUTION_DATA"
 )
 
 // Main runs the helper process when the test binary was started as one by
@@ -25,7 +24,7 @@ func Main() {
 	var err error
 	switch {
 	case os.Getenv(envHandoff) != "":
-		err = handoff(os.Getenv(envHandoff), os.Getenv(envData))
+		err = handoff(os.Getenv(envHandoff))
 	case os.Getenv(envHold) != "":
 		err = hold(os.Getenv(envHold))
 	default:
@@ -84,17 +83,12 @@ func Hold(tb testing.TB, sock string, attr *syscall.SysProcAttr) (pid int, stop 
 	return cmd.Process.Pid, stop
 }
 
-// handoff connects to sock, writes data when there is some, passes the
-// connection over fd 3 (a unix socket to the parent) and returns.
-func handoff(sock, data string) error {
+// handoff connects to sock, passes the connection over fd 3 (a unix
+// socket to the parent) and returns.
+func handoff(sock string) error {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		return err
-	}
-	if data != "" {
-		if _, err := c.Write([]byte(data)); err != nil {
-			return err
-		}
 	}
 	f, err := c.(*net.UnixConn).File()
 	if err != nil {
@@ -109,12 +103,12 @@ func handoff(sock, data string) error {
 }
 
 // Handoff has a helper process (the test binary, through Main) connect to
-// the unix socket sock, write data on the connection, hand the connection
+// the unix socket sock, hand the connection
 // to this process and exit. It returns the connection, whose peer
 // credentials name the helper, and the helper's pid, which is free to be
 // recycled once Handoff returns. attr, when not nil, starts the helper (in
 // a cgroup, as a user).
-func Handoff(tb testing.TB, sock, data string, attr *syscall.SysProcAttr) (*net.UnixConn, int) {
+func Handoff(tb testing.TB, sock string, attr *syscall.SysProcAttr) (*net.UnixConn, int) {
 	tb.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -123,7 +117,7 @@ func Handoff(tb testing.TB, sock, data string, attr *syscall.SysProcAttr) (*net.
 	mine, theirs := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
 	defer mine.Close()
 	cmd := exec.Command(helper(tb))
-	cmd.Env = append(os.Environ(), envHandoff+"="+sock, envData+"="+data)
+	cmd.Env = append(os.Environ(), envHandoff+"="+sock)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = attr
@@ -132,8 +126,15 @@ func Handoff(tb testing.TB, sock, data string, attr *syscall.SysProcAttr) (*net.
 	if err != nil {
 		tb.Fatalf("handoff process: %v", err)
 	}
+	return Received(tb, fds[0]), cmd.Process.Pid
+}
+
+// Received reads a connection that another process passed (SCM_RIGHTS) on
+// the unix socket fd, and closes it when the test ends.
+func Received(tb testing.TB, fd int) *net.UnixConn {
+	tb.Helper()
 	buf, oob := make([]byte, 1), make([]byte, syscall.CmsgSpace(4))
-	_, oobn, _, _, err := syscall.Recvmsg(fds[0], buf, oob, 0)
+	_, oobn, _, _, err := syscall.Recvmsg(fd, buf, oob, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func Handoff(tb testing.TB, sock, data string, attr *syscall.SysProcAttr) (*net.
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	return c.(*net.UnixConn), cmd.Process.Pid
+	return c.(*net.UnixConn)
 }
 
 // helper returns a copy of the test binary that every user may run (the

@@ -330,7 +330,7 @@ func TestUnattributed(t *testing.T) {
 			t.Errorf("uid %d outside every session: exit %d, stdout %q, stderr %q, want a refusal", uid, code, out, errOut)
 		}
 	}
-	c, pid := attributiontest.Handoff(t, f.sock, "", f.sess.SysProcAttr(t, 65534))
+	c, pid := attributiontest.Handoff(t, f.sock, f.sess.SysProcAttr(t, 65534))
 	reused := attributiontest.ReusePid(t, pid, f.other.SysProcAttr(t, 65534))
 	req, _ := json.Marshal(apt.BrokerRequest{Args: []string{"install", "-y", "hello"}})
 	devnull, err := os.Open(os.DevNull)
