@@ -59,7 +59,7 @@ func hold(sock string) error {
 // attr, when not nil, starts the helper (in a cgroup, as a user).
 func Hold(tb testing.TB, sock string, attr *syscall.SysProcAttr) (pid int, stop func()) {
 	tb.Helper()
-	cmd := exec.Command(helper(tb))
+	cmd := exec.Command(PublicBinary(tb))
 	cmd.Env = append(os.Environ(), envHold+"="+sock)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = attr
@@ -116,7 +116,7 @@ func Handoff(tb testing.TB, sock string, attr *syscall.SysProcAttr) (*net.UnixCo
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
 	defer mine.Close()
-	cmd := exec.Command(helper(tb))
+	cmd := exec.Command(PublicBinary(tb))
 	cmd.Env = append(os.Environ(), envHandoff+"="+sock)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
@@ -156,10 +156,10 @@ func Received(tb testing.TB, fd int) *net.UnixConn {
 	return c.(*net.UnixConn)
 }
 
-// helper returns a copy of the test binary that every user may run (the
-// go command builds it in a directory of root's alone), removed when the
-// test ends.
-func helper(tb testing.TB) string {
+// PublicBinary returns a copy of the test binary that every user may run
+// (the go command builds it in a directory of root's alone), removed when
+// the test ends: for helper processes that run as another uid.
+func PublicBinary(tb testing.TB) string {
 	tb.Helper()
 	self, err := os.Executable()
 	if err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,35 +17,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
-
-// publicExe copies the test binary where uid 65534 can run it.
-func publicExe(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	exe := filepath.Join(publicDir(t), "ingest.test")
-	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(exe, 0o755); err != nil { // whatever the umask
-		t.Fatal(err)
-	}
-	return exe
-}
 
 const nobody = 65534
 
@@ -66,7 +36,7 @@ func TestAttribution(t *testing.T) {
 	j, jdir := journaltest.Open(t)
 	srv := New(j, table, WithHost("test-host"))
 	sock := startServer(t, srv)
-	exe := publicExe(t)
+	exe := attributiontest.PublicBinary(t)
 
 	in := func(cg *cgrouptest.Cgroup, uid uint32) *syscall.SysProcAttr {
 		if uid == 0 {
