@@ -6,10 +6,8 @@ import (
 
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
-	"github.com/sandtrail/sandtrail/kernel/cgroup"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/shims"
@@ -35,15 +33,15 @@ func (c *Config) OwnSockets() []string {
 }
 
 // startApt serves the apt broker (docs/shims.md): a session's agent, not
-// being root, has its apt installs run by the host, checked with the
-// host's policy and recorded in its session. It needs apt-get and the shim
+// being root, has its apt installs run by the daemon, checked with the
+// daemon's policy and recorded in its session. It needs apt-get and the shim
 // binary (the broker's DPkg::Pre-Install-Pkgs hook), found through the
 // shim directory's apt-get link.
-func (h *Host) startApt(chk *checker) error {
+func (d *Daemon) startApt(chk *checker) error {
 	if _, err := os.Stat("/usr/bin/apt-get"); err != nil {
 		return fmt.Errorf("apt broker: no apt-get here: %w", err)
 	}
-	shim, err := filepath.EvalSymlinks(filepath.Join(h.cfg.ShimDir, "apt-get"))
+	shim, err := filepath.EvalSymlinks(filepath.Join(d.cfg.ShimDir, "apt-get"))
 	if err != nil {
 		return fmt.Errorf("apt broker: finding the shim binary for apt's hook: %w", err)
 	}
@@ -53,29 +51,28 @@ func (h *Host) startApt(chk *checker) error {
 			return fmt.Errorf("apt broker: the hook %s: %w", shim, err)
 		}
 	}
-	mount, err := cgroup.ReadV2()
-	if err != nil {
+	if err := d.ids.MountErr(); err != nil {
 		return fmt.Errorf("apt broker: %w", err)
 	}
-	aptConf, err := aptState(h.cfg.DataDir)
+	aptConf, err := aptState(d.cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Config{Mirror: h.mirrorURL(), Emit: h.q.Emit, HookCmd: shim + " apt-hook", Host: h.cfg.Host, Log: h.log,
+	b, err := broker.New(broker.Config{Mirror: d.mirrorURL(), Emit: d.q.Emit, HookCmd: shim + " apt-hook", Host: d.cfg.Host, Log: d.log,
 		Env: []string{"APT_CONFIG=" + aptConf},
 		Check: func(ctx context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			return aptCheck(ctx, chk, session, reqs)
 		},
-		Session: func(pid int32, _ uint32) (string, bool) { return h.sessionOf(mount, pid) },
-		Nest:    h.aptCgroup})
+		Attributor: d.ids,
+		Nest:       d.aptCgroup})
 	if err != nil {
 		return err
 	}
-	ln, err := server.Listen(h.cfg.AptSocket(), 0o666)
+	ln, err := server.Listen(d.cfg.AptSocket(), 0o666)
 	if err != nil {
 		return fmt.Errorf("apt broker: %w", err)
 	}
-	h.apt = b
+	d.apt = b
 	go func() { _ = b.Serve(ln) }()
 	return nil
 }
@@ -86,8 +83,8 @@ func (h *Host) startApt(chk *checker) error {
 // its process tree, and the mirror's attribution of apt's fetches (the
 // peer socket's cgroup) names the session. They are root there: see
 // docs/shims.md, "apt in the session".
-func (h *Host) aptCgroup(id string) (broker.Cgroup, error) {
-	s, ok := h.mgr.Get(id)
+func (d *Daemon) aptCgroup(id string) (broker.Cgroup, error) {
+	s, ok := d.mgr.Get(id)
 	if !ok {
 		return nil, fmt.Errorf("no session %s", id)
 	}
@@ -103,29 +100,6 @@ func aptCheck(ctx context.Context, chk *checker, session string, reqs []shims.Re
 		}
 	}
 	return false, "", ""
-}
-
-// sessionOf is the session whose cgroup holds pid, by the kernel's
-// account (/proc/PID/cgroup and the cgroup's inode).
-func (h *Host) sessionOf(m cgroup.Mount, pid int32) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
-	if err != nil {
-		return "", false
-	}
-	cg, err := cgroup.V2Path(b)
-	if err != nil {
-		return "", false
-	}
-	ids, err := m.AncestorIDs(cg)
-	if err != nil {
-		return "", false
-	}
-	for _, id := range ids {
-		if s, ok := h.mgr.Lookup(id); ok {
-			return s, true
-		}
-	}
-	return "", false
 }
 
 // aptState makes the broker's own apt lists directory under dataDir and the

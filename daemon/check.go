@@ -15,14 +15,14 @@ import (
 	mirror "github.com/sandtrail/sandtrail/registry-mirror"
 )
 
-// checker answers the shims' pre-install checks with the host's policy
+// checker answers the shims' pre-install checks with the daemon's policy
 // (policies.Engine.PreInstall). A request that names no registry, or names
-// the host's own mirror, is checked as coming from the mirror's upstream
+// the daemon's own mirror, is checked as coming from the mirror's upstream
 // for its ecosystem, since that is where the mirror will fetch it; a
 // pinned version's publish time is looked up there for the cooldown.
 type checker struct {
 	pol       *policies.Engine
-	mirror    string // the host mirror's URL, "" without one
+	mirror    string // the daemon mirror's URL, "" without one
 	upstreams map[string]string
 	rel       *release.Fetcher
 	timeout   time.Duration

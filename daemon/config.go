@@ -5,7 +5,7 @@
 // the machine; `sandtrail run` runs one for its own session when no daemon
 // is running. Config is the typed configuration both are given.
 //
-// Trust model: a Host runs as root. Everything it records comes from its
+// Trust model: a Daemon runs as root. Everything it records comes from its
 // parts, each of which attributes events to sessions by the kernel (cgroup
 // ids, peer credentials, sock_diag), never by what a session claims.
 package daemon
@@ -112,8 +112,8 @@ type CheckpointConfig struct {
 // SessionsDir is where session directories live: <data_dir>/sessions.
 func (c *Config) SessionsDir() string { return filepath.Join(c.DataDir, "sessions") }
 
-// SocketDir is the directory of the host's sockets: the ingest socket's
-// (/run/sandtrail by default). Every session sees it as the host's own.
+// SocketDir is the directory of the daemon's sockets: the ingest socket's
+// (/run/sandtrail by default). Every session sees it as the daemon's own.
 func (c *Config) SocketDir() string { return filepath.Dir(c.Socket) }
 
 // ControlSocket is the daemon's control socket: control.sock beside the

@@ -24,87 +24,87 @@ func (c *DNSConfig) Check() error {
 	return nil
 }
 
-// startDNS builds the host's DNS proxy when dns.enabled is set. Its
+// startDNS builds the daemon's DNS proxy when dns.enabled is set. Its
 // upstreams are dns.upstream, or the nameservers of /etc/resolv.conf; when
 // resolv.conf gives none that is usable, the proxy answers SERVFAIL (and
-// still records every lookup) rather than stopping the host. It refuses the
-// policy's blocked domains, emits into the host's queue, feeds its
+// still records every lookup) rather than stopping the daemon. It refuses the
+// policy's blocked domains, emits into the daemon's queue, feeds its
 // answers to the collector (learnDomain) and names each query's sending
 // process from the collector's record of its socket (dnsSenderOf). It must run before the collector
 // is created, which takes the proxy's domain lookup (dnsCollectorOptions).
-func (h *Host) startDNS() error {
-	c := h.cfg.DNS
+func (d *Daemon) startDNS() error {
+	c := d.cfg.DNS
 	if !c.Enabled {
-		h.log.Info("dns proxy disabled (dns.enabled false): session lookups are not recorded")
+		d.log.Info("dns proxy disabled (dns.enabled false): session lookups are not recorded")
 		return nil
 	}
 	up := c.Upstream
 	if len(up) == 0 {
 		var err error
 		if up, err = dnsproxy.ResolvConf(dnsproxy.DefaultResolvConf); err != nil {
-			h.log.Warn("dns proxy has no usable upstream resolver; session lookups are answered SERVFAIL until dns.upstream is set",
+			d.log.Warn("dns proxy has no usable upstream resolver; session lookups are answered SERVFAIL until dns.upstream is set",
 				"error", err)
 		}
 	}
 	p, err := dnsproxy.New(up,
 		dnsproxy.WithAllowNoUpstream(),
-		dnsproxy.WithLogger(h.log),
-		dnsproxy.WithHost(h.cfg.Host),
+		dnsproxy.WithLogger(d.log),
+		dnsproxy.WithHost(d.cfg.Host),
 		dnsproxy.WithTimeout(c.Timeout),
 		dnsproxy.WithMaxSessions(c.MaxSessions),
-		dnsproxy.WithPolicy(h.egress.DomainBlocked),
-		dnsproxy.WithEmit(h.q.Emit),
-		dnsproxy.WithAnswerHook(h.learnDomain),
-		dnsproxy.WithSender(h.dnsSenderOf))
+		dnsproxy.WithPolicy(d.egress.DomainBlocked),
+		dnsproxy.WithEmit(d.q.Emit),
+		dnsproxy.WithAnswerHook(d.learnDomain),
+		dnsproxy.WithSender(d.dnsSenderOf))
 	if err != nil {
 		return fmt.Errorf("config: dns.upstream: %w", err)
 	}
-	h.dns = p
+	d.dns = p
 	if err := dnsproxy.CheckSocketLookup(); err != nil {
-		h.log.Warn("dns proxy cannot check which cgroup sent a query; a session could put lookups into another session's record",
+		d.log.Warn("dns proxy cannot check which cgroup sent a query; a session could put lookups into another session's record",
 			"error", err)
 	} else {
-		h.dnsSender = true
+		d.dnsSender = true
 	}
-	h.log.Debug("dns proxy started", "upstream", p.Upstream(), "sender_check", h.dnsSender)
+	d.log.Debug("dns proxy started", "upstream", p.Upstream(), "sender_check", d.dnsSender)
 	return nil
 }
 
 // dnsCollectorOptions are the collector options that name addresses in
 // net events from the proxy's answers.
-func (h *Host) dnsCollectorOptions() []collector.Option {
-	if h.dns == nil {
+func (d *Daemon) dnsCollectorOptions() []collector.Option {
+	if d.dns == nil {
 		return nil
 	}
-	p := h.dns
+	p := d.dns
 	return []collector.Option{collector.WithDomainLookup(func(ip netip.Addr) string {
 		if d, ok := p.DomainOf(ip); ok {
 			return d
 		}
-		return h.upstreams.name(ip)
+		return d.upstreams.name(ip)
 	})}
 }
 
-// maxUpstreamNames bounds the addresses the host names from the mirror's
+// maxUpstreamNames bounds the addresses the daemon names from the mirror's
 // connections; past it, new ones are still refused (the collector learns
 // them) but net events name them by the DNS proxy's answers only.
 const maxUpstreamNames = 4096
 
-// upstreamNames maps each address the mirror connected to onto the host
+// upstreamNames maps each address the mirror connected to onto the name
 // it connected for.
 type upstreamNames struct {
 	mu sync.RWMutex
 	m  map[netip.Addr]string
 }
 
-func (u *upstreamNames) add(ip netip.Addr, host string) {
+func (u *upstreamNames) add(ip netip.Addr, name string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
 		u.m = map[netip.Addr]string{}
 	}
 	if _, ok := u.m[ip]; ok || len(u.m) < maxUpstreamNames {
-		u.m[ip] = host
+		u.m[ip] = name
 	}
 }
 
@@ -116,12 +116,12 @@ func (u *upstreamNames) name(ip netip.Addr) string {
 
 // learnDomain is the proxy's answer hook: the collector's egress map learns
 // which domain ip was answered for, before the agent has the answer.
-func (h *Host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
-	if h.col == nil {
+func (d *Daemon) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
+	if d.col == nil {
 		return
 	}
-	if err := h.col.LearnDomain(ip, domain, ttl); err != nil && !errors.Is(err, collector.ErrClosed) {
-		h.log.Debug("collector did not learn a dns answer", "domain", domain, "ip", ip, "error", err)
+	if err := d.col.LearnDomain(ip, domain, ttl); err != nil && !errors.Is(err, collector.ErrClosed) {
+		d.log.Debug("collector did not learn a dns answer", "domain", domain, "ip", ip, "error", err)
 	}
 }
 
@@ -130,53 +130,53 @@ func (h *Host) learnDomain(domain string, ip netip.Addr, ttl time.Duration) {
 const upstreamTTL = 6 * time.Hour
 
 // learnUpstream tells the collector that the mirror connected to addr for
-// host, so that a session's connection to addr is decided as one to host:
-// when host is an approved registry, refused like its name (the session
+// the name, so that a session's connection to addr is decided as one to
+// the name: when it is an approved registry's, refused like its name (the session
 // egress of RegistriesThroughMirror), even by an agent that never looked
 // it up. An address on loopback, where the mirror itself listens, is
 // never learned, nor is an upstream given by address (the policy refuses
 // that address itself).
-func (h *Host) learnUpstream(host string, addr netip.Addr) {
-	if _, err := netip.ParseAddr(host); err == nil || addr.IsLoopback() || addr.IsUnspecified() {
+func (d *Daemon) learnUpstream(name string, addr netip.Addr) {
+	if _, err := netip.ParseAddr(name); err == nil || addr.IsLoopback() || addr.IsUnspecified() {
 		return
 	}
-	h.upstreams.add(addr, host)
-	if h.col == nil {
+	d.upstreams.add(addr, name)
+	if d.col == nil {
 		return
 	}
-	if err := h.col.LearnDomain(addr, host, upstreamTTL); err != nil && !errors.Is(err, collector.ErrClosed) {
-		h.log.Warn("a session may reach this registry address around the mirror: the collector did not learn it",
-			"host", host, "ip", addr, "error", err)
+	if err := d.col.LearnDomain(addr, name, upstreamTTL); err != nil && !errors.Is(err, collector.ErrClosed) {
+		d.log.Warn("a session may reach this registry address around the mirror: the collector did not learn it",
+			"host", name, "ip", addr, "error", err)
 	}
 }
 
 // dnsSenderOf is the proxy's sender lookup: the process the collector saw
 // connect or send the redirected socket with this cookie.
-func (h *Host) dnsSenderOf(cookie uint64) (event.Proc, bool) {
-	if h.col == nil {
+func (d *Daemon) dnsSenderOf(cookie uint64) (event.Proc, bool) {
+	if d.col == nil {
 		return event.Proc{}, false
 	}
-	return h.col.DNSSender(cookie)
+	return d.col.DNSSender(cookie)
 }
 
 // redirectDNS gives session s its proxy listeners, which answer only the
 // session's own sockets when the kernel can tell, and has the collector
 // send the session's port-53 traffic to them. The caller has the collector
 // watch s first, and runs nothing in s before this returns.
-func (h *Host) redirectDNS(s *session.Session) error {
-	if h.dns == nil {
+func (d *Daemon) redirectDNS(s *session.Session) error {
+	if d.dns == nil {
 		return nil
 	}
 	var opts []dnsproxy.SessionOption
-	if h.dnsSender {
+	if d.dnsSender {
 		opts = append(opts, dnsproxy.WithCgroup(s.CgroupID()))
 	}
-	v4, v6, err := h.dns.AddSession(s.ID(), opts...)
+	v4, v6, err := d.dns.AddSession(s.ID(), opts...)
 	if err != nil {
 		return fmt.Errorf("starting the dns proxy for session %s: %w", s.ID(), err)
 	}
-	if err := h.col.RedirectDNS(s.CgroupID(), v4, v6); err != nil {
-		_ = h.dns.RemoveSession(s.ID())
+	if err := d.col.RedirectDNS(s.CgroupID(), v4, v6); err != nil {
+		_ = d.dns.RemoveSession(s.ID())
 		return fmt.Errorf("redirecting dns of session %s (dns.enabled false runs sessions without the dns proxy): %w", s.ID(), err)
 	}
 	return nil
@@ -184,11 +184,11 @@ func (h *Host) redirectDNS(s *session.Session) error {
 
 // releaseDNS closes session id's proxy listeners. A session that has none
 // (the proxy was closed first) is no error.
-func (h *Host) releaseDNS(id string) error {
-	if h.dns == nil {
+func (d *Daemon) releaseDNS(id string) error {
+	if d.dns == nil {
 		return nil
 	}
-	if err := h.dns.RemoveSession(id); err != nil && !errors.Is(err, dnsproxy.ErrUnknownSession) {
+	if err := d.dns.RemoveSession(id); err != nil && !errors.Is(err, dnsproxy.ErrUnknownSession) {
 		return err
 	}
 	return nil

@@ -24,7 +24,7 @@ type Mirror struct {
 	done chan error
 }
 
-// MirrorLinks ties a mirror to the host that serves it; each is optional
+// MirrorLinks ties a mirror to the daemon that serves it; each is optional
 // (a standalone mirror has none).
 type MirrorLinks struct {
 	// Sessions attributes clients to sessions.
@@ -33,11 +33,11 @@ type MirrorLinks struct {
 	Processes mirror.Processes
 	// Dialed is told every upstream address the mirror connects to
 	// (mirror.Config.Dialed).
-	Dialed func(host string, addr netip.Addr)
+	Dialed func(name string, addr netip.Addr)
 }
 
 // ServeMirror serves a mirror of cfg on listen, recording into emit, tied
-// to its host by links. The caller Closes it.
+// to its daemon by links. The caller Closes it.
 func ServeMirror(cfg *Config, listen string, pol *policies.Engine, emit func(*event.Event), links MirrorLinks,
 	log hclog.Logger) (*Mirror, error) {
 	max := int64(0)

@@ -7,22 +7,22 @@ import (
 	"github.com/sandtrail/sandtrail/record/pkgview"
 )
 
-// claimsAfterHost is the ingest server's Appender: a batch that holds a
-// pkg.install is appended once everything the host's own producers
+// claimsAfterDaemon is the ingest server's Appender: a batch that holds a
+// pkg.install is appended once everything the daemon's own producers
 // emitted before it arrived is journaled (flush, the queue's Flush), so
 // that the mirror's pkg.fetch of an artifact, emitted while the manager
 // downloaded it, precedes the shim's pkg.install of it in the journal, as
 // it did in time. The queue can be behind (a burst of kernel events)
 // while the ingest server appends at once, and the live rules read an
 // install journaled before its verified fetch as an unverified_install.
-type claimsAfterHost struct {
+type claimsAfterDaemon struct {
 	flush func(context.Context) error
 	app   pkgview.Appender
 }
 
-var _ pkgview.Appender = claimsAfterHost{}
+var _ pkgview.Appender = claimsAfterDaemon{}
 
-func (c claimsAfterHost) Append(ctx context.Context, evs ...*event.Event) error {
+func (c claimsAfterDaemon) Append(ctx context.Context, evs ...*event.Event) error {
 	for _, e := range evs {
 		if e != nil && e.Kind == event.KindPkgInstall {
 			// Only the order is at stake: a queue that cannot flush (closed,

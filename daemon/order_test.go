@@ -37,11 +37,11 @@ func (j *orderJournal) Append(_ context.Context, evs ...*event.Event) error {
 	return nil
 }
 
-// TestClaimsAfterHost: the mirror's pkg.fetch waits in the queue behind
+// TestClaimsAfterDaemon: the mirror's pkg.fetch waits in the queue behind
 // an append under way when the shim's pkg.install of it arrives at the
 // ingest server; the install is journaled after the fetch. Appended at
 // once, as before, it was journaled first.
-func TestClaimsAfterHost(t *testing.T) {
+func TestClaimsAfterDaemon(t *testing.T) {
 	j := &orderJournal{first: make(chan struct{}), release: make(chan struct{})}
 	q := queue.New(j)
 	defer q.Close()
@@ -50,7 +50,7 @@ func TestClaimsAfterHost(t *testing.T) {
 	q.Emit(&event.Event{Kind: event.KindPkgFetch})
 	done := make(chan error, 1)
 	go func() {
-		done <- claimsAfterHost{flush: q.Flush, app: j}.Append(t.Context(), &event.Event{Kind: event.KindPkgInstall})
+		done <- claimsAfterDaemon{flush: q.Flush, app: j}.Append(t.Context(), &event.Event{Kind: event.KindPkgInstall})
 	}()
 	select {
 	case err := <-done:

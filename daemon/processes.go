@@ -18,7 +18,7 @@ import (
 // processes is the one attribution of a mirror client to a process: the
 // kernel collector's record of its connect names the process (by the
 // socket's cookie), and the process tree says whether a live shim started
-// it. A process of uid 0 in a session was started by the host (the apt
+// it. A process of uid 0 in a session was started by the daemon (the apt
 // broker's apt and dpkg: the agent cannot become root), never around a
 // shim.
 type processes struct {
@@ -67,7 +67,7 @@ func (p *processes) Process(cookie uint64) (event.Proc, bool, bool) {
 }
 
 // underShim reports whether pid or one of its ancestors runs the shim
-// binary, or was started by the host: an ancestor of uid 0 in pid's own
+// binary, or was started by the daemon: an ancestor of uid 0 in pid's own
 // cgroup or beneath it (the apt broker's apt-get, whose http method runs
 // as _apt; the daemon itself is in a cgroup above every session's). known
 // is false when the tree could not be read (the process has exited), and

@@ -9,7 +9,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/pkgview"
 )
 
-// WheelDirs are the directories of the wheels the host's Python bundles
+// WheelDirs are the directories of the wheels the machine's Python bundles
 // for ensurepip, which `python3 -m venv` installs with no fetch: Debian's
 // python3-pip-whl and python3-setuptools-whl, and CPython's own
 // ensurepip/_bundled (a Python built from source, or another

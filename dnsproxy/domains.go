@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	mdns "github.com/miekg/dns"
 )
 
 // domainMap maps an address to the name it was last answered for, until the
@@ -71,4 +73,34 @@ func (m *domainMap) len() int {
 func (m *domainMap) remove(el *list.Element) {
 	delete(m.byIP, el.Value.(*domainEntry).ip)
 	m.order.Remove(el)
+}
+
+// learn puts the A and AAAA answers of resp into the IP→domain map under the
+// name the client asked for, until their TTL runs out, and passes each to
+// the answer hook.
+func (p *Proxy) learn(name string, resp *mdns.Msg, now time.Time) {
+	for _, rr := range resp.Answer {
+		var a netip.Addr
+		switch r := rr.(type) {
+		case *mdns.A:
+			a, _ = netip.AddrFromSlice(r.A.To4())
+		case *mdns.AAAA:
+			a, _ = netip.AddrFromSlice(r.AAAA.To16())
+		default:
+			continue
+		}
+		if !a.IsValid() {
+			continue
+		}
+		a = a.Unmap()
+		ttl := time.Duration(rr.Header().Ttl) * time.Second
+		p.domains.put(a, name, now.Add(max(ttl, MinDomainTTL)))
+		p.answerHook(name, a, ttl)
+	}
+}
+
+// DomainOf returns the name that most recently resolved to ip, while that
+// answer's TTL has not run out.
+func (p *Proxy) DomainOf(ip netip.Addr) (string, bool) {
+	return p.domains.get(ip.Unmap(), p.now())
 }

@@ -10,6 +10,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -67,9 +68,9 @@ func TestSessionCgroupCheck(t *testing.T) {
 	// A sender that cannot be found (it closed its socket at once) is
 	// refused and recorded under no session.
 	p = newProxy(t, []string{up.Addr}, WithEmit(rec.emit))
-	p.sockOf = func(string, netip.AddrPort, netip.AddrPort) (peercred.Socket, error) {
+	p.clients = attribution.New(listenerCgroups{p}, attribution.WithSocketLookup(func(string, netip.AddrPort, netip.AddrPort) (peercred.Socket, error) {
 		return peercred.Socket{}, peercred.ErrNoSocket
-	}
+	}))
 	if mine, _, err = p.AddSession("mine", WithCgroup(own)); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/render"
@@ -37,25 +38,26 @@ import (
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
-// Sessions names the session of a cgroup; the session manager is one.
-type Sessions interface {
-	Lookup(cgroupID uint64) (id string, ok bool)
-}
+// Sessions names the session of a cgroup (attribution.Sessions); the
+// session manager is one. The mirror attributes a client through the one
+// attribution step (attribution.Attributor.Socket): its socket's cgroup,
+// by sock_diag.
+type Sessions = attribution.Sessions
 
 // Processes names the process behind a client's connection, by its
 // socket's cookie, and whether it is an agent's process that no live shim
-// started: the host's one attribution step (the kernel collector's record
-// of the connect, and the process tree).
+// started: the kernel collector's record of the connect, and the process
+// tree, both the daemon's.
 type Processes interface {
 	Process(cookie uint64) (p event.Proc, unshimmed bool, ok bool)
 }
 
 // Mirror serves the ecosystems.
 type Mirror struct {
-	env      *fetch.Env
-	log      hclog.Logger
-	sessions Sessions
-	procs    Processes
+	env     *fetch.Env
+	log     hclog.Logger
+	clients *attribution.Attributor // the attribution step over Config.Sessions; nil without
+	procs   Processes
 	// bypass says which (session, pid) already has its shim_bypass alert.
 	bypassMu sync.Mutex
 	bypassed map[bypassKey]bool
@@ -139,7 +141,10 @@ func New(cfg Config) (*Mirror, error) {
 	if env.Upstream.HTTP == nil {
 		env.Upstream.HTTP = upstreamClient(cfg.Dialed)
 	}
-	m.env, m.log, m.sessions, m.procs = env, env.Log, cfg.Sessions, cfg.Processes
+	m.env, m.log, m.procs = env, env.Log, cfg.Processes
+	if cfg.Sessions != nil {
+		m.clients = attribution.New(cfg.Sessions)
+	}
 	m.hosts, m.bypassed = map[string]handler{}, map[bypassKey]bool{}
 	for key, raw := range cfg.Upstreams {
 		if err := CheckUpstream(key, raw); err != nil {
@@ -356,26 +361,23 @@ func (m *Mirror) client(r *http.Request) fetch.Client {
 	}
 	c.Addr = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || m.sessions == nil {
+	if !ok || m.clients == nil {
 		return c
 	}
 	la, err := netip.ParseAddrPort(local.String())
 	if err != nil {
 		return c
 	}
-	s, err := peercred.SocketOf("tcp", remote, la)
-	if err == nil && s.Cgroup == 0 {
-		err = errors.New("reading sock_diag: no cgroup id (kernel without INET_DIAG_CGROUP_ID)")
-	}
+	cl, err := m.clients.Socket("tcp", remote, la)
 	if err != nil {
 		if !errors.Is(err, peercred.ErrNoSocket) {
 			m.log.Warn("attributing a client", "client", r.RemoteAddr, "error", err)
 		}
 		return c
 	}
-	c.SessionID, _ = m.sessions.Lookup(s.Cgroup)
+	c.SessionID = cl.Session
 	if m.procs != nil && c.SessionID != "" {
-		if p, unshimmed, ok := m.procs.Process(s.Cookie); ok {
+		if p, unshimmed, ok := m.procs.Process(cl.Socket.Cookie); ok {
 			c.Proc, c.Unshimmed = &p, unshimmed
 		}
 	}

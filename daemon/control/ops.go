@@ -88,7 +88,7 @@ func (c *Server) create(k *call) {
 		k.fail(err)
 		return
 	}
-	s, err := c.h.CreateSession(c.ctx, session.Spec{ID: spec.ID, Tenant: spec.Tenant, User: acct.Name,
+	s, err := c.d.CreateSession(c.ctx, session.Spec{ID: spec.ID, Tenant: spec.Tenant, User: acct.Name,
 		Template: spec.Template, Image: spec.Image, Limits: spec.Limits, Agent: launch.AgentSpec(spec.User, acct)})
 	if err != nil {
 		k.fail(err)
@@ -137,7 +137,7 @@ func (c *Server) cleanup(k *call, cs *ctlSession) error {
 	if err != nil {
 		return err
 	}
-	if err := c.h.CleanupSession(c.ctx, cs.s, keep); err != nil {
+	if err := c.d.CleanupSession(c.ctx, cs.s, keep); err != nil {
 		return err
 	}
 	c.markCleaned(cs)
@@ -200,7 +200,7 @@ func (c *Server) start(k *call, cs *ctlSession) error {
 		return err
 	}
 	withEnv := *spec
-	withEnv.Set = launch.MergeEnv(c.h.SessionEnv(), spec.Set)
+	withEnv.Set = launch.MergeEnv(c.d.SessionEnv(), spec.Set)
 	cmd, err := launch.Command(cs.s, &withEnv, acct, files)
 	if err == nil {
 		err = cs.s.Start(c.ctx, cmd)

@@ -32,8 +32,8 @@ func (c *Server) run(k *call) {
 		cancel()
 	}()
 	var cs *ctlSession
-	res, err := launch.Run(ctx, c.h, k.req.Spec, [3]*os.File(k.files), func(id string) {
-		s, _ := c.h.Session(id)
+	res, err := launch.Run(ctx, c.d, k.req.Spec, [3]*os.File(k.files), func(id string) {
+		s, _ := c.d.Session(id)
 		cs = &ctlSession{s: s, created: time.Now(), started: time.Now(), argv: k.req.Spec.Argv}
 		c.mu.Lock()
 		c.sessions[id] = cs
@@ -45,7 +45,7 @@ func (c *Server) run(k *call) {
 	}
 	if err == nil {
 		// The client reads its session back and verifies the journal.
-		err = c.h.Sync(c.ctx)
+		err = c.d.Sync(c.ctx)
 	}
 	if err != nil && res == nil {
 		k.fail(err)

@@ -24,10 +24,10 @@ import (
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 )
 
-// Host is what the server needs of the process that hosts the sessions.
-type Host interface {
+// Daemon is what the server needs of the daemon that runs the sessions.
+type Daemon interface {
 	launch.Host
-	// Session returns the session with the id, if the host has it.
+	// Session returns the session with the id, if the daemon has it.
 	Session(id string) (*session.Session, bool)
 	// Sync makes every event so far durable and covered by a signed
 	// checkpoint, so that a client can read its session back and verify
@@ -35,9 +35,9 @@ type Host interface {
 	Sync(ctx context.Context) error
 }
 
-// Server serves the control socket for a Host.
+// Server serves the control socket for a Daemon.
 type Server struct {
-	h   Host
+	d   Daemon
 	log hclog.Logger
 	ln  *net.UnixListener
 	// ctx ends with the server: sessions run by run requests end with it.
@@ -76,10 +76,10 @@ func Listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// Serve serves ln (from Listen) for h until Close.
-func Serve(ln *net.UnixListener, h Host, log hclog.Logger) *Server {
+// Serve serves ln (from Listen) for d until Close.
+func Serve(ln *net.UnixListener, d Daemon, log hclog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Server{h: h, log: log.Named("control"), ln: ln, ctx: ctx, cancel: cancel, sessions: map[string]*ctlSession{}}
+	c := &Server{d: d, log: log.Named("control"), ln: ln, ctx: ctx, cancel: cancel, sessions: map[string]*ctlSession{}}
 	c.wg.Add(1)
 	go c.serve()
 	return c
@@ -127,7 +127,7 @@ func (c *Server) Close() error {
 		cs.cleaned = true
 		c.mu.Unlock()
 		if !cleaned {
-			if cerr := c.h.CleanupSession(ctx, cs.s, session.FSPreserved); cerr != nil {
+			if cerr := c.d.CleanupSession(ctx, cs.s, session.FSPreserved); cerr != nil {
 				c.log.Warn("cleaning up session at shutdown", "session_id", cs.s.ID(), "error", cerr)
 			}
 		}

@@ -26,13 +26,13 @@ func TestHostAuthoredKindsRefused(t *testing.T) {
 	agent := []string{event.KindPkgInstall, event.KindPkgBlocked, event.KindToolCall, event.KindModelCall}
 	peers := []struct {
 		name    string
-		a       attribution
+		a       sender
 		may     []string
 		message string
 	}{
-		{"session peer", attribution{pid: 42, uid: 1000, cgroupID: 7, session: "s-1"}, agent,
+		{"session peer", sender{pid: 42, uid: 1000, cgroupID: 7, session: "s-1"}, agent,
 			"may not be sent by a process in a session"},
-		{"root outside a session", attribution{pid: 43, uid: 0}, append(agent, event.KindPkgFetch, event.KindPkgFilter),
+		{"root outside a session", sender{pid: 43, uid: 0}, append(agent, event.KindPkgFetch, event.KindPkgFilter),
 			"may not be sent by root outside every session"},
 	}
 	now := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -105,10 +105,10 @@ func TestForgedKindAlert(t *testing.T) {
 	}
 	fetch := `"pkg":{"ecosystem":"npm","name":"left-pad","resolved":"1.3.0","hash":"sha512-AAAA","verified":true,"outcome":"served"}`
 	install := `"pkg":{"ecosystem":"npm","name":"left-pad","resolved":"1.3.0","hash":"sha512-AAAA"}`
-	session := attribution{pid: 4242, uid: 65534, cgroupID: 77, session: "sess-1"}
+	session := sender{pid: 4242, uid: 65534, cgroupID: 77, session: "sess-1"}
 	tests := []struct {
 		name       string
-		a          attribution
+		a          sender
 		events     []string
 		wantStatus []ingest.Status
 		wantKinds  []string // the journaled events' kinds, in order
@@ -128,7 +128,7 @@ func TestForgedKindAlert(t *testing.T) {
 		{"session peer forges alone", session, []string{forged("f1", "pkg.fetch", fetch)},
 			[]ingest.Status{ingest.StatusRejected}, []string{event.KindAlert},
 			`pid 4242 (uid 65534) sent an event of kind "pkg.fetch" through the ingest socket; refused`},
-		{"root outside every session", attribution{pid: 43, uid: 0}, []string{
+		{"root outside every session", sender{pid: 43, uid: 0}, []string{
 			forged("p1", "process.exec", `"proc":{"pid":1}`),
 			forged("f1", "pkg.fetch", fetch),
 		}, []ingest.Status{ingest.StatusRejected, ingest.StatusOK}, []string{event.KindPkgFetch}, ""},
@@ -194,7 +194,7 @@ func TestForgedKindsBounded(t *testing.T) {
 		f.add(fmt.Sprintf("net.k%d", i))
 		f.add(fmt.Sprintf("net.k%d", i))
 	}
-	a := (&Server{}).forgedAlert(attribution{pid: 1, uid: 2, session: "s"}, &f, time.Unix(1, 0))
+	a := (&Server{}).forgedAlert(sender{pid: 1, uid: 2, session: "s"}, &f, time.Unix(1, 0))
 	if f.n != 4*maxForgedKinds || len(f.kinds) != maxForgedKinds || !strings.Contains(a.Alert.Summary, `"net.k7" and others`) ||
 		strings.Contains(a.Alert.Summary, "net.k8") {
 		t.Errorf("%d events, kinds %v, summary %q; want %d events, %d kinds and others", f.n, f.kinds, a.Alert.Summary,

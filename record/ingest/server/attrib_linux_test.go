@@ -3,50 +3,20 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
+	"github.com/sandtrail/sandtrail/kernel/attribution/attributiontest"
 	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
-
-// publicExe copies the test binary where uid 65534 can run it.
-func publicExe(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	exe := filepath.Join(publicDir(t), "ingest.test")
-	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(exe, 0o755); err != nil { // whatever the umask
-		t.Fatal(err)
-	}
-	return exe
-}
 
 const nobody = 65534
 
@@ -66,7 +36,7 @@ func TestAttribution(t *testing.T) {
 	j, jdir := journaltest.Open(t)
 	srv := New(j, table, WithHost("test-host"))
 	sock := startServer(t, srv)
-	exe := publicExe(t)
+	exe := attributiontest.PublicBinary(t)
 
 	in := func(cg *cgrouptest.Cgroup, uid uint32) *syscall.SysProcAttr {
 		if uid == 0 {
@@ -229,7 +199,9 @@ func TestPeerGone(t *testing.T) {
 func testPeerGone(t *testing.T, noPidfd bool) {
 	j, _ := journaltest.Open(t)
 	srv := New(j, NewTable())
-	srv.noPidfd = noPidfd
+	if noPidfd {
+		srv.attr = attribution.New(NewTable(), attribution.WithoutPidfd())
+	}
 	sock := startServer(t, srv)
 
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
@@ -257,27 +229,8 @@ func testPeerGone(t *testing.T, noPidfd bool) {
 		// Recycle it a few ticks later, the case the fallback does cover.
 		time.Sleep(50 * time.Millisecond)
 	}
-	reused := reusePid(t, self, cmd.Process.Pid)
-	buf, oob := make([]byte, 1), make([]byte, syscall.CmsgSpace(4))
-	_, oobn, _, _, err := syscall.Recvmsg(fds[0], buf, oob, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("parsing control message: %v", err)
-	}
-	got, err := syscall.ParseUnixRights(&msgs[0])
-	if err != nil || len(got) != 1 {
-		t.Fatalf("parsing rights: %v", err)
-	}
-	f := os.NewFile(uintptr(got[0]), "handed")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	reused := attributiontest.ReusePid(t, cmd.Process.Pid, nil)
+	c := attributiontest.Received(t, fds[0])
 
 	if err := ingest.WriteFrame(c, request(toolEvent("s", "from-handed-conn"))); err != nil {
 		t.Fatal(err)
@@ -294,35 +247,6 @@ func testPeerGone(t *testing.T, noPidfd bool) {
 		t.Errorf("Stats().Unavailable = %d, want 1", got)
 	}
 	t.Logf("pid %d recycled by another process: %v", cmd.Process.Pid, reused)
-}
-
-// reusePid tries to start a process that gets pid, so that a stale pid names
-// someone else, by setting ns_last_pid. Other processes on the machine race
-// for pids, so it tries a few times and reports whether it succeeded.
-func reusePid(t *testing.T, exe string, pid int) bool {
-	t.Helper()
-	for range 50 {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-			t.Logf("cannot set ns_last_pid: %v", err)
-			return false
-		}
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), envRole+"=sleep")
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if cmd.Process.Pid == pid {
-			t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-			return true
-		}
-		stdin.Close()
-		_ = cmd.Wait()
-	}
-	return false
 }
 
 // TestServeReturnsWhenListenerCloses: Serve must not spin on a listener

@@ -21,7 +21,7 @@ type Checker interface {
 // pkg.blocked event in the peer's session, attributed like the peer's own
 // events, before the reply: a refusal the record cannot hold is answered
 // unavailable, and the shim refuses unchecked.
-func (s *Server) check(a attribution, checks []ingest.Check) *ingest.Reply {
+func (s *Server) check(a sender, checks []ingest.Check) *ingest.Reply {
 	if s.checker == nil {
 		s.unavailable.Add(1)
 		return &ingest.Reply{Code: ingest.CodeUnavailable, Error: "this server has no policy to check packages against"}
@@ -51,7 +51,7 @@ func (s *Server) check(a attribution, checks []ingest.Check) *ingest.Reply {
 
 // blockedEvent is the one conversion of a refused check to its pkg.blocked
 // event.
-func (s *Server) blockedEvent(a attribution, c ingest.Check, v ingest.Verdict, now time.Time) *event.Event {
+func (s *Server) blockedEvent(a sender, c ingest.Check, v ingest.Verdict, now time.Time) *event.Event {
 	uid := a.uid
 	e := &event.Event{V: event.SchemaVersion, TS: now, SessionID: a.session, Host: s.host, Kind: event.KindPkgBlocked,
 		Source: event.SourceShim, EventID: ingest.NewEventID(), Proc: &event.Proc{Pid: a.pid, UID: &uid, CgroupID: a.cgroupID},

@@ -108,7 +108,7 @@ func (s *Server) connKey(p *peer) (key string, privileged bool) {
 	case err == nil && a.uid == 0:
 		return "", true
 	}
-	return "uid " + strconv.FormatUint(uint64(p.uid), 10), false
+	return "uid " + strconv.FormatUint(uint64(p.UID), 10), false
 }
 
 // admitConn counts c against the caps on connections. Over a cap it
@@ -126,13 +126,13 @@ func (s *Server) admitConn(c *net.UnixConn, p *peer) func() {
 	case capPeer:
 		s.peerBusy.Add(1)
 		msg = fmt.Sprintf("too many connections from this peer (%d)", s.caps.perPeer)
-		s.warnBusy("connection refused: peer holds its cap of connections", "peer", key, "pid", p.pid, "uid", p.uid,
+		s.warnBusy("connection refused: peer holds its cap of connections", "peer", key, "pid", p.Pid, "uid", p.UID,
 			"open", n, "cap", s.caps.perPeer, "refused_at_peer_cap", s.peerBusy.Load())
 	case capShared:
-		s.warnBusy("connection refused: unprivileged peers hold their share of connections", "peer", key, "pid", p.pid,
-			"uid", p.uid, "share", s.caps.max-s.caps.reserve, "reserved_for_root", s.caps.reserve)
+		s.warnBusy("connection refused: unprivileged peers hold their share of connections", "peer", key, "pid", p.Pid,
+			"uid", p.UID, "share", s.caps.max-s.caps.reserve, "reserved_for_root", s.caps.reserve)
 	case capTotal:
-		s.warnBusy("connection refused: connection cap reached", "peer", key, "pid", p.pid, "uid", p.uid, "cap", s.caps.max)
+		s.warnBusy("connection refused: connection cap reached", "peer", key, "pid", p.Pid, "uid", p.UID, "cap", s.caps.max)
 	}
 	s.reply(c, &ingest.Reply{Code: ingest.CodeBusy, Error: msg})
 	return nil

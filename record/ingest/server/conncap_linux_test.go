@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution/attributiontest"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
@@ -54,7 +56,7 @@ func TestConnCaps(t *testing.T) {
 	// 16 connections, 2 reserved for root outside sessions, 4 per peer.
 	srv := New(j, table, WithMaxConns(16), WithMaxConnsPerPeer(4), WithLogger(log))
 	sock := startServer(t, srv)
-	exe := publicExe(t)
+	exe := attributiontest.PublicBinary(t)
 	hold := func(cg *cgrouptest.Cgroup, uid int) *child {
 		return startRole(t, exe, "hold", sock, cg.SysProcAttr(t, uid))
 	}

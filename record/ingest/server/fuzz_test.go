@@ -31,13 +31,14 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer fc.Close()
-	p, err := newPeer(fc.(*net.UnixConn), true)
+	j, _ := journaltest.Open(f)
+	srv := New(j, NewTable())
+	ap, err := srv.attr.Open(fc.(*net.UnixConn))
 	if err != nil {
 		f.Skipf("no peer credentials: %v", err)
 	}
-	defer p.close()
-	j, _ := journaltest.Open(f)
-	srv := New(j, NewTable())
+	defer ap.Close()
+	p := &peer{Peer: ap}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		rep := srv.handle(p, payload)
 		if rep.Code != "" {

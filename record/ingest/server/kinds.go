@@ -51,7 +51,7 @@ var senders = []struct {
 }
 
 // from is the kind of peer a is.
-func (a attribution) from() peers {
+func (a sender) from() peers {
 	if a.session != "" {
 		return fromSession
 	}
@@ -59,7 +59,7 @@ func (a attribution) from() peers {
 }
 
 // permitted reports whether peer a may send an event of kind.
-func (a attribution) permitted(kind string) bool {
+func (a sender) permitted(kind string) bool {
 	for _, s := range senders {
 		if s.kind == kind {
 			return s.from&a.from() != 0
@@ -133,7 +133,7 @@ func (f *forgery) add(kind string) {
 // alert that records them in its session: source rules, the peer's pid, uid
 // and cgroup in proc, as the kernel gave them, and no refs, since the
 // refused events are not journaled.
-func (s *Server) forgedAlert(a attribution, f *forgery, now time.Time) *event.Event {
+func (s *Server) forgedAlert(a sender, f *forgery, now time.Time) *event.Event {
 	quoted := make([]string, len(f.kinds))
 	for i, k := range f.kinds {
 		quoted[i] = fmt.Sprintf("%q", truncate(k, 64))

@@ -50,9 +50,6 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
-	case "sleep":
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
 	case "handoff":
 		if err := handoffRole(os.Getenv(envSock)); err != nil {
 			fmt.Fprintln(os.Stderr, "handoff role:", err)

@@ -62,6 +62,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/cgroup"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
@@ -105,10 +106,10 @@ type Stats struct {
 type Server struct {
 	app      Appender
 	sessions Sessions
+	attr     *attribution.Attributor
 	log      hclog.Logger
 	host     string
-	cg       cgroup.Mount
-	cgErr    error
+	cg       *cgroup.Mount // WithCgroup2's
 	maxConns int
 	perPeer  int
 	caps     *connCaps
@@ -117,7 +118,6 @@ type Server struct {
 	frameTO  time.Duration
 	writeTO  time.Duration
 	dedup    *dedup
-	noPidfd  bool // tests: behave as on kernels without SO_PEERPIDFD
 	checker  Checker
 
 	mu       sync.Mutex
@@ -181,7 +181,7 @@ func WithDedupSize(n int) Option { return func(s *Server) { s.dedup = newDedup(m
 
 // WithCgroup2 overrides where the v2 hierarchy is mounted, instead of
 // reading /proc/self/mountinfo.
-func WithCgroup2(m cgroup.Mount) Option { return func(s *Server) { s.cg, s.cgErr = m, nil } }
+func WithCgroup2(m cgroup.Mount) Option { return func(s *Server) { s.cg = &m } }
 
 // WithChecker answers check requests with c; without it they are answered
 // CodeUnavailable.
@@ -205,16 +205,20 @@ func New(app Appender, sessions Sessions, opts ...Option) *Server {
 		conns:    make(map[*net.UnixConn]struct{}),
 		appendCx: context.Background(),
 	}
-	s.cg, s.cgErr = cgroup.ReadV2()
 	for _, o := range opts {
 		o(s)
 	}
+	var aopts []attribution.Option
+	if s.cg != nil {
+		aopts = append(aopts, attribution.WithMount(*s.cg))
+	}
+	s.attr = attribution.New(sessions, aopts...)
 	if s.dedup == nil {
 		s.dedup = newDedup(DefaultDedupSize)
 	}
 	s.caps = newConnCaps(s.maxConns, s.perPeer)
-	if s.cgErr != nil {
-		s.log.Warn("no cgroup v2 hierarchy, no peer can be attributed to a session", "error", s.cgErr)
+	if err := s.attr.MountErr(); err != nil {
+		s.log.Warn("no cgroup v2 hierarchy, no peer can be attributed to a session", "error", err)
 	}
 	return s
 }
@@ -426,14 +430,15 @@ func (s *Server) serveConn(c *net.UnixConn) {
 	defer c.Close()
 	s.conns64.Add(1)
 	defer s.conns64.Add(-1)
-	p, err := newPeer(c, !s.noPidfd)
+	ap, err := s.attr.Open(c)
 	if err != nil {
 		s.unavailable.Add(1)
 		s.log.Debug("cannot identify peer", "error", err) // counted; peers must not flood the log
 		s.reply(c, &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot identify peer"})
 		return
 	}
-	defer p.close()
+	defer ap.Close()
+	p := &peer{Peer: ap}
 	release := s.admitConn(c, p)
 	if release == nil {
 		return
@@ -455,7 +460,7 @@ func (s *Server) serveConn(c *net.UnixConn) {
 			return
 		default:
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.log.Debug("connection read failed", "pid", p.pid, "error", err)
+				s.log.Debug("connection read failed", "pid", p.Pid, "error", err)
 			}
 			return
 		}
@@ -493,43 +498,11 @@ func (s *Server) reply(c *net.UnixConn, rep *ingest.Reply) bool {
 	return true
 }
 
-// attribution is who sent a batch, as the kernel says.
-type attribution struct {
-	pid      int32
-	uid      uint32
-	cgroupID uint64
-	session  string // empty outside every session
-}
-
-func (s *Server) attribute(p *peer) (attribution, error) {
-	a := attribution{pid: p.pid, uid: p.uid}
-	if s.cgErr != nil {
-		// No v2 hierarchy: nobody is in a session. Still make sure
-		// the pid is the process that connected.
-		if _, err := p.cgroupPath(); err != nil && !errors.Is(err, cgroup.ErrNoV2) {
-			return a, err
-		}
-		return a, nil
-	}
-	cg, err := p.cgroupPath()
-	if errors.Is(err, cgroup.ErrNoV2) {
-		return a, nil
-	}
-	if err != nil {
-		return a, err
-	}
-	ids, err := p.cgroupIDs(s.cg, cg)
-	if err != nil {
-		return a, err
-	}
-	a.cgroupID = ids[0]
-	for _, id := range ids {
-		if sid, ok := s.sessions.Lookup(id); ok {
-			a.session = sid
-			break
-		}
-	}
-	return a, nil
+// attribute is the one attribution step (kernel/attribution) for a batch
+// of p's.
+func (s *Server) attribute(p *peer) (sender, error) {
+	a, err := s.attr.Attribute(p.Peer)
+	return sender{pid: a.Pid, uid: a.UID, cgroupID: a.CgroupID, session: a.Session}, err
 }
 
 // handle answers one request payload.
@@ -563,13 +536,13 @@ func (s *Server) handle(p *peer, payload []byte) *ingest.Reply {
 // admit attributes a batch to its peer. It returns the reply that refuses
 // the whole batch when the peer cannot be attributed, or is neither in a
 // session nor root.
-func (s *Server) admit(p *peer) (attribution, *ingest.Reply) {
+func (s *Server) admit(p *peer) (sender, *ingest.Reply) {
 	a, err := s.attribute(p)
 	if err != nil {
 		s.unavailable.Add(1)
 		if !p.warned {
 			p.warned = true
-			s.log.Warn("cannot attribute batch", "pid", p.pid, "uid", p.uid, "error", err)
+			s.log.Warn("cannot attribute batch", "pid", p.Pid, "uid", p.UID, "error", err)
 		}
 		return a, &ingest.Reply{Code: ingest.CodeUnavailable, Error: "cannot attribute peer: " + err.Error()}
 	}
@@ -601,7 +574,7 @@ type pending struct {
 // invalid or that the peer may not send, and claims the others (see claim).
 // When a session's peer sent kinds that only the host writes, the batch
 // gets the alert that records it.
-func (s *Server) triage(b *pending, batch *ingest.Batch, a attribution) {
+func (s *Server) triage(b *pending, batch *ingest.Batch, a sender) {
 	now := time.Now().UTC()
 	var forged forgery
 	for i, e := range batch.Events {
@@ -709,7 +682,7 @@ func idOf(e *event.Event) string {
 // rewrite checks that the peer may send e, then replaces everything in e
 // that the server vouches for. An event of a kind the peer may not send is
 // rejected with a *kindError before anything else is checked.
-func (s *Server) rewrite(e *event.Event, rawLen int, a attribution, now time.Time) error {
+func (s *Server) rewrite(e *event.Event, rawLen int, a sender, now time.Time) error {
 	if !a.permitted(e.Kind) {
 		return &kindError{kind: e.Kind, from: a.from()}
 	}

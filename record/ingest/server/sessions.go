@@ -1,13 +1,16 @@
 package server
 
-import "sync"
+import (
+	"sync"
 
-// Sessions maps a v2 cgroup id to the session that owns that cgroup. Session
-// management registers each session's cgroup; the server walks up from the
-// peer's cgroup, so a descendant cgroup belongs to its ancestor's session.
-type Sessions interface {
-	Lookup(cgroupID uint64) (sessionID string, ok bool)
-}
+	"github.com/sandtrail/sandtrail/kernel/attribution"
+)
+
+// Sessions maps a v2 cgroup id to the session that owns that cgroup
+// (attribution.Sessions). Session management registers each session's
+// cgroup; the attribution step walks up from the peer's cgroup, so a
+// descendant cgroup belongs to its ancestor's session.
+type Sessions = attribution.Sessions
 
 // Table is a concurrency-safe Sessions that session management registers
 // into.

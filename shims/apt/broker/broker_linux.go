@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/sandtrail/sandtrail/kernel/peercred"
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt"
@@ -37,9 +37,12 @@ type Config struct {
 	Check func(ctx context.Context, session string, reqs []shims.Request) (blocked bool, rule, message string)
 	// Emit receives the pkg.install and pkg.blocked events.
 	Emit func(*event.Event)
-	// Session maps a peer (its pid and uid, from SO_PEERCRED) to its
-	// session; false refuses the peer. Nil: every peer, with no session.
-	Session func(pid int32, uid uint32) (string, bool)
+	// Attributor is the daemon's one attribution step (kernel/attribution):
+	// the broker takes the peer's identity when it connects and asks for
+	// its session once its request has arrived. A peer that cannot be
+	// attributed (its process exited and its pid may name another) or
+	// that is in no session is refused. Nil: every peer, with no session.
+	Attributor *attribution.Attributor
 	// Nest makes the cgroup that a session's request runs apt-get in: one
 	// nested in the session's v2 cgroup (collector/session's
 	// Session.NewNested), so that the kernel records apt-get, dpkg and
@@ -75,8 +78,11 @@ type Cgroup interface {
 
 // Broker serves apt installs on a unix socket.
 type Broker struct {
-	cfg  Config
-	log  hclog.Logger
+	cfg Config
+	log hclog.Logger
+	// ids takes each peer's identity: cfg.Attributor, or, without one,
+	// an Attributor over no sessions.
+	ids  *attribution.Attributor
 	mu   sync.Mutex
 	lns  []*net.UnixListener
 	wg   sync.WaitGroup
@@ -100,7 +106,11 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Emit == nil {
 		cfg.Emit = func(*event.Event) {}
 	}
-	return &Broker{cfg: cfg, log: cfg.Log.Named("apt_broker"), done: make(chan struct{})}, nil
+	ids := cfg.Attributor
+	if ids == nil {
+		ids = attribution.New(noSessions{})
+	}
+	return &Broker{cfg: cfg, log: cfg.Log.Named("apt_broker"), ids: ids, done: make(chan struct{})}, nil
 }
 
 // Serve accepts clients on ln until Close.
@@ -145,8 +155,7 @@ func (b *Broker) Close() error {
 
 // peer is a client.
 type peer struct {
-	cred    peercred.Cred
-	session string
+	attribution.Attribution
 	// cgroupFD is the cgroup the request's apt-get runs in, -1 for the
 	// broker's own.
 	cgroupFD int
@@ -154,19 +163,12 @@ type peer struct {
 
 // serveConn serves one request.
 func (b *Broker) serveConn(c *net.UnixConn) {
-	cred, err := peercred.Read(c, false)
+	ap, err := b.ids.Open(c)
 	if err != nil {
 		b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "cannot read the peer's credentials"})
 		return
 	}
-	p := peer{cred: cred, cgroupFD: -1}
-	if b.cfg.Session != nil {
-		var ok bool
-		if p.session, ok = b.cfg.Session(cred.Pid, cred.UID); !ok {
-			b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "the caller is in no session"})
-			return
-		}
-	}
+	defer ap.Close()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	req, fds, err := readRequest(c)
 	c.SetReadDeadline(time.Time{})
@@ -175,8 +177,25 @@ func (b *Broker) serveConn(c *net.UnixConn) {
 		b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: err.Error()})
 		return
 	}
+	p := peer{Attribution: attribution.Attribution{Pid: ap.Pid, UID: ap.UID}, cgroupFD: -1}
+	if b.cfg.Attributor != nil {
+		if p.Attribution, err = b.cfg.Attributor.Attribute(ap); err != nil {
+			b.log.Info("request refused", "pid", ap.Pid, "reason", "cannot attribute the peer", "error", err)
+			b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "cannot attribute the caller: " + err.Error()})
+			return
+		}
+		if p.Session == "" {
+			b.reply(c, apt.BrokerReply{Exit: 100, Refused: true, Message: "the caller is in no session"})
+			return
+		}
+	}
 	b.reply(c, b.handle(c, p, req, fds))
 }
+
+// noSessions is the session table of a broker without an Attributor.
+type noSessions struct{}
+
+func (noSessions) Lookup(uint64) (string, bool) { return "", false }
 
 func (b *Broker) reply(c *net.UnixConn, rep apt.BrokerReply) {
 	body, _ := json.Marshal(rep)
@@ -238,7 +257,7 @@ func closeAll(fds []int) {
 func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []int) apt.BrokerReply {
 	cmd, argv, err := Validate(req.Args)
 	if err != nil {
-		b.log.Info("request refused", "pid", p.cred.Pid, "reason", err.Error())
+		b.log.Info("request refused", "pid", p.Pid, "reason", err.Error())
 		return apt.BrokerReply{Exit: 100, Refused: true, Message: err.Error()}
 	}
 	parsed := apt.ParseArgs(argv)
@@ -250,20 +269,20 @@ func (b *Broker) handle(c *net.UnixConn, p peer, req apt.BrokerRequest, fds []in
 	defer cancel()
 	go watch(c, cancel)
 	if b.cfg.Check != nil && len(reqs) > 0 {
-		if blocked, rule, msg := b.cfg.Check(ctx, p.session, reqs); blocked {
+		if blocked, rule, msg := b.cfg.Check(ctx, p.Session, reqs); blocked {
 			b.emitBlocked(p, reqs, rule, msg)
 			return apt.BrokerReply{Exit: 100, Refused: true, Message: msg}
 		}
 	}
-	if b.cfg.Nest != nil && p.session != "" {
-		cg, err := b.cfg.Nest(p.session)
+	if b.cfg.Nest != nil && p.Session != "" {
+		cg, err := b.cfg.Nest(p.Session)
 		if err != nil {
-			b.log.Warn("making the session's apt cgroup failed", "session", p.session, "error", err)
+			b.log.Warn("making the session's apt cgroup failed", "session", p.Session, "error", err)
 			return apt.BrokerReply{Exit: 100, Refused: true, Message: "broker: cannot run apt-get in the session: " + err.Error()}
 		}
 		defer func() {
 			if err := cg.Close(); err != nil {
-				b.log.Info("the session's apt cgroup stays until the session ends", "session", p.session, "error", err)
+				b.log.Info("the session's apt cgroup stays until the session ends", "session", p.Session, "error", err)
 			}
 		}()
 		p.cgroupFD = cg.FD()
@@ -334,7 +353,7 @@ func (b *Broker) checkURIs(ctx context.Context, p peer, argv []string, req apt.B
 	}
 	reqs := uriRequests(uris)
 	if b.cfg.Check != nil && len(reqs) > 0 {
-		if blocked, rule, msg := b.cfg.Check(ctx, p.session, reqs); blocked {
+		if blocked, rule, msg := b.cfg.Check(ctx, p.Session, reqs); blocked {
 			b.emitBlocked(p, reqs, rule, msg)
 			return nil, &apt.BrokerReply{Exit: 100, Refused: true, Message: msg}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
+	"github.com/sandtrail/sandtrail/kernel/attribution/attributiontest"
+	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/deb/debtest"
 	"github.com/sandtrail/sandtrail/shims"
@@ -31,6 +35,7 @@ import (
 // TestMain doubles as the hook (apt runs it) and as the client (run as
 // nobody by the test).
 func TestMain(m *testing.M) {
+	attributiontest.Main()
 	if os.Getenv("SANDTRAIL_TEST_APT_HOOK") != "" {
 		if err := apt.RunHook(os.Stdin, os.Args[len(os.Args)-1]); err != nil {
 			fmt.Fprintln(os.Stderr, "hook:", err)
@@ -109,7 +114,15 @@ type fixture struct {
 	prx       *proxy
 	arch      *debtest.Archive
 	root      string
+	// sess is the cgroup of session s1, where the client runs; other is
+	// session s2's.
+	sess, other *cgrouptest.Cgroup
 }
+
+// sessions is a session table.
+type sessions map[uint64]string
+
+func (s sessions) Lookup(id uint64) (string, bool) { v, ok := s[id]; return v, ok }
 
 func start(t *testing.T) *fixture {
 	if os.Geteuid() != 0 {
@@ -126,7 +139,7 @@ func start(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	f := &fixture{rec: &recorder{}, prx: &proxy{}, root: filepath.Join(dir, "apt", "root")}
+	f := &fixture{rec: &recorder{}, prx: &proxy{}, root: filepath.Join(dir, "apt", "root"), sess: cgrouptest.New(t), other: cgrouptest.New(t)}
 	// The test binary, where nobody can run it.
 	f.bin = filepath.Join(dir, "t.test")
 	self, _ := os.ReadFile(os.Args[0])
@@ -140,7 +153,7 @@ func start(t *testing.T) *fixture {
 	conf := scratchApt(t, filepath.Join(dir, "apt"), "deb [signed-by="+f.arch.Keyring+"] "+f.arch.URL+" stable main")
 	b, err := broker.New(broker.Config{AptGet: "/usr/bin/apt-get", Mirror: mirror.URL, HookCmd: f.bin, Emit: f.rec.emit,
 		Env: []string{"APT_CONFIG=" + conf, "SANDTRAIL_TEST_APT_HOOK=1"}, DpkgStatus: filepath.Join(f.root, "var/lib/dpkg/status"),
-		Session: func(pid int32, uid uint32) (string, bool) { return "s1", uid == 65534 },
+		Attributor: attribution.New(sessions{f.sess.ID: "s1", f.other.ID: "s2"}),
 		Check: func(_ context.Context, session string, reqs []shims.Request) (bool, string, string) {
 			for _, r := range reqs {
 				if r.Name == "evil" || r.Name == "fx-evil" {
@@ -163,13 +176,19 @@ func start(t *testing.T) *fixture {
 	return f
 }
 
-// client runs the client as nobody; it returns stdout, stderr and the
-// exit code.
+// client runs the client as nobody in session s1's cgroup; it returns
+// stdout, stderr and the exit code.
 func (f *fixture) client(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return f.clientIn(t, f.sess.SysProcAttr(t, 65534), args...)
+}
+
+// clientIn runs the client with attr.
+func (f *fixture) clientIn(t *testing.T, attr *syscall.SysProcAttr, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(f.bin, args...)
 	cmd.Env = []string{"SANDTRAIL_TEST_APT_CLIENT=" + f.sock, "LANG=C", "TERM=dumb"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = attr
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -294,6 +313,49 @@ func TestRefused(t *testing.T) {
 				t.Errorf("client(%q): events %s, want none", tt.args, js(evs))
 			}
 		})
+	}
+}
+
+// TestUnattributed: the broker runs nothing for a caller that the one
+// attribution step (kernel/attribution) does not place in a session, and
+// refuses it as the ingest server does: a process in no session's cgroup
+// (as nobody, and as root), and a connection whose connecting process has
+// exited and whose pid a process of another session took.
+func TestUnattributed(t *testing.T) {
+	f := start(t)
+	for _, uid := range []uint32{65534, 0} {
+		attr := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, errOut, code := f.clientIn(t, attr, "install", "-y", "hello")
+		if code != 100 || !strings.Contains(errOut, "REFUSED: the caller is in no session") || out != "" {
+			t.Errorf("uid %d outside every session: exit %d, stdout %q, stderr %q, want a refusal", uid, code, out, errOut)
+		}
+	}
+	c, pid := attributiontest.Handoff(t, f.sock, f.sess.SysProcAttr(t, 65534))
+	reused := attributiontest.ReusePid(t, pid, f.other.SysProcAttr(t, 65534))
+	req, _ := json.Marshal(apt.BrokerRequest{Args: []string{"install", "-y", "hello"}})
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	fd := int(devnull.Fd())
+	frame := append([]byte{byte(len(req) >> 24), byte(len(req) >> 16), byte(len(req) >> 8), byte(len(req))}, req...)
+	if _, _, err := c.WriteMsgUnix(frame, syscall.UnixRights(fd, fd, fd), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := apt.ReadFrame(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep apt.BrokerReply
+	if err := json.Unmarshal(b, &rep); err != nil || !rep.Refused || rep.Exit != 100 {
+		t.Errorf("request on the connection of exited pid %d (recycled: %v) = %+v, %v, want refused", pid, reused, rep, err)
+	}
+	if f.prx.count() != 0 {
+		t.Errorf("apt ran for an unattributed caller (the mirror saw requests)")
+	}
+	if evs := f.rec.take(); len(evs) != 0 {
+		t.Errorf("events %s for unattributed callers, want none", js(evs))
 	}
 }
 

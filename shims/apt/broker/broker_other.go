@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/shims"
 )
@@ -21,7 +22,7 @@ type Config struct {
 	AptGet, Mirror string
 	Check          func(ctx context.Context, session string, reqs []shims.Request) (blocked bool, rule, message string)
 	Emit           func(*event.Event)
-	Session        func(pid int32, uid uint32) (string, bool)
+	Attributor     *attribution.Attributor
 	Nest           func(session string) (Cgroup, error)
 	HookCmd        string
 	Env            []string

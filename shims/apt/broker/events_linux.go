@@ -15,9 +15,9 @@ import (
 
 // base is an event of kind for peer p.
 func (b *Broker) base(kind string, p peer) *event.Event {
-	uid := p.cred.UID
-	return &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: p.session, Host: b.cfg.Host, Kind: kind,
-		Source: event.SourceShim, Proc: &event.Proc{Pid: p.cred.Pid, UID: &uid}}
+	uid := p.UID
+	return &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: p.Session, Host: b.cfg.Host, Kind: kind,
+		Source: event.SourceShim, Proc: &event.Proc{Pid: p.Pid, UID: &uid}}
 }
 
 // emitBlocked writes one pkg.blocked per request.

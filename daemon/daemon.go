@@ -18,6 +18,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/dnsproxy"
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -29,25 +30,27 @@ import (
 	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
 
-// Host wires the recording parts together in one process: the journal (the
-// one writer), the event queue in front of it, the session manager, the
-// eBPF process collector and, when asked, the ingest server and the index
-// follower. `sandtrail daemon` runs one for the machine; `sandtrail run`
+// Daemon is the composition root: it wires the recording parts together
+// in one process: the journal (the one writer), the event queue in front
+// of it, the session manager, the eBPF process collector, the one
+// attribution step (kernel/attribution, over the session manager) that
+// the ingest server, the apt broker, the mirror and the DNS proxy decide
+// sessions by, and, when asked, the ingest server and the index follower. `sandtrail daemon` runs one for the machine; `sandtrail run`
 // runs one for its own session when no daemon is running.
 //
 // Every producer's events go into the queue, which never blocks them: the
 // collector's events through a forwarding goroutine, the session manager's
 // through its emit function. The collector's OOM handler names the victim
 // to the manager. Each session's cgroup is watched by the collector from
-// before its main process starts until after its cleanup. At start the host
+// before its main process starts until after its cleanup. At start the daemon
 // logs what the collector does without on this kernel, and fails when the
 // policy requires a capability that the kernel lacks (require).
-type Host struct {
+type Daemon struct {
 	cfg *Config
 	log hclog.Logger
-	pol *policies.Engine // the host's policy (cfg.Policy)
+	pol *policies.Engine // the daemon's policy (cfg.Policy)
 	// egress decides the sessions' connections and lookups: pol, and,
-	// when the host serves the mirror, the approved registries refused
+	// when the daemon serves the mirror, the approved registries refused
 	// to sessions (the mirror is then their only road to a registry).
 	egress *policies.Engine
 	jdir   string
@@ -55,18 +58,19 @@ type Host struct {
 	app    pkgview.Appender // the journal, with the package view's rules watching
 	q      *queue.Queue
 	mgr    *session.Manager
+	ids    *attribution.Attributor // the one attribution step, over mgr
 	col    *collector.Collector
 	dns    *dnsproxy.Proxy // the sessions' DNS proxy; nil with dns.enabled false
 	srv    *server.Server
 	mir    *Mirror        // nil without a mirror
 	apt    *broker.Broker // nil without the apt broker
 
-	// opened is the journal's size when the host opened it.
+	// opened is the journal's size when the daemon opened it.
 	opened uint64
 	// dnsSender: the proxy checks that a session's queries come from the
 	// session's cgroup (dnsproxy.WithCgroup); false when the kernel cannot tell.
 	dnsSender bool
-	// upstreams names the addresses the mirror connected to by the host
+	// upstreams names the addresses the mirror connected to by the name
 	// it connected for (learnUpstream), for net events that the DNS
 	// proxy's answers cannot name.
 	upstreams upstreamNames
@@ -78,20 +82,20 @@ type Host struct {
 	closeErr  error
 }
 
-// Options say which optional parts a host runs.
+// Options say which optional parts a daemon runs.
 type Options struct {
 	// Ingest serves the ingest socket (cfg.Socket). When IngestOptional is
 	// set, a socket that cannot be served is logged and skipped.
 	Ingest, IngestOptional bool
 	// Index follows the journal with the index in the background.
 	Index bool
-	// Mirror, when set, is the address the host serves the mirror on.
+	// Mirror, when set, is the address the daemon serves the mirror on.
 	Mirror string
 }
 
-// startHost opens the journal and starts the queue, the session manager,
-// the collector and the optional parts. The caller must Close the host.
-func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
+// Start opens the journal and starts the queue, the session manager,
+// the collector and the optional parts. The caller must Close the daemon.
+func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("recording sessions needs root: the collector loads BPF programs and sessions need their own cgroups")
 	}
@@ -99,122 +103,123 @@ func Start(cfg *Config, log hclog.Logger, o Options) (h *Host, err error) {
 	if err != nil {
 		return nil, err
 	}
-	h = &Host{cfg: cfg, log: log, pol: pol, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	d = &Daemon{cfg: cfg, log: log, pol: pol, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
 	if o.Mirror != "" {
-		h.egress = pol.RegistriesThroughMirror()
+		d.egress = pol.RegistriesThroughMirror()
 	}
-	if h.j, err = OpenJournal(cfg, log); err != nil {
+	if d.j, err = OpenJournal(cfg, log); err != nil {
 		return nil, err
 	}
-	h.opened = h.j.Size()
+	d.opened = d.j.Size()
 	// The package view's rules (shim_mirror_mismatch, shim_bypass,
 	// unverified_install) see every event once it is journaled, with its
 	// seq; their alerts go back through the queue.
-	h.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...)).
-		Tap(h.j, func(e *event.Event) { h.q.Emit(e) })
-	h.q = queue.New(h.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
+	d.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...)).
+		Tap(d.j, func(e *event.Event) { d.q.Emit(e) })
+	d.q = queue.New(d.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
 		if err != nil {
-			h.closeParts()
+			d.closeParts()
 		}
 	}()
 	// The sockets' directory (ingest, apt broker, control) stays the
-	// host's in every session, even beneath its private /tmp.
-	h.mgr, err = session.NewManager(log, h.q.Emit, session.WithRoot(cfg.SessionsDir()), session.WithHostID(cfg.Host),
+	// daemon's in every session, even beneath its private /tmp.
+	d.mgr, err = session.NewManager(log, d.q.Emit, session.WithRoot(cfg.SessionsDir()), session.WithHostID(cfg.Host),
 		session.WithShared(cfg.SocketDir()))
 	if err != nil {
-		return h, fmt.Errorf("starting the session manager: %w", err)
+		return d, fmt.Errorf("starting the session manager: %w", err)
 	}
+	d.ids = attribution.New(d.mgr)
 	if err := openDataDir(cfg); err != nil {
-		return h, err
+		return d, err
 	}
-	if err := h.startDNS(); err != nil {
-		return h, err
+	if err := d.startDNS(); err != nil {
+		return d, err
 	}
-	if err := h.startCollector(); err != nil {
-		return h, err
+	if err := d.startCollector(); err != nil {
+		return d, err
 	}
-	h.endAbandoned()
+	d.endAbandoned()
 	if o.Mirror != "" {
-		if h.mir, err = ServeMirror(cfg, o.Mirror, pol, h.q.Emit,
-			MirrorLinks{Sessions: h.mgr, Processes: newProcesses(h.col, cfg.ShimDir, log), Dialed: h.learnUpstream}, log); err != nil {
-			return h, err
+		if d.mir, err = ServeMirror(cfg, o.Mirror, pol, d.q.Emit,
+			MirrorLinks{Sessions: d.mgr, Processes: newProcesses(d.col, cfg.ShimDir, log), Dialed: d.learnUpstream}, log); err != nil {
+			return d, err
 		}
 	}
 	if o.Ingest {
-		if err := h.startIngest(); err != nil {
+		if err := d.startIngest(); err != nil {
 			if !o.IngestOptional {
-				return h, err
+				return d, err
 			}
 			log.Warn("ingest socket not served; shims cannot send events", "socket", cfg.Socket, "error", err)
 		}
 	}
 	if o.Index {
 		ctx, cancel := context.WithCancel(context.Background())
-		h.stopIndex, h.indexed = cancel, make(chan struct{})
+		d.stopIndex, d.indexed = cancel, make(chan struct{})
 		go func() {
-			defer close(h.indexed)
-			followIndex(ctx, cfg.IndexPath(), h.jdir, h.j, log)
+			defer close(d.indexed)
+			followIndex(ctx, cfg.IndexPath(), d.jdir, d.j, log)
 		}()
 	}
-	return h, nil
+	return d, nil
 }
 
 // startCollector starts the kernel collector, deciding the sessions'
-// egress by h.egress, and forwards its events into the queue; it fails
+// egress by d.egress, and forwards its events into the queue; it fails
 // when the kernel lacks a capability the policy requires.
-func (h *Host) startCollector() error {
+func (d *Daemon) startCollector() error {
 	// The reads the collector records: the policy's sensitive paths, and
 	// the installed package managers' core modules, whose read by a
 	// process with no shim above it is a shim_bypass (pkgview).
-	sensitive, readExceptions := h.pol.SensitiveReads("")
+	sensitive, readExceptions := d.pol.SensitiveReads("")
 	sensitive = append(sensitive, managerModules("/")...)
 	var err error
-	h.col, err = collector.New(h.log, append([]collector.Option{collector.WithHost(h.cfg.Host), collector.WithOOMHandler(h.mgr.OOMVictim),
-		collector.WithEgress(h.egress), collector.WithSensitiveReads(sensitive, readExceptions),
-		collector.WithUnixAllowed(h.cfg.OwnSockets()...), collector.WithExecEnv(h.pol.ExecEnv())},
-		h.dnsCollectorOptions()...)...)
+	d.col, err = collector.New(d.log, append([]collector.Option{collector.WithHost(d.cfg.Host), collector.WithOOMHandler(d.mgr.OOMVictim),
+		collector.WithEgress(d.egress), collector.WithSensitiveReads(sensitive, readExceptions),
+		collector.WithUnixAllowed(d.cfg.OwnSockets()...), collector.WithExecEnv(d.pol.ExecEnv())},
+		d.dnsCollectorOptions()...)...)
 	if err != nil {
 		return fmt.Errorf("starting the process collector: %w", err)
 	}
 	go func() {
-		defer close(h.forwarded)
-		for e := range h.col.Events() {
-			h.q.Emit(e)
+		defer close(d.forwarded)
+		for e := range d.col.Events() {
+			d.q.Emit(e)
 		}
 	}()
-	return h.checkKernel(h.pol.Require())
+	return d.checkKernel(d.pol.Require())
 }
 
-// endAbandoned ends the sessions that a host before this one left behind
+// endAbandoned ends the sessions that a daemon before this one left behind
 // when it died without ending them (SIGKILL, a crash): for each, the
 // collector watches its cgroup, everything still running in it is killed
 // (session.terminate with reason host_lost), and it is cleaned up
 // (session.cleanup), its workdir preserved, or deleted when there is no
-// room to preserve it. It runs before this host serves anything. What
-// fails is logged, and the session's state stays for the next host.
-func (h *Host) endAbandoned() {
+// room to preserve it. It runs before this daemon serves anything. What
+// fails is logged, and the session's state stays for the next daemon.
+func (d *Daemon) endAbandoned() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ss, err := h.mgr.Abandoned(ctx)
+	ss, err := d.mgr.Abandoned(ctx)
 	if err != nil {
-		h.log.Warn("finding the sessions a lost host left behind", "error", err)
+		d.log.Warn("finding the sessions a lost daemon left behind", "error", err)
 	}
 	for _, s := range ss {
-		if err := h.endHostLost(ctx, s); err != nil {
-			h.log.Warn("ending a session whose host was lost", "session_id", s.ID(), "error", err)
+		if err := d.endDaemonLost(ctx, s); err != nil {
+			d.log.Warn("ending a session whose daemon was lost", "session_id", s.ID(), "error", err)
 			continue
 		}
-		h.log.Info("ended a session whose host was lost", "session_id", s.ID())
+		d.log.Info("ended a session whose daemon was lost", "session_id", s.ID())
 	}
 }
 
-// endHostLost ends and cleans up the abandoned session s.
-func (h *Host) endHostLost(ctx context.Context, s *session.Session) error {
+// endDaemonLost ends and cleans up the abandoned session s.
+func (d *Daemon) endDaemonLost(ctx context.Context, s *session.Session) error {
 	watched := false
 	if id := s.CgroupID(); id != 0 {
-		if err := h.col.Watch(id, s.ID()); err != nil {
-			h.log.Warn("watching a session whose host was lost", "session_id", s.ID(), "error", err)
+		if err := d.col.Watch(id, s.ID()); err != nil {
+			d.log.Warn("watching a session whose daemon was lost", "session_id", s.ID(), "error", err)
 		} else {
 			watched = true
 		}
@@ -227,7 +232,7 @@ func (h *Host) endHostLost(ctx context.Context, s *session.Session) error {
 		}
 	}
 	if watched {
-		if uerr := h.col.Unwatch(s.CgroupID()); uerr != nil && err == nil {
+		if uerr := d.col.Unwatch(s.CgroupID()); uerr != nil && err == nil {
 			err = fmt.Errorf("unwatching session %s: %w", s.ID(), uerr)
 		}
 	}
@@ -236,12 +241,12 @@ func (h *Host) endHostLost(ctx context.Context, s *session.Session) error {
 
 // checkKernel logs what the running collector does without and fails when
 // the policy requires a capability that the kernel lacks (require).
-func (h *Host) checkKernel(require []string) error {
-	k := h.col.Kernel()
+func (d *Daemon) checkKernel(require []string) error {
+	k := d.col.Kernel()
 	if k == nil {
 		return nil
 	}
-	logWithout(h.log, k)
+	logWithout(d.log, k)
 	return unmetRequirements(k, require)
 }
 
@@ -256,7 +261,7 @@ func logWithout(log hclog.Logger, k *event.Kernel) {
 	}
 }
 
-// unmetRequirements returns the error a host fails with when the kernel k
+// unmetRequirements returns the error a daemon fails with when the kernel k
 // lacks a capability that require (the policy's) names: one line that says
 // why each is needed and from which Linux release it is there, "policy
 // requires unix_enforce: ... (Linux 6.7+; this kernel is 6.1.0-50-cloud-amd64)".
@@ -333,26 +338,26 @@ func LoadPolicy(file string) (*policies.Engine, error) {
 
 // startIngest serves the ingest socket, attributing peers with the
 // session manager.
-func (h *Host) startIngest() error {
-	cfg := h.cfg
+func (d *Daemon) startIngest() error {
+	cfg := d.cfg
 	mode, err := strconv.ParseUint(cfg.Ingest.SocketMode, 8, 32)
 	if err != nil || mode > 0o777 {
 		return fmt.Errorf("config: ingest.socket_mode %q is not an octal file mode", cfg.Ingest.SocketMode)
 	}
-	chk := newChecker(h.pol, h.mirrorURL(), cfg.Mirror.Upstreams, h.log)
-	if err := h.startApt(chk); err != nil {
-		h.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
+	chk := newChecker(d.pol, d.mirrorURL(), cfg.Mirror.Upstreams, d.log)
+	if err := d.startApt(chk); err != nil {
+		d.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
 	}
-	srv := server.New(claimsAfterHost{flush: h.q.Flush, app: h.app}, h.mgr,
-		server.WithLogger(h.log),
+	srv := server.New(claimsAfterDaemon{flush: d.q.Flush, app: d.app}, d.mgr,
+		server.WithLogger(d.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),
 		server.WithMaxConnsPerPeer(cfg.Ingest.MaxConnsPerPeer),
 		server.WithDedupSize(cfg.Ingest.DedupSize),
 		server.WithIdleTimeout(cfg.Ingest.IdleTimeout),
 		server.WithChecker(chk))
-	if _, err := srv.RememberTail(h.j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
-		return journal.Scan(h.jdir, from, fn)
+	if _, err := srv.RememberTail(d.j.Size(), uint64(max(cfg.Ingest.DedupSize, 0)), func(from uint64, fn func(uint64, []byte) error) error {
+		return journal.Scan(d.jdir, from, fn)
 	}); err != nil {
 		return err
 	}
@@ -360,34 +365,35 @@ func (h *Host) startIngest() error {
 	if err != nil {
 		return err
 	}
-	h.srv, h.served = srv, make(chan error, 1)
-	go func() { h.served <- srv.Serve(ln) }()
+	d.srv, d.served = srv, make(chan error, 1)
+	go func() { d.served <- srv.Serve(ln) }()
 	return nil
 }
 
-// The host is the control socket's and the session launcher's Host.
-var _ control.Host = (*Host)(nil)
+// The daemon is the control socket's Daemon and the session launcher's
+// launch.Host.
+var _ control.Daemon = (*Daemon)(nil)
 
 // CreateSession creates a session, has the collector watch its cgroup and
 // redirects its DNS lookups to the proxy, before anything can run in it. A
 // spec without a seccomp filter gets the policy's (sandbox.seccomp.allow).
-func (h *Host) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+func (d *Daemon) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
 	if spec.Seccomp == nil {
-		f, err := seccomp.New(h.pol.SeccompAllow())
+		f, err := seccomp.New(d.pol.SeccompAllow())
 		if err != nil {
 			return nil, fmt.Errorf("building the session's seccomp filter: %w", err)
 		}
 		spec.Seccomp = f
 	}
-	s, err := h.mgr.Create(ctx, spec)
+	s, err := d.mgr.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("creating session: %w", err)
 	}
-	if err := h.record(s); err != nil {
+	if err := d.record(s); err != nil {
 		// Fail closed: a session that is not fully recorded must not run.
 		_ = s.Terminate(ctx, session.ReasonAPI, nil)
 		_ = s.Cleanup(ctx, session.FSDeleted)
-		_ = h.col.Unwatch(s.CgroupID())
+		_ = d.col.Unwatch(s.CgroupID())
 		return nil, err
 	}
 	return s, nil
@@ -397,177 +403,177 @@ func (h *Host) CreateSession(ctx context.Context, spec session.Spec) (*session.S
 // cgroup, limits its network rate, reads beneath its home (its workdir)
 // named by the policy (~/.ssh, ~/.aws, ...) are sensitive too, and its DNS
 // goes to its own proxy listeners.
-func (h *Host) record(s *session.Session) error {
-	if err := h.col.Watch(s.CgroupID(), s.ID()); err != nil {
+func (d *Daemon) record(s *session.Session) error {
+	if err := d.col.Watch(s.CgroupID(), s.ID()); err != nil {
 		return fmt.Errorf("watching session cgroup: %w", err)
 	}
 	if l := s.Spec().Limits; l.NetRate > 0 {
-		if err := h.col.SetNetRate(s.CgroupID(), l.NetRate, l.NetRateAction == session.ActionWarn); err != nil {
+		if err := d.col.SetNetRate(s.CgroupID(), l.NetRate, l.NetRateAction == session.ActionWarn); err != nil {
 			return fmt.Errorf("limiting the session's net rate: %w", err)
 		}
 	}
 	if s.Seccomp().Refuses(seccomp.UserNamespaces) {
-		if err := h.col.DenyUserNamespaces(s.CgroupID()); err != nil {
+		if err := d.col.DenyUserNamespaces(s.CgroupID()); err != nil {
 			return err
 		}
 	}
-	if sens, exc := h.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
-		if err := h.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
+	if sens, exc := d.pol.SensitiveReads(s.Workdir()); len(sens) > 0 {
+		if err := d.col.AddSensitive(s.CgroupID(), sens, exc); err != nil {
 			return fmt.Errorf("adding the session's sensitive paths: %w", err)
 		}
 	}
-	return h.redirectDNS(s)
+	return d.redirectDNS(s)
 }
 
 // CleanupSession cleans a terminated session up and then stops watching
 // its cgroup (which ends its DNS redirect) and closes its DNS listeners.
-func (h *Host) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
+func (d *Daemon) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
 	err := s.Cleanup(ctx, fsState)
 	if err != nil {
 		return fmt.Errorf("cleaning up session %s: %w", s.ID(), err)
 	}
-	if err := h.col.Unwatch(s.CgroupID()); err != nil && !errors.Is(err, collector.ErrClosed) {
+	if err := d.col.Unwatch(s.CgroupID()); err != nil && !errors.Is(err, collector.ErrClosed) {
 		return fmt.Errorf("unwatching session %s: %w", s.ID(), err)
 	}
-	return h.releaseDNS(s.ID())
+	return d.releaseDNS(s.ID())
 }
 
 // flush waits until every event produced so far is in the journal. The
 // collector's reader may still hold the last records of a session that
 // just ended; they arrive within its poll interval, so flush first waits
 // that long.
-func (h *Host) flush(ctx context.Context) error {
+func (d *Daemon) flush(ctx context.Context) error {
 	select {
 	case <-time.After(2 * collector.DefaultPollInterval):
 	case <-ctx.Done():
 	}
-	return h.q.Flush(ctx)
+	return d.q.Flush(ctx)
 }
 
-// SessionEnv points a session's shims at the host's ingest socket and its
-// package managers at the host's mirror.
-func (h *Host) SessionEnv() []string {
+// SessionEnv points a session's shims at the daemon's ingest socket and its
+// package managers at the daemon's mirror.
+func (d *Daemon) SessionEnv() []string {
 	var env []string
-	if h.cfg.ShimDir != "" && h.cfg.ShimDir != launch.ShimDir {
-		env = append(env, "PATH="+h.cfg.ShimDir+":"+launch.SystemPath)
+	if d.cfg.ShimDir != "" && d.cfg.ShimDir != launch.ShimDir {
+		env = append(env, "PATH="+d.cfg.ShimDir+":"+launch.SystemPath)
 	}
-	if h.srv != nil {
-		env = append(env, "SANDTRAIL_SOCKET="+h.cfg.Socket)
+	if d.srv != nil {
+		env = append(env, "SANDTRAIL_SOCKET="+d.cfg.Socket)
 	}
-	if h.apt != nil {
-		env = append(env, "SANDTRAIL_APT_SOCKET="+h.cfg.AptSocket())
+	if d.apt != nil {
+		env = append(env, "SANDTRAIL_APT_SOCKET="+d.cfg.AptSocket())
 	}
-	if h.mir != nil {
-		env = append(env, h.mir.sessionEnv()...)
+	if d.mir != nil {
+		env = append(env, d.mir.sessionEnv()...)
 	}
 	return env
 }
 
-// mirrorURL is the host mirror's URL, "" without one.
-func (h *Host) mirrorURL() string {
-	if h.mir == nil {
+// mirrorURL is the daemon mirror's URL, "" without one.
+func (d *Daemon) mirrorURL() string {
+	if d.mir == nil {
 		return ""
 	}
-	return h.mir.URL
+	return d.mir.URL
 }
 
 // JournalSize is the journal's size.
-func (h *Host) JournalSize() uint64 { return h.j.Size() }
+func (d *Daemon) JournalSize() uint64 { return d.j.Size() }
 
-// Opened is the journal's size when the host opened it: everything this
-// host journals, its collector's collector.capabilities among it, has a
+// Opened is the journal's size when the daemon opened it: everything this
+// daemon journals, its collector's collector.capabilities among it, has a
 // seq at or after Opened.
-func (h *Host) Opened() uint64 { return h.opened }
+func (d *Daemon) Opened() uint64 { return d.opened }
 
 // Session returns the manager's session with the id.
-func (h *Host) Session(id string) (*session.Session, bool) { return h.mgr.Get(id) }
+func (d *Daemon) Session(id string) (*session.Session, bool) { return d.mgr.Get(id) }
 
 // Sync makes the events so far durable and signed, for a client that reads
 // its session back and verifies the journal.
-func (h *Host) Sync(ctx context.Context) error {
-	if err := h.flush(ctx); err != nil {
+func (d *Daemon) Sync(ctx context.Context) error {
+	if err := d.flush(ctx); err != nil {
 		return err
 	}
-	_, err := h.j.Checkpoint(ctx)
+	_, err := d.j.Checkpoint(ctx)
 	return err
 }
 
 // IngestDone returns the ingest server's result channel (nil without
 // ingest).
-func (h *Host) IngestDone() <-chan error { return h.served }
+func (d *Daemon) IngestDone() <-chan error { return d.served }
 
 // IngestStats returns the ingest server's counters (zero without ingest).
-func (h *Host) IngestStats() server.Stats {
-	if h.srv == nil {
+func (d *Daemon) IngestStats() server.Stats {
+	if d.srv == nil {
 		return server.Stats{}
 	}
-	return h.srv.Stats()
+	return d.srv.Stats()
 }
 
 // JournalDir is the journal's directory.
-func (h *Host) JournalDir() string { return h.jdir }
+func (d *Daemon) JournalDir() string { return d.jdir }
 
 // Close stops the parts in order: the ingest server, the DNS proxy, the
 // collector (which delivers what is left in its ring buffer), the queue
 // (which drains into the journal), the index follower and the journal,
 // which signs a final checkpoint.
-func (h *Host) Close() error {
-	h.closeOnce.Do(h.closeParts)
-	return h.closeErr
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(d.closeParts)
+	return d.closeErr
 }
 
-func (h *Host) closeParts() {
+func (d *Daemon) closeParts() {
 	var errs []error
-	if h.srv != nil {
-		drain, cancel := context.WithTimeout(context.Background(), h.cfg.Ingest.DrainTimeout)
-		errs = append(errs, h.srv.Shutdown(drain))
+	if d.srv != nil {
+		drain, cancel := context.WithTimeout(context.Background(), d.cfg.Ingest.DrainTimeout)
+		errs = append(errs, d.srv.Shutdown(drain))
 		cancel()
-		if err := os.Remove(h.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			h.log.Warn("removing socket", "error", err)
+		if err := os.Remove(d.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.log.Warn("removing socket", "error", err)
 		}
-		LogStats(h.log, "ingest stopped", h.srv.Stats())
+		LogStats(d.log, "ingest stopped", d.srv.Stats())
 	}
-	if h.apt != nil {
+	if d.apt != nil {
 		// Installs in flight are ended: their sessions are ending too.
-		errs = append(errs, h.apt.Close())
-		if err := os.Remove(h.cfg.AptSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			h.log.Warn("removing socket", "error", err)
+		errs = append(errs, d.apt.Close())
+		if err := os.Remove(d.cfg.AptSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.log.Warn("removing socket", "error", err)
 		}
 	}
-	if h.mir != nil {
-		errs = append(errs, h.mir.Close())
+	if d.mir != nil {
+		errs = append(errs, d.mir.Close())
 	}
-	if h.dns != nil {
-		if err := h.dns.Close(); err != nil {
+	if d.dns != nil {
+		if err := d.dns.Close(); err != nil {
 			errs = append(errs, err)
 		}
-		st := h.dns.Stats()
-		h.log.Debug("dns proxy stopped", "queries", st.Queries, "blocked", st.Blocked, "upstream_failures", st.UpstreamFailures,
+		st := d.dns.Stats()
+		d.log.Debug("dns proxy stopped", "queries", st.Queries, "blocked", st.Blocked, "upstream_failures", st.UpstreamFailures,
 			"shed", st.Shed, "malformed", st.Malformed)
 	}
-	if h.col != nil {
-		if err := h.col.Close(); err != nil {
+	if d.col != nil {
+		if err := d.col.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing collector: %w", err))
 		}
-		<-h.forwarded
-		st := h.col.Stats()
-		h.log.Debug("collector stopped", "received", st.Received, "kernel_drops", st.KernelDrops, "queue_drops", st.QueueDrops)
+		<-d.forwarded
+		st := d.col.Stats()
+		d.log.Debug("collector stopped", "received", st.Received, "kernel_drops", st.KernelDrops, "queue_drops", st.QueueDrops)
 	}
-	if h.q != nil {
-		if err := h.q.Close(); err != nil {
+	if d.q != nil {
+		if err := d.q.Close(); err != nil {
 			errs = append(errs, err)
 		}
-		st := h.q.Stats()
-		h.log.Debug("queue stopped", "appended", st.Appended, "dropped", st.Dropped, "loss_events", st.LossEvents, "invalid", st.Invalid, "failed", st.Failed)
+		st := d.q.Stats()
+		d.log.Debug("queue stopped", "appended", st.Appended, "dropped", st.Dropped, "loss_events", st.LossEvents, "invalid", st.Invalid, "failed", st.Failed)
 	}
-	if h.stopIndex != nil {
-		h.stopIndex()
-		<-h.indexed
+	if d.stopIndex != nil {
+		d.stopIndex()
+		<-d.indexed
 	}
-	if h.j != nil {
-		if err := h.j.Close(); err != nil {
+	if d.j != nil {
+		if err := d.j.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing journal: %w", err))
 		}
 	}
-	h.closeErr = errors.Join(errs...)
+	d.closeErr = errors.Join(errs...)
 }
