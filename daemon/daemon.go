@@ -513,6 +513,10 @@ func (d *Daemon) IngestStats() server.Stats {
 // JournalDir is the journal's directory.
 func (d *Daemon) JournalDir() string { return d.jdir }
 
+// Attributor is the daemon's one attribution step over its sessions, for
+// the servers the binary wires beside it (the control socket).
+func (d *Daemon) Attributor() *attribution.Attributor { return d.ids }
+
 // Close stops the parts in order: the ingest server, the DNS proxy, the
 // collector (which delivers what is left in its ring buffer), the queue
 // (which drains into the journal), the index follower and the journal,

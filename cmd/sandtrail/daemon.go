@@ -81,7 +81,7 @@ func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
 	if err != nil {
 		return errors.Join(err, h.Close())
 	}
-	ctl := control.Serve(ln, h, log)
+	ctl := control.Serve(ln, h, h.Attributor(), log)
 	log.Info("daemon started", "journal", h.JournalDir(), "entries", h.JournalSize(), "socket", cfg.Socket,
 		"control", ctlPath, "sessions", cfg.SessionsDir(), "index", cfg.IndexPath())
 	var (

@@ -13,8 +13,11 @@
 //
 // Trust model: the socket is 0600 root and beneath /run/sandtrail; the
 // server also checks the peer's credentials (SO_PEERCRED, package
-// peercred) and refuses any peer whose uid is not 0. The actor recorded
-// for pause and resume is the peer's user name and uid.
+// peercred) and refuses any peer whose uid is not 0, and, through the one
+// attribution step (kernel/attribution), any root peer inside a session:
+// a session's root (an apt maintainer script the broker runs, a session
+// started as root) is the agent's, and must not drive the daemon. The
+// actor recorded for pause and resume is the peer's user name and uid.
 package control
 
 import (

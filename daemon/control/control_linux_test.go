@@ -10,7 +10,68 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/kernel/attribution"
+	"github.com/sandtrail/sandtrail/kernel/cgroup"
 )
+
+// sessionsOf maps cgroup ids to sessions, as the session manager does.
+type sessionsOf map[uint64]string
+
+func (s sessionsOf) Lookup(id uint64) (string, bool) {
+	sid, ok := s[id]
+	return sid, ok
+}
+
+// TestControlRefusesRootInSession: root whose cgroup is a session's (an
+// apt maintainer script the broker runs, a session started as root) is
+// refused before any op, by the one attribution step; root outside every
+// session is served.
+func TestControlRefusesRootInSession(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the control socket serves only uid 0")
+	}
+	dir, err := cgroup.OwnDir()
+	if err != nil {
+		t.Skipf("needs a cgroup v2 hierarchy: %v", err)
+	}
+	own, err := cgroup.ID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		sessions sessionsOf
+		want     string
+	}{
+		{"root outside every session", sessionsOf{}, ""},
+		{"root in a session", sessionsOf{own: "s-agent"}, "a process of session s-agent may not use the control socket"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "control.sock")
+			ln, err := Listen(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := Serve(ln, nil, attribution.New(tt.sessions), hclog.NewNullLogger())
+			defer c.Close()
+			resp, err := Call(path, &Request{Op: "list"})
+			if tt.want == "" {
+				if err != nil || !resp.OK {
+					t.Errorf("list = %+v, %v, want ok", resp, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("list from a session's root = %+v, want refused", resp)
+			}
+			got := err.Error()
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("list from a session's root: %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
 
 // TestControlProtocol exercises the control socket's framing, descriptor
 // passing and errors against a server with no sessions.
@@ -30,7 +91,7 @@ func TestControlProtocol(t *testing.T) {
 	if _, err := Listen(path); err == nil {
 		t.Error("Listen() on a served socket = nil, want an error")
 	}
-	c := Serve(ln, nil, hclog.NewNullLogger())
+	c := Serve(ln, nil, attribution.New(sessionsOf{}), hclog.NewNullLogger())
 	defer c.Close()
 
 	resp, err := Call(path, &Request{Op: "list"})

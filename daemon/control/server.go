@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 )
 
@@ -38,6 +39,7 @@ type Daemon interface {
 // Server serves the control socket for a Daemon.
 type Server struct {
 	d   Daemon
+	ids *attribution.Attributor
 	log hclog.Logger
 	ln  *net.UnixListener
 	// ctx ends with the server: sessions run by run requests end with it.
@@ -77,9 +79,9 @@ func Listen(path string) (*net.UnixListener, error) {
 }
 
 // Serve serves ln (from Listen) for d until Close.
-func Serve(ln *net.UnixListener, d Daemon, log hclog.Logger) *Server {
+func Serve(ln *net.UnixListener, d Daemon, ids *attribution.Attributor, log hclog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Server{d: d, log: log.Named("control"), ln: ln, ctx: ctx, cancel: cancel, sessions: map[string]*ctlSession{}}
+	c := &Server{d: d, ids: ids, log: log.Named("control"), ln: ln, ctx: ctx, cancel: cancel, sessions: map[string]*ctlSession{}}
 	c.wg.Add(1)
 	go c.serve()
 	return c
@@ -200,7 +202,8 @@ func (c *Server) handle(conn *net.UnixConn) {
 	c.replySession(k, cs)
 }
 
-// admit checks the peer's credentials: only root may use the socket.
+// admit checks the peer's credentials: only root outside every session
+// may use the socket.
 func (c *Server) admit(k *call) bool {
 	cr, err := peercred.Read(k.conn, false)
 	if err != nil {
@@ -210,6 +213,19 @@ func (c *Server) admit(k *call) bool {
 	if cr.UID != 0 {
 		c.log.Warn("control connection refused", "uid", cr.UID)
 		k.fail(errors.New("permission denied: only root may use the control socket"))
+		return false
+	}
+	// Root inside a session (an apt maintainer script the broker runs,
+	// a session started as root) is the agent's, not the operator's.
+	at, err := c.ids.Unix(k.conn)
+	if err != nil {
+		c.log.Warn("control connection refused: cannot attribute the caller", "pid", cr.Pid, "error", err)
+		k.fail(fmt.Errorf("permission denied: cannot attribute the caller: %w", err))
+		return false
+	}
+	if at.Session != "" {
+		c.log.Warn("control connection refused: the caller is in a session", "pid", at.Pid, "session_id", at.Session)
+		k.fail(fmt.Errorf("permission denied: a process of session %s may not use the control socket", at.Session))
 		return false
 	}
 	k.actor = ActorName(cr.UID)

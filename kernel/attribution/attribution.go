@@ -6,10 +6,9 @@
 // the cgroup its socket was created in (sock_diag) → the session registered
 // for it. The daemon builds one Attributor over its session table and hands
 // it to every server that decides by session: the ingest socket and the
-// apt broker (Open, Attribute), the mirror (Socket, over the session
-// manager) and the DNS proxy (Socket, over its own listeners' cgroups).
-// The control socket decides by uid alone (only root may use it) and reads
-// it with peercred.
+// apt broker (Open, Attribute), the control socket (Unix: root outside
+// every session only), the mirror (Socket, over the session manager) and
+// the DNS proxy (Socket, over its own listeners' cgroups).
 //
 // Trust model. Everything an Attributor reads is the kernel's: the peer's
 // credentials as they were when it connected, the cgroup its pid runs in
