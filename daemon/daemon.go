@@ -371,7 +371,7 @@ func (d *Daemon) startIngest() error {
 }
 
 // The daemon is the control socket's Daemon and the session launcher's
-// launch.Host.
+// launch.Daemon.
 var _ control.Daemon = (*Daemon)(nil)
 
 // CreateSession creates a session, has the collector watch its cgroup and

@@ -27,7 +27,7 @@ import (
 
 // Daemon is what the server needs of the daemon that runs the sessions.
 type Daemon interface {
-	launch.Host
+	launch.Daemon
 	// Session returns the session with the id, if the daemon has it.
 	Session(id string) (*session.Session, bool)
 	// Sync makes every event so far durable and covered by a signed

@@ -336,8 +336,9 @@ func ExitStatus(err error) int32 {
 	return 126
 }
 
-// Host is what Run needs of the process that hosts sessions.
-type Host interface {
+// Daemon is what Run needs of the daemon that records sessions (the
+// machine's daemon, or run's own when none is running).
+type Daemon interface {
 	// CreateSession creates a session and sets up its recording before
 	// anything can run in it.
 	CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error)
@@ -346,7 +347,7 @@ type Host interface {
 	CleanupSession(ctx context.Context, s *session.Session, fsState string) error
 	// JournalSize is the journal's size: the seq of the next event.
 	JournalSize() uint64
-	// SessionEnv is what the host adds to every session's environment
+	// SessionEnv is what the daemon adds to every session's environment
 	// (the mirror's address, say); the request's own values (--env,
 	// --env-file) replace those of the same names.
 	SessionEnv() []string
@@ -358,7 +359,7 @@ type Host interface {
 // started, when not nil, is called once the session exists. A command that
 // cannot start ends the session (its Result says why); Run returns an
 // error, with a nil Result, only when there was no session.
-func Run(ctx context.Context, h Host, req *Request, stdio [3]*os.File, started func(id string)) (*Result, error) {
+func Run(ctx context.Context, h Daemon, req *Request, stdio [3]*os.File, started func(id string)) (*Result, error) {
 	keep, err := CheckKeep(req.Keep)
 	if err != nil {
 		return nil, err
