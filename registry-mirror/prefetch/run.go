@@ -14,6 +14,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 	"github.com/sandtrail/sandtrail/resolver"
+	"github.com/sandtrail/sandtrail/resolver/listing"
 )
 
 // Fetcher fetches items through the mirror at Base ("http://ADDR/").
@@ -150,11 +151,10 @@ func (f *Fetcher) pypiFiles(ctx context.Context, it Item) ([]pypiFile, error) {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxFile)).Decode(&page); err != nil {
 		return nil, fmt.Errorf("prefetch: the mirror's page of %s: %w", it.Name, err)
 	}
-	pypi, _ := resolver.Lookup(resolver.PyPI)
 	var out []pypiFile
 	for _, file := range page.Files {
-		name, v, ok := fileVersion(file.Filename)
-		if !ok || pypi.NormalizeName(name) != it.Name || v != it.Version {
+		v, _, err := listing.FileVersion(it.Name, file.Filename)
+		if err != nil || v != it.Version {
 			continue
 		}
 		d, err := verify.Hex(verify.SHA256, file.Hashes[verify.SHA256])
@@ -172,28 +172,6 @@ func (f *Fetcher) pypiFiles(ctx context.Context, it Item) ([]pypiFile, error) {
 		return nil, fmt.Errorf("prefetch: %s==%s: no file on the mirror's page matches the pin", it.Name, it.Version)
 	}
 	return out, nil
-}
-
-// fileVersion reads the project name and version of a wheel or an sdist
-// file name.
-func fileVersion(filename string) (name, version string, ok bool) {
-	if base, isWheel := strings.CutSuffix(filename, ".whl"); isWheel {
-		parts := strings.Split(base, "-")
-		if len(parts) < 5 {
-			return "", "", false
-		}
-		return parts[0], parts[1], true
-	}
-	for _, ext := range []string{".tar.gz", ".zip"} {
-		if base, ok := strings.CutSuffix(filename, ext); ok {
-			i := strings.LastIndexByte(base, '-')
-			if i <= 0 {
-				return "", "", false
-			}
-			return base[:i], base[i+1:], true
-		}
-	}
-	return "", "", false
 }
 
 func containsDigest(ds []verify.Digest, d verify.Digest) bool {
