@@ -10,6 +10,7 @@
 // the shim binary cmd/sandtrail-shim no BPF, SQLite, mirror, collector or
 // policy. It lists each import graph with `go list -deps` for every target
 // platform, as tailscale's cmd/tailscaled/deps_test.go does, and shows
-// with an overlay that a broken layer is reported. The package has no code
-// of its own.
+// with an overlay that a broken layer is reported. It also keeps the
+// package table of docs/architecture.md in step with the tree. The package
+// has no code of its own.
 package deps
