@@ -163,6 +163,18 @@ type Proc struct {
 	// pipeline such as `curl | sh`.
 	StdinPipe  uint64 `json:"stdin_pipe,omitempty"`
 	StdoutPipe uint64 `json:"stdout_pipe,omitempty"`
+	// Ancestors are the process's ancestors at its exec, the parent first,
+	// as the collector's table of the kernel's forks and execs knew them;
+	// the list stops at the first one the table does not hold, or at
+	// MaxAncestors.
+	Ancestors []Ancestor `json:"ancestors,omitempty"`
+	// StdinFrom is the process writing into the pipe on fd 0 (the one
+	// whose stdout_pipe is this stdin_pipe), StdoutTo the one reading the
+	// pipe on fd 1, when the collector saw it exec: the other ends of a
+	// pipeline such as `curl | sh`, known to the kernel whatever the shell
+	// typed. Of two ends, the one that execs second names the first.
+	StdinFrom *PipePeer `json:"stdin_from,omitempty"`
+	StdoutTo  *PipePeer `json:"stdout_to,omitempty"`
 	// Errno is the symbolic error ("ENOENT") of a failed exec or ptrace
 	// request, or of a refused syscall ("EPERM").
 	Errno string `json:"errno,omitempty"`
@@ -447,6 +459,26 @@ type Limit struct {
 	Action string `json:"action"`
 }
 
+// MaxAncestors bounds Proc.Ancestors.
+const MaxAncestors = 16
+
+// Ancestor is one ancestor of an exec'd process: its pid, comm and the
+// path of the file it executed (exe_path), as of the ancestor's own
+// exec (or its fork, when it never exec'd).
+type Ancestor struct {
+	Pid  int32  `json:"pid"`
+	Comm string `json:"comm,omitempty"`
+	Exe  string `json:"exe,omitempty"`
+}
+
+// PipePeer is the process at the other end of a pipe: its pid, comm and
+// the head of its argv (redacted, as the exec recorded it).
+type PipePeer struct {
+	Pid  int32    `json:"pid"`
+	Comm string   `json:"comm,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+}
+
 // Alert is a detection raised by a rule.
 type Alert struct {
 	RuleID string `json:"rule_id"`
@@ -456,6 +488,15 @@ type Alert struct {
 	// Refs are the sequence numbers of the events that matched.
 	Refs    []uint64 `json:"refs,omitempty"`
 	Summary string   `json:"summary,omitempty"`
+	// Tags are the rule's tags (attack.t1059, ...).
+	Tags []string `json:"tags,omitempty"`
+	// Package is the purl of the package the alert is about: the one
+	// whose install scripts did what the rule saw, or the one a
+	// threat-intelligence record lists.
+	Package string `json:"package,omitempty"`
+	// Advisory is the id of the threat-intelligence record that raised
+	// it (MAL-2025-1234).
+	Advisory string `json:"advisory,omitempty"`
 }
 
 // Loss records events that a producer dropped instead of blocking.
