@@ -27,6 +27,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/queue"
 	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/tap"
 	"github.com/sandtrail/sandtrail/shims/apt/broker"
 )
 
@@ -55,7 +56,7 @@ type Daemon struct {
 	egress *policies.Engine
 	jdir   string
 	j      *journal.Journal
-	app    pkgview.Appender // the journal, with the package view's rules watching
+	app    tap.Appender // the journal, with the live rules watching
 	q      *queue.Queue
 	mgr    *session.Manager
 	ids    *attribution.Attributor // the one attribution step, over mgr
@@ -103,6 +104,10 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	det, err := NewDetector(pol, cfg.Host)
+	if err != nil {
+		return nil, err
+	}
 	d = &Daemon{cfg: cfg, log: log, pol: pol, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
 	if o.Mirror != "" {
 		d.egress = pol.RegistriesThroughMirror()
@@ -111,11 +116,12 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.opened = d.j.Size()
-	// The package view's rules (shim_mirror_mismatch, shim_bypass,
-	// unverified_install) see every event once it is journaled, with its
-	// seq; their alerts go back through the queue.
-	d.app = pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...)).
-		Tap(d.j, func(e *event.Event) { d.q.Emit(e) })
+	// The live rules, the package view's (shim_mirror_mismatch,
+	// shim_bypass, unverified_install) and the detection rules, see every
+	// event once it is journaled, with its seq; their alerts go back
+	// through the queue.
+	watcher := pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...))
+	d.app = tap.New(d.j, func(e *event.Event) { d.q.Emit(e) }, watcher, det)
 	d.q = queue.New(d.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
 		if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/pkgview"
+	"github.com/sandtrail/sandtrail/record/tap"
 )
 
 // claimsAfterDaemon is the ingest server's Appender: a batch that holds a
@@ -17,10 +17,10 @@ import (
 // install journaled before its verified fetch as an unverified_install.
 type claimsAfterDaemon struct {
 	flush func(context.Context) error
-	app   pkgview.Appender
+	app   tap.Appender
 }
 
-var _ pkgview.Appender = claimsAfterDaemon{}
+var _ tap.Appender = claimsAfterDaemon{}
 
 func (c claimsAfterDaemon) Append(ctx context.Context, evs ...*event.Event) error {
 	for _, e := range evs {

@@ -94,6 +94,7 @@ type compiled struct {
 	toolIO ToolIO
 	limits event.Limits
 	uid0   string
+	detect Detections
 	// seccompAllow are the syscall groups the session filter lets through.
 	seccompAllow []string
 	// require names the kernel collector's capabilities that must be
@@ -190,6 +191,7 @@ func compile(p *Policy) (*compiled, *errs) {
 	out.toolIO = toolIO(c, &p.ToolIO)
 	out.limits = limits(c, &p.Limits)
 	out.uid0 = agentUID0(c, p.AgentUID0)
+	out.detect = detections(c, &p.Detections, out.uid0)
 	out.seccompAllow = seccompAllow(c, p.Sandbox.Seccomp.Allow)
 	out.require = requireCapabilities(c, p.Require)
 	return out, c
@@ -429,6 +431,41 @@ func limits(c *errs, p *Limits) event.Limits {
 		c.add("limits.net_rate_action", "%v", err)
 	}
 	return l
+}
+
+// AgentRootRule is the name of the built-in rule that alerts on a
+// session whose agent runs as uid 0; agent_uid0: allow disables it.
+const AgentRootRule = "agent_uid0"
+
+// Levels are Sigma's levels, lowest first.
+var Levels = []string{"informational", "low", "medium", "high", "critical"}
+
+// detections compiles the detections section: the levels must be Sigma's;
+// whether the rules and names exist is the rule loader's to say, since
+// only it knows the rules. agent_uid0: allow adds AgentRootRule to
+// Disable.
+func detections(c *errs, d *Detections, uid0 string) Detections {
+	out := Detections{Rules: slices.Clone(d.Rules), Disable: slices.Clone(d.Disable), Levels: map[string]string{}}
+	for i, r := range d.Rules {
+		if r == "" {
+			c.add(fmt.Sprintf("detections.rules[%d]", i), "empty path")
+		}
+	}
+	for i, r := range d.Disable {
+		if r == "" {
+			c.add(fmt.Sprintf("detections.disable[%d]", i), "empty rule id")
+		}
+	}
+	for ref, lv := range d.Levels {
+		if !slices.Contains(Levels, lv) {
+			c.add("detections.levels."+ref, "invalid level %q (want %s)", lv, strings.Join(Levels, ", "))
+		}
+		out.Levels[ref] = lv
+	}
+	if uid0 == "allow" && !slices.Contains(out.Disable, AgentRootRule) {
+		out.Disable = append(out.Disable, AgentRootRule)
+	}
+	return out
 }
 
 // agentUID0 compiles agent_uid0: alert (the default) or allow.

@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"path"
@@ -733,6 +734,15 @@ func (e *Engine) ToolIO() ToolIO {
 	t := e.c.toolIO
 	t.Recipients = append([]string(nil), t.Recipients...)
 	return t
+}
+
+// Detections returns the detections section: the rule files to load
+// beside the built-in rules, the rules disabled (with agent_uid0: allow,
+// AgentRootRule among them) and the levels set.
+func (e *Engine) Detections() Detections {
+	d := e.c.detect
+	d.Rules, d.Disable, d.Levels = slices.Clone(d.Rules), slices.Clone(d.Disable), maps.Clone(d.Levels)
+	return d
 }
 
 // SeccompAllow returns the syscall groups that the session's seccomp filter

@@ -41,6 +41,8 @@ type Policy struct {
 	// AgentUID0 is what happens when the agent runs as uid 0: alert (the
 	// default) or allow.
 	AgentUID0 string `mapstructure:"agent_uid0" yaml:"agent_uid0" json:"agent_uid0"`
+	// Detections configures the detection rules run over the record.
+	Detections Detections `mapstructure:"detections" yaml:"detections" json:"detections"`
 	// Sandbox relaxes the hardening of the session's processes.
 	Sandbox Sandbox `mapstructure:"sandbox" yaml:"sandbox" json:"sandbox"`
 	// Require names capabilities of the kernel collector (the names of
@@ -179,6 +181,20 @@ type Exec struct {
 	// every exec (exact, case-sensitive names), redacted like argv. Empty
 	// records none.
 	Env []string `mapstructure:"env" yaml:"env" json:"env"`
+}
+
+// Detections configures the Sigma rules run over the record, beside the
+// built-in ones (policies/rules).
+type Detections struct {
+	// Rules are Sigma rule files, or directories of them (every .yml and
+	// .yaml beneath), loaded with the built-in rules. They are root's
+	// configuration, as the policy is.
+	Rules []string `mapstructure:"rules" yaml:"rules" json:"rules"`
+	// Disable names rules, by id or name, that raise no alert.
+	Disable []string `mapstructure:"disable" yaml:"disable" json:"disable"`
+	// Levels sets the level of a rule's alerts, by the rule's id or name:
+	// informational, low, medium, high or critical.
+	Levels map[string]string `mapstructure:"levels" yaml:"levels" json:"levels"`
 }
 
 // ToolIO says how much of the agent's tool I/O is kept.

@@ -526,12 +526,23 @@ func (s *Session) Start(ctx context.Context, cmd *exec.Cmd) error {
 		return err
 	}
 	s.cmd, s.state, s.startedAt = cmd, stateRunning, time.Now()
+	uid := mainUID(cmd)
 	s.m.emit(s.toEvent(change{op: "start", proc: &event.Proc{
-		Pid: int32(pid), Exe: cmd.Path, Argv: cmd.Args, Cwd: cmd.Dir, CgroupID: s.cg.id, StartTS: s.startedAt,
+		Pid: int32(pid), UID: &uid, Exe: cmd.Path, Argv: cmd.Args, Cwd: cmd.Dir, CgroupID: s.cg.id, StartTS: s.startedAt,
 	}}))
 	go s.wait()
 	go s.mon.run()
 	return nil
+}
+
+// mainUID is the uid the session's main process runs as: its
+// credential's, or the manager's own when it has none. Rules read it as
+// the agent's uid (the agent runs as root when it is 0).
+func mainUID(cmd *exec.Cmd) uint32 {
+	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
+		return a.Credential.Uid
+	}
+	return uint32(os.Getuid())
 }
 
 // enterFS gives the calling thread the session's mount namespace. It

@@ -15,7 +15,7 @@ import (
 func benchRules(b *testing.B) *Set {
 	var src strings.Builder
 	for _, f := range []string{"proc_creation_lnx_base64_execution.yml", "proc_creation_lnx_susp_pipe_shell.yml", "proc_creation_lnx_curl_wget_exec_tmp.yml"} {
-		data, err := os.ReadFile("testdata/sigmahq/" + f)
+		data, err := os.ReadFile("../rules/sigmahq/" + f)
 		if err != nil {
 			b.Fatal(err)
 		}

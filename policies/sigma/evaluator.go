@@ -3,6 +3,7 @@ package sigma
 import (
 	"container/list"
 	"hash/maphash"
+	"slices"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -87,6 +88,7 @@ type Evaluator struct {
 	maxGroups int
 	maxWindow int
 	corr      map[*correlation]*corrState
+	agents    agentTable
 	seed      maphash.Seed
 	v         view
 	out       []Match
@@ -120,6 +122,7 @@ func NewEvaluator(s *Set, opts ...Option) *Evaluator {
 // strings. An event meets only the rules of its category.
 func (ev *Evaluator) Observe(e *event.Event) []Match {
 	ev.out = ev.out[:0]
+	ev.agents.update(e)
 	if rs := ev.set.rulesFor(e.Kind); len(rs) > 0 {
 		ev.v.reset(e)
 		for _, r := range rs {
@@ -140,6 +143,48 @@ func (ev *Evaluator) Observe(e *event.Event) []Match {
 		ev.procs.update(e)
 	}
 	return ev.out
+}
+
+// agentUID is the uid the session's main process runs as, from its
+// session.start.
+func (ev *Evaluator) agentUID(session string) (uint32, bool) {
+	uid, ok := ev.agents.m[session]
+	return uid, ok
+}
+
+// maxAgents bounds the sessions whose agent uid the Evaluator keeps.
+const maxAgents = 1 << 14
+
+// agentTable holds each live session's agent uid, from session.start to
+// session.cleanup; when full, the oldest session is forgotten.
+type agentTable struct {
+	m     map[string]uint32
+	order []string
+}
+
+func (t *agentTable) update(e *event.Event) {
+	switch e.Kind {
+	case event.KindSessionStart:
+		if e.Proc == nil || e.Proc.UID == nil || e.SessionID == "" {
+			return
+		}
+		if t.m == nil {
+			t.m = map[string]uint32{}
+		}
+		if _, ok := t.m[e.SessionID]; !ok {
+			t.order = append(t.order, e.SessionID)
+		}
+		t.m[e.SessionID] = *e.Proc.UID
+		for len(t.m) > maxAgents {
+			delete(t.m, t.order[0])
+			t.order = t.order[1:]
+		}
+	case event.KindSessionCleanup:
+		delete(t.m, e.SessionID)
+		if len(t.order) > 2*maxAgents || len(t.m) == 0 {
+			t.order = slices.DeleteFunc(t.order, func(id string) bool { _, ok := t.m[id]; return !ok })
+		}
+	}
 }
 
 // Stats returns the counters of the Evaluator's bounds.

@@ -129,12 +129,25 @@ func procFields() []*field {
 		newField("proc.argv_truncated", tBool, p(func(p *event.Proc) value { return boolean(p.ArgvTruncated) })),
 		newField("proc.argc", tInt, p(func(p *event.Proc) value { return ptrNum(p.Argc) })),
 		newField("proc.argv_tail", tStrs, p(func(p *event.Proc) value { return strs(p.ArgvTail) })),
+		newField("proc.argv_size", tInt, p(func(p *event.Proc) value { return num(p.ArgvSize) })),
 		newField("proc.env", tStrs, p(func(p *event.Proc) value { return strs(p.Env) })),
 		newField("proc.cwd", tStr, p(func(p *event.Proc) value { return str(p.Cwd) })),
 		newField("proc.exit_code", tInt, p(func(p *event.Proc) value { return ptrNum(p.ExitCode) })),
 		newField("proc.signal", tInt, p(func(p *event.Proc) value { return num(p.Signal) })),
 		newField("proc.stdin_pipe", tInt, p(func(p *event.Proc) value { return num(p.StdinPipe) })),
 		newField("proc.stdout_pipe", tInt, p(func(p *event.Proc) value { return num(p.StdoutPipe) })),
+		newField("proc.ancestors.comm", tStrs, p(func(p *event.Proc) value {
+			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Comm }))
+		})),
+		newField("proc.ancestors.exe", tStrs, p(func(p *event.Proc) value {
+			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Exe }))
+		})),
+		newField("proc.stdin_from.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdinFrom) })),
+		newField("proc.stdin_from.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdinFrom) })),
+		newField("proc.stdin_from.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdinFrom) })),
+		newField("proc.stdout_to.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdoutTo) })),
+		newField("proc.stdout_to.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdoutTo) })),
+		newField("proc.stdout_to.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdoutTo) })),
 		newField("proc.errno", tStr, p(func(p *event.Proc) value { return str(p.Errno) })),
 		newField("proc.syscall", tStr, p(func(p *event.Proc) value { return str(p.Syscall) })),
 		newField("proc.ptrace.request", tStr, p(func(p *event.Proc) value {
@@ -149,6 +162,13 @@ func procFields() []*field {
 			}
 			return num(p.Ptrace.TargetPid)
 		})),
+		newField("proc.gained_root", tBool, func(v *view) value { return boolean(v.gainedRoot()) }),
+		newField("parent.uid", tInt, func(v *view) value {
+			if pe := v.parent(); pe != nil && pe.hasUID {
+				return value{present: true, n: int64(pe.uid)}
+			}
+			return value{}
+		}),
 		newField("parent.exe", tStr, func(v *view) value {
 			if pe := v.parent(); pe != nil {
 				return str(pe.exe)
@@ -174,6 +194,54 @@ func procFields() []*field {
 			return value{}
 		}),
 	}
+}
+
+// agentFields are in every sandtrail category: what the session's
+// session.start said of the agent, read from the Evaluator's session
+// table.
+func agentFields() []*field {
+	return []*field{
+		newField("agent.uid", tInt, func(v *view) value {
+			if uid, ok := v.ev.agentUID(v.e.SessionID); ok {
+				return value{present: true, n: int64(uid)}
+			}
+			return value{}
+		}),
+	}
+}
+
+func ancestorStrings(as []event.Ancestor, get func(event.Ancestor) string) []string {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		if s := get(a); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func peerPid(p *event.PipePeer) value {
+	if p == nil {
+		return value{}
+	}
+	return num(p.Pid)
+}
+
+func peerComm(p *event.PipePeer) value {
+	if p == nil {
+		return value{}
+	}
+	return str(p.Comm)
+}
+
+func peerArgv(p *event.PipePeer) value {
+	if p == nil {
+		return value{}
+	}
+	return strs(p.Argv)
 }
 
 func fileFields() []*field {
@@ -482,7 +550,7 @@ const (
 // categories lists every supported logsource, in the order of
 // docs/sigma.md.
 var categories = func() []*category {
-	env, proc := envelopeFields(), procFields()
+	env, proc := append(envelopeFields(), agentFields()...), procFields()
 	file, net, dns := fileFields(), netFields(), dnsFields()
 	lproc := linuxProcFields()
 	return []*category{

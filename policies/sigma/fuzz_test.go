@@ -35,7 +35,7 @@ func sampleEvents() []*event.Event {
 // FuzzLoad: a rule file either fails to load with an error or loads into
 // rules that evaluate every sample event without panicking.
 func FuzzLoad(f *testing.F) {
-	files, _ := filepath.Glob("testdata/sigmahq/*.yml")
+	files, _ := filepath.Glob("../rules/sigmahq/*.yml")
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)

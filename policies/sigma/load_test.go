@@ -153,8 +153,8 @@ func TestLoadLimits(t *testing.T) {
 
 // TestLoadFiles loads the SigmaHQ rules from disk paths.
 func TestLoadFiles(t *testing.T) {
-	s, err := LoadFiles("testdata/sigmahq/proc_creation_lnx_susp_pipe_shell.yml")
-	if err != nil || len(s.Rules()) != 1 || s.Rules()[0].File != "testdata/sigmahq/proc_creation_lnx_susp_pipe_shell.yml" {
+	s, err := LoadFiles("../rules/sigmahq/proc_creation_lnx_susp_pipe_shell.yml")
+	if err != nil || len(s.Rules()) != 1 || s.Rules()[0].File != "../rules/sigmahq/proc_creation_lnx_susp_pipe_shell.yml" {
 		t.Fatalf("LoadFiles = %v, %v", s, err)
 	}
 	if _, err := LoadFiles("testdata/none.yml"); err == nil || !errors.Is(err, os.ErrNotExist) {

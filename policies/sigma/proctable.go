@@ -29,6 +29,13 @@ type procEntry struct {
 	exePath string
 	comm    string
 	cwd     string
+	// uid is the process's uid as of its last exec (or fork, when the
+	// event said; else its parent's), when hasUID. gained is set when it
+	// is 0 and the process, or an ancestor the table held, ran as another
+	// uid before: root gained inside the session.
+	uid    uint32
+	hasUID bool
+	gained bool
 	// argv is the exec's argv, and the recorded tail of a truncated one.
 	argv    []string
 	cmd     string
@@ -129,26 +136,57 @@ func (t *procTable) update(e *event.Event) {
 		}
 
 		argv := append(append(make([]string, 0, len(p.Argv)+len(tailOf(p))), p.Argv...), tailOf(p)...)
-		if old := t.get(k); old != nil {
+		old := t.get(k)
+		before := old
+		if before == nil {
+			before = t.get(procKey{e.SessionID, ppid})
+		}
+		img := procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, cwd: p.Cwd, argv: argv}
+		img.setUID(p.UID, before)
+		if old != nil {
 			// The exec replaces the image of the entry its fork made.
 			t.bytes -= old.size
-			*old = procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, cwd: p.Cwd, argv: argv}
+			*old = img
 			old.size = sizeOf(old)
 			t.bytes += old.size
 			t.shrink()
 			return
 		}
-		t.put(&procEntry{key: k, ppid: ppid, exe: p.Exe, exePath: p.ExePath, comm: p.Comm, cwd: p.Cwd, argv: argv})
+		t.put(&img)
 	case event.KindFork:
 		child := &procEntry{key: k, ppid: p.PPid, comm: p.Comm}
-		if par := t.get(procKey{e.SessionID, p.PPid}); par != nil {
+		par := t.get(procKey{e.SessionID, p.PPid})
+		if par != nil {
 			child.exe, child.exePath, child.cwd, child.argv = par.exe, par.exePath, par.cwd, par.argv
 			if child.comm == "" {
 				child.comm = par.comm
 			}
 		}
+		child.setUID(p.UID, par)
 		t.put(child)
 	case event.KindExit:
 		t.remove(k)
 	}
+}
+
+// setUID sets the entry's uid from the event's (or, without one, before's)
+// and whether it gained root, before being the process's own earlier
+// entry or its parent's.
+func (p *procEntry) setUID(uid *uint32, before *procEntry) {
+	switch {
+	case uid != nil:
+		p.uid, p.hasUID = *uid, true
+	case before != nil:
+		p.uid, p.hasUID = before.uid, before.hasUID
+	}
+	p.gained = p.hasUID && gainedRoot(p.uid, before)
+}
+
+// gainedRoot reports whether a process now running as uid gained root
+// inside the session: uid is 0, and before (its own earlier entry, or its
+// parent's) ran as another uid or had gained root itself. A session whose
+// agent runs as root, or processes the daemon started as root in it
+// (the apt broker's, whose parent is outside the session), gain nothing.
+func gainedRoot(uid uint32, before *procEntry) bool {
+	return uid == 0 && before != nil && before.hasUID && (before.uid != 0 || before.gained)
 }

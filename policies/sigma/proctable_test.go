@@ -114,7 +114,7 @@ func TestProcTableBytes(t *testing.T) {
 // end with the recorded tail of a truncated argv, so padding the command
 // line past the collector's limit does not hide how it ends.
 func TestTruncatedCommandLine(t *testing.T) {
-	set, err := Load(os.DirFS("testdata/sigmahq"), "proc_creation_lnx_susp_pipe_shell.yml")
+	set, err := Load(os.DirFS("../rules/sigmahq"), "proc_creation_lnx_susp_pipe_shell.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -472,8 +472,38 @@ func parseFile(name string, data []byte) ([]*Rule, []*compiler, []error) {
 // reported, each an *Error naming the file, the rule and the attribute,
 // joined with errors.Join; a Set is returned only when there are none.
 func Load(fsys fs.FS, names ...string) (*Set, error) {
+	return LoadSources(Source{FS: fsys, Names: names})
+}
+
+// Source is where some of a Set's rules are read from: the files Names
+// of FS, or every .yml and .yaml file beneath its root when Names is
+// empty. Label, when set, is put before each name in errors and in
+// Rule.File ("builtin:download_to_shell.yml").
+type Source struct {
+	FS    fs.FS
+	Names []string
+	Label string
+}
+
+// LoadSources reads the rules of every source into one Set, so that a
+// correlation of one source may name a rule of another; it reports errors
+// as Load does.
+func LoadSources(srcs ...Source) (*Set, error) {
+	var files []file
+	for _, src := range srcs {
+		fs, err := src.read()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fs...)
+	}
+	return build(files)
+}
+
+func (src Source) read() ([]file, error) {
+	names := src.Names
 	if len(names) == 0 {
-		err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		err := fs.WalkDir(src.FS, ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -488,13 +518,13 @@ func Load(fsys fs.FS, names ...string) (*Set, error) {
 	}
 	files := make([]file, 0, len(names))
 	for _, n := range names {
-		data, err := readLimited(fsys, n)
+		data, err := readLimited(src.FS, n)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, file{n, data})
+		files = append(files, file{src.Label + n, data})
 	}
-	return build(files)
+	return files, nil
 }
 
 // LoadFiles reads rules from files on disk, as Load does from an fs.FS.

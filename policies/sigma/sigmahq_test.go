@@ -15,9 +15,9 @@ const (
 // TestSigmaHQRules loads three SigmaHQ rules unchanged and runs them over
 // process.exec events of their scenarios and over clean controls.
 func TestSigmaHQRules(t *testing.T) {
-	set, err := Load(os.DirFS("testdata/sigmahq"))
+	set, err := Load(os.DirFS("../rules/sigmahq"))
 	if err != nil {
-		t.Fatalf("Load(testdata/sigmahq): %v", err)
+		t.Fatalf("Load(../rules/sigmahq): %v", err)
 	}
 	var ids []string
 	for _, r := range set.Rules() {

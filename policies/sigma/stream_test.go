@@ -22,9 +22,9 @@ func TestStream(t *testing.T) {
 	}
 	defer f.Close()
 	set, err := LoadFiles("testdata/streams/rules.yml",
-		"testdata/sigmahq/proc_creation_lnx_base64_execution.yml",
-		"testdata/sigmahq/proc_creation_lnx_susp_pipe_shell.yml",
-		"testdata/sigmahq/proc_creation_lnx_curl_wget_exec_tmp.yml")
+		"../rules/sigmahq/proc_creation_lnx_base64_execution.yml",
+		"../rules/sigmahq/proc_creation_lnx_susp_pipe_shell.yml",
+		"../rules/sigmahq/proc_creation_lnx_curl_wget_exec_tmp.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

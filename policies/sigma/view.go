@@ -154,6 +154,26 @@ func joinArgs(argv, tail []string) string {
 	return strings.Join(append(append(all, argv...), tail...), " ")
 }
 
+// gainedRoot reports whether the event's process runs as root gained
+// inside the session: for an exec, against the process's own entry (its
+// fork) or its parent's; for any other event, against its own entry, so
+// that a setuid(0) without an exec shows in its next file or net event.
+func (v *view) gainedRoot() bool {
+	p := v.e.Proc
+	if p == nil || p.UID == nil || v.ev == nil {
+		return false
+	}
+	var before *procEntry
+	if v.e.Kind == event.KindExec {
+		if before = v.ev.procs.get(procKey{v.e.SessionID, p.Pid}); before == nil {
+			before = v.parent()
+		}
+	} else {
+		before = v.self()
+	}
+	return gainedRoot(*p.UID, before)
+}
+
 // ppid is the event's parent pid, from the event or else from the process
 // table.
 func (v *view) ppid() int32 {

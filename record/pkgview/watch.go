@@ -1,12 +1,10 @@
 package pkgview
 
 import (
-	"cmp"
-	"context"
-	"slices"
 	"sync"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/tap"
 )
 
 // maxSessions bounds the sessions a Watcher tracks at once; past it, the
@@ -142,64 +140,9 @@ func (w *Watcher) Dropped() uint64 {
 	return n
 }
 
-// Appender takes batches of events and assigns their Seq;
-// *journal.Journal is one.
-type Appender interface {
-	Append(ctx context.Context, evs ...*event.Event) error
-}
-
-// Tap returns an Appender that appends to app and then, once the events
-// are durable and have their seqs, feeds them to w and passes each alert
-// they raise to emit (a queue's Emit, which journals it through the tapped
-// Appender in turn; the Watcher ignores alerts). Give it to every writer
-// of the journal (the queue and the ingest server) so that w sees every
-// event. Two writers appending at once finish in either order (a journal
-// commits both in one group), so the tap feeds in seq order: the events of
-// an append that finishes while another is under way wait for it, and are
-// fed with its events once no append is under way (or once maxPending
-// events wait, as they come). Fed out of order, a pkg.install whose
-// verified pkg.fetch was appended just before it by the other writer read
-// as an unverified install.
-func (w *Watcher) Tap(app Appender, emit func(*event.Event)) Appender {
-	return &tap{app: app, w: w, emit: emit}
-}
-
-// maxPending bounds the events a tap holds back for seq order.
-const maxPending = 4096
-
-type tap struct {
-	app  Appender
-	w    *Watcher
-	emit func(*event.Event)
-
-	mu       sync.Mutex
-	inflight int            // appends under way
-	pending  []*event.Event // appended and not yet fed
-}
-
-var _ Appender = (*tap)(nil)
-
-func (t *tap) Append(ctx context.Context, evs ...*event.Event) error {
-	t.mu.Lock()
-	t.inflight++
-	t.mu.Unlock()
-	err := t.app.Append(ctx, evs...)
-	t.mu.Lock()
-	t.inflight--
-	if err == nil {
-		t.pending = append(t.pending, evs...)
-	}
-	var alerts []*event.Event
-	if t.inflight == 0 || len(t.pending) >= maxPending {
-		slices.SortStableFunc(t.pending, func(a, b *event.Event) int { return cmp.Compare(a.Seq, b.Seq) })
-		for _, e := range t.pending {
-			alerts = append(alerts, t.w.Add(e)...)
-		}
-		t.pending = nil
-	}
-	t.mu.Unlock()
-	for _, a := range alerts {
-		t.emit(a)
-	}
-	return err
+// Tap returns an Appender that appends to app and feeds w every event
+// once it is journaled, in seq order, passing the alerts it raises to emit
+// (see tap.New, which the daemon uses to feed every live rule at once).
+func (w *Watcher) Tap(app tap.Appender, emit func(*event.Event)) tap.Appender {
+	return tap.New(app, emit, w)
 }

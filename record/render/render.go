@@ -213,13 +213,20 @@ func other(ev *event.Event) []string {
 
 // proc describes the event's process: its pid, and its argv for an exec
 // (and for events that are not about a file or a connection), or its
-// executable.
+// executable, and the processes at the other ends of its stdin and stdout
+// pipes when the exec named them.
 func proc(ev *event.Event, p *event.Proc) string {
 	s := fmt.Sprintf("pid=%d", p.Pid)
 	if ev.Kind == event.KindExec || ev.File == nil && ev.Net == nil && len(p.Argv) > 0 {
 		s += " " + Clean(strings.Join(p.Argv, " "), 100)
 	} else if p.Exe != "" {
 		s += " " + Clean(p.Exe, 60)
+	}
+	if q := p.StdinFrom; q != nil {
+		s += fmt.Sprintf(" stdin<-%s[%d]", Clean(q.Comm, 16), q.Pid)
+	}
+	if q := p.StdoutTo; q != nil {
+		s += fmt.Sprintf(" stdout->%s[%d]", Clean(q.Comm, 16), q.Pid)
 	}
 	if p.ExitCode != nil {
 		s += fmt.Sprintf(" exit=%d", *p.ExitCode)
