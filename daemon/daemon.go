@@ -79,6 +79,7 @@ type Daemon struct {
 	served    chan error
 	stopIndex context.CancelFunc
 	indexed   chan struct{}
+	alerts    alertSubs
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -121,7 +122,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	// event once it is journaled, with its seq; their alerts go back
 	// through the queue.
 	watcher := pkgview.NewWatcher(pkgview.WithShimDir(cfg.ShimDir), pkgview.WithSystemWheels(SystemWheels(WheelDirs...)...))
-	d.app = tap.New(d.j, func(e *event.Event) { d.q.Emit(e) }, watcher, det)
+	d.app = tap.New(d.j, d.emitRaised, watcher, det)
 	d.q = queue.New(d.app, queue.WithLogger(log), queue.WithHost(cfg.Host))
 	defer func() {
 		if err != nil {

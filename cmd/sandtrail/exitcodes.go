@@ -10,6 +10,7 @@ const (
 	exitUncovered = 3 // verify: nothing is bad, but entries follow the newest checkpoint
 	exitInvalid   = 4 // policy check: the file was read and is invalid
 	exitCannotRun = 5 // doctor: a capability that is required is missing here
+	exitNoMatch   = 6 // rules test: no event matched
 )
 
 // usageErr wraps err with the usage/IO exit code.

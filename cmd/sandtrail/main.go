@@ -25,6 +25,8 @@ var commands = []func(*globals) *cobra.Command{
 	newSessionsCmd,
 	newTimelineCmd,
 	newPackagesCmd,
+	newAlertsCmd,
+	newRulesCmd,
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,

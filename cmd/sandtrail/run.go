@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -255,13 +256,15 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 // runRun runs req through the daemon when one is running, or in this
 // process, prints the summary and returns an exitError with CMD's status.
 func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request, format string, stderr io.Writer) error {
-	res, err := control.Run(ctx, cfg.ControlSocket(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
+	live, stopLive := liveAlerts(stderr)
+	res, err := control.Run(ctx, cfg.ControlSocket(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, live)
 	hosted := hostedByDaemon
 	var opened uint64
 	if errors.Is(err, control.ErrNoDaemon) {
 		hosted = hostedHere
-		res, opened, err = runHosted(ctx, cfg, log, req)
+		res, opened, err = runHosted(ctx, cfg, log, req, live)
 	}
+	stopLive()
 	if res == nil {
 		return err
 	}
@@ -288,6 +291,39 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Requ
 	return &exitError{code: code, err: errors.New("")}
 }
 
+// liveAlerts prints each alert of the session on w as the rules raise it,
+// one line each, while the command runs: "sandtrail: alert [high] TITLE:
+// SUMMARY". The rules call fn on their path: it hands the alert to a
+// printer and never waits (past maxLiveAlerts waiting, one is not printed;
+// it is journaled all the same). stop prints what waits and ends.
+func liveAlerts(w io.Writer) (fn func(*event.Event), stop func()) {
+	ch := make(chan *event.Event, maxLiveAlerts)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range ch {
+			fmt.Fprintf(w, "sandtrail: alert [%s] %s: %s\n", render.Clean(e.Alert.Level, 16), render.Clean(e.Alert.Title, 80),
+				render.Clean(e.Alert.Summary, 200))
+		}
+	}()
+	var once sync.Once
+	return func(e *event.Event) {
+			if e.Alert == nil {
+				return
+			}
+			select {
+			case ch <- e:
+			default:
+			}
+		}, func() {
+			once.Do(func() { close(ch) })
+			<-done
+		}
+}
+
+// maxLiveAlerts bounds the alerts waiting to be printed.
+const maxLiveAlerts = 256
+
 // The hosts of a session, as run's summary names them.
 const (
 	hostedByDaemon = "daemon"
@@ -298,7 +334,7 @@ const (
 // manager, collector and ingest socket. It also returns the journal's size
 // when the host opened it (daemon.Opened), from which on its collector's
 // collector.capabilities is journaled.
-func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request) (*launch.Result, uint64, error) {
+func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request, onAlert func(*event.Event)) (*launch.Result, uint64, error) {
 	if _, err := launch.LookupAccount(req.User); err != nil {
 		return nil, 0, err
 	}
@@ -307,10 +343,13 @@ func runHosted(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.R
 		return nil, 0, err
 	}
 	stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
-	res, err := launch.Run(ctx, h, req, stdio, nil)
+	stop := func() {}
+	res, err := launch.Run(ctx, h, req, stdio, func(id string) { stop = h.WatchAlerts(id, onAlert) })
 	// Close delivers the collector's last records and drains the queue;
-	// the journal signs a final checkpoint.
+	// the journal signs a final checkpoint. The alerts they raise are
+	// shown before stop.
 	cerr := h.Close()
+	stop()
 	return res, h.Opened(), errors.Join(err, cerr)
 }
 

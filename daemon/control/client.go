@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Dial connects to the daemon's control socket at path; ErrNoDaemon when
@@ -55,18 +56,21 @@ func Send(conn *net.UnixConn, req *Request, files []*os.File) error {
 }
 
 // Call sends one request to the socket at path and reads its one
-// response. A response that is not OK is returned with an error.
+// response. A response that is not OK is returned with an error. A server
+// that refuses the caller answers before it reads the request, so a send
+// that fails is reported only when no answer can be read.
 func Call(path string, req *Request) (*Response, error) {
 	conn, err := Dial(path)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if err := Send(conn, req, nil); err != nil {
-		return nil, err
-	}
+	serr := Send(conn, req, nil)
 	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		if serr != nil {
+			return nil, serr
+		}
 		return nil, fmt.Errorf("reading the daemon's response: %w", err)
 	}
 	if !resp.OK {
@@ -79,13 +83,20 @@ func Call(path string, req *Request) (*Response, error) {
 // standard streams, and waits for the result. It returns ErrNoDaemon when
 // no daemon is running. When ctx ends first (SIGINT, SIGTERM) it asks the
 // daemon to stop the session, and goes on waiting for the result.
-func Run(ctx context.Context, path string, req *launch.Request, stdio [3]*os.File) (*launch.Result, error) {
+//
+// onAlert, when not nil, is called with each alert the daemon raises in the
+// session while it runs (an alert event not yet journaled: no seq).
+func Run(ctx context.Context, path string, req *launch.Request, stdio [3]*os.File, onAlert func(*event.Event)) (*launch.Result, error) {
 	conn, err := Dial(path)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	if err := Send(conn, &Request{Op: OpRun, Spec: req}, stdio[:]); err != nil {
+		var resp Response
+		if json.NewDecoder(conn).Decode(&resp) == nil && !resp.OK {
+			return nil, fmt.Errorf("daemon: %s", resp.Error)
+		}
 		return nil, err
 	}
 	msgs := make(chan response, 2)
@@ -102,6 +113,12 @@ func Run(ctx context.Context, path string, req *launch.Request, stdio [3]*os.Fil
 		case m := <-msgs:
 			if m.err != nil {
 				return nil, fmt.Errorf("reading the daemon's response: %w", m.err)
+			}
+			if m.r.Alert != nil {
+				if onAlert != nil {
+					onAlert(m.r.Alert)
+				}
+				continue
 			}
 			if m.r.Result != nil {
 				if !m.r.OK {

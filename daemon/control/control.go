@@ -66,6 +66,10 @@ type Response struct {
 	Session  *SessionInfo   `json:"session,omitempty"`
 	Sessions []SessionInfo  `json:"sessions,omitempty"`
 	Result   *launch.Result `json:"result,omitempty"`
+	// Alert is an alert raised in a run's session, sent as it is raised,
+	// between the reply that names the session and the one that says how
+	// it ended.
+	Alert *event.Event `json:"alert,omitempty"`
 }
 
 // SessionInfo is what list and show say about a session.

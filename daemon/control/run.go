@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // run runs a session for a `sandtrail run` client with the client's
@@ -32,6 +33,7 @@ func (c *Server) run(k *call) {
 		cancel()
 	}()
 	var cs *ctlSession
+	stopAlerts := func() {}
 	res, err := launch.Run(ctx, c.d, k.req.Spec, [3]*os.File(k.files), func(id string) {
 		s, _ := c.d.Session(id)
 		cs = &ctlSession{s: s, created: time.Now(), started: time.Now(), argv: k.req.Spec.Argv}
@@ -39,6 +41,7 @@ func (c *Server) run(k *call) {
 		c.sessions[id] = cs
 		c.mu.Unlock()
 		c.replySession(k, cs)
+		stopAlerts = forwardAlerts(k, c.d, id)
 	})
 	if cs != nil {
 		c.markCleaned(cs)
@@ -47,6 +50,8 @@ func (c *Server) run(k *call) {
 		// The client reads its session back and verifies the journal.
 		err = c.d.Sync(c.ctx)
 	}
+	// After Sync: the alerts of the session's last events are raised.
+	stopAlerts()
 	if err != nil && res == nil {
 		k.fail(err)
 		return
@@ -56,4 +61,34 @@ func (c *Server) run(k *call) {
 		r.Error = err.Error()
 	}
 	k.reply(r)
+}
+
+// maxAlertBacklog bounds the alerts waiting for a slow run client; more
+// are not sent to it (they are journaled all the same).
+const maxAlertBacklog = 256
+
+// forwardAlerts sends the session's alerts to the run client as they are
+// raised, without ever blocking the rules: past maxAlertBacklog waiting,
+// an alert is not sent. The returned stop ends it once the backlog is
+// sent.
+func forwardAlerts(k *call, d Daemon, id string) (stop func()) {
+	ch := make(chan *event.Event, maxAlertBacklog)
+	cancel := d.WatchAlerts(id, func(e *event.Event) {
+		select {
+		case ch <- e:
+		default:
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range ch {
+			k.reply(Response{OK: true, Alert: e})
+		}
+	}()
+	return func() {
+		cancel()
+		close(ch)
+		<-done
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/peercred"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Daemon is what the server needs of the daemon that runs the sessions.
@@ -30,6 +31,9 @@ type Daemon interface {
 	launch.Daemon
 	// Session returns the session with the id, if the daemon has it.
 	Session(id string) (*session.Session, bool)
+	// WatchAlerts calls fn with each alert raised in the session until
+	// cancel; fn must not block.
+	WatchAlerts(session string, fn func(*event.Event)) (cancel func())
 	// Sync makes every event so far durable and covered by a signed
 	// checkpoint, so that a client can read its session back and verify
 	// it.
@@ -157,10 +161,15 @@ type call struct {
 	files []*os.File
 	// rest is what follows the request on the connection.
 	rest io.Reader
+	mu   sync.Mutex // enc: a run's alerts are written beside its replies
 	enc  *json.Encoder
 }
 
-func (k *call) reply(r Response) { _ = k.enc.Encode(r) }
+func (k *call) reply(r Response) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_ = k.enc.Encode(r)
+}
 
 func (k *call) fail(err error) { k.reply(Response{Error: err.Error()}) }
 

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/policies"
@@ -124,3 +125,29 @@ func (s *Set) Builtin(r *sigma.Rule) bool {
 
 // Sigma returns the loaded sigma set, for an Evaluator.
 func (s *Set) Sigma() *sigma.Set { return s.sigma }
+
+// Name is how the alerts of the rule with this id are shown: the rule's
+// name when it has one, else the id itself (an alert of the package view,
+// shim_bypass, is its own name).
+func (s *Set) Name(ruleID string) string {
+	if r := s.Find(ruleID); r != nil && r.Name != "" {
+		return r.Name
+	}
+	return ruleID
+}
+
+// Selects reports whether ref (a rule's id or name, as a user gives it)
+// names the rule of an alert whose rule_id is ruleID.
+func (s *Set) Selects(ref, ruleID string) bool {
+	if ref == ruleID {
+		return true
+	}
+	r := s.Find(ref)
+	return r != nil && r.ID == ruleID
+}
+
+// AtLeast reports whether level is min or above, in Sigma's order
+// (policies.Levels); an unknown level is below every known one.
+func AtLeast(level, min string) bool {
+	return slices.Index(policies.Levels, level) >= slices.Index(policies.Levels, min)
+}

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"sync"
+
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// alertSubs are the watchers of a session's alerts as the live rules raise
+// them: `sandtrail run` prints its session's on stderr.
+type alertSubs struct {
+	mu   sync.Mutex
+	next int
+	subs map[string]map[int]func(*event.Event)
+}
+
+// WatchAlerts calls fn with each alert raised in the session from now on,
+// before it is journaled (it has no seq yet), until cancel is called. fn
+// runs on the live rules' path and must not block: hand the event to a
+// buffered channel and drop it when full.
+func (d *Daemon) WatchAlerts(session string, fn func(*event.Event)) (cancel func()) {
+	a := &d.alerts
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.subs == nil {
+		a.subs = map[string]map[int]func(*event.Event){}
+	}
+	if a.subs[session] == nil {
+		a.subs[session] = map[int]func(*event.Event){}
+	}
+	id := a.next
+	a.next++
+	a.subs[session][id] = fn
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.subs[session], id)
+		if len(a.subs[session]) == 0 {
+			delete(a.subs, session)
+		}
+	}
+}
+
+// emitRaised journals an event the live rules raised, and shows an alert
+// to its session's watchers.
+func (d *Daemon) emitRaised(e *event.Event) {
+	if e.Kind == event.KindAlert {
+		d.alerts.mu.Lock()
+		for _, fn := range d.alerts.subs[e.SessionID] {
+			fn(e)
+		}
+		d.alerts.mu.Unlock()
+	}
+	d.q.Emit(e)
+}
