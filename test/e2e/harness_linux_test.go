@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -223,8 +224,21 @@ func (e *env) startRun(args ...string) <-chan ran {
 }
 
 // tryRun is run for goroutines other than the test's.
-func (e *env) tryRun(args ...string) (result, error) {
+func (e *env) tryRun(args ...string) (result, error) { return e.tryRunStdin(nil, args...) }
+
+// runStdin is run with stdin as the session command's standard input.
+func (e *env) runStdin(stdin io.Reader, args ...string) result {
+	e.t.Helper()
+	r, err := e.tryRunStdin(stdin, args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) tryRunStdin(stdin io.Reader, args ...string) (result, error) {
 	c := e.cmd(append([]string{"run", "--format", "json"}, args...)...)
+	c.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	err := e.start(c)

@@ -58,6 +58,8 @@ var helpers = map[string]func(args []string) int{
 	"execself":     execSelfHelper,     // exec_identity_linux_test.go
 	"execfd":       execFdHelper,       // exec_identity_linux_test.go
 
+	"memfdexec": memfdExecHelper, // detections_linux_test.go
+
 	"ptrace":     ptraceHelper,     // file_events_linux_test.go
 	"files":      helperFiles,      // files_linux_test.go
 	"holdconns":  holdConnsHelper,  // ingest_cap_linux_test.go

@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/rules"
+	"github.com/sandtrail/sandtrail/record/event"
+)
+
+// alertRules are the names of the rules whose alerts evs holds (a Sigma
+// rule's name, else its id; a Go rule's name), sorted, each once.
+func alertRules(t *testing.T, evs []*event.Event) []string {
+	t.Helper()
+	set, err := rules.Load(policies.Detections{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range kinds(evs, event.KindAlert) {
+		if n := set.Name(a.Alert.RuleID); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The SigmaHQ rules by id, as alertRules names them (they have no name).
+const (
+	sigmaBase64Pipe = "ba592c6d-6888-43c3-b8c6-689b8fe47337"
+	sigmaShellPipe  = "880973f3-9708-491c-a77b-2a35a1921158"
+	sigmaCurlTmp    = "a2d9e2f3-0f43-4c7a-bcd9-9acfc0d723aa"
+)
+
+// checkAlerts runs the session and checks that exactly the rules want
+// raised alerts in it, and that its journal verifies.
+func checkAlerts(t *testing.T, e *env, r result, want ...string) []*event.Event {
+	t.Helper()
+	if r.summary.Journal.Status != "intact" {
+		t.Fatalf("journal %q, want intact\nstderr:\n%s", r.summary.Journal.Status, r.stderr)
+	}
+	evs := e.events(r.summary.SessionID)
+	slices.Sort(want)
+	if got := alertRules(t, evs); !slices.Equal(got, want) {
+		t.Errorf("alerts of the rules %v, want %v:\n%s\nstdout:\n%s\nstderr:\n%s", got, want, alertLines(evs), r.stdout, r.stderr)
+	}
+	return evs
+}
+
+// scriptServer serves a harmless shell script on loopback, and counts
+// the requests for it.
+func scriptServer(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestDetectPipeToShell: commands typed into a shell that reads them on
+// its stdin, so that no argv holds the pipeline: curl from a loopback
+// server piped into sh, and a base64 decode piped into sh, each raise
+// their rule from the kernel's pipe inodes (stdin_from, stdout_to). A
+// control session runs the same downloads and decodes into grep and cat,
+// and into a file, and raises nothing.
+func TestDetectPipeToShell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := scriptServer(t, "echo downloaded-ran\n")
+	r := e.runStdin(strings.NewReader("curl -s "+url+"/s.sh | sh\necho ZWNobyBkZWNvZGVkLXJhbgo= | base64 -d | sh\n"), "--", "/bin/sh")
+	for _, want := range []string{"downloaded-ran", "decoded-ran"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("session output lacks %q:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	evs := checkAlerts(t, e, r, "download_piped_to_shell", "base64_piped_to_shell")
+	if !strings.Contains(r.stderr, "sandtrail: alert [high] Download piped to a shell or interpreter") {
+		t.Errorf("run printed no live alert line:\n%s", r.stderr)
+	}
+	for _, a := range kinds(evs, event.KindAlert) {
+		if len(a.Alert.Refs) != 1 {
+			t.Errorf("alert %s refs = %v, want the exec's seq", a.Alert.Title, a.Alert.Refs)
+		}
+	}
+
+	clean := e.runStdin(strings.NewReader("curl -s "+url+"/s.sh | grep -c echo\ncurl -s -o script.txt "+url+"/s.sh\necho aGkK | base64 -d | cat\necho hi | base64 | sh -c 'cat >/dev/null'\n"), "--", "/bin/sh")
+	checkAlerts(t, e, clean)
+	e.verify()
+}
+
+// TestDetectSigmaHQRules: SigmaHQ's three Linux rules, loaded unchanged
+// as built-in rules, fire in real sessions on the command lines of their
+// scenarios (a base64 payload piped to bash in bash -c, a file piped to
+// sh in sh -c, a curl download to /tmp run by sh -c), beside the lineage
+// rules that the same pipelines raise.
+func TestDetectSigmaHQRules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := scriptServer(t, "echo stage-ran\n")
+	tests := []struct {
+		name string
+		argv []string
+		want []string
+	}{
+		{"base64 pipe to bash", []string{"bash", "-c", "echo ZWNobyBzaWdtYQo= | base64 -d | bash"},
+			[]string{sigmaBase64Pipe, sigmaShellPipe, "base64_piped_to_shell"}},
+		{"shell pipe to shell", []string{"sh", "-c", "echo 'echo stage-ran' > /tmp/stage; cat /tmp/stage | sh"},
+			[]string{sigmaShellPipe}},
+		{"curl to tmp then sh -c", []string{"sh", "-c", "/usr/bin/curl -s -o /tmp/x.sh " + url + "/x.sh; sh /tmp/x.sh"},
+			[]string{sigmaCurlTmp}},
+		{"control: a pipe to grep", []string{"sh", "-c", "echo hi | grep -c hi"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkAlerts(t, e, e.run(append([]string{"--"}, tc.argv...)...), tc.want...)
+		})
+	}
+	e.verify()
+}
+
+// TestDetectReverseShell: bash opening /dev/tcp to a loopback listener
+// raises the command rule (its argv) and the connect rule (the kernel's
+// connect by a shell); curl connecting to the same listener raises
+// neither.
+func TestDetectReverseShell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	r := e.run("--", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s; echo x >&3 2>/dev/null; true", host, port))
+	checkAlerts(t, e, r, "reverse_shell_command", "reverse_shell_connect")
+	checkAlerts(t, e, e.run("--", "curl", "-s", "-o", "/dev/null", "http://"+ln.Addr().String()+"/"))
+	e.verify()
+}
+
+// TestDetectCredentialFiles: a key appended to authorized_keys (refused
+// by the default policy's protected_write, and alerted all the same) and
+// a link to a private key raise credential_write and
+// credential_link_or_rename; the same operations on other files, and
+// making ~/.ssh itself, raise nothing.
+func TestDetectCredentialFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.run("--", "sh", "-c", `mkdir -p "$HOME/.ssh"; echo "ssh-ed25519 AAAA intruder" >> "$HOME/.ssh/authorized_keys"; ln -s "$HOME/.ssh/id_ed25519" /tmp/k; true`)
+	checkAlerts(t, e, r, "credential_write", "credential_link_or_rename")
+	clean := e.run("--", "sh", "-c", `mkdir -p "$HOME/.ssh" "$HOME/notes"; echo note >> "$HOME/notes/a"; ln -s "$HOME/notes/a" /tmp/n; true`)
+	checkAlerts(t, e, clean)
+	e.verify()
+}
+
+// memfdExecHelper copies /bin/true into a memfd and execs it (execveat
+// with AT_EMPTY_PATH): a fileless exec.
+func memfdExecHelper([]string) int {
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	fd, err := unix.MemfdCreate("sandtrail-e2e-fileless", 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	if _, err := unix.Write(fd, b); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	argv, _ := syscall.SlicePtrFromStrings([]string{"true"})
+	envv, _ := syscall.SlicePtrFromStrings(nil)
+	empty, _ := syscall.BytePtrFromString("")
+	_, _, errno := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
+	fmt.Fprintln(os.Stderr, "execveat:", errno)
+	return 3
+}
+
+// TestDetectExecShapes: a fileless exec (a memfd) raises fileless_exec; an
+// argv of 200 KiB, past the head and tail the collector keeps, raises
+// argv_hidden_middle; an exec from a file and a short argv raise neither.
+func TestDetectExecShapes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	checkAlerts(t, e, e.run(append([]string{"--"}, helperCmd("memfdexec")...)...), "fileless_exec")
+	pad := strings.Repeat("p", 4096)
+	long := []string{"--", "/bin/true"}
+	for range 50 {
+		long = append(long, pad)
+	}
+	checkAlerts(t, e, e.run(long...), "argv_hidden_middle")
+	checkAlerts(t, e, e.run("--", "/bin/true", pad, pad))
+	e.verify()
+}
+
+// TestDetectSessionEnds: a session whose agent is root raises agent_uid0
+// (and none with agent_uid0: allow); one killed by its memory limit raises
+// session_ended_badly; a session of the default agent that ends normally
+// raises neither.
+func TestDetectSessionEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	checkAlerts(t, e, e.run("--user", "root", "--", "true"), "agent_uid0")
+	allow := writePolicy(t, "agent_uid0: allow\n")
+	checkAlerts(t, e, e.run("--policy", allow, "--user", "root", "--", "true"))
+	oom := e.run(append([]string{"--memory", "64M", "--"}, helperCmd("alloc", "512")...)...)
+	if oom.summary.Reason != "oom" {
+		t.Fatalf("session reason %q, want oom\n%s", oom.summary.Reason, oom.stderr)
+	}
+	checkAlerts(t, e, oom, "session_ended_badly")
+	checkAlerts(t, e, e.run("--", "true"))
+	e.verify()
+}
+
+// TestDetectNonRegistrySource: pip asked for a tarball by URL is refused
+// by the shim (on_unknown_source) and raises non_registry_source; pip
+// asked for nothing raises nothing.
+func TestDetectNonRegistrySource(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.run("--", "pip3", "install", "http://127.0.0.1:9/evil-1.0.tar.gz")
+	if r.code == 0 {
+		t.Errorf("pip3 install of a URL exited 0, want the shim's refusal\n%s", r.stderr)
+	}
+	checkAlerts(t, e, r, "non_registry_source")
+	checkAlerts(t, e, e.run("--", "pip3", "--version"))
+	e.verify()
+}
+
+// TestDetectNetworkShapes, in a network namespace of its own with a
+// loopback DNS server as the proxy's upstream: a lookup of a name with a
+// 40-character label raises dns_long_label; a lookup of dns.google raises
+// doh_lookup; a connect to an address the policy names a DoH endpoint
+// raises doh_endpoint; ten connects refused by egress in a minute raise
+// blocked_connection_burst. A session that looks up and connects to
+// ordinary names raises none of them.
+func TestDetectNetworkShapes(t *testing.T) {
+	t.Parallel()
+	e := newNetEnv(t)
+	up := e.startAuthServer()
+	var ln net.Listener
+	e.do(func() {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.7:443"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	pol := writePolicy(t, "egress:\n  doh_endpoints: [127.0.0.7]\n  blocked_cidrs: [127.0.0.9/32]\n")
+	label := strings.Repeat("a1b2c3d4e5", 4)
+	connect := strings.Join(helperCmd("connect", "127.0.0.9:80"), " ")
+	script := fmt.Sprintf("getent hosts %s.exfil.test; getent hosts dns.google; %s; for i in 1 2 3 4 5 6 7 8 9 10; do %s; done; true",
+		label, strings.Join(helperCmd("connect", "127.0.0.7:443"), " "), connect)
+	r := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c", script)
+	checkAlerts(t, e, r, "dns_long_label", "doh_lookup", "doh_endpoint", "blocked_connection_burst")
+	clean := e.run("--policy", pol, "--dns-upstream", up.Addr, "--", "sh", "-c",
+		"getent hosts allowed.test; "+strings.Join(helperCmd("connect", "127.0.0.9:80"), " ")+"; true")
+	checkAlerts(t, e, clean)
+	e.verify()
+}
