@@ -122,6 +122,11 @@ type Stats struct {
 	QueueDrops uint64
 	// DecodeErrors is the number of records that could not be decoded.
 	DecodeErrors uint64
+	// LineageEvicted is the number of entries (processes, pipe ends) that
+	// the bounds of the lineage table evicted: an exec whose ancestor or
+	// pipe peer was evicted lists fewer ancestors, or no peer. No event is
+	// lost by it.
+	LineageEvicted uint64
 	// BPFRunTime and BPFRuns are the time the kernel spent in the
 	// collector's BPF programs and how often they ran. The kernel counts
 	// them only while BPF statistics are enabled (sysctl
