@@ -5,7 +5,10 @@
 //
 //   - processes (bpf/process.c): exec (with the identity of the file the
 //     kernel executed, its sha256, exact argv with its tail, cwd, the pipes
-//     on fd 0 and 1, and the environment variables named by WithExecEnv),
+//     on fd 0 and 1, and the environment variables named by WithExecEnv;
+//     and its lineage from the collector's bounded table of the forks,
+//     execs and exits before it, lineage.go: its ancestors and the execs at
+//     the other ends of its pipes),
 //     fork, exit and failed exec, and the victims of the kernel's OOM
 //     killer (WithOOMHandler);
 //   - files (bpf/file.c): opens, directory creations, deletes, renames,

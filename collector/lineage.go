@@ -26,7 +26,7 @@ const (
 	maxPipeEndBytes = 2 << 20
 	// maxAncestorExe is the most bytes of an ancestor's exe kept: a longer
 	// one keeps its end, after "…", as a cwd cut short does.
-	maxAncestorExe = 512
+	maxAncestorExe = 256
 	// maxPeerArgs and maxPeerArgvBytes bound the head of a pipe peer's
 	// argv: its first 8 arguments, and at most 1 KiB of them in all (the
 	// argument that crosses it is cut there).
@@ -224,7 +224,7 @@ func (l *lineage) remove(e *lineageProc) {
 		p := e.parent
 		// What a removed entry still holds, for the walks of its
 		// children that reach it, is only the mark.
-		*e = lineageProc{pid: e.pid, removed: true}
+		e.removed, e.parent, e.elem, e.comm, e.exe = true, nil, nil, "", ""
 		if p == nil || p.removed {
 			return
 		}

@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/sandtrail/sandtrail/kernel/cgroup/cgrouptest"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -207,4 +210,96 @@ func TestLineageInteractiveCurlPipeSh(t *testing.T) {
 	if len(c.Ancestors) != 1 || c.Ancestors[0].Pid != shPid {
 		t.Errorf("curl ancestors = %q, want the shell %d", ancestorsOf(c.Ancestors), shPid)
 	}
+}
+
+// TestToEventLineage: the decoder feeds the table from the fork, exec and
+// exit records, with the start times that tell processes apart.
+func TestToEventLineage(t *testing.T) {
+	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, lineage: newLineage()}
+	// sh (98) forks 99, which forks the 100 that execs echo.
+	for _, raw := range [][]byte{
+		fixedRecord(processForkEvent{Hdr: header(processEventKindKIND_FORK, 98, "sh"), ChildPid: 99, ChildStartTime: 5}),
+		fixedRecord(processForkEvent{Hdr: header(processEventKindKIND_FORK, 99, "sh"), ChildPid: 100, ChildStartTime: 999_000_000}),
+	} {
+		if _, _, err := d.toEvent(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, _, err := d.toEvent(seeds()["exec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ancestorsOf(ev.Proc.Ancestors); !slices.Equal(got, []string{"99:sh:"}) {
+		t.Errorf("echo's ancestors = %q, want [99:sh:]", got)
+	}
+	// Its exit (start 999_000_000) takes it out of the table; 99 stays.
+	exit := fixedRecord(processExitEvent{Hdr: header(processEventKindKIND_EXIT, 100, "echo"), Ppid: 99, StartTime: 999_000_000})
+	if _, _, err := d.toEvent(exit); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.lineage.procs[100]; ok || d.lineage.procs[99] == nil {
+		t.Errorf("after echo's exit the table holds %v, want 99 only", d.lineage.procs)
+	}
+	checkLineage(t, d.lineage)
+}
+
+// BenchmarkToEventForkExecExit decodes the fork, exec and exit records of
+// one process, with the lineage table and without it: what the table adds
+// to the decoding of a process.
+func BenchmarkToEventForkExecExit(b *testing.B) {
+	exec := execRecord("/usr/bin/cc", []string{"src", "home"}, "cc\x00-O2\x00-c\x00x.c\x00-o\x00x.o\x00", 0)
+	binary.NativeEndian.PutUint64(exec[unsafe.Offsetof(processExecEvent{}.StdinPipe):], 9)
+	for _, c := range []struct {
+		name string
+		l    *lineage
+	}{{"lineage", newLineage()}, {"none", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, lineage: c.l}
+			fork := fixedRecord(processForkEvent{Hdr: header(processEventKindKIND_FORK, 99, "make")})
+			exit := fixedRecord(processExitEvent{Hdr: header(processEventKindKIND_EXIT, 100, "cc"), Ppid: 99})
+			b.ReportAllocs()
+			for i := uint32(0); b.Loop(); i++ {
+				pid, start := 1000+i%30000, uint64(10+i)
+				binary.NativeEndian.PutUint32(fork[unsafe.Offsetof(processForkEvent{}.ChildPid):], pid)
+				binary.NativeEndian.PutUint64(fork[unsafe.Offsetof(processForkEvent{}.ChildStartTime):], start)
+				binary.NativeEndian.PutUint32(exec[unsafe.Offsetof(processExecEvent{}.Hdr.Pid):], pid)
+				binary.NativeEndian.PutUint64(exec[unsafe.Offsetof(processExecEvent{}.StartTime):], start)
+				binary.NativeEndian.PutUint32(exit[unsafe.Offsetof(processExitEvent{}.Hdr.Pid):], pid)
+				binary.NativeEndian.PutUint64(exit[unsafe.Offsetof(processExitEvent{}.StartTime):], start)
+				for _, raw := range [][]byte{fork, exec, exit} {
+					if _, _, err := d.toEvent(raw); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLineageWorstCaseEncodes: an exec with every part the kernel sends at
+// its largest, each byte one that JSON escapes as six, and the largest
+// lineage the table gives, still encodes within event.MaxEncodedSize.
+func TestLineageWorstCaseEncodes(t *testing.T) {
+	esc := func(n processLimits) string { return strings.Repeat("\xff", int(n)) } // \ufffd
+	l := newLineage()
+	for pid := int32(1); pid <= event.MaxAncestors+1; pid++ {
+		l.fork(pid, pid-1, strings.Repeat("<", 15), uint64(pid))
+		l.exec(&event.Proc{Pid: pid, PPid: pid - 1, Comm: strings.Repeat("<", 15), ExePath: esc(processLimitsFILENAME_MAX_LEN),
+			Argv: slices.Repeat([]string{esc(processLimitsARGV_MAX / 8)}, 8), StdinPipe: uint64(pid), StdoutPipe: uint64(pid + 1)}, uint64(pid))
+	}
+	p := &event.Proc{Pid: 100, PPid: event.MaxAncestors + 1, Comm: strings.Repeat("<", 15),
+		Exe: esc(processLimitsFILENAME_MAX_LEN), ExePath: esc(processLimitsFILENAME_MAX_LEN), Cwd: esc(processLimitsCWD_MAX),
+		Argv: []string{esc(processLimitsARGV_MAX)}, ArgvRaw: []byte(esc(processLimitsARGV_MAX)), ArgvTruncated: true,
+		ArgvTail: []string{esc(processLimitsARGV_TAIL)}, ArgvTailRaw: []byte(esc(processLimitsARGV_TAIL)),
+		Env: []string{esc(processLimitsENV_MAX)}, StdinPipe: 3, StdoutPipe: 2}
+	l.exec(p, 200)
+	if len(p.Ancestors) != event.MaxAncestors || p.StdinFrom == nil || p.StdoutTo == nil {
+		t.Fatalf("lineage = %d ancestors, stdin_from %v, stdout_to %v, want the most", len(p.Ancestors), p.StdinFrom != nil, p.StdoutTo != nil)
+	}
+	ev := &event.Event{V: event.SchemaVersion, TS: time.Now(), Kind: event.KindExec, Source: event.SourceKernel, Proc: p}
+	b, err := event.Marshal(ev)
+	if err != nil {
+		t.Fatalf("Marshal() = %v", err)
+	}
+	t.Logf("the largest exec encodes in %d bytes of %d", len(b), event.MaxEncodedSize)
 }

@@ -274,13 +274,13 @@ func TestLineageTableBounds(t *testing.T) {
 	t.Run("bytes", func(t *testing.T) {
 		l := newLineage()
 		long := "/" + strings.Repeat("d", 4000)
-		for pid := int32(1); pid <= 10000; pid++ {
+		for pid := int32(1); pid <= 12000; pid++ {
 			l.exec(execProc(pid, 0, "x", long, 0, 0), uint64(pid))
 		}
 		if l.Evicted() == 0 || l.bytes > maxLineageProcBytes {
 			t.Errorf("evicted %d, %d bytes held, want evictions within %d", l.Evicted(), l.bytes, maxLineageProcBytes)
 		}
-		if e := l.procs[10000]; e == nil || len(e.exe) > maxAncestorExe || !strings.HasPrefix(e.exe, "…") {
+		if e := l.procs[12000]; e == nil || len(e.exe) > maxAncestorExe || !strings.HasPrefix(e.exe, "…") {
 			t.Errorf("a %d-byte exe is held as %d bytes, want at most %d starting with …", len(long), len(e.exe), maxAncestorExe)
 		}
 		checkLineage(t, l)
