@@ -85,6 +85,7 @@ type lineageProc struct {
 	size      int
 }
 
+// newLineage returns an empty table.
 func newLineage() *lineage {
 	return &lineage{
 		procs:   make(map[int32]*lineageProc),
