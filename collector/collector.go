@@ -5,7 +5,10 @@
 //
 //   - processes (bpf/process.c): exec (with the identity of the file the
 //     kernel executed, its sha256, exact argv with its tail, cwd, the pipes
-//     on fd 0 and 1, and the environment variables named by WithExecEnv),
+//     on fd 0 and 1, and the environment variables named by WithExecEnv;
+//     and its lineage from the collector's bounded table of the forks,
+//     execs and exits before it, lineage.go: its ancestors and the execs at
+//     the other ends of its pipes),
 //     fork, exit and failed exec, and the victims of the kernel's OOM
 //     killer (WithOOMHandler);
 //   - files (bpf/file.c): opens, directory creations, deletes, renames,
@@ -122,6 +125,11 @@ type Stats struct {
 	QueueDrops uint64
 	// DecodeErrors is the number of records that could not be decoded.
 	DecodeErrors uint64
+	// LineageEvicted is the number of entries (processes, pipe ends) that
+	// the bounds of the lineage table evicted: an exec whose ancestor or
+	// pipe peer was evicted lists fewer ancestors, or no peer. No event is
+	// lost by it.
+	LineageEvicted uint64
 	// BPFRunTime and BPFRuns are the time the kernel spent in the
 	// collector's BPF programs and how often they ran. The kernel counts
 	// them only while BPF statistics are enabled (sysctl

@@ -188,7 +188,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		hashing:  make(map[*event.Event]bool),
 		late:     make(map[*event.Event]bool),
 	}
-	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}}
+	c.dec = decoder{bootOffset: off, host: o.host, session: c.session, env: envNames{}, lineage: newLineage()}
 	for _, n := range o.execEnv {
 		c.dec.env[n] = struct{}{}
 	}
@@ -475,6 +475,7 @@ func (c *Collector) Stats() Stats {
 	s.KernelDrops = c.kernelDrops.Load()
 	s.QueueDrops = c.queueDrops.Load()
 	s.DecodeErrors = c.decodeErrors.Load()
+	s.LineageEvicted = c.dec.lineage.Evicted()
 	return s
 }
 

@@ -47,6 +47,9 @@ type decoder struct {
 	// file holds the read rules and the scratch record of file events;
 	// nil for none.
 	file *fileCollector
+	// lineage is the table of forks, execs and exits that names each
+	// exec's ancestors and pipe peers (lineage.go); nil for none.
+	lineage *lineage
 }
 
 // kindName maps a BPF event kind to the event kind.
@@ -172,6 +175,7 @@ func (d *decoder) fork1(raw []byte) (*event.Event, *oomVictim, error) {
 		StartTS:  d.wall(r.ChildStartTime),
 		CgroupID: r.Hdr.CgroupId,
 	}
+	d.lineage.fork(e.Proc.Pid, e.Proc.PPid, e.Proc.Comm, r.ChildStartTime)
 	return e, nil, nil
 }
 
@@ -197,6 +201,7 @@ func (d *decoder) exit1(raw []byte) (*event.Event, *oomVictim, error) {
 	} else {
 		e.Proc.ExitCode = event.I32(int32(r.ExitCode>>8) & 0xff)
 	}
+	d.lineage.exit(e.Proc.Pid, r.StartTime)
 	return e, nil, nil
 }
 
@@ -243,7 +248,8 @@ func oom1(raw []byte) (*event.Event, *oomVictim, error) {
 var execDataOffset = int(unsafe.Offsetof(processExecEvent{}.Data))
 
 // exec1 converts an exec record (struct exec_event) to a process.exec
-// event, and leaves the executed file's identity in d.exe for the hash.
+// event with its lineage (ancestors, pipe peers: d.lineage), and leaves the
+// executed file's identity in d.exe for the hash.
 func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 	if len(raw) < execDataOffset {
 		return nil, nil, fmt.Errorf("%w: exec record of %d bytes, want at least %d", errDecode, len(raw), execDataOffset)
@@ -297,6 +303,7 @@ func (d *decoder) exec1(raw []byte) (*event.Event, *oomVictim, error) {
 			e.Proc.ExeDev, e.Proc.ExeIno = id.dev, id.ino
 		}
 	}
+	d.lineage.exec(e.Proc, r.StartTime)
 	return e, nil, nil
 }
 

@@ -257,7 +257,9 @@ func FuzzToEvent(f *testing.F) {
 	for _, b := range seeds() {
 		f.Add(b)
 	}
-	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, env: envNames{"LD_PRELOAD": {}, "http_proxy": {}}}
+	// One decoder for every input: its lineage table sees them all.
+	d := &decoder{bootOffset: 1, session: func(uint64) string { return "s" }, env: envNames{"LD_PRELOAD": {}, "http_proxy": {}},
+		lineage: newLineage()}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		ev, oom, err := d.toEvent(raw)
 		if err != nil {

@@ -63,6 +63,8 @@ test)
 	want python3 python3
 	want node nodejs
 	want ip iproute2
+	# The lineage tests' `curl -s URL | sh` (collector, test/e2e).
+	want curl curl
 	managers
 	want gpgv gpgv
 	# The deb mirror checks Debian's archive against this keyring.
