@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"sync"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -42,7 +43,10 @@ func (d *Daemon) WatchAlerts(session string, fn func(*event.Event)) (cancel func
 }
 
 // emitRaised journals an event the live rules raised, and shows an alert
-// to its session's watchers.
+// to its session's watchers. It appends through the tap at once, on the
+// writer's goroutine, not through the queue: the alert follows its
+// evidence without waiting behind a burst, and one raised while the queue
+// drains at shutdown is journaled, not dropped by a closed queue.
 func (d *Daemon) emitRaised(e *event.Event) {
 	if e.Kind == event.KindAlert {
 		d.alerts.mu.Lock()
@@ -51,5 +55,7 @@ func (d *Daemon) emitRaised(e *event.Event) {
 		}
 		d.alerts.mu.Unlock()
 	}
-	d.q.Emit(e)
+	if err := d.app.Append(context.Background(), e); err != nil {
+		d.log.Error("journaling a live rule's event failed", "kind", e.Kind, "session_id", e.SessionID, "error", err)
+	}
 }

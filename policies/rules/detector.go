@@ -40,11 +40,13 @@ type Detector struct {
 	order    []string
 }
 
-// raised is what a Detector raised in one session.
+// raised is what a Detector raised in one session. ended is set at its
+// cleanup, after which an alert past the bound is a loss event at once.
 type raised struct {
 	seen       map[string]bool
 	count      map[*sigma.Rule]int
 	suppressed map[*sigma.Rule]uint64
+	ended      bool
 }
 
 // Option configures a Detector.
@@ -66,7 +68,7 @@ func NewDetector(s *Set, opts []Option, evOpts ...sigma.Option) *Detector {
 
 // Add takes the next journaled event and returns the alert events it
 // raises, and at a session's cleanup the loss events of the alerts not
-// raised. Alerts, rules events and events outside a session are not
+// raised (after it, each such alert is a loss event at once). Alerts, rules events and events outside a session are not
 // evaluated.
 func (d *Detector) Add(e *event.Event) []*event.Event {
 	if e == nil || e.SessionID == "" || e.Kind == event.KindAlert || e.Source == event.SourceRules {
@@ -79,7 +81,7 @@ func (d *Detector) Add(e *event.Event) []*event.Event {
 		}
 	}
 	if e.Kind == event.KindSessionCleanup {
-		out = append(out, d.forget(e)...)
+		out = append(out, d.ended(e)...)
 	}
 	return out
 }
@@ -98,6 +100,9 @@ func (d *Detector) raise(e *event.Event, m sigma.Match) *event.Event {
 		return nil
 	}
 	if st.count[r] >= MaxAlertsPerRule {
+		if st.ended {
+			return d.loss(e, r, 1)
+		}
 		st.suppressed[r]++
 		return nil
 	}
@@ -139,24 +144,28 @@ func (d *Detector) session(id string) *raised {
 	return st
 }
 
-// forget ends the Detector's memory of a session at its cleanup and
-// returns a loss event for each rule that had more alerts than it raised.
-func (d *Detector) forget(e *event.Event) []*event.Event {
-	st := d.sessions[e.SessionID]
-	if st == nil {
-		return nil
-	}
-	delete(d.sessions, e.SessionID)
-	d.order = slices.DeleteFunc(d.order, func(id string) bool { return id == e.SessionID })
+// ended marks a session ended at its cleanup and returns a loss event for
+// each rule that had more alerts than it raised. The session's memory stays
+// (bounded with the others) for the kernel's events of its last moments,
+// which can be journaled after its cleanup.
+func (d *Detector) ended(e *event.Event) []*event.Event {
+	st := d.session(e.SessionID)
+	st.ended = true
 	var out []*event.Event
 	for _, r := range d.set.Rules() {
 		if n := st.suppressed[r]; n > 0 {
-			out = append(out, &event.Event{V: event.SchemaVersion, TS: time.Now().UTC(), SessionID: e.SessionID,
-				Host: d.hostOf(e), Kind: event.KindLoss, Source: event.SourceRules,
-				Loss: &event.Loss{Count: n, Source: LossSource + r.ID, LostKind: event.KindAlert}})
+			out = append(out, d.loss(e, r, n))
+			delete(st.suppressed, r)
 		}
 	}
 	return out
+}
+
+// loss is the loss event of n alerts of r not raised in e's session.
+func (d *Detector) loss(e *event.Event, r *sigma.Rule, n uint64) *event.Event {
+	return &event.Event{V: event.SchemaVersion, TS: time.Now().UTC(), SessionID: e.SessionID,
+		Host: d.hostOf(e), Kind: event.KindLoss, Source: event.SourceRules,
+		Loss: &event.Loss{Count: n, Source: LossSource + r.ID, LostKind: event.KindAlert}}
 }
 
 // Stats returns the counters of the Detector's Evaluator's bounds.

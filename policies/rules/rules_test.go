@@ -126,6 +126,11 @@ func TestBuiltinRules(t *testing.T) {
 			return []*event.Event{start(s, 1000), execOf(s, 30, 10, 1000, "exploit", "./exploit"),
 				execOf(s, 31, 30, 0, "sh", "sh"), fileOf(s, 31, 0, "read", "/etc/shadow"), connectOf(s, 31, 0, "python3", "allowed")}
 		}, []string{"uid0_exec", "uid0_sensitive_read", "uid0_connect"}},
+		{"root gained, journaled after the session's cleanup", func(s *stream) []*event.Event {
+			return []*event.Event{start(s, 1000),
+				s.ev(event.KindSessionCleanup, event.Event{Source: event.SourceSession, Session: &event.Session{Op: "cleanup"}}),
+				execOf(s, 30, 10, 1000, "exploit", "./exploit"), execOf(s, 31, 30, 0, "sh", "sh")}
+		}, []string{"uid0_exec"}},
 		{"control: root daemon's apt in the session", func(s *stream) []*event.Event {
 			return []*event.Event{start(s, 1000), execOf(s, 40, 1, 0, "apt-get", "apt-get", "install", "jq"),
 				execOf(s, 41, 40, 0, "dpkg", "dpkg", "-i"), fileOf(s, 41, 0, "read", "/etc/shadow"), connectOf(s, 40, 0, "http", "allowed")}

@@ -3,7 +3,6 @@ package sigma
 import (
 	"container/list"
 	"hash/maphash"
-	"slices"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -155,35 +154,29 @@ func (ev *Evaluator) agentUID(session string) (uint32, bool) {
 // maxAgents bounds the sessions whose agent uid the Evaluator keeps.
 const maxAgents = 1 << 14
 
-// agentTable holds each live session's agent uid, from session.start to
-// session.cleanup; when full, the oldest session is forgotten.
+// agentTable holds the agent uid of the sessions seen, from their
+// session.start; when full, the oldest session is forgotten. A session's
+// entry outlives its session.cleanup: the kernel's events of its last
+// moments can be journaled after it.
 type agentTable struct {
 	m     map[string]uint32
 	order []string
 }
 
 func (t *agentTable) update(e *event.Event) {
-	switch e.Kind {
-	case event.KindSessionStart:
-		if e.Proc == nil || e.Proc.UID == nil || e.SessionID == "" {
-			return
-		}
-		if t.m == nil {
-			t.m = map[string]uint32{}
-		}
-		if _, ok := t.m[e.SessionID]; !ok {
-			t.order = append(t.order, e.SessionID)
-		}
-		t.m[e.SessionID] = *e.Proc.UID
-		for len(t.m) > maxAgents {
-			delete(t.m, t.order[0])
-			t.order = t.order[1:]
-		}
-	case event.KindSessionCleanup:
-		delete(t.m, e.SessionID)
-		if len(t.order) > 2*maxAgents || len(t.m) == 0 {
-			t.order = slices.DeleteFunc(t.order, func(id string) bool { _, ok := t.m[id]; return !ok })
-		}
+	if e.Kind != event.KindSessionStart || e.Proc == nil || e.Proc.UID == nil || e.SessionID == "" {
+		return
+	}
+	if t.m == nil {
+		t.m = map[string]uint32{}
+	}
+	if _, ok := t.m[e.SessionID]; !ok {
+		t.order = append(t.order, e.SessionID)
+	}
+	t.m[e.SessionID] = *e.Proc.UID
+	for len(t.m) > maxAgents {
+		delete(t.m, t.order[0])
+		t.order = t.order[1:]
 	}
 }
 

@@ -2,11 +2,17 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,4 +296,124 @@ func TestDetectNetworkShapes(t *testing.T) {
 		"getent hosts allowed.test; "+strings.Join(helperCmd("connect", "127.0.0.9:80"), " ")+"; true")
 	checkAlerts(t, e, clean)
 	e.verify()
+}
+
+// gainRootHelper CGROUP UID ADDR, run by the test as root: it joins the
+// session's cgroup, drops its real uid to the agent's while it keeps
+// effective and saved uid 0 (what an exploit leaves a process with), and
+// execs itself as rootexec, which the record sees as an exec by the agent's
+// uid.
+func gainRootHelper(args []string) int {
+	if err := os.WriteFile(args[0]+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	uid, _ := strconv.Atoi(args[1])
+	runtime.LockOSThread()
+	if err := unix.Setresuid(uid, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	err = syscall.Exec(self, []string{self, args[2]}, []string{helperEnv + "=rootexec", "PATH=/usr/bin:/bin"})
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return 3
+}
+
+// rootExecHelper ADDR takes root back (setresuid 0) and runs a shell that
+// reads /etc/shadow and connects to ADDR: root gained in the session.
+func rootExecHelper(args []string) int {
+	runtime.LockOSThread()
+	if err := unix.Setresuid(0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	err := syscall.Exec("/bin/sh", []string{"sh", "-c", "cat /etc/shadow >/dev/null; curl -s -o /dev/null http://" + args[0] + "/; true"},
+		[]string{"PATH=/usr/bin:/bin"})
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return 3
+}
+
+// TestDetectGainedRoot: a process that joins a running session with the
+// agent's real uid and effective uid 0, as a kernel exploit would leave
+// it, takes root back and runs a shell that reads /etc/shadow and connects
+// out: uid0_exec, uid0_sensitive_read and uid0_connect. A session whose
+// agent is root doing the same raises only agent_uid0.
+func TestDetectGainedRoot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	// The session waits for a line on its stdin, which comes once the
+	// intruder is done; the marker names its shell.
+	marker := "sandtrail-e2e-intruded-" + strconv.Itoa(os.Getpid())
+	stdin, release := io.Pipe()
+	done := make(chan ran, 1)
+	go func() {
+		r, err := e.tryRunStdin(stdin, "--", "sh", "-c", "read line # "+marker)
+		done <- ran{r, err}
+	}()
+	var pid int
+	waitFor(t, "the session's shell", func() bool { pid = sessionShell(marker); return pid != 0 })
+	cg := v2Dir(t, pid)
+	agent, err := user.Lookup("sandtrail-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(helper, cg, agent.Uid, addr)
+	c.Env = []string{helperEnv + "=gainroot"}
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Errorf("intruder: %v\n%s", err, out)
+	}
+	release.Write([]byte("go\n"))
+	release.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkAlerts(t, e, r.r, "uid0_exec", "uid0_sensitive_read", "uid0_connect")
+	checkAlerts(t, e, e.run("--user", "root", "--", "sh", "-c", "cat /etc/shadow >/dev/null; curl -s -o /dev/null "+srv.URL+"/; true"), "agent_uid0")
+	e.verify()
+}
+
+// sessionShell is the pid of a session's sh whose command line names
+// marker.
+func sessionShell(marker string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, en := range ents {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.HasPrefix(string(b), "sh\x00-c\x00") && strings.Contains(string(b), marker) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// v2Dir is the directory of pid's cgroup v2.
+func v2Dir(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+				if _, err := os.Stat(filepath.Join(root, p, "cgroup.procs")); err == nil {
+					return filepath.Join(root, p)
+				}
+			}
+		}
+	}
+	t.Fatalf("no cgroup v2 directory of pid %d in:\n%s", pid, b)
+	return ""
 }

@@ -59,6 +59,8 @@ var helpers = map[string]func(args []string) int{
 	"execfd":       execFdHelper,       // exec_identity_linux_test.go
 
 	"memfdexec": memfdExecHelper, // detections_linux_test.go
+	"gainroot":  gainRootHelper,  // detections_linux_test.go
+	"rootexec":  rootExecHelper,  // detections_linux_test.go
 
 	"ptrace":     ptraceHelper,     // file_events_linux_test.go
 	"files":      helperFiles,      // files_linux_test.go
