@@ -148,7 +148,24 @@ type Package struct {
 	// FilesOmitted counts the script file events left out of Files (the
 	// sensitive ones are always kept, up to a bound).
 	FilesOmitted int `json:"files_omitted,omitempty"`
+	// InstallActivity says whether the package ran code at install time
+	// in the session: ActivityScripts or ActivityNone; empty for a
+	// refused request.
+	InstallActivity string `json:"install_activity,omitempty"`
 }
+
+// The values of Package.InstallActivity.
+const (
+	// ActivityScripts: install or build scripts of the package ran; its
+	// Processes, Files and Connections say what they did.
+	ActivityScripts = "install_scripts_ran"
+	// ActivityNone: no install script of the package ran in the
+	// session. That is all it says: code that runs when the package is
+	// imported or run (chalk and debug, September 2025), or from a .pth
+	// file (RulePthFile), is not install-time activity, and the package is
+	// not thereby safe.
+	ActivityNone = "no_install_time_activity"
+)
 
 // Process is a process started by a package's scripts.
 type Process struct {
@@ -204,6 +221,8 @@ type Option func(*options)
 type options struct {
 	shimDir  string
 	shimExes []string
+	// mirrors are the mirror's addresses (host:port) given by the host.
+	mirrors []string
 	// systemWheels are the join keys (keys) of the host's bundled wheels.
 	systemWheels map[string]bool
 }
@@ -227,6 +246,16 @@ func WithShimDir(dir string) Option { return func(o *options) { o.shimDir = dir 
 // links to one binary when the kernel records the link's target.
 func WithShimExe(path string) Option {
 	return func(o *options) { o.shimExes = append(o.shimExes, path) }
+}
+
+// WithMirror names the mirror's listening addresses (host:port, as
+// render.HostPort writes them: 127.0.0.1:8484, [::1]:8484): a script's
+// connection to one is not a way out for the install-time behaviour
+// rules. Without it, the view learns them from the record: the address
+// that a session's process that runs no script connected to last before
+// the mirror recorded a fetch by it.
+func WithMirror(addrs ...string) Option {
+	return func(o *options) { o.mirrors = append(o.mirrors, addrs...) }
 }
 
 // SystemWheel is a wheel that the host's Python bundles for ensurepip
