@@ -64,6 +64,7 @@ const (
 	maxPlanted  = 4096    // planted files per session
 	maxResolved = 1 << 16 // addresses DNS answered per session
 	maxPth      = 1024    // .pth files waiting for their wheel's RECORD
+	maxExited   = 256     // script processes remembered after their exit
 )
 
 // conduct is what one package's scripts did that the rules remember.
@@ -385,12 +386,10 @@ func (s *state) checkPlantedExec(files []string, e *event.Event) {
 	}
 }
 
-// maxExecArgs bounds the arguments execFiles reads as files.
-const maxExecArgs = 4
-
 // execFiles are the files an exec runs: the file the kernel executed
-// (exe_path), the executable as named (against the cwd), and the first
-// arguments that are not options, which an interpreter runs as a script.
+// (exe_path), the executable as named (against the cwd) and, when that is
+// an interpreter (launchers), its first argument that is no option, the
+// script it runs. Another program's arguments (chmod +x FILE) run nothing.
 func execFiles(pr *event.Proc) []string {
 	var out []string
 	add := func(p string) {
@@ -407,16 +406,14 @@ func execFiles(pr *event.Proc) []string {
 	}
 	add(strings.TrimSuffix(pr.ExePath, " (deleted)"))
 	add(pr.Exe)
-	n := 0
+	if !interpreter(pr.Exe, pr.Argv) {
+		return out
+	}
 	for _, a := range pr.Argv[min(1, len(pr.Argv)):] {
-		if n == maxExecArgs {
+		if a != "" && !strings.HasPrefix(a, "-") {
+			add(a)
 			break
 		}
-		if a == "" || strings.HasPrefix(a, "-") {
-			continue
-		}
-		n++
-		add(a)
 	}
 	return out
 }
@@ -497,6 +494,9 @@ func isPublishRefusal(e *event.Event) bool {
 // publish by a script's process.
 func (s *state) checkPublishRefusal(e *event.Event) {
 	g := s.scriptGroup(e)
+	if e.Proc != nil && s.procs[e.Proc.Pid] == nil {
+		g = s.exited[e.Proc.Pid] // exited before the mirror's record was journaled
+	}
 	if g == nil || !g.once(RulePublish) {
 		return
 	}
@@ -585,4 +585,23 @@ func (s *state) pthExit(pid int32, e *event.Event) {
 func nameKeyOf(eco, name string) string {
 	k, _ := keys(eco, name, "")
 	return k
+}
+
+// rememberExit keeps the script group of process pid, which is exiting,
+// for the mirror's records of its last requests (checkPublishRefusal);
+// the last maxExited are kept.
+func (s *state) rememberExit(pid int32) {
+	p := s.procs[pid]
+	if p == nil || p.group == nil || p.host {
+		delete(s.exited, pid) // a reused pid's earlier script is not this one
+		return
+	}
+	if _, ok := s.exited[pid]; !ok {
+		s.exitOrder = append(s.exitOrder, pid)
+	}
+	s.exited[pid] = p.group
+	for len(s.exitOrder) > maxExited {
+		delete(s.exited, s.exitOrder[0])
+		s.exitOrder = s.exitOrder[1:]
+	}
 }

@@ -133,6 +133,7 @@ func TestInstallTimeRules(t *testing.T) {
 			pid := npmScript(r, "x")
 			r.file(pid, "create", "/w/.git/hooks/pre-commit.tmp")
 			r.rename(pid, "/w/.git/hooks/pre-commit.tmp", "/w/.git/hooks/pre-commit")
+			r.spawn(14, pid, "/bin/chmod", "/w", "chmod", "+x", "/w/.git/hooks/pre-commit") // runs nothing
 			finish(r, "x")
 			r.spawn(40, 1, ".git/hooks/pre-commit", "/w", ".git/hooks/pre-commit")
 		}, []string{RulePersistence + " " + pkg, RulePlantedRan + " " + pkg}},
@@ -182,6 +183,15 @@ func TestInstallTimeRules(t *testing.T) {
 				e.Proc = &event.Proc{Pid: pid, Comm: "node"}
 				e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "victim", Outcome: "blocked", Verdict: "block",
 					Rule: PublishRefusedRule, Reason: "PUT /npm/victim: the mirror serves GET and HEAD only"}
+			})
+			finish(r, "x")
+		}, []string{RulePublish + " " + pkg}},
+		{"a publish the mirror refused, recorded after the process exited", func(r *rec) {
+			pid := npmScript(r, "x")
+			r.exit(pid)
+			r.add(event.KindPkgFetch, event.SourceMirror, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: pid, Comm: "node"}
+				e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "victim", Outcome: "blocked", Rule: PublishRefusedRule}
 			})
 			finish(r, "x")
 		}, []string{RulePublish + " " + pkg}},

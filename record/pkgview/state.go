@@ -68,6 +68,11 @@ type state struct {
 	planted  map[string]*plant
 	resolved map[string]bool
 	pth      map[int32][]pthFile
+	// exited are the script groups of the latest script processes to
+	// exit, by pid, oldest first in exitOrder: the mirror's record of a
+	// process's request can be journaled after the kernel's of its exit.
+	exited    map[int32]*group
+	exitOrder []int32
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.
@@ -137,7 +142,7 @@ func newState(session string, o options, live bool) *state {
 		bundledBy: map[string]bool{}, verifiedBundles: map[digest][]string{},
 		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{},
 		mirrors: map[string]bool{}, lastDst: map[int32]string{}, planted: map[string]*plant{}, resolved: map[string]bool{},
-		pth: map[int32][]pthFile{}}
+		pth: map[int32][]pthFile{}, exited: map[int32]*group{}}
 }
 
 // add takes the next event and returns the alerts it raises.
@@ -165,6 +170,7 @@ func (s *state) add(e *event.Event) []*event.Event {
 		s.conductExec(e)
 	case event.KindExit:
 		if e.Proc != nil {
+			s.rememberExit(e.Proc.Pid)
 			delete(s.procs, e.Proc.Pid)
 			delete(s.lastDst, e.Proc.Pid)
 			s.decide(e.Proc.Pid, e)

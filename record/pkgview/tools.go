@@ -77,7 +77,7 @@ func namesOf(exe string, argv []string) []string {
 		names = append(names, path.Base(argv[0]))
 	}
 	for _, n := range names {
-		if !launchers[n] && !pythonExe.MatchString(n) && !nodeExe.MatchString(n) {
+		if !isLauncher(n) {
 			continue
 		}
 		for _, a := range argv[min(1, len(argv)):] {
@@ -90,6 +90,19 @@ func namesOf(exe string, argv []string) []string {
 		break
 	}
 	return names
+}
+
+// isLauncher reports whether a program's base name is a launcher's
+// (launchers, any python or node).
+func isLauncher(n string) bool {
+	return launchers[n] || pythonExe.MatchString(n) || nodeExe.MatchString(n)
+}
+
+// interpreter reports whether an exec runs a launcher, whose first
+// argument is then the script it runs.
+func interpreter(exe string, argv []string) bool {
+	exe, argv = loadedProgram(exe, argv)
+	return isLauncher(path.Base(exe)) || len(argv) > 0 && isLauncher(path.Base(argv[0]))
 }
 
 // packageName is an npm package spec without its version
