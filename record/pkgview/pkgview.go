@@ -20,9 +20,14 @@
 // the session accounts for, by hash, or when the kernel saw a package's
 // manifest created that none accounts for, by name (installed.go: the
 // read-back that needs no shim); and RuleBypass, when a real package
-// manager ran without a shim above it. Build finds them over a
-// whole session; a Watcher finds the same ones live, one event at a time,
-// through the same code.
+// manager ran without a shim above it. The install-time behaviour rules
+// (conduct.go) read what a package's install scripts did: credentials
+// read and then a connection out, an AI agent's CLI run with its checks
+// off, files planted where they run later (and their later runs), a file
+// run after a connection to an address no DNS answer named, a .pth from
+// pip, a publish, a credential scanner; their alerts name the package
+// (event.Alert.Package). Build finds them over a whole session; a Watcher
+// finds the same ones live, one event at a time, through the same code.
 //
 // Trust model: shim events are the agent side's own account and are never
 // believed alone; mirror and kernel events are trusted. A pkg.fetch counts
