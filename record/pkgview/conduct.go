@@ -60,11 +60,12 @@ const PublishRefusedRule = "mirror.publish"
 
 // Bounds of the behaviour rules' state.
 const (
-	maxWritten  = 1024    // files a script tree wrote, kept for RuleRawIPExec
-	maxPlanted  = 4096    // planted files per session
-	maxResolved = 1 << 16 // addresses DNS answered per session
-	maxPth      = 1024    // .pth files waiting for their wheel's RECORD
-	maxExited   = 256     // script processes remembered after their exit
+	maxWritten    = 1024    // files a script tree wrote, kept for RuleRawIPExec
+	maxWrittenAll = 1 << 14 // those of every script tree of a Watcher's session
+	maxPlanted    = 4096    // planted files per session
+	maxResolved   = 1 << 16 // addresses DNS answered per session
+	maxPth        = 1024    // .pth files waiting for their wheel's RECORD
+	maxExited     = 256     // script processes remembered after their exit
 )
 
 // conduct is what one package's scripts did that the rules remember.
@@ -220,7 +221,12 @@ func (s *state) scriptWrote(g *group, p string, e *event.Event) {
 		g.do.wrote = map[string]uint64{}
 	}
 	if _, ok := g.do.wrote[p]; !ok && len(g.do.wrote) < maxWritten {
-		g.do.wrote[p] = e.Seq
+		if s.live && s.nWritten >= maxWrittenAll {
+			s.dropped++
+		} else {
+			g.do.wrote[p] = e.Seq
+			s.nWritten++
+		}
 	}
 	class := persistenceOf(p)
 	if class == "" {
@@ -511,8 +517,8 @@ func (s *state) checkPublishRefusal(e *event.Event) {
 // script's raises RulePthFile at once, a wheel's waits for the RECORD
 // that names its wheel (pthRecord), or its process's exit (pthExit).
 func (s *state) pthWritten(p string, e *event.Event) {
-	if !strings.HasSuffix(p, ".pth") || !siteDir(path.Dir(p)) {
-		return
+	if !strings.HasSuffix(p, ".pth") || !siteDir(path.Dir(p)) || strings.Contains(p, "/pip-build-env-") {
+		return // a build environment's lives for one build, whose code runs anyway
 	}
 	pr := s.procs[e.Proc.Pid]
 	if pr == nil || pr.host || (pr.under|pr.self)&mgrPip == 0 {
@@ -537,7 +543,8 @@ func siteDir(dir string) bool {
 
 // pthRecord decides the .pth files a process wrote in the site directory
 // of the dist-info RECORD it now puts in place: they are that wheel's,
-// and raise RulePthFile unless it is a wheel the host bundles.
+// and raise RulePthFile unless it is a wheel the host bundles, or the file
+// is one the wheel of that name is known to ship (benignPth).
 func (s *state) pthRecord(p string, e *event.Event) {
 	ps := s.pth[e.Proc.Pid]
 	if len(ps) == 0 || !strings.HasSuffix(p, "/RECORD") {
@@ -554,7 +561,7 @@ func (s *state) pthRecord(p string, e *event.Event) {
 		switch {
 		case path.Dir(f.path) != site:
 			rest = append(rest, f)
-		case !s.o.systemWheels[key]:
+		case !s.o.systemWheels[key] && !benignPth(m.name, path.Base(f.path)):
 			pkg := purl.Of(resolver.PyPI, resolver.NormalizeName(resolver.PyPI, m.name), m.version)
 			for _, r := range s.byName[nameKeyOf(resolver.PyPI, m.name)] {
 				r.pkg.Alerts = appendNew(r.pkg.Alerts, RulePthFile)

@@ -229,7 +229,25 @@ func TestInstallTimeRules(t *testing.T) {
 			r.exit(21)
 			r.spawn(30, 1, "/usr/bin/python3", "/w", "python3", "x.py")
 			r.file(30, "create", site+"/y.pth")
+			r.spawn(22, 20, "/usr/bin/pip", "/w", "/usr/bin/python3", "/usr/bin/pip", "install", "setuptools==80.0")
+			r.file(22, "create", site+"/distutils-precedence.pth")
+			r.file(22, "create", site+"/setuptools-80.0.dist-info/RECORD")
+			build := "/tmp/pip-build-env-abc/overlay/lib/python3.11/site-packages"
+			r.file(22, "create", build+"/evil.pth")
+			r.file(22, "create", build+"/evil-1.0.dist-info/RECORD")
+			r.exit(22)
 		}, nil},
+		{"another wheel's distutils-precedence.pth", func(r *rec) {
+			r.spawn(21, 1, "/usr/bin/pip", "/w", "pip", "install", "evil")
+			site := "/home/agent/v/lib/python3.11/site-packages"
+			r.file(21, "create", site+"/distutils-precedence.pth")
+			r.file(21, "create", site+"/evil-1.0.dist-info/RECORD")
+		}, []string{RulePthFile + " pkg:pypi/evil@1.0"}},
+		{"a .pth whose process wrote no RECORD", func(r *rec) {
+			r.spawn(21, 1, "/usr/bin/pip", "/w", "pip", "install", "evil")
+			r.file(21, "create", "/usr/lib/python3/dist-packages/evil.pth")
+			r.exit(21)
+		}, []string{RulePthFile + " "}},
 	}
 	wheels := WithSystemWheels(SystemWheel{"setuptools", "66.1.1"})
 	for _, tt := range tests {

@@ -73,6 +73,7 @@ type state struct {
 	// process's request can be journaled after the kernel's of its exit.
 	exited    map[int32]*group
 	exitOrder []int32
+	nWritten  int // files kept in the script groups' conduct
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.

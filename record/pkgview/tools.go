@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/resolver"
 )
 
 // The programs the install-time behaviour rules look for in a script's
@@ -58,6 +60,19 @@ var secretScanners = []string{"trufflehog", "gitleaks", "detect-secrets", "detec
 var publishers = map[string]string{"npm": "publish", "pnpm": "publish", "yarn": "publish", "yarnpkg": "publish",
 	"bun": "publish", "cargo": "publish", "twine": "upload", "poetry": "publish", "uv": "publish", "flit": "publish",
 	"hatch": "publish", "gem": "push"}
+
+// benignPths are the .pth files that wheels of the name are known to
+// ship, by normalised name: setuptools' distutils-precedence.pth (which
+// every virtual environment with setuptools has) and virtualenv's
+// _virtualenv.pth. A compromised wheel of that name can still ship one.
+var benignPths = map[string]string{"setuptools": "distutils-precedence.pth", "virtualenv": "_virtualenv.pth"}
+
+// benignPth reports whether the wheel name ships the .pth file base
+// (benignPths).
+func benignPth(name, base string) bool {
+	f, ok := benignPths[resolver.NormalizeName(resolver.PyPI, name)]
+	return ok && f == base
+}
 
 // launchers run the program their first argument names: an interpreter
 // running a script, or a package runner running a package's bin.
