@@ -145,7 +145,7 @@ func (s *state) raiseFor(g *group, e *event.Event, rule, title, summary string, 
 // raisePkg raises rule about the package pkg (a purl, "" when unknown).
 func (s *state) raisePkg(e *event.Event, rule, title, pkg, summary string, refs ...uint64) {
 	a := alert(e, rule, title, summary, refs...)
-	a.Alert.Level, a.Alert.Tags, a.Alert.Package = ruleLevels[rule], ruleTags[rule], pkg
+	a.Alert.Level, a.Alert.Tags, a.Alert.Package = ruleLevels[rule], slices.Clone(ruleTags[rule]), pkg
 	s.raise(a)
 }
 

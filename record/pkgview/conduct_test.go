@@ -414,3 +414,25 @@ func TestPublishCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestPlantedRanEvidence: a planted git hook is linked to its run, not to
+// the chmod that made it executable (a program's arguments run nothing),
+// and the alert's refs are the write and the run.
+func TestPlantedRanEvidence(t *testing.T) {
+	r := newRec("s")
+	pid := npmScript(r, "x")
+	write := r.file(pid, "create", "/w/.git/hooks/post-merge")
+	r.spawn(14, pid, "/bin/chmod", "/w/node_modules/x", "chmod", "+x", "/w/.git/hooks/post-merge")
+	finish(r, "x")
+	run := r.spawn(40, 1, "/bin/sh", "/w", "sh", ".git/hooks/post-merge")
+	v := build(r.evs)
+	var refs [][]uint64
+	for _, a := range v.Alerts {
+		if a.Alert.RuleID == RulePlantedRan {
+			refs = append(refs, a.Alert.Refs)
+		}
+	}
+	if want := [][]uint64{{write.Seq, run.Seq}}; !reflect.DeepEqual(refs, want) {
+		t.Errorf("%s refs = %v, want %v\n%s", RulePlantedRan, refs, want, summaries(v.Alerts))
+	}
+}

@@ -49,6 +49,8 @@ func installRules(exfil, stage int) []installRule {
 	return []installRule{
 		{"fx-exfil", `node -e "require('fs').readFileSync(require('os').homedir()+'/.npmrc');` + connect + `"`, pkgview.RuleCredentialExfil},
 		{"fx-connect", `node -e "` + connect + `"`, ""},
+		{"fx-npmrc-mirror", `node -e "require('fs').readFileSync(require('os').homedir()+'/.npmrc');` +
+			strings.TrimPrefix(put("GET"), `node -e "`), ""},
 		{"fx-agent", fakeTool("claude", "--dangerously-skip-permissions -p inventory"), pkgview.RuleAIAgentUnsafe},
 		{"fx-agent-safe", fakeTool("claude", "--version"), ""},
 		{"fx-persist", `echo 'echo fx-persist' >>"$HOME/.bashrc" && mkdir -p "$INIT_CWD/.git/hooks" && ` +
@@ -86,7 +88,9 @@ func startStageServer(t *testing.T) int {
 // publish to the registry, and run a credential scanner: each raises its
 // rule live, in the journal, with the package named, and again in
 // `sandtrail packages`; each control (the same without the part the rule
-// looks for: a connection with nothing read, the CLI with its checks on, a
+// looks for: a connection with nothing read, ~/.npmrc read and only the
+// mirror asked (npm's own configuration, as a script's npm reads it), the
+// CLI with its checks on, a
 // cache file, the stage by a name the session resolved, a GET, another
 // tool) raises none.
 func TestInstallRules(t *testing.T) {
@@ -138,8 +142,25 @@ func TestInstallRules(t *testing.T) {
 	checkPlantedRan(t, evs)
 	if t.Failed() {
 		t.Logf("alerts:\n%s", alertLines(evs))
+		logPublishes(t, evs)
 	}
 	e.verify()
+}
+
+// logPublishes logs the mirror's records of refused publishes and the
+// process events of their processes, in journal order.
+func logPublishes(t *testing.T, evs []*event.Event) {
+	pids := map[int32]bool{}
+	for _, ev := range kinds(evs, event.KindPkgFetch) {
+		if ev.Pkg.Rule == pkgview.PublishRefusedRule && ev.Proc != nil {
+			pids[ev.Proc.Pid] = true
+		}
+	}
+	for _, ev := range evs {
+		if ev.Proc != nil && pids[ev.Proc.Pid] && (ev.Kind == event.KindPkgFetch || ev.Category() == "process") {
+			t.Logf("seq %d %s pid %d ppid %d %q cwd %s", ev.Seq, ev.Kind, ev.Proc.Pid, ev.Proc.PPid, ev.Proc.Argv, ev.Proc.Cwd)
+		}
+	}
 }
 
 // checkPlantedRan checks the two planted_file_ran alerts' evidence: the
