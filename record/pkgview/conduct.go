@@ -334,8 +334,9 @@ func (s *state) conductExec(e *event.Event) {
 	if pr == nil {
 		return
 	}
-	files := execFiles(pr)
-	s.checkPlantedExec(files, e)
+	if len(s.planted) > 0 {
+		s.checkPlantedExec(execFiles(pr), e)
+	}
 	g := s.scriptGroup(e)
 	if g == nil {
 		return
@@ -356,15 +357,14 @@ func (s *state) conductExec(e *event.Event) {
 			fmt.Sprintf("an install script of %s ran %s: pid %d, argv %s", render.Clean(s.packageOf(g), 256), cmd, pr.Pid,
 				render.ShellJoin(pr.Argv, 512)), e.Seq)
 	}
-	s.checkRawExec(g, files, e)
+	if g.do.raw.ok {
+		s.checkRawExec(g, execFiles(pr), e)
+	}
 }
 
 // checkRawExec raises RuleRawIPExec when g's script runs a file it wrote
 // after it connected to an address no DNS answer named.
 func (s *state) checkRawExec(g *group, files []string, e *event.Event) {
-	if !g.do.raw.ok {
-		return
-	}
 	for _, f := range files {
 		w, ok := g.do.wrote[f]
 		if !ok || !g.once(RuleRawIPExec) {
@@ -434,33 +434,42 @@ func (s *state) conductConn(e *event.Event) {
 	if n == nil || e.Proc == nil || n.Proto == "unix" || n.DstIP == "" {
 		return
 	}
-	dst := render.HostPort(n.DstIP, n.DstPort)
+	dst := endpoint{n.DstIP, n.DstPort}
 	g := s.scriptGroup(e)
 	if g == nil {
 		s.learnDst(e.Proc.Pid, dst)
 		return
 	}
-	if n.DstPort == 53 || s.mirrors[dst] || slices.Contains(s.o.mirrors, dst) {
+	if n.DstPort == 53 || s.mirrors[dst] || s.o.mirrors[dst] {
 		return
 	}
-	shown := dst
-	if n.Domain != "" {
-		shown += " (" + render.Clean(n.Domain, 100) + ")"
-	}
 	if g.do.cred.ok && g.once(RuleCredentialExfil) {
+		shown := dst.String()
+		if n.Domain != "" {
+			shown += " (" + render.Clean(n.Domain, 100) + ")"
+		}
 		s.raiseFor(g, e, RuleCredentialExfil, "install script read credentials and connected out",
 			fmt.Sprintf("an install script of %s read %s and then connected to %s: pid %d (%s)", render.Clean(s.packageOf(g), 256),
 				render.Clean(g.do.cred.what, 256), shown, e.Proc.Pid, render.Clean(e.Proc.Comm, 16)), g.do.cred.seq, e.Seq)
 	}
 	if !g.do.raw.ok && n.Domain == "" && !s.resolved[n.DstIP] {
-		g.do.raw = evidence{seq: e.Seq, what: dst, ok: true}
+		g.do.raw = evidence{seq: e.Seq, what: dst.String(), ok: true}
 	}
 }
+
+// endpoint is a connection's destination: address and port.
+type endpoint struct {
+	ip   string
+	port uint16
+}
+
+// String writes e as render.HostPort does.
+func (e endpoint) String() string { return render.Clean(render.HostPort(e.ip, e.port), 64) }
 
 // learnDst keeps the latest destination of a process that runs no
 // script, which a mirror's fetch by it then names as the mirror's
 // address (learnMirror).
-func (s *state) learnDst(pid int32, dst string) {
+func (s *state) learnDst(pid int32, dst endpoint) {
 	if _, ok := s.lastDst[pid]; ok || !s.live || len(s.lastDst) < maxProcs {
 		s.lastDst[pid] = dst
 	}

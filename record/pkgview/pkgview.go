@@ -42,6 +42,7 @@
 package pkgview
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -226,8 +227,8 @@ type Option func(*options)
 type options struct {
 	shimDir  string
 	shimExes []string
-	// mirrors are the mirror's addresses (host:port) given by the host.
-	mirrors []string
+	// mirrors are the mirror's addresses given by the host.
+	mirrors map[endpoint]bool
 	// systemWheels are the join keys (keys) of the host's bundled wheels.
 	systemWheels map[string]bool
 }
@@ -253,14 +254,23 @@ func WithShimExe(path string) Option {
 	return func(o *options) { o.shimExes = append(o.shimExes, path) }
 }
 
-// WithMirror names the mirror's listening addresses (host:port, as
-// render.HostPort writes them: 127.0.0.1:8484, [::1]:8484): a script's
-// connection to one is not a way out for the install-time behaviour
-// rules. Without it, the view learns them from the record: the address
-// that a session's process that runs no script connected to last before
-// the mirror recorded a fetch by it.
-func WithMirror(addrs ...string) Option {
-	return func(o *options) { o.mirrors = append(o.mirrors, addrs...) }
+// WithMirror names the mirror's listening addresses (127.0.0.1:8484,
+// [::1]:8484; one that does not parse as an address and port is left
+// out): a script's connection to one is not a way out for the
+// install-time behaviour rules. The view also learns them from the
+// record: the address that a session's process that runs no script
+// connected to last before the mirror recorded a fetch by it.
+func WithMirror(addrs ...netip.AddrPort) Option {
+	return func(o *options) {
+		if o.mirrors == nil {
+			o.mirrors = map[endpoint]bool{}
+		}
+		for _, a := range addrs {
+			if a.IsValid() {
+				o.mirrors[endpoint{a.Addr().Unmap().String(), a.Port()}] = true
+			}
+		}
+	}
 }
 
 // SystemWheel is a wheel that the host's Python bundles for ensurepip

@@ -63,8 +63,8 @@ type state struct {
 	// addresses learned, the latest destination of each process that
 	// runs no script, the files scripts planted, the addresses DNS
 	// answered, and the .pth files waiting for their wheel's RECORD.
-	mirrors  map[string]bool
-	lastDst  map[int32]string
+	mirrors  map[endpoint]bool
+	lastDst  map[int32]endpoint
 	planted  map[string]*plant
 	resolved map[string]bool
 	pth      map[int32][]pthFile
@@ -142,7 +142,7 @@ func newState(session string, o options, live bool) *state {
 		verifiedNames: map[string]bool{}, verifiedVersions: map[string]bool{}, placed: map[int32][]placed{},
 		bundledBy: map[string]bool{}, verifiedBundles: map[digest][]string{},
 		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{},
-		mirrors: map[string]bool{}, lastDst: map[int32]string{}, planted: map[string]*plant{}, resolved: map[string]bool{},
+		mirrors: map[endpoint]bool{}, lastDst: map[int32]endpoint{}, planted: map[string]*plant{}, resolved: map[string]bool{},
 		pth: map[int32][]pthFile{}, exited: map[int32]*group{}}
 }
 
