@@ -240,7 +240,7 @@ func (s *state) scriptWrote(g *group, p string, e *event.Event) {
 		return
 	}
 	s.raiseFor(g, e, RulePersistence, "install script wrote a file that runs later",
-		fmt.Sprintf("pid %d (%s), running an install script of %s, wrote %s (%s)", e.Proc.Pid, render.Clean(e.Proc.Comm, 16),
+		fmt.Sprintf("%s, running an install script of %s, wrote %s (%s)", procName(e.Proc),
 			render.Clean(pkg, 256), render.Clean(p, 256), class), e.Seq)
 }
 
@@ -321,7 +321,7 @@ func (s *state) checkPlantedRead(g *group, e *event.Event) {
 	}
 	pl.ran = true
 	s.raisePkg(e, RulePlantedRan, "a file an install script planted was used", pl.pkg,
-		fmt.Sprintf("pid %d (%s) read %s, which %s's install script wrote", e.Proc.Pid, render.Clean(e.Proc.Comm, 16),
+		fmt.Sprintf("%s read %s, which %s's install script wrote", procName(e.Proc),
 			render.Clean(e.File.Path, 256), render.Clean(pl.pkg, 256)), pl.seq, e.Seq)
 }
 
@@ -449,8 +449,8 @@ func (s *state) conductConn(e *event.Event) {
 			shown += " (" + render.Clean(n.Domain, 100) + ")"
 		}
 		s.raiseFor(g, e, RuleCredentialExfil, "install script read credentials and connected out",
-			fmt.Sprintf("an install script of %s read %s and then connected to %s: pid %d (%s)", render.Clean(s.packageOf(g), 256),
-				render.Clean(g.do.cred.what, 256), shown, e.Proc.Pid, render.Clean(e.Proc.Comm, 16)), g.do.cred.seq, e.Seq)
+			fmt.Sprintf("an install script of %s read %s and then connected to %s: %s", render.Clean(s.packageOf(g), 256),
+				render.Clean(g.do.cred.what, 256), shown, procName(e.Proc)), g.do.cred.seq, e.Seq)
 	}
 	if !g.do.raw.ok && n.Domain == "" && !s.resolved[n.DstIP] {
 		g.do.raw = evidence{seq: e.Seq, what: dst.String(), ok: true}
@@ -516,9 +516,9 @@ func (s *state) checkPublishRefusal(e *event.Event) {
 		return
 	}
 	s.raiseFor(g, e, RulePublish, "install script published a package",
-		fmt.Sprintf("an install script of %s tried to publish %s %s: the mirror refused it (%s); pid %d (%s)",
+		fmt.Sprintf("an install script of %s tried to publish %s %s: the mirror refused it (%s); %s",
 			render.Clean(s.packageOf(g), 256), render.Clean(e.Pkg.Ecosystem, 16), render.Clean(e.Pkg.Name, 214),
-			render.Clean(e.Pkg.Reason, 200), e.Proc.Pid, render.Clean(e.Proc.Comm, 16)), e.Seq)
+			render.Clean(e.Pkg.Reason, 200), procName(e.Proc)), e.Seq)
 }
 
 // pthWritten keeps a .pth file that a pip process (pip, or what runs
@@ -620,4 +620,13 @@ func (s *state) rememberExit(pid int32) {
 		delete(s.exited, s.exitOrder[0])
 		s.exitOrder = s.exitOrder[1:]
 	}
+}
+
+// procName is a process as a summary names it: "pid 12 (node)", or
+// "pid 12" when the record has no comm.
+func procName(p *event.Proc) string {
+	if p.Comm == "" {
+		return fmt.Sprintf("pid %d", p.Pid)
+	}
+	return fmt.Sprintf("pid %d (%s)", p.Pid, render.Clean(p.Comm, 16))
 }
