@@ -92,7 +92,8 @@ func startStageServer(t *testing.T) int {
 // mirror asked (npm's own configuration, as a script's npm reads it), the
 // CLI with its checks on, a
 // cache file, the stage by a name the session resolved, a GET, another
-// tool) raises none.
+// tool) raises none. A package whose payload runs only when it is
+// required has no install-time activity, which its row says.
 func TestInstallRules(t *testing.T) {
 	t.Parallel()
 	exfil := testnet.StartDropServer(t, "tcp", "127.0.0.1:0").Addr().(*net.TCPAddr).Port
@@ -106,6 +107,11 @@ func TestInstallRules(t *testing.T) {
 			Scripts: map[string]string{"postinstall": r.script}}}})
 		names = append(names, r.pkg+"@1.0.0")
 	}
+	// A payload that runs only when the package is required: nothing at
+	// install time.
+	pkgs = append(pkgs, npmtest.Package{Name: "fx-import-only", Versions: []npmtest.Version{{Version: "1.0.0",
+		Files: map[string]string{"index.js": "require('fs').readFileSync(require('os').homedir()+'/.npmrc')\n"}}}})
+	names = append(names, "fx-import-only@1.0.0")
 	reg := npmtest.Start(t, pkgs...)
 	e, _ := fixtureEnv(t, reg)
 	pol := writePolicy(t, fmt.Sprintf("sources:\n  registries:\n    npm: [%s/]\nfiles:\n  sensitive_read: [~/.npmrc, ~/.bashrc]\n", reg.URL))
@@ -123,7 +129,19 @@ func TestInstallRules(t *testing.T) {
 	}
 	evs := e.events(r.summary.SessionID)
 	live := rulePackages(kinds(evs, event.KindAlert))
-	view := rulePackages(e.packagesView(r.summary.SessionID).Alerts)
+	v := e.packagesView(r.summary.SessionID)
+	view := rulePackages(v.Alerts)
+	activity := map[string]string{}
+	for _, p := range v.Packages {
+		activity[p.Name] = p.InstallActivity
+	}
+	if activity["fx-import-only"] != pkgview.ActivityNone || activity["fx-exfil"] != pkgview.ActivityScripts {
+		t.Errorf("install_activity: fx-import-only %q, fx-exfil %q; want %s, %s", activity["fx-import-only"], activity["fx-exfil"],
+			pkgview.ActivityNone, pkgview.ActivityScripts)
+	}
+	if len(live["pkg:npm/fx-import-only@1.0.0"]) != 0 {
+		t.Errorf("alerts naming fx-import-only, which ran nothing at install: %q", live["pkg:npm/fx-import-only@1.0.0"])
+	}
 	for _, ir := range rules {
 		purl := "pkg:npm/" + ir.pkg + "@1.0.0"
 		want := []string{}
