@@ -89,8 +89,7 @@ func startStageServer(t *testing.T) int {
 // rule live, in the journal, with the package named, and again in
 // `sandtrail packages`; each control (the same without the part the rule
 // looks for: a connection with nothing read, ~/.npmrc read and only the
-// mirror asked (npm's own configuration, as a script's npm reads it), the
-// CLI with its checks on, a
+// mirror asked, as a script's npm does, the CLI with its checks on, a
 // cache file, the stage by a name the session resolved, a GET, another
 // tool) raises none. A package whose payload runs only when it is
 // required has no install-time activity, which its row says.
