@@ -20,6 +20,11 @@ type group struct {
 	sensitive, other int
 	omitted          int
 	conns            []Conn
+	// do is what the install-time behaviour rules remember of the
+	// scripts; alerts the rules they raised while no row was the
+	// group's (rowOf).
+	do     conduct
+	alerts []string
 }
 
 type groupKey struct {
@@ -94,9 +99,7 @@ func (s *state) exec(e *event.Event) {
 		m = managerOf(pr.Exe, pr.Argv)
 	}
 	s.checkBypass(p, m, e)
-	if !s.live {
-		s.attribute(p, e)
-	}
+	s.attribute(p, e)
 	if m != 0 {
 		p.self |= m
 		if p.managerPid == 0 {
@@ -106,7 +109,8 @@ func (s *state) exec(e *event.Event) {
 }
 
 // attribute records a script process of a package: one whose exec claims
-// a package, or whose parent's did.
+// a package, or whose parent's did. A Watcher marks the process with its
+// group, for the install-time behaviour rules, and records nothing more.
 func (s *state) attribute(p *proc, e *event.Event) {
 	pr := e.Proc
 	match := MatchInherited
@@ -115,7 +119,14 @@ func (s *state) attribute(p *proc, e *event.Event) {
 		if !ok {
 			return
 		}
-		p.group, match = s.groupAt(c, scriptDir(c, pr.Cwd), p.managerPid, e), c.match
+		g := s.groupAt(c, scriptDir(c, pr.Cwd), p.managerPid, e)
+		if g == nil {
+			return
+		}
+		p.group, match = g, c.match
+	}
+	if s.live {
+		return // a Watcher keeps no processes of a group, only its conduct
 	}
 	g := p.group
 	if len(g.procs) >= maxProcsKept {
@@ -130,12 +141,16 @@ func (s *state) groupFor(c claim, managerPid int32, e *event.Event) *group {
 }
 
 // groupAt is the group of a package's scripts run by one manager in one
-// install directory (dir, empty when unknown).
+// install directory (dir, empty when unknown); nil past a Watcher's bound.
 func (s *state) groupAt(c claim, dir string, managerPid int32, e *event.Event) *group {
 	nameKey, _ := keys(c.eco, c.name, "")
 	k := groupKey{nameKey, managerPid, dir}
 	if g := s.groups[k]; g != nil {
 		return g
+	}
+	if s.live && len(s.groups) >= maxRows {
+		s.dropped++
+		return nil
 	}
 	g := &group{eco: c.eco, name: c.name, nameKey: nameKey, dir: dir, managerPid: managerPid,
 		first: event.Event{TS: e.TS}}

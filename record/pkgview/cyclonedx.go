@@ -176,6 +176,7 @@ func component(p *Package) cdxComponent {
 		add("sandtrail:shim_hash", p.Hash)
 	}
 	add("sandtrail:alerts", strings.Join(p.Alerts, ","))
+	add("sandtrail:install_activity", p.InstallActivity)
 	return c
 }
 

@@ -407,6 +407,9 @@ func (s *state) flush(e *event.Event) []*event.Event {
 	for _, pid := range slices.Sorted(maps.Keys(s.placed)) {
 		s.decide(pid, e)
 	}
+	for _, pid := range slices.Sorted(maps.Keys(s.pth)) {
+		s.pthExit(pid, e)
+	}
 	if !s.live {
 		s.alerts = append(s.alerts, s.out...)
 	}

@@ -20,9 +20,14 @@
 // the session accounts for, by hash, or when the kernel saw a package's
 // manifest created that none accounts for, by name (installed.go: the
 // read-back that needs no shim); and RuleBypass, when a real package
-// manager ran without a shim above it. Build finds them over a
-// whole session; a Watcher finds the same ones live, one event at a time,
-// through the same code.
+// manager ran without a shim above it. The install-time behaviour rules
+// (conduct.go) read what a package's install scripts did: credentials
+// read and then a connection out, an AI agent's CLI run with its checks
+// off, files planted where they run later (and their later runs), a file
+// run after a connection to an address no DNS answer named, a .pth from
+// pip, a publish, a credential scanner; their alerts name the package
+// (event.Alert.Package). Build finds them over a whole session; a Watcher
+// finds the same ones live, one event at a time, through the same code.
 //
 // Trust model: shim events are the agent side's own account and are never
 // believed alone; mirror and kernel events are trusted. A pkg.fetch counts
@@ -37,6 +42,7 @@
 package pkgview
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -148,7 +154,24 @@ type Package struct {
 	// FilesOmitted counts the script file events left out of Files (the
 	// sensitive ones are always kept, up to a bound).
 	FilesOmitted int `json:"files_omitted,omitempty"`
+	// InstallActivity says whether the package ran code at install time
+	// in the session: ActivityScripts or ActivityNone; empty for a
+	// refused request.
+	InstallActivity string `json:"install_activity,omitempty"`
 }
+
+// The values of Package.InstallActivity.
+const (
+	// ActivityScripts: install or build scripts of the package ran; its
+	// Processes, Files and Connections say what they did.
+	ActivityScripts = "install_scripts_ran"
+	// ActivityNone: no install script of the package ran in the
+	// session. That is all it says: code that runs when the package is
+	// imported or run (chalk and debug, September 2025), or from a .pth
+	// file (RulePthFile), is not install-time activity, and the package is
+	// not thereby safe.
+	ActivityNone = "no_install_time_activity"
+)
 
 // Process is a process started by a package's scripts.
 type Process struct {
@@ -204,6 +227,8 @@ type Option func(*options)
 type options struct {
 	shimDir  string
 	shimExes []string
+	// mirrors are the mirror's addresses given by the host.
+	mirrors map[endpoint]bool
 	// systemWheels are the join keys (keys) of the host's bundled wheels.
 	systemWheels map[string]bool
 }
@@ -227,6 +252,25 @@ func WithShimDir(dir string) Option { return func(o *options) { o.shimDir = dir 
 // links to one binary when the kernel records the link's target.
 func WithShimExe(path string) Option {
 	return func(o *options) { o.shimExes = append(o.shimExes, path) }
+}
+
+// WithMirror names the mirror's listening addresses (127.0.0.1:8484,
+// [::1]:8484; one that does not parse as an address and port is left
+// out): a script's connection to one is not a way out for the
+// install-time behaviour rules. The view also learns them from the
+// record: the address that a session's process that runs no script
+// connected to last before the mirror recorded a fetch by it.
+func WithMirror(addrs ...netip.AddrPort) Option {
+	return func(o *options) {
+		if o.mirrors == nil {
+			o.mirrors = map[endpoint]bool{}
+		}
+		for _, a := range addrs {
+			if a.IsValid() {
+				o.mirrors[endpoint{a.Addr().Unmap().String(), a.Port()}] = true
+			}
+		}
+	}
 }
 
 // SystemWheel is a wheel that the host's Python bundles for ensurepip

@@ -267,8 +267,10 @@ func claimOf(under manager, exe string, argv []string, cwd string) (claim, bool)
 			return claim{resolver.NPM, n, MatchNpm}, true
 		}
 	}
-	if m := cargoBuild.FindStringSubmatch(exe); m != nil {
-		return claim{resolver.Cargo, m[1], MatchCargo}, true
+	if strings.Contains(exe, "/build/") { // cargoBuild's, tested first: the regexp is the costly part of an exec
+		if m := cargoBuild.FindStringSubmatch(exe); m != nil {
+			return claim{resolver.Cargo, m[1], MatchCargo}, true
+		}
 	}
 	if under&mgrPip != 0 && pythonExe.MatchString(path.Base(exe)) {
 		if c, ok := pipClaim(argv, cwd); ok {
@@ -276,6 +278,9 @@ func claimOf(under manager, exe string, argv []string, cwd string) (claim, bool)
 		}
 	}
 	for _, p := range append([]string{exe}, argv[min(1, len(argv)):min(2, len(argv))]...) {
+		if !strings.Contains(p, "/info/") { // in every path that cleans to a dpkgScript
+			continue
+		}
 		if m := dpkgScript.FindStringSubmatch(path.Clean(p)); m != nil {
 			return claim{resolver.Deb, m[1], MatchDpkg}, true
 		}

@@ -59,6 +59,21 @@ type state struct {
 	npmDirs                     map[string]int32 // npm package directory → its manifest's creator
 	claimAlerted, kernelAlerted map[string]bool
 	localClaims                 map[localKey][]string // the versions of local packages each shim claimed
+	// The install-time behaviour rules' (conduct.go): the mirror's
+	// addresses learned, the latest destination of each process that
+	// runs no script, the files scripts planted, the addresses DNS
+	// answered, and the .pth files waiting for their wheel's RECORD.
+	mirrors  map[endpoint]bool
+	lastDst  map[int32]endpoint
+	planted  map[string]*plant
+	resolved map[string]bool
+	pth      map[int32][]pthFile
+	// exited are the script groups of the latest script processes to
+	// exit, by pid, oldest first in exitOrder: the mirror's record of a
+	// process's request can be journaled after the kernel's of its exit.
+	exited    map[int32]*group
+	exitOrder []int32
+	nWritten  int // files kept in the script groups' conduct
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.
@@ -126,7 +141,9 @@ func newState(session string, o options, live bool) *state {
 		served: map[string]fetchRef{}, verified: map[digest]bool{}, procs: map[int32]*proc{}, groups: map[groupKey]*group{},
 		verifiedNames: map[string]bool{}, verifiedVersions: map[string]bool{}, placed: map[int32][]placed{},
 		bundledBy: map[string]bool{}, verifiedBundles: map[digest][]string{},
-		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{}}
+		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{},
+		mirrors: map[endpoint]bool{}, lastDst: map[int32]endpoint{}, planted: map[string]*plant{}, resolved: map[string]bool{},
+		pth: map[int32][]pthFile{}, exited: map[int32]*group{}}
 }
 
 // add takes the next event and returns the alerts it raises.
@@ -137,7 +154,12 @@ func (s *state) add(e *event.Event) []*event.Event {
 		s.install(e)
 		s.localClaim(e)
 	case event.KindPkgFetch:
-		if mirrorWritten(e) {
+		switch {
+		case !mirrorWritten(e):
+		case isPublishRefusal(e):
+			s.checkPublishRefusal(e)
+		default:
+			s.learnMirror(e)
 			s.fetch(e)
 		}
 	case event.KindPkgBlocked:
@@ -146,13 +168,20 @@ func (s *state) add(e *event.Event) []*event.Event {
 		s.fork(e)
 	case event.KindExec:
 		s.exec(e)
+		s.conductExec(e)
 	case event.KindExit:
 		if e.Proc != nil {
+			s.rememberExit(e.Proc.Pid)
 			delete(s.procs, e.Proc.Pid)
+			delete(s.lastDst, e.Proc.Pid)
 			s.decide(e.Proc.Pid, e)
+			s.pthExit(e.Proc.Pid, e)
 		}
 	case event.KindNetConnect, event.KindNetSend:
 		s.conn(e)
+		s.conductConn(e)
+	case event.KindNetDNS:
+		s.learnAnswers(e)
 	case event.KindSessionTerminate:
 		s.last = e
 		return s.flush(e)
@@ -161,6 +190,7 @@ func (s *state) add(e *event.Event) []*event.Event {
 			s.checkModuleRead(e)
 			s.installedFile(e)
 			s.file(e)
+			s.conductFile(e)
 		}
 	}
 	s.last = e

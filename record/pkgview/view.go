@@ -46,6 +46,12 @@ func (s *state) view() *View {
 		p.Files = append(p.Files, g.files...)
 		p.Connections = append(p.Connections, g.conns...)
 		p.FilesOmitted += g.omitted
+		for _, a := range g.alerts {
+			p.Alerts = appendNew(p.Alerts, a)
+		}
+	}
+	for _, p := range v.Packages {
+		p.InstallActivity = activityOf(p)
 	}
 	slices.SortStableFunc(v.Packages, func(a, b *Package) int { return a.Time.Compare(b.Time) })
 	return v
@@ -115,4 +121,16 @@ func (s *state) sortedGroups() []*group {
 		return cmp.Compare(a.procs[0].Seq, b.procs[0].Seq)
 	})
 	return gs
+}
+
+// activityOf is a row's InstallActivity: whether its scripts ran, or
+// nothing ran at install time; none for a refused request.
+func activityOf(p *Package) string {
+	switch {
+	case p.Seen == SeenBlocked:
+		return ""
+	case len(p.Processes) > 0:
+		return ActivityScripts
+	}
+	return ActivityNone
 }
