@@ -216,20 +216,20 @@ func (h *hunt) artifacts(iocs []IOC) error {
 // network matches lookups and connections against the records' domains,
 // addresses and URL hosts.
 func (h *hunt) network(iocs []IOC) error {
-	domains, ips := map[string][]string{}, map[string][]string{}
+	domains, ips := map[string][]IOC{}, map[string][]IOC{}
 	for _, i := range iocs {
 		switch i.Kind {
 		case IOCDomain:
-			domains[i.Value] = append(domains[i.Value], i.Advisory)
+			domains[i.Value] = append(domains[i.Value], i)
 		case IOCIP:
-			ips[i.Value] = append(ips[i.Value], i.Advisory)
+			ips[i.Value] = append(ips[i.Value], i)
 		case IOCURL:
 			if u, err := url.Parse(i.Value); err == nil {
 				host := strings.ToLower(u.Hostname())
 				if a, err := netip.ParseAddr(host); err == nil {
-					ips[a.Unmap().String()] = append(ips[a.Unmap().String()], i.Advisory)
+					ips[a.Unmap().String()] = append(ips[a.Unmap().String()], i)
 				} else if d, ok := normalizeDomain(host); ok {
-					domains[d] = append(domains[d], i.Advisory)
+					domains[d] = append(domains[d], i)
 				}
 			}
 		}
@@ -240,7 +240,15 @@ func (h *hunt) network(iocs []IOC) error {
 	return h.addresses(ips)
 }
 
-func (h *hunt) domains(domains map[string][]string) error {
+// matchOf is the Match of a finding of i: a URL's host matches as the URL.
+func matchOf(i IOC, as string) string {
+	if i.Kind == IOCURL {
+		return MatchURL
+	}
+	return as
+}
+
+func (h *hunt) domains(domains map[string][]IOC) error {
 	if len(domains) == 0 {
 		return nil
 	}
@@ -258,8 +266,8 @@ func (h *hunt) domains(domains map[string][]string) error {
 			s = query.NormalizeDomain(s)
 			for _, d := range names {
 				if s == d || strings.HasSuffix(s, "."+d) {
-					for _, adv := range dedupe(domains[d]) {
-						h.add(h.iocFinding(adv, MatchDomain, d), hit)
+					for _, i := range domains[d] {
+						h.add(h.iocFinding(i.Advisory, matchOf(i, MatchDomain), i.Value), hit)
 					}
 				}
 			}
@@ -268,7 +276,7 @@ func (h *hunt) domains(domains map[string][]string) error {
 	})
 }
 
-func (h *hunt) addresses(ips map[string][]string) error {
+func (h *hunt) addresses(ips map[string][]IOC) error {
 	if len(ips) == 0 {
 		return nil
 	}
@@ -282,8 +290,8 @@ func (h *hunt) addresses(ips map[string][]string) error {
 			return nil
 		}
 		ip := a.Unmap().String()
-		for _, adv := range dedupe(ips[ip]) {
-			h.add(h.iocFinding(adv, MatchIP, ip), hit)
+		for _, i := range ips[ip] {
+			h.add(h.iocFinding(i.Advisory, matchOf(i, MatchIP), i.Value), hit)
 		}
 		return nil
 	})
@@ -300,19 +308,13 @@ func (h *hunt) iocFinding(adv, match, ioc string) Finding {
 	return f
 }
 
-func sortedKeys(m map[string][]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
 	slices.Sort(out)
 	return out
-}
-
-func dedupe(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return slices.Compact(s)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -32,7 +32,7 @@ type File struct {
 // Read calls fn with each OSV record file of path, which is one of:
 //
 //   - a checkout of ossf/malicious-packages (or any directory tree): every
-//     MAL-*.json beneath it, withdrawn when a directory on its way is
+//     MAL-*.json beneath it, withdrawn when a directory of its path is
 //     named withdrawn (osv/withdrawn/…), and every *.zip;
 //   - an osv.dev export: an all.zip, or a directory of them
 //     (<ECOSYSTEM>/all.zip), whose *.json entries are records;
@@ -64,14 +64,13 @@ func Read(root string, fn func(File) error) error {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, p)
 		switch name := d.Name(); {
 		case strings.HasSuffix(strings.ToLower(name), ".zip"):
 			return readZip(p, fn)
 		case strings.HasPrefix(name, "MAL-0000-") && strings.HasSuffix(name, ".json"):
 			return fn(File{Name: p, Staging: true})
 		case strings.HasPrefix(name, "MAL-") && strings.HasSuffix(name, ".json"):
-			return fn(readFile(p, isWithdrawnPath(rel)))
+			return fn(readFile(p, isWithdrawnPath(p)))
 		}
 		return nil
 	})
