@@ -10,6 +10,7 @@ const (
 	exitUncovered = 3 // verify: nothing is bad, but entries follow the newest checkpoint
 	exitInvalid   = 4 // policy check: the file was read and is invalid
 	exitCannotRun = 5 // doctor: a capability that is required is missing here
+	exitFound     = 6 // hunt: a session matches a known-malicious package record
 )
 
 // usageErr wraps err with the usage/IO exit code.

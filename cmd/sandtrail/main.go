@@ -25,6 +25,8 @@ var commands = []func(*globals) *cobra.Command{
 	newSessionsCmd,
 	newTimelineCmd,
 	newPackagesCmd,
+	newHuntCmd,
+	newIntelCmd,
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,
