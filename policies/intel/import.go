@@ -210,6 +210,7 @@ func keep(ctx context.Context, tx *sql.Tx, r *Record, c *Counts) error {
 	var oldMod int64
 	var oldRaw []byte
 	err = tx.QueryRowContext(ctx, `SELECT modified, raw FROM records WHERE id = ?`, r.ID).Scan(&oldMod, &oldRaw)
+	held := err == nil
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -225,8 +226,10 @@ func keep(ctx context.Context, tx *sql.Tx, r *Record, c *Counts) error {
 		}
 		return nil
 	}
-	if _, err := remove(ctx, tx, r.ID); err != nil {
-		return err
+	if held {
+		if _, err := remove(ctx, tx, r.ID); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO records(id, modified, raw) VALUES(?, ?, ?)`, r.ID, r.Modified.UnixNano(), raw); err != nil {
 		return err
