@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -25,7 +26,36 @@ const fixtureDepRecord = `{"id":"MAL-2026-900","modified":"2026-11-30T00:00:00Z"
 func TestIntelRehunt(t *testing.T) {
 	t.Parallel()
 	e, _, pol := pipEnv(t)
-	r := e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", pipInstall(`fixture-pkg==1.5`))
+	intelRehunt(t, e, "journal", "--policy", pol)
+	e.verify()
+}
+
+// TestIntelRehuntDaemon is TestIntelRehunt with a daemon running: the
+// re-hunt's alert goes through its control socket, and its mirror reads
+// the import.
+func TestIntelRehuntDaemon(t *testing.T) {
+	t.Parallel()
+	e, ix, _ := pipEnv(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("mirror:\n  listen: "+freeAddr(t)+"\n  upstreams:\n    pypi: "+ix.SimpleURL()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	_, _, stop := startDNSDaemon(t, e, "sources:\n  registries:\n    pypi: ["+ix.SimpleURL()+", "+ix.Files.URL+"/packages/]\n")
+	defer stop()
+	intelRehunt(t, e, "daemon")
+	stop()
+	e.verify()
+}
+
+// intelRehunt runs TestIntelRehunt's steps in e, each session run with
+// runArgs; via is where the alerts are to go.
+func intelRehunt(t *testing.T, e *env, via string, runArgs ...string) {
+	t.Helper()
+	run := func(script string) result {
+		return e.run(append(append([]string{"--user", "nobody"}, runArgs...), "--", "sh", "-c", script)...)
+	}
+	r := run(pipInstall(`fixture-pkg==1.5`))
 	if r.code != 0 {
 		t.Fatalf("pip install fixture-pkg: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -33,8 +63,8 @@ func TestIntelRehunt(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "osv")
 	writeRecord(t, filepath.Join(src, "malicious", "pypi", "fixture-dep", "MAL-2026-900.json"))
 	imp := intelImport(t, e, src)
-	if imp.Counts.Kept != 1 || imp.Rehunt.Alerts != 1 || imp.Rehunt.Sessions != 1 {
-		t.Fatalf("intel import = %+v, want 1 kept and 1 alert in 1 session", imp)
+	if imp.Counts.Kept != 1 || imp.Rehunt.Alerts != 1 || imp.Rehunt.Sessions != 1 || imp.Rehunt.Via != via {
+		t.Fatalf("intel import = %+v, want 1 kept and 1 alert in 1 session, through the %s", imp, via)
 	}
 	fs, code := hunt(t, e)
 	if code != 6 || len(fs) == 0 || fs[0].SessionID != past || fs[0].Advisory != "MAL-2026-900" || fs[0].Package != "pkg:pypi/fixture-dep@0.1" {
@@ -49,9 +79,11 @@ func TestIntelRehunt(t *testing.T) {
 	if alert == nil || alert.Advisory != "MAL-2026-900" || alert.Level != "critical" || alert.Package != "pkg:pypi/fixture-dep@0.1" || len(alert.Refs) == 0 {
 		t.Fatalf("known_malicious alert in %s = %+v", past, alert)
 	}
-	// The mirror of a new session reads the store: the listed version is
-	// hidden, and the install that needs it fails.
-	r = e.run("--user", "nobody", "--policy", pol, "--", "sh", "-c", pipInstall(`fixture-dep==0.1`))
+	// The mirror of a new session reads the store (a running one within a
+	// second): the listed version is hidden, and the install that needs it
+	// fails.
+	time.Sleep(1100 * time.Millisecond)
+	r = run(pipInstall(`fixture-dep==0.1`))
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "No matching distribution") {
 		t.Errorf("pip install fixture-dep==0.1 after the import: exit %d, want no matching distribution\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -76,7 +108,6 @@ func TestIntelRehunt(t *testing.T) {
 	if n := len(kinds(e.events(past), event.KindAlert)); n == 0 {
 		t.Errorf("the alert left the journal after the withdrawal")
 	}
-	e.verify()
 }
 
 func writeRecord(t *testing.T, path string) {
@@ -92,7 +123,10 @@ func writeRecord(t *testing.T, path string) {
 // imported is the part of intel import's JSON the test reads.
 type imported struct {
 	Counts struct{ Kept, Withdrawn, Removed int }
-	Rehunt struct{ Findings, Sessions, Alerts int }
+	Rehunt struct {
+		Findings, Sessions, Alerts int
+		Via                        string
+	}
 }
 
 func intelImport(t *testing.T, e *env, path string) imported {
