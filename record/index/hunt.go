@@ -66,10 +66,7 @@ func (ix *Index) PackageEvents(ctx context.Context, ids []int64, since time.Time
 		}
 		ids = ids[n:]
 		args = append(args, sinceNanos(since), event.KindPkgInstall, event.KindPkgFetch)
-		q := `SELECT x.seq, x.ts, s.session_id, e.kind, e.source, e.raw FROM pkgs x
-			JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = x.sid
-			WHERE x.pkg_id IN (` + placeholders(n) + `) AND x.ts >= ? AND e.kind IN (?, ?) ORDER BY x.seq`
-		if err := ix.eachHit(ctx, q, args, fn); err != nil {
+		if err := ix.eachHit(ctx, packageEventsQuery(n), args, fn); err != nil {
 			return err
 		}
 	}
@@ -134,14 +131,28 @@ func (ix *Index) netEvents(ctx context.Context, col string, vals []any, since ti
 		n := min(len(vals), inChunk)
 		args := append(append([]any(nil), vals[:n]...), sinceNanos(since))
 		vals = vals[n:]
-		q := `SELECT DISTINCT x.seq, x.ts, s.session_id, e.kind, e.source, e.raw FROM nets x
-			JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = x.sid
-			WHERE x.` + col + ` IN (` + placeholders(n) + `) AND x.ts >= ? ORDER BY x.seq`
-		if err := ix.eachHit(ctx, q, args, fn); err != nil {
+		if err := ix.eachHit(ctx, netEventsQuery(col, n), args, fn); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// packageEventsQuery reads the install and fetch events of n packages
+// through pkgs_pkg; its arguments are the package ids, the time from and
+// the two kinds.
+func packageEventsQuery(n int) string {
+	return `SELECT x.seq, x.ts, s.session_id, e.kind, e.source, e.raw FROM pkgs x
+		JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = x.sid
+		WHERE x.pkg_id IN (` + placeholders(n) + `) AND x.ts >= ? AND e.kind IN (?, ?) ORDER BY x.seq`
+}
+
+// netEventsQuery reads the net events of n values of col (domain_id,
+// through nets_domain, or dst_ip, through nets_ip) since a time.
+func netEventsQuery(col string, n int) string {
+	return `SELECT DISTINCT x.seq, x.ts, s.session_id, e.kind, e.source, e.raw FROM nets x
+		JOIN events e ON e.seq = x.seq JOIN sessions s ON s.sid = x.sid
+		WHERE x.` + col + ` IN (` + placeholders(n) + `) AND x.ts >= ? ORDER BY x.seq`
 }
 
 // eachHit runs q, whose columns are a Hit's, and calls fn with each row.
