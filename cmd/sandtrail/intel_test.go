@@ -66,6 +66,11 @@ func TestIntelImportAndHunt(t *testing.T) {
 	if pkg == nil || pkg.Package != "pkg:npm/evil@1.0.0" || pkg.Scripts == nil || len(pkg.Scripts.Processes) == 0 || len(pkg.Scripts.Connections) == 0 {
 		t.Fatalf("package finding = %+v, want evil@1.0.0 with its postinstall's process and connection", pkg)
 	}
+	out, _ = queryCLI(t, "--data", data, "hunt")
+	t.Logf("hunt:\n%s", out)
+	if !strings.Contains(out, "MAL-2026-77") || !strings.Contains(out, "process 12 sh -c 'node install.js'") || !strings.Contains(out, "203.0.113.9") {
+		t.Errorf("hunt's table does not show the finding with the postinstall's process and connection:\n%s", out)
+	}
 	out, err = queryCLI(t, "--data", data, "query", "--kind", "alert", "--format", "json")
 	if err != nil || strings.Count(out, `"rule_id":"known_malicious"`) != 2 || !strings.Contains(out, `"advisory":"MAL-2026-77"`) {
 		t.Fatalf("the journal's known_malicious alerts (%v):\n%s", err, out)
