@@ -62,22 +62,41 @@ const (
 	RaisedDirectly = "journal" // into the journal, which no daemon holds
 )
 
+// alertsPerCall bounds the alerts of one control request, well inside its
+// size limit.
+const alertsPerCall = 1000
+
 // RaiseAlerts journals alerts raised outside the daemon (the re-hunt of
 // `sandtrail intel import`): through the running daemon's control socket,
 // the journal's one writer, or, when no daemon runs, into the journal
-// directly. It says which.
+// directly. It says which. A daemon takes at most alertsPerCall alerts a
+// request; one that stops half-way leaves the rest to the journal.
 func RaiseAlerts(ctx context.Context, cfg *Config, alerts []*event.Event, log hclog.Logger) (string, error) {
 	if len(alerts) == 0 {
 		return "", nil
 	}
-	_, err := control.Call(cfg.ControlSocket(), &control.Request{Op: control.OpAlerts, Events: alerts})
+	sent, err := raiseThroughDaemon(cfg, alerts)
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return RaisedByDaemon, err
 	}
+	alerts = alerts[sent:] // those a daemon that stopped half-way journaled are not written again
 	j, err := OpenJournal(cfg, log)
 	if err != nil {
 		return RaisedDirectly, err
 	}
 	err = j.Append(ctx, alerts...)
 	return RaisedDirectly, errors.Join(err, j.Close())
+}
+
+// raiseThroughDaemon sends alerts to the running daemon, alertsPerCall at
+// a time; sent counts those it journaled.
+func raiseThroughDaemon(cfg *Config, alerts []*event.Event) (sent int, err error) {
+	for sent < len(alerts) {
+		n := min(len(alerts)-sent, alertsPerCall)
+		if _, err := control.Call(cfg.ControlSocket(), &control.Request{Op: control.OpAlerts, Events: alerts[sent : sent+n]}); err != nil {
+			return sent, err
+		}
+		sent += n
+	}
+	return sent, nil
 }

@@ -39,9 +39,10 @@ type Finding struct {
 	Advisory  string `json:"advisory"`
 	// Match is MatchPackage, MatchHash, MatchDomain, MatchIP or MatchURL.
 	Match string `json:"match"`
-	// Package is the purl of the listed package: with the version the
-	// session got for a package or hash match, without a version for an
-	// indicator the record names.
+	// Package is the purl of the listed package, its name as the
+	// ecosystem compares names: with the version the session got for a
+	// package or hash match, without a version for an indicator the
+	// record names.
 	Package   string `json:"package"`
 	Ecosystem string `json:"ecosystem"`
 	Name      string `json:"name"`
@@ -161,7 +162,7 @@ func (h *hunt) packages() error {
 		}
 		for _, adv := range advisories[k.ID] {
 			h.add(Finding{Advisory: adv, Match: MatchPackage, Ecosystem: k.Ecosystem, Name: e.Pkg.Name,
-				Version: k.Version, Package: purl.Of(k.Ecosystem, e.Pkg.Name, k.Version)}, hit)
+				Version: k.Version, Package: purl.Of(k.Ecosystem, k.Name, k.Version)}, hit)
 		}
 		return nil
 	})
@@ -202,8 +203,9 @@ func (h *hunt) artifacts(iocs []IOC) error {
 		p := e.Pkg
 		if hashes > 0 && strings.HasPrefix(p.Hash, "sha256:") {
 			for _, r := range h.s.LookupHash(p.Hash) {
-				h.add(Finding{Advisory: r.ID, Match: MatchHash, Ecosystem: p.Ecosystem, Name: p.Name, Version: p.Resolved,
-					Package: purl.Of(p.Ecosystem, p.Name, p.Resolved), IOC: strings.TrimPrefix(p.Hash, "sha256:")}, hit)
+				eco := strings.ToLower(p.Ecosystem)
+				h.add(Finding{Advisory: r.ID, Match: MatchHash, Ecosystem: eco, Name: p.Name, Version: p.Resolved,
+					Package: canonicalPurl(eco, p.Name, p.Resolved), IOC: strings.TrimPrefix(p.Hash, "sha256:")}, hit)
 			}
 		}
 		for _, adv := range urls[p.SourceURL] {
@@ -303,9 +305,16 @@ func (h *hunt) iocFinding(adv, match, ioc string) Finding {
 	f := Finding{Advisory: adv, Match: match, IOC: ioc}
 	if r, ok, _ := h.s.Record(h.ctx, adv); ok && len(r.Affected) > 0 {
 		a := r.Affected[0]
-		f.Ecosystem, f.Name, f.Package = a.Ecosystem, a.Name, a.Purl("")
+		f.Ecosystem, f.Name, f.Package = a.Ecosystem, a.Name, canonicalPurl(a.Ecosystem, a.Name, "")
 	}
 	return f
+}
+
+// canonicalPurl is the purl of a package with its name as the ecosystem
+// compares names, so that two spellings of one package (pip's Tiny_Pkg, the
+// mirror's tiny-pkg) make one finding and one alert.
+func canonicalPurl(eco, name, version string) string {
+	return purl.Of(eco, resolver.NormalizeName(eco, name), version)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

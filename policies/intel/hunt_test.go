@@ -51,6 +51,7 @@ func huntRecord(t *testing.T) (*journal.Journal, string, *index.Index) {
 		netEvent("s-clean", 6, event.KindNetDNS, "notexfil.example", ""),
 		hashed,
 		pkgEvent("s-pip", 8, event.KindPkgInstall, event.SourceShim, "pypi", "reqeusts", "1.1"),
+		pkgEvent("s-pip", 8, event.KindPkgFetch, event.SourceMirror, "pypi", "ReqEusts", "1.1"),
 		pkgEvent("s-pip", 9, event.KindPkgInstall, event.SourceShim, "pypi", "reqeusts", "1.2"),
 		netEvent("s-pip", 10, event.KindNetConnect, "", "198.51.100.23"),
 	}
@@ -93,7 +94,7 @@ func TestHunt(t *testing.T) {
 		{"s-npm", "MAL-2025-1001", MatchURL, "pkg:npm/evil-pkg", "https://hooks.exfil.example/collect"},
 		{"s-npm", "MAL-2025-1001", MatchIP, "pkg:npm/evil-pkg", "203.0.113.7"},
 		{"s-pip", "MAL-2025-2001", MatchPackage, "pkg:pypi/reqeusts@1.1", ""},
-		{"s-pip", "MAL-2025-2001", MatchIP, "pkg:pypi/Reqeusts", "198.51.100.23"},
+		{"s-pip", "MAL-2025-2001", MatchIP, "pkg:pypi/reqeusts", "198.51.100.23"},
 	}
 	if got := findings(fs); !slices.Equal(got, want) {
 		t.Errorf("Hunt found\n%v\nwant\n%v", got, want)
@@ -101,6 +102,9 @@ func TestHunt(t *testing.T) {
 	for _, f := range fs {
 		if f.SessionID == "s-npm" && f.Match == MatchPackage && (len(f.Seqs) != 2 || !slices.Equal(f.Kinds, []string{event.KindPkgInstall, event.KindPkgFetch})) {
 			t.Errorf("s-npm's package finding = %+v, want the install and the fetch", f)
+		}
+		if f.SessionID == "s-pip" && f.Match == MatchPackage && len(f.Seqs) != 2 {
+			t.Errorf("s-pip's package finding = %+v, want both spellings' events in one", f)
 		}
 	}
 	// --since leaves out what came before.
