@@ -20,13 +20,9 @@ import (
 // 0600, beside the index.
 func (c *Config) IntelPath() string { return filepath.Join(c.DataDir, "intel.db") }
 
-// OpenIntel opens (creating) the intel store of cfg.
-func OpenIntel(cfg *Config) (*intel.Store, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
-	}
-	return intel.Open(cfg.IntelPath())
-}
+// OpenIntel opens the intel store of cfg, creating the file (not the data
+// directory, which install.sh makes).
+func OpenIntel(cfg *Config) (*intel.Store, error) { return intel.Open(cfg.IntelPath()) }
 
 // mirrorPolicy is the mirror's policy: pol behind the known_malicious
 // check of the intel store (intel.Guard), which the mirror reads as imports
@@ -38,9 +34,9 @@ func mirrorPolicy(cfg *Config, pol *policies.Engine) (p intel.PackagePolicy, clo
 	if fi, err := os.Stat(cfg.DataDir); cfg.DataDir == "" || err != nil || !fi.IsDir() {
 		return pol, none, nil
 	}
-	s, err := intel.Open(cfg.IntelPath())
+	s, err := OpenIntel(cfg)
 	if err != nil {
-		return nil, none, fmt.Errorf("mirror: %w", err)
+		return nil, none, err
 	}
 	return intel.Guard(pol, s), s.Close, nil
 }
