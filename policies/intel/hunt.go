@@ -72,6 +72,22 @@ type hunt struct {
 	ix    *index.Index
 	since time.Time
 	found map[string]*Finding
+	// records caches the records findings name, read once each.
+	records map[string]*Record
+}
+
+// record returns the stored record id, read once per hunt; nil when the
+// store no longer has it.
+func (h *hunt) record(id string) *Record {
+	if r, ok := h.records[id]; ok {
+		return r
+	}
+	var rp *Record
+	if r, ok, err := h.s.Record(h.ctx, id); err == nil && ok {
+		rp = &r
+	}
+	h.records[id] = rp
+	return rp
 }
 
 // Hunt searches the index for the sessions that match the store's records
@@ -82,7 +98,7 @@ type hunt struct {
 // host) or addresses. It answers from the store as it is now: a withdrawn
 // record matches nothing. Findings are ordered by session, then time.
 func Hunt(ctx context.Context, s *Store, ix *index.Index, since time.Time) ([]Finding, error) {
-	h := &hunt{ctx: ctx, s: s, ix: ix, since: since, found: map[string]*Finding{}}
+	h := &hunt{ctx: ctx, s: s, ix: ix, since: since, found: map[string]*Finding{}, records: map[string]*Record{}}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -112,7 +128,7 @@ func (h *hunt) add(f Finding, hit index.Hit) {
 	k := f.key()
 	got := h.found[k]
 	if got == nil {
-		if r, ok, _ := h.s.Record(h.ctx, f.Advisory); ok {
+		if r := h.record(f.Advisory); r != nil {
 			f.Summary = r.Summary
 		}
 		f.First, f.Seqs, f.Kinds = hit.TS, nil, nil
@@ -303,7 +319,7 @@ func (h *hunt) addresses(ips map[string][]IOC) error {
 // record's first package.
 func (h *hunt) iocFinding(adv, match, ioc string) Finding {
 	f := Finding{Advisory: adv, Match: match, IOC: ioc}
-	if r, ok, _ := h.s.Record(h.ctx, adv); ok && len(r.Affected) > 0 {
+	if r := h.record(adv); r != nil && len(r.Affected) > 0 {
 		a := r.Affected[0]
 		f.Ecosystem, f.Name, f.Package = a.Ecosystem, a.Name, canonicalPurl(a.Ecosystem, a.Name, "")
 	}
