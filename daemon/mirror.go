@@ -19,9 +19,10 @@ import (
 // Mirror is a mirror serving on a listener of its own.
 type Mirror struct {
 	// URL is where it serves: http://ADDR.
-	URL  string
-	stop context.CancelFunc
-	done chan error
+	URL        string
+	stop       context.CancelFunc
+	done       chan error
+	closeIntel func() error
 }
 
 // MirrorLinks ties a mirror to the daemon that serves it; each is optional
@@ -47,18 +48,22 @@ func ServeMirror(cfg *Config, listen string, pol *policies.Engine, emit func(*ev
 			return nil, fmt.Errorf("config: mirror.cache_max: %w", err)
 		}
 	}
-	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
-		Policy: pol, Emit: emit, Sessions: links.Sessions, Processes: links.Processes, Dialed: links.Dialed, Host: cfg.Host, Log: log}
-	m, err := mirror.New(mc)
+	guarded, closeIntel, err := mirrorPolicy(cfg, pol)
 	if err != nil {
 		return nil, err
 	}
+	mc := mirror.Config{CacheDir: cfg.Mirror.CacheDir, CacheMax: max, Upstreams: cfg.Mirror.Upstreams, MetaTTL: cfg.Mirror.MetaTTL,
+		Policy: guarded, Emit: emit, Sessions: links.Sessions, Processes: links.Processes, Dialed: links.Dialed, Host: cfg.Host, Log: log}
+	m, err := mirror.New(mc)
+	if err != nil {
+		return nil, errors.Join(err, closeIntel())
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, fmt.Errorf("mirror: %w", err)
+		return nil, errors.Join(fmt.Errorf("mirror: %w", err), closeIntel())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hm := &Mirror{URL: "http://" + ln.Addr().String(), stop: cancel, done: make(chan error, 1)}
+	hm := &Mirror{URL: "http://" + ln.Addr().String(), stop: cancel, done: make(chan error, 1), closeIntel: closeIntel}
 	go func() { hm.done <- m.Serve(ctx, ln, 10*time.Second) }()
 	return hm, nil
 }
@@ -76,7 +81,11 @@ func (m *Mirror) Close() error {
 	err := <-m.done
 	m.done <- err // a second Close returns the same
 	if errors.Is(err, net.ErrClosed) {
-		return nil
+		err = nil
+	}
+	if m.closeIntel != nil {
+		err = errors.Join(err, m.closeIntel())
+		m.closeIntel = nil
 	}
 	return err
 }

@@ -10,7 +10,8 @@ const (
 	exitUncovered = 3 // verify: nothing is bad, but entries follow the newest checkpoint
 	exitInvalid   = 4 // policy check: the file was read and is invalid
 	exitCannotRun = 5 // doctor: a capability that is required is missing here
-	exitNoMatch   = 6 // rules test: no event matched
+	exitFound     = 6 // hunt: a session matches a known-malicious package record
+	exitNoMatch   = 7 // rules test: no event matched
 )
 
 // usageErr wraps err with the usage/IO exit code.

@@ -27,6 +27,8 @@ var commands = []func(*globals) *cobra.Command{
 	newPackagesCmd,
 	newAlertsCmd,
 	newRulesCmd,
+	newHuntCmd,
+	newIntelCmd,
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,

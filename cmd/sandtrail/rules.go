@@ -31,7 +31,7 @@ detections.disable, at detections.levels (docs/detections.md).
   list     every rule: name, id, level, logsource, where it comes from
   show     one rule's YAML, by id or name
   test     run a rule file over events (JSON lines, as query --format jsonl
-           prints them) and print what matches; exit code 6 when nothing does
+           prints them) and print what matches; exit code 7 when nothing does
   export   the rules as plain Sigma YAML, for a SIEM's own converters`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -172,7 +172,7 @@ event a line, as sandtrail query --format jsonl prints them ("-" reads
 standard input). It prints each match with the line of the event that
 completed it. An event without a seq is given its line number.
 
-Exit codes: 0 something matched, 6 nothing matched, 1 a file could not be
+Exit codes: 0 something matched, 7 nothing matched, 1 a file could not be
 read or a rule does not load.`,
 		Example: `  sandtrail query --session sess-42 --format jsonl > s.jsonl
   sandtrail rules test my-rule.yml s.jsonl`,

@@ -39,6 +39,9 @@ const (
 	OpList    = "list"
 	OpShow    = "show"
 	OpRun     = "run"
+	// OpAlerts journals alert events that root raised outside the daemon
+	// (the re-hunt of `sandtrail intel import`), each in its own session.
+	OpAlerts = "alerts"
 )
 
 // ErrNoDaemon is returned when no daemon serves the control socket.
@@ -57,6 +60,8 @@ type Request struct {
 	// Keep is the cleanup's fs state.
 	Keep string          `json:"keep,omitempty"`
 	Spec *launch.Request `json:"spec,omitempty"`
+	// Events are the alerts of an OpAlerts request.
+	Events []*event.Event `json:"events,omitempty"`
 }
 
 // Response is one line of the server's answer.

@@ -18,6 +18,7 @@ var hostOps = map[string]func(c *Server, k *call){
 	OpRun:    (*Server).run,
 	OpList:   (*Server).list,
 	OpCreate: (*Server).create,
+	OpAlerts: (*Server).alerts,
 }
 
 // sessionOps are the ops on one of the server's sessions; the server

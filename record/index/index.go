@@ -18,6 +18,11 @@
 // session (first and last time, event counts, end reason and exit status),
 // all maintained on insert.
 //
+// The hunt for known-malicious packages (policies/intel) asks three more
+// questions through its own covering indexes (hunt.go): the distinct
+// packages, the install and fetch events of some of them, and the net
+// events of some domains or addresses.
+//
 // Adding is idempotent: an entry whose seq is already indexed is skipped,
 // so catching up after a crash, or two processes catching up at once, never
 // counts an event twice. The cursor (Last) is the highest seq handled.

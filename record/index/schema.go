@@ -53,6 +53,7 @@ var indexes = []string{
 	`CREATE INDEX IF NOT EXISTS events_kind ON events(kind, ts, sid)`, // --kind, and which sessions had one
 	`CREATE INDEX IF NOT EXISTS files_path ON files(path_id, sid, ts, seq)`,
 	`CREATE INDEX IF NOT EXISTS nets_domain ON nets(domain_id, sid, ts, seq) WHERE domain_id IS NOT NULL`,
+	`CREATE INDEX IF NOT EXISTS nets_ip ON nets(dst_ip, ts) WHERE dst_ip IS NOT NULL`, // the hunt's addresses
 	`CREATE INDEX IF NOT EXISTS pkgs_pkg ON pkgs(pkg_id, sid, ts, seq)`,
 	`CREATE INDEX IF NOT EXISTS sessions_reason ON sessions(end_reason) WHERE end_reason IS NOT NULL`,
 }

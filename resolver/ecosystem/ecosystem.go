@@ -1,8 +1,8 @@
 // Package ecosystem is the one ordered list of the ecosystems sandtrail
 // knows, with each one's facts that need no version parser: its name (also
 // its purl type), what a purl namespace means in it, its package manager
-// and the commands that run it, and where the mirror serves it from which
-// upstream.
+// and the commands that run it, where the mirror serves it from which
+// upstream, and its name in OSV records.
 //
 // It is the resolver's leaf: programs that only name an ecosystem or its
 // managers (the shim, which starts before every package-manager call)
@@ -12,7 +12,10 @@
 // tree is generated from it or checked against it by a test.
 package ecosystem
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The names of the ecosystems, which are also their purl types.
 const (
@@ -27,13 +30,13 @@ const (
 // which List returns them and messages list them.
 var list = []Info{
 	{Name: NPM, Namespace: Scope, Manager: "npm", Aliases: []string{"npx"},
-		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/"},
+		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/", OSV: "npm"},
 	{Name: PyPI, Namespace: NoNamespace, Manager: "pip", Aliases: []string{"pip3"},
-		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/"},
+		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/", OSV: "PyPI"},
 	{Name: Cargo, Namespace: NoNamespace, Manager: "cargo",
-		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/"},
+		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/", OSV: "crates.io"},
 	{Name: Deb, Namespace: Vendor, Manager: "apt", Aliases: []string{"apt-get"},
-		MirrorPrefix: "/debian/", Upstream: "http://deb.debian.org/debian/"},
+		MirrorPrefix: "/debian/", Upstream: "http://deb.debian.org/debian/", OSV: "Debian"},
 	{Name: OCI, Namespace: Path,
 		MirrorPrefix: "/v2/", Upstream: "https://registry-1.docker.io"},
 }
@@ -57,6 +60,9 @@ type Info struct {
 	// Upstream is the registry the mirror fetches from unless configured
 	// otherwise.
 	Upstream string
+	// OSV is the ecosystem's name in OSV records ("npm", "PyPI",
+	// "crates.io", "Debian"); "" for none (OCI). See FromOSV.
+	OSV string
 }
 
 // Commands returns the commands that run the ecosystem's manager, the
@@ -94,6 +100,22 @@ func List() []Info {
 		out[i].Aliases = slices.Clone(out[i].Aliases)
 	}
 	return out
+}
+
+// FromOSV returns the ecosystem an OSV record's affected[].package.ecosystem
+// names: "npm", "PyPI", "crates.io", or "Debian" with or without a release
+// after a colon ("Debian:12"). OSV's names are case-sensitive, as its schema
+// says; ok is false for an ecosystem sandtrail does not record (RubyGems,
+// Go, Maven, ...).
+func FromOSV(name string) (info Info, ok bool) {
+	base, _, _ := strings.Cut(name, ":")
+	for _, e := range list {
+		if e.OSV != "" && e.OSV == base {
+			e.Aliases = slices.Clone(e.Aliases)
+			return e, true
+		}
+	}
+	return Info{}, false
 }
 
 // Lookup returns the ecosystem named name; ok is false for none.
