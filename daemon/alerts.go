@@ -42,12 +42,16 @@ func (d *Daemon) WatchAlerts(session string, fn func(*event.Event)) (cancel func
 	}
 }
 
-// emitRaised journals an event the live rules raised, and shows an alert
-// to its session's watchers. It appends through the tap at once, on the
+// emitRaised journals an event the live rules raised, as the policy's
+// detections section has it (a package view rule it disables raises
+// nothing), and shows an alert to its session's watchers. It appends through the tap at once, on the
 // writer's goroutine, not through the queue: the alert follows its
 // evidence without waiting behind a burst, and one raised while the queue
 // drains at shutdown is journaled, not dropped by a closed queue.
 func (d *Daemon) emitRaised(e *event.Event) {
+	if !d.det.Set().Apply(e.Alert) {
+		return
+	}
 	if e.Kind == event.KindAlert {
 		d.alerts.mu.Lock()
 		for _, fn := range d.alerts.subs[e.SessionID] {

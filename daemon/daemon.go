@@ -21,6 +21,7 @@ import (
 	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/policies/rules"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -50,6 +51,7 @@ type Daemon struct {
 	cfg *Config
 	log hclog.Logger
 	pol *policies.Engine // the daemon's policy (cfg.Policy)
+	det *rules.Detector  // the detection rules, fed by the tap
 	// egress decides the sessions' connections and lookups: pol, and,
 	// when the daemon serves the mirror, the approved registries refused
 	// to sessions (the mirror is then their only road to a registry).
@@ -109,7 +111,7 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, pol: pol, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	d = &Daemon{cfg: cfg, log: log, pol: pol, det: det, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
 	if o.Mirror != "" {
 		d.egress = pol.RegistriesThroughMirror()
 	}

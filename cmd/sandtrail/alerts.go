@@ -84,7 +84,7 @@ Output (--format):
 
 // goRules are the rules written in Go rather than Sigma, whose alerts name
 // them by name.
-var goRules = []string{pkgview.RuleMismatch, pkgview.RuleBypass, pkgview.RuleUnverified, server.RuleForgedKind}
+var goRules = append(slices.Clone(pkgview.Rules), server.RuleForgedKind)
 
 // loadRules loads the detection rules that the policy file (the embedded
 // default when empty) runs.

@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/policies/rules"
 	"github.com/sandtrail/sandtrail/policies/sigma"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
@@ -28,7 +29,9 @@ built-in ones (Sigma YAML shipped in the binary, SigmaHQ's three Linux rules
 among them unchanged) and those the policy's detections.rules adds, less
 detections.disable, at detections.levels (docs/detections.md).
 
-  list     every rule: name, id, level, logsource, where it comes from
+  list     every rule: name, id, level, logsource, where it comes from; the
+           package view's rules (Go, not Sigma) last, at their own levels
+           unless the policy sets one
   show     one rule's YAML, by id or name
   test     run a rule file over events (JSON lines, as query --format jsonl
            prints them) and print what matches; exit code 7 when nothing does
@@ -42,7 +45,7 @@ detections.disable, at detections.levels (docs/detections.md).
 
 // ruleJSON is a rule in rules list --format json.
 type ruleJSON struct {
-	ID        string   `json:"id"`
+	ID        string   `json:"id,omitempty"`
 	Name      string   `json:"name,omitempty"`
 	Title     string   `json:"title"`
 	Level     string   `json:"level"`
@@ -81,6 +84,11 @@ func newRulesListCmd(g *globals) *cobra.Command {
 				out = append(out, ruleJSON{ID: r.ID, Name: r.Name, Title: r.Title, Level: set.Level(r), RuleLevel: r.Level,
 					Status: r.Status, Logsource: logsource(r), File: r.File, Builtin: set.Builtin(r), Disabled: set.Disabled(r), Tags: r.Tags})
 			}
+			for _, name := range pkgview.Rules {
+				lv, off := set.ViewRule(name)
+				out = append(out, ruleJSON{Name: name, Title: "(the package view's, in Go: docs/packages.md)", Level: render.OrDash(lv),
+					Logsource: "package view", Builtin: true, Disabled: off})
+			}
 			if format == "json" {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
@@ -91,7 +99,7 @@ func newRulesListCmd(g *globals) *cobra.Command {
 				if r.Disabled {
 					state = "disabled"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", render.OrDash(r.Name), r.ID, r.Level, r.Logsource, state, render.Clean(r.Title, 80))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", render.OrDash(r.Name), render.OrDash(r.ID), r.Level, r.Logsource, state, render.Clean(r.Title, 80))
 			}
 			return tw.Flush()
 		},

@@ -168,6 +168,9 @@ func (d *Detector) loss(e *event.Event, r *sigma.Rule, n uint64) *event.Event {
 		Loss: &event.Loss{Count: n, Source: LossSource + r.ID, LostKind: event.KindAlert}}
 }
 
+// Set returns the rules the Detector runs.
+func (d *Detector) Set() *Set { return d.set }
+
 // Stats returns the counters of the Detector's Evaluator's bounds.
 func (d *Detector) Stats() sigma.Stats { return d.ev.Stats() }
 

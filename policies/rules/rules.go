@@ -22,6 +22,8 @@ import (
 
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/sigma"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/pkgview"
 )
 
 //go:embed *.yml sigmahq/*.yml
@@ -39,6 +41,10 @@ type Set struct {
 	sigma    *sigma.Set
 	disabled map[*sigma.Rule]bool
 	levels   map[*sigma.Rule]string
+	// viewOff and viewLevels are the policy's for the package view's
+	// rules (pkgview.Rules), which are Go, not Sigma.
+	viewOff    map[string]bool
+	viewLevels map[string]string
 }
 
 // Load loads the built-in rules and the files and directories d.Rules
@@ -59,20 +65,27 @@ func Load(d policies.Detections) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading detection rules: %w", err)
 	}
-	s := &Set{sigma: ss, disabled: map[*sigma.Rule]bool{}, levels: map[*sigma.Rule]string{}}
+	s := &Set{sigma: ss, disabled: map[*sigma.Rule]bool{}, levels: map[*sigma.Rule]string{},
+		viewOff: map[string]bool{}, viewLevels: map[string]string{}}
 	for _, ref := range d.Disable {
-		r := s.Find(ref)
-		if r == nil {
+		switch r := s.Find(ref); {
+		case r != nil:
+			s.disabled[r] = true
+		case slices.Contains(pkgview.Rules, ref):
+			s.viewOff[ref] = true
+		default:
 			return nil, fmt.Errorf("detections.disable: no rule has the id or name %q", ref)
 		}
-		s.disabled[r] = true
 	}
 	for ref, lv := range d.Levels {
-		r := s.Find(ref)
-		if r == nil {
+		switch r := s.Find(ref); {
+		case r != nil:
+			s.levels[r] = lv
+		case slices.Contains(pkgview.Rules, ref):
+			s.viewLevels[ref] = lv
+		default:
 			return nil, fmt.Errorf("detections.levels: no rule has the id or name %q", ref)
 		}
-		s.levels[r] = lv
 	}
 	return s, nil
 }
@@ -91,6 +104,30 @@ func pathSource(p string) (sigma.Source, error) {
 		dir = "."
 	}
 	return sigma.Source{FS: os.DirFS(dir), Names: []string{name}, Label: filepath.Clean(dir) + "/"}, nil
+}
+
+// Apply applies the policy to an alert of the package view's rules: it
+// reports false when the policy disabled the rule, and sets the level the
+// policy gives it. Other alerts are left as they are (the Detector's are
+// already the policy's).
+func (s *Set) Apply(a *event.Alert) bool {
+	if a == nil || !slices.Contains(pkgview.Rules, a.RuleID) {
+		return true
+	}
+	if s.viewOff[a.RuleID] {
+		return false
+	}
+	if lv, ok := s.viewLevels[a.RuleID]; ok {
+		a.Level = lv
+	}
+	return true
+}
+
+// ViewRule is what the policy says of a package view rule (one of
+// pkgview.Rules): the level it sets ("" when it sets none) and whether it
+// disables it.
+func (s *Set) ViewRule(name string) (level string, disabled bool) {
+	return s.viewLevels[name], s.viewOff[name]
 }
 
 // Rules returns the rules in load order: the built-in ones first.

@@ -314,6 +314,14 @@ detections:
 	if len(levels) != len(want) || levels["Reverse shell"] != "critical" || levels["Touch of a marker"] != "medium" {
 		t.Errorf("alerts by title = %v, want %v", levels, want)
 	}
+	view, err := Load(policies.Detections{Disable: []string{"shim_bypass"}, Levels: map[string]string{"unverified_install": "low"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unverified := &event.Alert{RuleID: "unverified_install", Level: "high"}
+	if view.Apply(&event.Alert{RuleID: "shim_bypass", Level: "high"}) || !view.Apply(unverified) || unverified.Level != "low" {
+		t.Errorf("Apply: shim_bypass kept, or unverified_install at %q; want dropped, low", unverified.Level)
+	}
 	for _, d := range []policies.Detections{{Disable: []string{"no_such_rule"}}, {Levels: map[string]string{"nope": "low"}}, {Rules: []string{filepath.Join(dir, "missing.yml")}}} {
 		if _, err := Load(d); err == nil {
 			t.Errorf("Load(%+v) = nil error, want one", d)

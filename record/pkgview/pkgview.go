@@ -84,6 +84,12 @@ const (
 	RuleUnverified = "unverified_install"
 )
 
+// Rules names every rule whose alerts this package raises: the trust
+// rules above and the install-time behaviour rules (conduct.go), for a
+// policy that disables one or sets its level (policies/rules).
+var Rules = []string{RuleMismatch, RuleBypass, RuleUnverified, RuleCredentialExfil, RuleAIAgentUnsafe, RulePersistence,
+	RulePlantedRan, RuleRawIPExec, RulePthFile, RulePublish, RuleSecretScanner}
+
 // View is one session's packages and the alerts about them.
 type View struct {
 	SessionID string `json:"session_id"`
