@@ -166,8 +166,9 @@ func newestSession(ctx context.Context, ix *index.Index) (string, error) {
 	return "", usageErr(fmt.Errorf("no sessions recorded"))
 }
 
-// packagesKinds are the kinds the view reads.
-const packagesKinds = "process,file,net.connect,net.send,pkg"
+// packagesKinds are the kinds the view reads (net.dns: the raw-address rule
+// asks which addresses the session's lookups named).
+const packagesKinds = "process,file,net.connect,net.send,net.dns,pkg"
 
 // buildPackages reads the session's events from the index and builds its
 // view, with the shims of shimDir (the configured shim_dir, as the daemon's
