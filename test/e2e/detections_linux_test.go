@@ -417,3 +417,26 @@ func v2Dir(t *testing.T, pid int) string {
 	t.Fatalf("no cgroup v2 directory of pid %d in:\n%s", pid, b)
 	return ""
 }
+
+// TestDetectCleanGoBuild: a Go build and its tests in a session (the
+// compiler, the linker, the test binary; no module download) raise no
+// alert of any rule.
+func TestDetectCleanGoBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	goBin := "/usr/local/go/bin/go"
+	if _, err := os.Stat(goBin); err != nil {
+		t.Skipf("no Go toolchain at %s: %v", goBin, err)
+	}
+	script := `set -e; mkdir -p hello; cd hello
+printf 'module example.com/hello\n\ngo 1.21\n' > go.mod
+printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println(greet()) }\n\nfunc greet() string { return "hello" }\n' > main.go
+printf 'package main\n\nimport "testing"\n\nfunc TestGreet(t *testing.T) {\n\tif greet() != "hello" {\n\t\tt.Fatal(greet())\n\t}\n}\n' > main_test.go
+` + goBin + ` build -o hello . && ./hello && ` + goBin + ` vet . && ` + goBin + ` test .`
+	r := e.run("--env", "GOTOOLCHAIN=local", "--env", "GOPROXY=off", "--env", "GOFLAGS=-mod=mod", "--", "sh", "-c", script)
+	if r.code != 0 || !strings.Contains(r.stdout, "hello") {
+		t.Fatalf("go build in the session: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkAlerts(t, e, r)
+	e.verify()
+}
