@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,12 +99,7 @@ type alertSelect struct{ rule, level string }
 
 // printAlerts streams the alerts of f that sel keeps, in the format.
 func printAlerts(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, set *rules.Set, sel alertSelect, format string) error {
-	w := bufio.NewWriter(out)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if format == "table" {
-		fmt.Fprintln(tw, "SEQ\tTIME\tSESSION\tLEVEL\tRULE\tSUMMARY")
-	}
-	n := 0
+	hw := newHitWriter(out, format, "SEQ\tTIME\tSESSION\tLEVEL\tRULE\tSUMMARY")
 	err := ix.Each(ctx, f, func(h index.Hit) error {
 		ev, err := h.Event()
 		if err != nil || ev.Alert == nil {
@@ -116,41 +109,18 @@ func printAlerts(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 		if (sel.rule != "" && !set.Selects(sel.rule, a.RuleID)) || (sel.level != "" && !rules.AtLeast(a.Level, sel.level)) {
 			return nil
 		}
-		switch format {
-		case "table":
+		hw.write(h.Raw, func() string {
 			sum := a.Summary
 			if sum == "" {
 				sum = a.Title
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", h.Seq, h.TS.Format(time.RFC3339), render.Clean(h.SessionID, 40),
+			return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s", h.Seq, h.TS.Format(time.RFC3339), render.Clean(h.SessionID, 40),
 				render.Clean(a.Level, 16), render.Clean(set.Name(a.RuleID), 40), render.Clean(sum, 160))
-		case "json":
-			if n == 0 {
-				w.WriteString("[\n")
-			} else {
-				w.WriteString(",\n")
-			}
-			w.Write(h.Raw)
-		case "jsonl":
-			w.Write(h.Raw)
-			w.WriteString("\n")
-		}
-		n++
+		})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	switch format {
-	case "table":
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	case "json":
-		if n == 0 {
-			w.WriteString("[")
-		}
-		w.WriteString("\n]\n")
-	}
-	return w.Flush()
+	return hw.close()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -182,13 +183,13 @@ func writeImport(w io.Writer, r importResult) {
 		render.Clean(r.Store, 200), c.Kept, c.Unchanged, c.Withdrawn, c.Removed, c.Skipped)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ECOSYSTEM\tKEPT\tWITHDRAWN")
-	for _, e := range sortedKeys(c.Ecosystems) {
+	for _, e := range slices.Sorted(maps.Keys(c.Ecosystems)) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\n", e, c.Ecosystems[e].Kept, c.Ecosystems[e].Withdrawn)
 	}
 	tw.Flush()
 	if len(c.SkippedBy) > 0 {
 		var why []string
-		for _, k := range sortedKeys(c.SkippedBy) {
+		for _, k := range slices.Sorted(maps.Keys(c.SkippedBy)) {
 			why = append(why, fmt.Sprintf("%s %d", render.Clean(k, 64), c.SkippedBy[k]))
 		}
 		fmt.Fprintf(w, "  skipped: %s\n", strings.Join(why, ", "))
@@ -203,15 +204,6 @@ func writeImport(w io.Writer, r importResult) {
 		}
 		fmt.Fprintln(w, "; sandtrail hunt lists them")
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func newIntelListCmd(g *globals) *cobra.Command {

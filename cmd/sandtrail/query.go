@@ -127,51 +127,75 @@ func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string
 
 // printEvents streams the matching events in the format.
 func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, format string) error {
-	w := bufio.NewWriter(out)
-	var tw *tabwriter.Writer
-	n := 0
-	switch format {
-	case "table":
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tTIME\tSESSION\tKIND\tSUMMARY")
-	case "json":
-		w.WriteString("[")
-	}
+	hw := newHitWriter(out, format, "SEQ\tTIME\tSESSION\tKIND\tSUMMARY")
 	err := ix.Each(ctx, f, func(h index.Hit) error {
-		switch format {
-		case "table":
+		hw.write(h.Raw, func() string {
 			sum := "(undecodable)"
 			if ev, err := h.Event(); err == nil {
 				sum = render.Summary(ev)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.TS.Format("2006-01-02T15:04:05.000Z07:00"),
+			return fmt.Sprintf("%d\t%s\t%s\t%s\t%s", h.Seq, h.TS.Format("2006-01-02T15:04:05.000Z07:00"),
 				render.Clean(h.SessionID, 40), render.Clean(h.Kind, 32), sum)
-		case "json":
-			if n > 0 {
-				w.WriteString(",")
-			}
-			w.WriteString("\n")
-			w.Write(h.Raw)
-		case "jsonl":
-			w.Write(h.Raw)
-			w.WriteString("\n")
-		}
-		n++
+		})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	return hw.close()
+}
+
+// hitWriter writes stored events in a format: table (a header, then one
+// row each), json (one array of them, as stored) or jsonl (one a line).
+type hitWriter struct {
+	w      *bufio.Writer
+	tw     *tabwriter.Writer
+	format string
+	n      int
+}
+
+func newHitWriter(out io.Writer, format, header string) *hitWriter {
+	hw := &hitWriter{w: bufio.NewWriter(out), format: format}
 	switch format {
 	case "table":
-		if err := tw.Flush(); err != nil {
+		hw.tw = tabwriter.NewWriter(hw.w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(hw.tw, header)
+	case "json":
+		hw.w.WriteString("[")
+	}
+	return hw
+}
+
+// write writes one event: raw as stored, or for a table the row that row
+// makes (called only then).
+func (hw *hitWriter) write(raw []byte, row func() string) {
+	switch hw.format {
+	case "table":
+		fmt.Fprintln(hw.tw, row())
+	case "json":
+		if hw.n > 0 {
+			hw.w.WriteString(",")
+		}
+		hw.w.WriteString("\n")
+		hw.w.Write(raw)
+	case "jsonl":
+		hw.w.Write(raw)
+		hw.w.WriteString("\n")
+	}
+	hw.n++
+}
+
+func (hw *hitWriter) close() error {
+	switch hw.format {
+	case "table":
+		if err := hw.tw.Flush(); err != nil {
 			return err
 		}
 	case "json":
-		if n > 0 {
-			w.WriteString("\n")
+		if hw.n > 0 {
+			hw.w.WriteString("\n")
 		}
-		w.WriteString("]\n")
+		hw.w.WriteString("]\n")
 	}
-	return w.Flush()
+	return hw.w.Flush()
 }

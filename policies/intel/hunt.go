@@ -3,6 +3,7 @@ package intel
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -270,7 +271,7 @@ func (h *hunt) domains(domains map[string][]IOC) error {
 	if len(domains) == 0 {
 		return nil
 	}
-	names := sortedKeys(domains)
+	names := slices.Sorted(maps.Keys(domains))
 	return h.ix.DomainEvents(h.ctx, names, h.since, func(hit index.Hit) error {
 		e, err := hit.Event()
 		if err != nil || e.Net == nil {
@@ -298,7 +299,7 @@ func (h *hunt) addresses(ips map[string][]IOC) error {
 	if len(ips) == 0 {
 		return nil
 	}
-	return h.ix.AddressEvents(h.ctx, sortedKeys(ips), h.since, func(hit index.Hit) error {
+	return h.ix.AddressEvents(h.ctx, slices.Sorted(maps.Keys(ips)), h.since, func(hit index.Hit) error {
 		e, err := hit.Event()
 		if err != nil || e.Net == nil {
 			return nil
@@ -331,15 +332,6 @@ func (h *hunt) iocFinding(adv, match, ioc string) Finding {
 // mirror's tiny-pkg) make one finding and one alert.
 func canonicalPurl(eco, name, version string) string {
 	return purl.Of(eco, resolver.NormalizeName(eco, name), version)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func minTime(a, b time.Time) time.Time {
