@@ -105,15 +105,8 @@ func envelopeFields() []*field {
 // event names its process in proc. parent.* are read from the Evaluator's
 // process table, not from the event.
 func procFields() []*field {
-	p := func(get func(p *event.Proc) value) func(v *view) value {
-		return func(v *view) value {
-			if v.e.Proc == nil {
-				return value{}
-			}
-			return get(v.e.Proc)
-		}
-	}
-	return []*field{
+	p := procGet
+	return append(append([]*field{
 		newField("proc.pid", tInt, p(func(p *event.Proc) value { return num(p.Pid) })),
 		newField("proc.ppid", tInt, p(func(p *event.Proc) value { return num(p.PPid) })),
 		newField("proc.uid", tInt, p(func(p *event.Proc) value { return ptrNum(p.UID) })),
@@ -136,18 +129,6 @@ func procFields() []*field {
 		newField("proc.signal", tInt, p(func(p *event.Proc) value { return num(p.Signal) })),
 		newField("proc.stdin_pipe", tInt, p(func(p *event.Proc) value { return num(p.StdinPipe) })),
 		newField("proc.stdout_pipe", tInt, p(func(p *event.Proc) value { return num(p.StdoutPipe) })),
-		newField("proc.ancestors.comm", tStrs, p(func(p *event.Proc) value {
-			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Comm }))
-		})),
-		newField("proc.ancestors.exe", tStrs, p(func(p *event.Proc) value {
-			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Exe }))
-		})),
-		newField("proc.stdin_from.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdinFrom) })),
-		newField("proc.stdin_from.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdinFrom) })),
-		newField("proc.stdin_from.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdinFrom) })),
-		newField("proc.stdout_to.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdoutTo) })),
-		newField("proc.stdout_to.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdoutTo) })),
-		newField("proc.stdout_to.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdoutTo) })),
 		newField("proc.errno", tStr, p(func(p *event.Proc) value { return str(p.Errno) })),
 		newField("proc.syscall", tStr, p(func(p *event.Proc) value { return str(p.Syscall) })),
 		newField("proc.ptrace.request", tStr, p(func(p *event.Proc) value {
@@ -162,6 +143,43 @@ func procFields() []*field {
 			}
 			return num(p.Ptrace.TargetPid)
 		})),
+	}, lineageFields()...), parentFields()...)
+}
+
+// procGet reads a field of the event's proc; absent when it has none.
+func procGet(get func(p *event.Proc) value) func(v *view) value {
+	return func(v *view) value {
+		if v.e.Proc == nil {
+			return value{}
+		}
+		return get(v.e.Proc)
+	}
+}
+
+// lineageFields are an exec's lineage as the collector recorded it:
+// ancestors and pipe peers.
+func lineageFields() []*field {
+	p := procGet
+	return []*field{
+		newField("proc.ancestors.comm", tStrs, p(func(p *event.Proc) value {
+			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Comm }))
+		})),
+		newField("proc.ancestors.exe", tStrs, p(func(p *event.Proc) value {
+			return strs(ancestorStrings(p.Ancestors, func(a event.Ancestor) string { return a.Exe }))
+		})),
+		newField("proc.stdin_from.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdinFrom) })),
+		newField("proc.stdin_from.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdinFrom) })),
+		newField("proc.stdin_from.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdinFrom) })),
+		newField("proc.stdout_to.pid", tInt, p(func(p *event.Proc) value { return peerPid(p.StdoutTo) })),
+		newField("proc.stdout_to.comm", tStr, p(func(p *event.Proc) value { return peerComm(p.StdoutTo) })),
+		newField("proc.stdout_to.argv", tStrs, p(func(p *event.Proc) value { return peerArgv(p.StdoutTo) })),
+	}
+}
+
+// parentFields are read from the Evaluator's process table, not from the
+// event.
+func parentFields() []*field {
+	return []*field{
 		newField("proc.gained_root", tBool, func(v *view) value { return boolean(v.gainedRoot()) }),
 		newField("parent.uid", tInt, func(v *view) value {
 			if pe := v.parent(); pe != nil && pe.hasUID {
