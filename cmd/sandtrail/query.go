@@ -3,16 +3,21 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/ocsf"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
 )
@@ -76,7 +81,7 @@ func newQueryCmd(g *globals) *cobra.Command {
 	var format string
 	var args *query.Args
 	cmd := &cobra.Command{
-		Use:   "query [filters] [--format table|json|jsonl]",
+		Use:   "query [filters] [--format table|json|jsonl|ocsf]",
 		Short: "Print the recorded events that match the filters",
 		Long: `query prints the events that match every filter given, in time order.
 
@@ -85,7 +90,10 @@ func newQueryCmd(g *globals) *cobra.Command {
 Output (--format):
   table   seq, time, session, kind and a one-line summary (default)
   json    one JSON array of the events
-  jsonl   one event per line, byte for byte as the journal stores it`,
+  jsonl   one event per line, byte for byte as the journal stores it
+  ocsf    one OCSF 1.8.0 event per line (docs/ocsf.md): the kinds with an OCSF
+          class; the others (session lifecycle, limits, losses, tool and model
+          calls) are left out, and their count is said on stderr`,
 		Example: `  # 1. who touched the SSH keys, and how
   sandtrail query --path '/home/*/.ssh/**'
   # 2. every connection and lookup of a sub-domain of evil.example
@@ -98,7 +106,7 @@ Output (--format):
   sandtrail query --session sess-42 --since 2h --format jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFiltered(cmd, g, args, format, printEvents)
+			return runFiltered(cmd, g, args, format, []string{"table", "json", "jsonl", "ocsf"}, printEvents)
 		},
 	}
 	args = filterFlags(cmd)
@@ -108,9 +116,9 @@ Output (--format):
 
 // runFiltered is query and sessions: it checks the format, parses the
 // filter flags, catches the index up with the journal and prints with show.
-func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string,
+func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string, formats []string,
 	show func(context.Context, io.Writer, *index.Index, query.Filter, string) error) error {
-	if err := checkFormat(format, "table", "json", "jsonl"); err != nil {
+	if err := checkFormat(format, formats...); err != nil {
 		return err
 	}
 	f, err := query.Parse(*args, time.Now())
@@ -127,6 +135,9 @@ func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string
 
 // printEvents streams the matching events in the format.
 func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, format string) error {
+	if format == "ocsf" {
+		return printOCSF(ctx, out, ix, f)
+	}
 	hw := newHitWriter(out, format, "SEQ\tTIME\tSESSION\tKIND\tSUMMARY")
 	err := ix.Each(ctx, f, func(h index.Hit) error {
 		hw.write(h.Raw, func() string {
@@ -143,6 +154,41 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 		return err
 	}
 	return hw.close()
+}
+
+// printOCSF streams the matching events as OCSF JSON lines, and says on
+// stderr how many had no OCSF class.
+func printOCSF(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter) error {
+	w := bufio.NewWriter(out)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	prod := ocsfProduct()
+	skipped := 0
+	err := ix.EachEvent(ctx, f, func(e *event.Event) error {
+		o, ok := ocsf.Map(e, prod)
+		if !ok {
+			skipped++
+			return nil
+		}
+		return enc.Encode(o)
+	})
+	if err != nil {
+		return err
+	}
+	if skipped > 0 {
+		fmt.Fprintf(os.Stderr, "sandtrail: %d events of kinds with no OCSF class were left out\n", skipped)
+	}
+	return w.Flush()
+}
+
+// ocsfProduct is sandtrail as OCSF's metadata.product names it: its
+// module version from the build, "(devel)" for a tree's own build.
+func ocsfProduct() ocsf.Product {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return ocsf.Product{Name: "sandtrail", Vendor: "sandtrail", Version: v}
 }
 
 // hitWriter writes stored events in a format: table (a header, then one

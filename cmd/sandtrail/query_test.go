@@ -383,3 +383,45 @@ func TestSessionsCLIHostEvents(t *testing.T) {
 		t.Errorf("query --kind collector. = %q, %v; want the two host events", out, err)
 	}
 }
+
+// TestQueryOCSF: query --format ocsf prints one OCSF event a line for the
+// kinds with a class (the package fixture's processes, files, connections,
+// installs and fetches), each naming its session and seq, and leaves the
+// others out.
+func TestQueryOCSF(t *testing.T) {
+	data := t.TempDir()
+	evs := packagesEvents()
+	queryFixture(t, data, evs)
+	out, err := queryCLI(t, "--data", data, "query", "--session", "P", "--format", "ocsf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	classes := map[int]int{}
+	for _, l := range lines {
+		var o struct {
+			ClassUID int `json:"class_uid"`
+			TypeUID  int `json:"type_uid"`
+			Activity int `json:"activity_id"`
+			Metadata struct {
+				CorrelationUID string `json:"correlation_uid"`
+				Sequence       uint64 `json:"sequence"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if o.Metadata.CorrelationUID != "P" || o.TypeUID != o.ClassUID*100+o.Activity {
+			t.Errorf("OCSF event %s: want correlation_uid P and type_uid = class_uid*100 + activity_id", l)
+		}
+		classes[o.ClassUID]++
+	}
+	for _, c := range []int{1007, 1001, 4001, 4002, 6002} {
+		if classes[c] == 0 {
+			t.Errorf("no OCSF event of class %d among %v", c, classes)
+		}
+	}
+	if _, err := queryCLI(t, "--data", data, "sessions", "--format", "ocsf"); err == nil {
+		t.Error("sessions --format ocsf: no error, want one (sessions have no OCSF form)")
+	}
+}

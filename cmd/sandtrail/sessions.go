@@ -52,7 +52,7 @@ Output (--format):
   sandtrail sessions --session sess-42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFiltered(cmd, g, args, format, printSessions)
+			return runFiltered(cmd, g, args, format, []string{"table", "json", "jsonl"}, printSessions)
 		},
 	}
 	args = filterFlags(cmd)
