@@ -91,9 +91,8 @@ Output (--format):
   table   seq, time, session, kind and a one-line summary (default)
   json    one JSON array of the events
   jsonl   one event per line, byte for byte as the journal stores it
-  ocsf    one OCSF 1.8.0 event per line (docs/ocsf.md): the kinds with an OCSF
-          class; the others (session lifecycle, limits, losses, tool and model
-          calls) are left out, and their count is said on stderr`,
+  ocsf    one OCSF 1.8.0 event per line (docs/ocsf.md); an event that cannot
+          be mapped is left out, and their count is said on stderr`,
 		Example: `  # 1. who touched the SSH keys, and how
   sandtrail query --path '/home/*/.ssh/**'
   # 2. every connection and lookup of a sub-domain of evil.example
@@ -176,7 +175,7 @@ func printOCSF(ctx context.Context, out io.Writer, ix *index.Index, f query.Filt
 		return err
 	}
 	if skipped > 0 {
-		fmt.Fprintf(os.Stderr, "sandtrail: %d events of kinds with no OCSF class were left out\n", skipped)
+		fmt.Fprintf(os.Stderr, "sandtrail: %d events that have no OCSF form were left out\n", skipped)
 	}
 	return w.Flush()
 }

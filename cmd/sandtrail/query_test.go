@@ -386,8 +386,7 @@ func TestSessionsCLIHostEvents(t *testing.T) {
 
 // TestQueryOCSF: query --format ocsf prints one OCSF event a line for the
 // kinds with a class (the package fixture's processes, files, connections,
-// installs and fetches), each naming its session and seq, and leaves the
-// others out.
+// installs and fetches), each naming its session and seq.
 func TestQueryOCSF(t *testing.T) {
 	data := t.TempDir()
 	evs := packagesEvents()

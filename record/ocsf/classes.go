@@ -36,7 +36,7 @@ func classOf(e *event.Event) (class, bool) {
 	case e.Alert != nil:
 		return class{class: classFinding, activity: 1, fill: fillFinding}, true
 	}
-	return class{}, false
+	return extensionClassOf(e)
 }
 
 // Process Activity: 1 Launch, 2 Terminate, 99 Other.

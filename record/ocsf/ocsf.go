@@ -7,10 +7,13 @@
 //
 // Classes: Process Activity 1007, File System Activity 1001, Network
 // Activity 4001, DNS Activity 4003, HTTP Activity 4002 (the mirror's
-// fetches), Application Lifecycle 6002 (installs, with the Software
-// Package object), Detection Finding 2004 (alerts). The other kinds
-// (session lifecycle, limits, losses, the kernel's capabilities, tool and
-// model calls) have no class here yet: Map reports them unmapped.
+// fetches and filtered answers), Application Lifecycle 6002 (installs,
+// with the Software Package object), Detection Finding 2004 (alerts), API
+// Activity 6003 with the ai_operation profile (tool and model calls),
+// Event Log Activity 1008 (losses, the kernel's capabilities, journal
+// recoveries), and sandtrail's extension (ExtensionUID) for a session's
+// lifecycle and its resource limits. Every kind has a class; Map reports
+// false only for an event whose kind and body do not agree.
 //
 // Trust: the mapping adds nothing to what the event says; strings the
 // agent chose (argv, paths, names) are carried as the record holds them,
