@@ -40,6 +40,8 @@ type Config struct {
 	Ingest     IngestConfig     `mapstructure:"ingest"`
 	DNS        DNSConfig        `mapstructure:"dns"`
 	Mirror     MirrorConfig     `mapstructure:"mirror"`
+	// Sinks stream the record out as it is journaled.
+	Sinks []SinkConfig `mapstructure:"sinks"`
 }
 
 // MirrorConfig configures the verifying registry mirror.

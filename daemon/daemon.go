@@ -82,6 +82,7 @@ type Daemon struct {
 	stopIndex context.CancelFunc
 	indexed   chan struct{}
 	alerts    alertSubs
+	sinks     []*sinkRun
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -140,6 +141,9 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	}
 	d.ids = attribution.New(d.mgr)
 	if err := openDataDir(cfg); err != nil {
+		return d, err
+	}
+	if err := d.startSinks(context.Background()); err != nil {
 		return d, err
 	}
 	if err := d.startDNS(); err != nil {
@@ -582,6 +586,9 @@ func (d *Daemon) closeParts() {
 	if d.stopIndex != nil {
 		d.stopIndex()
 		<-d.indexed
+	}
+	if err := d.stopSinks(5 * time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("stopping sinks: %w", err))
 	}
 	if d.j != nil {
 		if err := d.j.Close(); err != nil {

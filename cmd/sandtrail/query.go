@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"text/tabwriter"
 	"time"
 
@@ -161,7 +160,7 @@ func printOCSF(ctx context.Context, out io.Writer, ix *index.Index, f query.Filt
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	prod := ocsfProduct()
+	prod := ocsf.Sandtrail()
 	skipped := 0
 	err := ix.EachEvent(ctx, f, func(e *event.Event) error {
 		o, ok := ocsf.Map(e, prod)
@@ -178,16 +177,6 @@ func printOCSF(ctx context.Context, out io.Writer, ix *index.Index, f query.Filt
 		fmt.Fprintf(os.Stderr, "sandtrail: %d events that have no OCSF form were left out\n", skipped)
 	}
 	return w.Flush()
-}
-
-// ocsfProduct is sandtrail as OCSF's metadata.product names it: its
-// module version from the build, "(devel)" for a tree's own build.
-func ocsfProduct() ocsf.Product {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	return ocsf.Product{Name: "sandtrail", Vendor: "sandtrail", Version: v}
 }
 
 // hitWriter writes stored events in a format: table (a header, then one

@@ -21,6 +21,7 @@
 package ocsf
 
 import (
+	"runtime/debug"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -32,6 +33,16 @@ const Version = "1.8.0"
 // Product names the product in metadata.product.
 type Product struct {
 	Name, Vendor, Version string
+}
+
+// Sandtrail is sandtrail as metadata.product names it: its module version
+// from the build, "(devel)" for a tree's own build.
+func Sandtrail() Product {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return Product{Name: "sandtrail", Vendor: "sandtrail", Version: v}
 }
 
 // Event is one OCSF event, as JSON objects are: attribute names to values.

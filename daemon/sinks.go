@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/ocsf"
+	"github.com/sandtrail/sandtrail/record/sink"
+)
+
+// SinkConfig is one sink of the daemon's config: where the record streams
+// to as it is journaled (docs/sinks.md).
+type SinkConfig struct {
+	// Name names it (its cursor file, logs, status); unique.
+	Name string `mapstructure:"name"`
+	// Type is file or stdout.
+	Type string `mapstructure:"type"`
+	// Format is jsonl (the stored events, the default) or ocsf.
+	Format string `mapstructure:"format"`
+	// Path is a file sink's file; MaxSize its size before it rotates
+	// ("100M", the default), Keep the rotated files kept (10).
+	Path    string `mapstructure:"path"`
+	MaxSize string `mapstructure:"max_size"`
+	Keep    int    `mapstructure:"keep"`
+}
+
+// SinksDir holds the sinks' cursors: <data_dir>/sinks.
+func (c *Config) SinksDir() string { return filepath.Join(c.DataDir, "sinks") }
+
+// sinkRun is a started sink.
+type sinkRun struct {
+	r      *sink.Runner
+	s      sink.Sink
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// newSink is the Sink of one config entry.
+func newSink(sc SinkConfig) (sink.Sink, error) {
+	switch sc.Type {
+	case "file":
+		if sc.Path == "" {
+			return nil, fmt.Errorf("sink %s: a file sink needs path", sc.Name)
+		}
+		max, err := policies.ParseSize(sc.MaxSize)
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: max_size: %w", sc.Name, err)
+		}
+		return sink.NewFile(sc.Path, max, sc.Keep)
+	case "stdout":
+		return sink.NewStream(os.Stdout), nil
+	}
+	return nil, fmt.Errorf("sink %s: type %q: want file or stdout", sc.Name, sc.Type)
+}
+
+// startSinks starts a Runner for each configured sink, following the
+// journal from its cursor.
+func (d *Daemon) startSinks(ctx context.Context) error {
+	seen := map[string]bool{}
+	for _, sc := range d.cfg.Sinks {
+		if seen[sc.Name] {
+			return fmt.Errorf("sinks: %q is named twice", sc.Name)
+		}
+		seen[sc.Name] = true
+		s, err := newSink(sc)
+		if err != nil {
+			return err
+		}
+		r, err := sink.NewRunner(sink.Config{Name: sc.Name, Format: sc.Format, JournalDir: d.jdir, CursorDir: d.cfg.SinksDir(),
+			Product: ocsf.Sandtrail()}, s, d.j)
+		if err != nil {
+			s.Close()
+			return err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		run := &sinkRun{r: r, s: s, cancel: cancel, done: make(chan error, 1)}
+		go func() { run.done <- r.Run(rctx) }()
+		d.sinks = append(d.sinks, run)
+	}
+	return nil
+}
+
+// Sinks returns the status of each sink.
+func (d *Daemon) Sinks() []sink.Status {
+	var out []sink.Status
+	for _, s := range d.sinks {
+		out = append(out, s.r.Status())
+	}
+	return out
+}
+
+// stopSinks lets the sinks catch up with the journal's last entries (for
+// at most wait), then stops them. What a sink has not sent by then, it
+// sends after the next start, from its cursor.
+func (d *Daemon) stopSinks(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for _, s := range d.sinks {
+		for s.r.Status().Lag > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var errs []error
+	for _, s := range d.sinks {
+		s.cancel()
+		if err := <-s.done; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+		if st := s.r.Status(); st.Lag > 0 {
+			d.log.Warn("sink stopped behind the journal; it resumes from its cursor", "sink", st.Name, "lag", st.Lag, "last_error", st.LastError)
+		}
+		errs = append(errs, s.s.Close())
+	}
+	d.sinks = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,296 @@
+// Package sink streams the record to where a SOC reads it: a Runner follows
+// the journal from a durable cursor (the next seq to send) and hands each
+// batch of entries, as stored (jsonl) or mapped to OCSF (record/ocsf), to a
+// Sink: a rotating JSONL file, stdout, and the network receivers to come.
+//
+// Delivery is at least once, and the seq is the dedupe key: the cursor
+// moves only after a batch is written, so a restart, an outage or a slow
+// receiver resumes where it stopped, and a crash between the write and the
+// cursor's store sends that batch again. A Runner reads the journal's
+// segments on its own and never blocks the journal: a sink that falls
+// behind lags, and Status says by how much.
+//
+// Trust: a sink carries the record as the journal holds it; it adds
+// nothing an agent could forge. The cursor file is root's, beside the
+// journal.
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/ocsf"
+)
+
+// Entry is one journal entry on its way to a sink.
+type Entry struct {
+	Seq uint64
+	// Line is the entry in the sink's format, without a newline: the
+	// stored event (jsonl) or its OCSF event (ocsf).
+	Line []byte
+}
+
+// Sink writes batches of entries somewhere. Write returns only once the
+// batch is durable there (or returns an error, and the batch is sent
+// again); a Sink may be handed a batch it already wrote.
+type Sink interface {
+	Write(ctx context.Context, batch []Entry) error
+	Close() error
+}
+
+// The formats a Runner can hand a sink.
+const (
+	FormatJSONL = "jsonl"
+	FormatOCSF  = "ocsf"
+)
+
+// Source is the journal a Runner follows: its size (the next seq) and a
+// channel closed at its next durable append. *journal.Journal is one.
+type Source interface {
+	Size() uint64
+	Changed() <-chan struct{}
+}
+
+// Config is one Runner's.
+type Config struct {
+	// Name names the sink in its cursor file, logs and Status.
+	Name string
+	// Format is FormatJSONL (the default) or FormatOCSF.
+	Format string
+	// JournalDir is the journal's directory, CursorDir where the cursor
+	// file <Name>.cursor is kept.
+	JournalDir, CursorDir string
+	// Product names sandtrail in the OCSF events.
+	Product ocsf.Product
+	// Batch bounds the entries of one Write (default 512).
+	Batch int
+	// MaxBackoff bounds the wait between failed writes (default 30s).
+	MaxBackoff time.Duration
+}
+
+// Status is a Runner's account of itself.
+type Status struct {
+	Name string `json:"name"`
+	// Cursor is the next seq to send; Lag the entries the journal holds
+	// past it.
+	Cursor uint64 `json:"cursor"`
+	Lag    uint64 `json:"lag"`
+	// Sent counts the entries written since the Runner started, Skipped
+	// the ones with no OCSF form.
+	Sent    uint64 `json:"sent"`
+	Skipped uint64 `json:"skipped,omitempty"`
+	// LastError is the last write's error, empty once a write succeeds.
+	LastError string    `json:"last_error,omitempty"`
+	LastWrite time.Time `json:"last_write,omitzero"`
+}
+
+// Runner follows the journal into one Sink.
+type Runner struct {
+	cfg  Config
+	sink Sink
+	src  Source
+
+	mu sync.Mutex
+	st Status
+}
+
+// NewRunner returns a Runner of cfg into s, following src. It reads the
+// cursor (0 when there is none yet); an unreadable cursor is an error, not
+// a resend of everything.
+func NewRunner(cfg Config, s Sink, src Source) (*Runner, error) {
+	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/\x00") {
+		return nil, fmt.Errorf("sink: bad name %q", cfg.Name)
+	}
+	switch cfg.Format {
+	case "":
+		cfg.Format = FormatJSONL
+	case FormatJSONL, FormatOCSF:
+	default:
+		return nil, fmt.Errorf("sink %s: format %q: want jsonl or ocsf", cfg.Name, cfg.Format)
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 512
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	r := &Runner{cfg: cfg, sink: s, src: src, st: Status{Name: cfg.Name}}
+	cur, err := r.readCursor()
+	if err != nil {
+		return nil, err
+	}
+	r.st.Cursor = cur
+	return r, nil
+}
+
+func (r *Runner) cursorPath() string { return filepath.Join(r.cfg.CursorDir, r.cfg.Name+".cursor") }
+
+func (r *Runner) readCursor() (uint64, error) {
+	b, err := os.ReadFile(r.cursorPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sink %s: reading cursor: %w", r.cfg.Name, err)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("sink %s: cursor %s: %w", r.cfg.Name, r.cursorPath(), err)
+	}
+	return n, nil
+}
+
+// storeCursor writes the cursor durably: a temporary file, synced, renamed.
+func (r *Runner) storeCursor(n uint64) error {
+	if err := os.MkdirAll(r.cfg.CursorDir, 0o700); err != nil {
+		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
+	}
+	tmp := r.cursorPath() + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
+	}
+	_, werr := fmt.Fprintf(f, "%d\n", n)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
+	}
+	if err := os.Rename(tmp, r.cursorPath()); err != nil {
+		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
+	}
+	return nil
+}
+
+// Status returns the Runner's account, with the lag as of now.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	if size := r.src.Size(); size > st.Cursor {
+		st.Lag = size - st.Cursor
+	}
+	return st
+}
+
+// Run sends the journal's entries from the cursor on, as they are
+// appended, until ctx is done, and returns ctx's error. A failed write is
+// retried with backoff (doubling up to MaxBackoff) and recorded in Status;
+// a journal that cannot be read is returned as an error.
+func (r *Runner) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		ch := r.src.Changed() // taken before reading, so no append is missed
+		err := r.catchUp(ctx)
+		switch {
+		case err == nil:
+			backoff = 100 * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ch:
+			}
+		case errors.As(err, new(*writeError)):
+			r.mu.Lock()
+			r.st.LastError = err.Error()
+			r.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, r.cfg.MaxBackoff)
+		default:
+			return err
+		}
+	}
+}
+
+// writeError is a sink's failure, which Run retries.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// catchUp sends everything from the cursor on, in one scan of the
+// journal, a batch at a time; the cursor moves after each batch is written.
+func (r *Runner) catchUp(ctx context.Context) error {
+	r.mu.Lock()
+	from := r.st.Cursor
+	r.mu.Unlock()
+	if r.src.Size() <= from {
+		return nil
+	}
+	var batch []Entry
+	next, skipped := from, uint64(0)
+	flush := func() error {
+		if len(batch) > 0 {
+			if err := r.sink.Write(ctx, batch); err != nil {
+				return &writeError{fmt.Errorf("sink %s: writing seqs %d-%d: %w", r.cfg.Name, batch[0].Seq, batch[len(batch)-1].Seq, err)}
+			}
+		}
+		if err := r.storeCursor(next); err != nil {
+			return &writeError{err}
+		}
+		r.mu.Lock()
+		r.st.Cursor, r.st.Sent, r.st.Skipped = next, r.st.Sent+uint64(len(batch)), r.st.Skipped+skipped
+		r.st.LastError, r.st.LastWrite = "", time.Now()
+		r.mu.Unlock()
+		batch, skipped = batch[:0], 0
+		return ctx.Err()
+	}
+	err := journal.Scan(r.cfg.JournalDir, from, func(seq uint64, raw []byte) error {
+		if seq < from {
+			return nil
+		}
+		line, ok, err := r.format(raw)
+		if err != nil {
+			return fmt.Errorf("sink %s: entry %d: %w", r.cfg.Name, seq, err)
+		}
+		next = seq + 1
+		if !ok {
+			skipped++
+		} else {
+			batch = append(batch, Entry{Seq: seq, Line: line})
+		}
+		if len(batch) >= r.cfg.Batch {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next > from {
+		return flush()
+	}
+	return nil
+}
+
+// format is the stored event raw in the sink's format; false for an event
+// with no OCSF form.
+func (r *Runner) format(raw []byte) ([]byte, bool, error) {
+	if r.cfg.Format == FormatJSONL {
+		return append([]byte(nil), raw...), true, nil
+	}
+	e, err := event.DecodeStored(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	o, ok := ocsf.Map(e, r.cfg.Product)
+	if !ok {
+		return nil, false, nil
+	}
+	b, err := json.Marshal(o)
+	return b, err == nil, err
+}
