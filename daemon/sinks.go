@@ -18,7 +18,7 @@ import (
 type SinkConfig struct {
 	// Name names it (its cursor file, logs, status); unique.
 	Name string `mapstructure:"name"`
-	// Type is file or stdout.
+	// Type is file, stdout or nats.
 	Type string `mapstructure:"type"`
 	// Format is jsonl (the stored events, the default) or ocsf.
 	Format string `mapstructure:"format"`
@@ -27,6 +27,12 @@ type SinkConfig struct {
 	Path    string `mapstructure:"path"`
 	MaxSize string `mapstructure:"max_size"`
 	Keep    int    `mapstructure:"keep"`
+	// URL is a nats sink's server (nats://127.0.0.1:4222, several
+	// comma-separated); Stream its JetStream stream (SANDTRAIL),
+	// Replicas the stream's replicas (1).
+	URL      string `mapstructure:"url"`
+	Stream   string `mapstructure:"stream"`
+	Replicas int    `mapstructure:"replicas"`
 }
 
 // SinksDir holds the sinks' cursors: <data_dir>/sinks.
@@ -41,7 +47,7 @@ type sinkRun struct {
 }
 
 // newSink is the Sink of one config entry.
-func newSink(sc SinkConfig) (sink.Sink, error) {
+func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error) {
 	switch sc.Type {
 	case "file":
 		if sc.Path == "" {
@@ -54,8 +60,13 @@ func newSink(sc SinkConfig) (sink.Sink, error) {
 		return sink.NewFile(sc.Path, max, sc.Keep)
 	case "stdout":
 		return sink.NewStream(os.Stdout), nil
+	case "nats":
+		if sc.URL == "" {
+			return nil, fmt.Errorf("sink %s: a nats sink needs url", sc.Name)
+		}
+		return sink.NewNATS(ctx, sink.NATSConfig{URL: sc.URL, Stream: sc.Stream, Replicas: sc.Replicas, Host: host})
 	}
-	return nil, fmt.Errorf("sink %s: type %q: want file or stdout", sc.Name, sc.Type)
+	return nil, fmt.Errorf("sink %s: type %q: want file, stdout or nats", sc.Name, sc.Type)
 }
 
 // startSinks starts a Runner for each configured sink, following the
@@ -67,7 +78,7 @@ func (d *Daemon) startSinks(ctx context.Context) error {
 			return fmt.Errorf("sinks: %q is named twice", sc.Name)
 		}
 		seen[sc.Name] = true
-		s, err := newSink(sc)
+		s, err := newSink(ctx, sc, d.cfg.Host)
 		if err != nil {
 			return err
 		}

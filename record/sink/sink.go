@@ -35,6 +35,8 @@ import (
 // Entry is one journal entry on its way to a sink.
 type Entry struct {
 	Seq uint64
+	// Kind is the event's kind (a NATS sink's subject names it).
+	Kind string
 	// Line is the entry in the sink's format, without a newline: the
 	// stored event (jsonl) or its OCSF event (ocsf).
 	Line []byte
@@ -253,7 +255,7 @@ func (r *Runner) catchUp(ctx context.Context) error {
 		if seq < from {
 			return nil
 		}
-		line, ok, err := r.format(raw)
+		line, kind, ok, err := r.format(raw)
 		if err != nil {
 			return fmt.Errorf("sink %s: entry %d: %w", r.cfg.Name, seq, err)
 		}
@@ -261,7 +263,7 @@ func (r *Runner) catchUp(ctx context.Context) error {
 		if !ok {
 			skipped++
 		} else {
-			batch = append(batch, Entry{Seq: seq, Line: line})
+			batch = append(batch, Entry{Seq: seq, Kind: kind, Line: line})
 		}
 		if len(batch) >= r.cfg.Batch {
 			return flush()
@@ -277,20 +279,20 @@ func (r *Runner) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// format is the stored event raw in the sink's format; false for an event
-// with no OCSF form.
-func (r *Runner) format(raw []byte) ([]byte, bool, error) {
-	if r.cfg.Format == FormatJSONL {
-		return append([]byte(nil), raw...), true, nil
-	}
+// format is the stored event raw in the sink's format, and its kind;
+// false for an event with no OCSF form.
+func (r *Runner) format(raw []byte) (line []byte, kind string, ok bool, err error) {
 	e, err := event.DecodeStored(raw)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
+	}
+	if r.cfg.Format == FormatJSONL {
+		return append([]byte(nil), raw...), e.Kind, true, nil
 	}
 	o, ok := ocsf.Map(e, r.cfg.Product)
 	if !ok {
-		return nil, false, nil
+		return nil, e.Kind, false, nil
 	}
 	b, err := json.Marshal(o)
-	return b, err == nil, err
+	return b, e.Kind, err == nil, err
 }
