@@ -22,6 +22,7 @@ var commands = []func(*globals) *cobra.Command{
 	newMirrorCmd,
 	newSessionCmd,
 	newQueryCmd,
+	newExportCmd,
 	newSessionsCmd,
 	newTimelineCmd,
 	newPackagesCmd,

@@ -420,6 +420,10 @@ func TestQueryOCSF(t *testing.T) {
 			t.Errorf("no OCSF event of class %d among %v", c, classes)
 		}
 	}
+	exported, err := queryCLI(t, "--data", data, "export", "--session", "P")
+	if err != nil || exported != out {
+		t.Errorf("export --session P (ocsf, the default) = %v, want what query --format ocsf printed", err)
+	}
 	if _, err := queryCLI(t, "--data", data, "sessions", "--format", "ocsf"); err == nil {
 		t.Error("sessions --format ocsf: no error, want one (sessions have no OCSF form)")
 	}
