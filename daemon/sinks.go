@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/ocsf"
 	"github.com/sandtrail/sandtrail/record/sink"
@@ -95,6 +96,8 @@ func (d *Daemon) startSinks(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ control.SinkReporter = (*Daemon)(nil)
 
 // Sinks returns the status of each sink.
 func (d *Daemon) Sinks() []sink.Status {

@@ -23,6 +23,7 @@ var commands = []func(*globals) *cobra.Command{
 	newSessionCmd,
 	newQueryCmd,
 	newExportCmd,
+	newStatusCmd,
 	newSessionsCmd,
 	newTimelineCmd,
 	newPackagesCmd,

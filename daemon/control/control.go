@@ -26,6 +26,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/sink"
 )
 
 // The ops of a Request.
@@ -42,6 +43,9 @@ const (
 	// OpAlerts journals alert events that root raised outside the daemon
 	// (the re-hunt of `sandtrail intel import`), each in its own session.
 	OpAlerts = "alerts"
+	// OpStatus reports the daemon's sinks: cursor, lag, last error and
+	// event-to-sink latency.
+	OpStatus = "status"
 )
 
 // ErrNoDaemon is returned when no daemon serves the control socket.
@@ -71,6 +75,8 @@ type Response struct {
 	Session  *SessionInfo   `json:"session,omitempty"`
 	Sessions []SessionInfo  `json:"sessions,omitempty"`
 	Result   *launch.Result `json:"result,omitempty"`
+	// Sinks are the daemon's sinks, for status.
+	Sinks []sink.Status `json:"sinks,omitempty"`
 	// Alert is an alert raised in a run's session, sent as it is raised,
 	// between the reply that names the session and the one that says how
 	// it ended.

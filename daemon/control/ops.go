@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"github.com/sandtrail/sandtrail/record/sink"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +20,21 @@ var hostOps = map[string]func(c *Server, k *call){
 	OpList:   (*Server).list,
 	OpCreate: (*Server).create,
 	OpAlerts: (*Server).alerts,
+	OpStatus: (*Server).status,
+}
+
+// SinkReporter is the optional ability of a Daemon to report its sinks.
+type SinkReporter interface {
+	Sinks() []sink.Status
+}
+
+// status replies with the daemon's sinks.
+func (c *Server) status(k *call) {
+	r := Response{OK: true}
+	if sr, ok := c.d.(SinkReporter); ok {
+		r.Sinks = sr.Sinks()
+	}
+	k.reply(r)
 }
 
 // sessionOps are the ops on one of the server's sessions; the server

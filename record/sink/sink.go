@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,8 +36,10 @@ import (
 // Entry is one journal entry on its way to a sink.
 type Entry struct {
 	Seq uint64
-	// Kind is the event's kind (a NATS sink's subject names it).
+	// Kind is the event's kind (a NATS sink's subject names it), TS its
+	// time.
 	Kind string
+	TS   time.Time
 	// Line is the entry in the sink's format, without a newline: the
 	// stored event (jsonl) or its OCSF event (ocsf).
 	Line []byte
@@ -94,7 +97,14 @@ type Status struct {
 	// LastError is the last write's error, empty once a write succeeds.
 	LastError string    `json:"last_error,omitempty"`
 	LastWrite time.Time `json:"last_write,omitzero"`
+	// LatencyP50 and LatencyP99 are the time from an event's ts to its
+	// batch's write, over the last latencyWindow entries written.
+	LatencyP50 time.Duration `json:"latency_p50_ns,omitempty"`
+	LatencyP99 time.Duration `json:"latency_p99_ns,omitempty"`
 }
+
+// latencyWindow is how many entries' latencies a Status reports on.
+const latencyWindow = 4096
 
 // Runner follows the journal into one Sink.
 type Runner struct {
@@ -102,8 +112,10 @@ type Runner struct {
 	sink Sink
 	src  Source
 
-	mu sync.Mutex
-	st Status
+	mu  sync.Mutex
+	st  Status
+	lat []time.Duration // a ring of the last latencyWindow latencies
+	li  int
 }
 
 // NewRunner returns a Runner of cfg into s, following src. It reads the
@@ -182,7 +194,28 @@ func (r *Runner) Status() Status {
 	if size := r.src.Size(); size > st.Cursor {
 		st.Lag = size - st.Cursor
 	}
+	if len(r.lat) > 0 {
+		l := slices.Clone(r.lat)
+		slices.Sort(l)
+		st.LatencyP50, st.LatencyP99 = l[len(l)/2], l[len(l)*99/100]
+	}
 	return st
+}
+
+// noteLatency records the batch's latencies; r.mu is held.
+func (r *Runner) noteLatency(batch []Entry, now time.Time) {
+	for _, e := range batch {
+		if e.TS.IsZero() {
+			continue
+		}
+		d := now.Sub(e.TS)
+		if len(r.lat) < latencyWindow {
+			r.lat = append(r.lat, d)
+			continue
+		}
+		r.lat[r.li] = d
+		r.li = (r.li + 1) % latencyWindow
+	}
 }
 
 // Run sends the journal's entries from the cursor on, as they are
@@ -244,9 +277,11 @@ func (r *Runner) catchUp(ctx context.Context) error {
 		if err := r.storeCursor(next); err != nil {
 			return &writeError{err}
 		}
+		now := time.Now()
 		r.mu.Lock()
 		r.st.Cursor, r.st.Sent, r.st.Skipped = next, r.st.Sent+uint64(len(batch)), r.st.Skipped+skipped
-		r.st.LastError, r.st.LastWrite = "", time.Now()
+		r.st.LastError, r.st.LastWrite = "", now
+		r.noteLatency(batch, now)
 		r.mu.Unlock()
 		batch, skipped = batch[:0], 0
 		return ctx.Err()
@@ -255,7 +290,7 @@ func (r *Runner) catchUp(ctx context.Context) error {
 		if seq < from {
 			return nil
 		}
-		line, kind, ok, err := r.format(raw)
+		line, kind, ts, ok, err := r.format(raw)
 		if err != nil {
 			return fmt.Errorf("sink %s: entry %d: %w", r.cfg.Name, seq, err)
 		}
@@ -263,7 +298,7 @@ func (r *Runner) catchUp(ctx context.Context) error {
 		if !ok {
 			skipped++
 		} else {
-			batch = append(batch, Entry{Seq: seq, Kind: kind, Line: line})
+			batch = append(batch, Entry{Seq: seq, Kind: kind, TS: ts, Line: line})
 		}
 		if len(batch) >= r.cfg.Batch {
 			return flush()
@@ -279,20 +314,20 @@ func (r *Runner) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// format is the stored event raw in the sink's format, and its kind;
-// false for an event with no OCSF form.
-func (r *Runner) format(raw []byte) (line []byte, kind string, ok bool, err error) {
+// format is the stored event raw in the sink's format, and its kind and
+// time; false for an event with no OCSF form.
+func (r *Runner) format(raw []byte) (line []byte, kind string, ts time.Time, ok bool, err error) {
 	e, err := event.DecodeStored(raw)
 	if err != nil {
-		return nil, "", false, err
+		return nil, "", time.Time{}, false, err
 	}
 	if r.cfg.Format == FormatJSONL {
-		return append([]byte(nil), raw...), e.Kind, true, nil
+		return append([]byte(nil), raw...), e.Kind, e.TS, true, nil
 	}
 	o, ok := ocsf.Map(e, r.cfg.Product)
 	if !ok {
-		return nil, e.Kind, false, nil
+		return nil, e.Kind, e.TS, false, nil
 	}
 	b, err := json.Marshal(o)
-	return b, e.Kind, err == nil, err
+	return b, e.Kind, e.TS, err == nil, err
 }

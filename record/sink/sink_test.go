@@ -209,7 +209,6 @@ func TestOCSFFormat(t *testing.T) {
 	}
 }
 
-
 // TestFileRotates: past its size the file is renamed .1, .2, ..., the
 // oldest past keep removed, and no entry is lost across the files.
 func TestFileRotates(t *testing.T) {

@@ -74,3 +74,51 @@ func TestSinksFile(t *testing.T) {
 	}
 	e.verify()
 }
+
+// TestSinksStatus: a daemon with a file sink runs a session; `sandtrail
+// status` reports the sink with no lag once the session's events are out,
+// and the file holds every entry once.
+func TestSinksStatus(t *testing.T) {
+	t.Parallel()
+	e := newNetEnv(t)
+	out := t.TempDir()
+	cfg := filepath.Join(out, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("sinks:\n  - name: all\n    type: file\n    path: "+filepath.Join(out, "all.jsonl")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	_, _, stop := startDNSDaemon(t, e, "")
+	defer stop()
+	r := e.run("--", "true")
+	if r.summary.HostedBy != "daemon" {
+		t.Fatalf("hosted by %q, want daemon", r.summary.HostedBy)
+	}
+	var sinks []struct {
+		Name      string `json:"name"`
+		Cursor    uint64 `json:"cursor"`
+		Lag       uint64 `json:"lag"`
+		LastError string `json:"last_error"`
+	}
+	waitFor(t, "the sink to catch up", func() bool {
+		b, err := e.cmd("status", "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("sandtrail status: %v", err)
+		}
+		if err := json.Unmarshal(b, &sinks); err != nil {
+			t.Fatalf("status output %s: %v", b, err)
+		}
+		return len(sinks) == 1 && sinks[0].Cursor > 0 && sinks[0].Lag == 0
+	})
+	if sinks[0].Name != "all" || sinks[0].LastError != "" {
+		t.Errorf("status = %+v, want sink all with no error", sinks)
+	}
+	seqs := sinkSeqs(t, filepath.Join(out, "all.jsonl"))
+	for i, s := range seqs {
+		if s != uint64(i) {
+			t.Fatalf("line %d has seq %d: lost or sent twice", i, s)
+		}
+	}
+	if uint64(len(seqs)) != sinks[0].Cursor {
+		t.Errorf("file holds %d entries, cursor %d", len(seqs), sinks[0].Cursor)
+	}
+}
