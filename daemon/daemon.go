@@ -587,6 +587,13 @@ func (d *Daemon) closeParts() {
 		d.stopIndex()
 		<-d.indexed
 	}
+	if d.j != nil && len(d.sinks) > 0 {
+		// A checkpoint of everything, for the sinks to carry off-host
+		// before they stop.
+		if _, err := d.j.Checkpoint(context.Background()); err != nil {
+			d.log.Warn("signing the checkpoint for the sinks failed", "error", err)
+		}
+	}
 	if err := d.stopSinks(5 * time.Second); err != nil {
 		errs = append(errs, fmt.Errorf("stopping sinks: %w", err))
 	}

@@ -108,24 +108,23 @@ func (d *Daemon) Sinks() []sink.Status {
 	return out
 }
 
-// stopSinks lets the sinks catch up with the journal's last entries (for
-// at most wait), then stops them. What a sink has not sent by then, it
-// sends after the next start, from its cursor.
+// stopSinks stops the sinks, then lets each send what the journal holds
+// past its cursor and the newest checkpoint (for at most wait in all).
+// What a sink has not sent by then, it sends after the next start, from
+// its cursor.
 func (d *Daemon) stopSinks(wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for _, s := range d.sinks {
-		for s.r.Status().Lag > 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	var errs []error
 	for _, s := range d.sinks {
 		s.cancel()
 		if err := <-s.done; err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, err)
 		}
-		if st := s.r.Status(); st.Lag > 0 {
-			d.log.Warn("sink stopped behind the journal; it resumes from its cursor", "sink", st.Name, "lag", st.Lag, "last_error", st.LastError)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, s := range d.sinks {
+		if err := s.r.Drain(ctx); err != nil {
+			d.log.Warn("sink stopped behind the journal; it resumes from its cursor", "sink", s.r.Status().Name, "error", err)
 		}
 		errs = append(errs, s.s.Close())
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/sink"
 )
 
 // loadVerifiers reads verifier key files; with none given, the one beside
@@ -30,8 +31,10 @@ the verifier keys (--key, default the .pub beside key_file,
 <data_dir>/keys/checkpoint.pub). A checkpoint signed by any other key is a
 failure. It names the first bad sequence number.
 
-Pass the newest checkpoint held off-host with --checkpoint: that is what
-detects a journal truncated (and its checkpoints deleted) on the host.
+Pass the newest checkpoint held off-host with --checkpoint, or a sink's export
+with --against (the signed checkpoints every sink carries, docs/sinks.md): that
+is what detects a journal truncated or rolled back (and its checkpoints
+deleted) on the host.
 Entries after the newest checkpoint are "uncovered": no signature vouches for
 them yet, so verify reports them with their own exit code.
 
@@ -45,7 +48,7 @@ Exit codes (docs/operations.md has the table every command shares):
 
 // verifyOptions are verify's flags.
 type verifyOptions struct {
-	held, keys []string
+	held, against, keys []string
 	format     string
 	decode     bool
 }
@@ -53,7 +56,7 @@ type verifyOptions struct {
 func newVerifyCmd(g *globals) *cobra.Command {
 	var o verifyOptions
 	cmd := &cobra.Command{
-		Use:   "verify [--checkpoint FILE]... [--key PUB]... [--format text|json]",
+		Use:   "verify [--checkpoint FILE]... [--against EXPORT]... [--key PUB]... [--format text|json]",
 		Short: "Verify the journal: recompute its Merkle tree and check every signed checkpoint",
 		Long:  verifyLong,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -67,6 +70,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	f := cmd.Flags()
 	f.StringArrayVar(&o.held, "checkpoint", nil, "a checkpoint note held elsewhere (repeatable)")
+	f.StringArrayVar(&o.against, "against", nil, "a sink's export (JSON lines) whose signed checkpoints are held elsewhere (repeatable)")
 	f.StringArrayVar(&o.keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
 	f.StringVar(&o.format, "format", "text", "output format: text or json")
 	f.BoolVar(&o.decode, "decode", false, "also decode and validate every event (slower)")
@@ -89,6 +93,13 @@ func (o *verifyOptions) run(g *globals, out io.Writer) error {
 			return usageErr(fmt.Errorf("verify: reading checkpoint: %w", err))
 		}
 		notes = append(notes, b)
+	}
+	for _, f := range o.against {
+		cps, err := exportCheckpoints(f)
+		if err != nil {
+			return usageErr(fmt.Errorf("verify --against: %w", err))
+		}
+		notes = append(notes, cps...)
 	}
 	var opts []journal.VerifyOption
 	if o.decode {
@@ -114,6 +125,23 @@ func (o *verifyOptions) run(g *globals, out io.Writer) error {
 		return &exitError{code: exitUncovered, err: fmt.Errorf("verify: %d entries after the newest checkpoint are not covered by a signature yet", rep.Uncovered)}
 	}
 	return nil
+}
+
+// exportCheckpoints reads the signed checkpoints a sink's export holds.
+func exportCheckpoints(path string) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cps, err := sink.Checkpoints(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(cps) == 0 {
+		return nil, fmt.Errorf("%s holds no signed checkpoint", path)
+	}
+	return cps, nil
 }
 
 // readSmallFile reads a checkpoint or key file, refusing a large one.

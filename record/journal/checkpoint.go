@@ -302,3 +302,20 @@ func LatestCheckpoint(dir string, verifiers note.Verifiers) (*Checkpoint, error)
 	}
 	return ReadCheckpoint(file, verifiers)
 }
+
+// LatestCheckpointNote returns the journal's latest stored checkpoint as
+// stored, with its size read from its body and its signature unchecked:
+// for carrying it off-host (a sink), where whoever holds it checks the
+// signature (Verify's held checkpoints). It returns an error wrapping
+// ErrNotFound when the journal has signed none.
+func LatestCheckpointNote(dir string) (*Checkpoint, error) {
+	file := filepath.Join(dir, cpDir, cpLatest)
+	b, err := readLimited(file, maxCheckpointSize)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no checkpoint in %s", ErrNotFound, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	return parseUnverified(b)
+}

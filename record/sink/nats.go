@@ -16,7 +16,8 @@ import (
 // waits for the stream's acks: subject sandtrail.<host>.<kind> (the
 // kind's dots as underscores), message id (Nats-Msg-Id) <host>-<seq>, so
 // that the stream's duplicate window drops what a retried batch sends
-// again.
+// again; a signed checkpoint goes to sandtrail.<host>.checkpoint as
+// <host>-checkpoint-<size>.
 type NATS struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -95,7 +96,11 @@ func (s *NATS) Write(ctx context.Context, batch []Entry) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, e := range batch {
 		msg := &nats.Msg{Subject: "sandtrail." + s.host + "." + token(e.Kind), Data: e.Line}
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(s.host, e.Seq)))
+		id := MsgID(s.host, e.Seq)
+		if e.Checkpoint != 0 {
+			id = s.host + "-checkpoint-" + strconv.FormatUint(e.Checkpoint, 10)
+		}
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 		if err != nil {
 			return fmt.Errorf("nats sink: publishing seq %d: %w", e.Seq, err)
 		}

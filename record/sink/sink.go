@@ -40,6 +40,10 @@ type Entry struct {
 	// time.
 	Kind string
 	TS   time.Time
+	// Checkpoint, when not 0, makes the entry a signed checkpoint of the
+	// journal at this size rather than an event: Line is a
+	// CheckpointLine, and Seq the last entry it covers.
+	Checkpoint uint64
 	// Line is the entry in the sink's format, without a newline: the
 	// stored event (jsonl) or its OCSF event (ocsf).
 	Line []byte
@@ -51,6 +55,16 @@ type Entry struct {
 type Sink interface {
 	Write(ctx context.Context, batch []Entry) error
 	Close() error
+}
+
+// CheckpointLine is how a sink carries a signed checkpoint, in every
+// format: {"sandtrail_checkpoint":{"size":N,"note":"..."}}. `sandtrail
+// verify --against` reads them back from an export.
+type CheckpointLine struct {
+	Checkpoint struct {
+		Size uint64 `json:"size"`
+		Note string `json:"note"`
+	} `json:"sandtrail_checkpoint"`
 }
 
 // The formats a Runner can hand a sink.
@@ -114,6 +128,7 @@ type Runner struct {
 
 	mu  sync.Mutex
 	st  Status
+	cp  uint64          // the size of the newest checkpoint sent
 	lat []time.Duration // a ring of the last latencyWindow latencies
 	li  int
 }
@@ -227,6 +242,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		ch := r.src.Changed() // taken before reading, so no append is missed
 		err := r.catchUp(ctx)
+		if err == nil {
+			err = r.sendCheckpoint(ctx)
+		}
 		switch {
 		case err == nil:
 			backoff = 100 * time.Millisecond
@@ -249,6 +267,50 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// Drain sends what the journal holds past the cursor and its newest
+// checkpoint, once, and returns: for a stop, after Run has returned (it
+// must not run beside Run).
+func (r *Runner) Drain(ctx context.Context) error {
+	if err := r.catchUp(ctx); err != nil {
+		return err
+	}
+	return r.sendCheckpoint(ctx)
+}
+
+// sendCheckpoint sends the journal's newest signed checkpoint once the
+// entries it covers are sent, so that what a receiver holds can be checked
+// against the host's journal later (truncation, rollback). A journal with
+// no checkpoint yet sends none.
+func (r *Runner) sendCheckpoint(ctx context.Context) error {
+	cp, err := journal.LatestCheckpointNote(r.cfg.JournalDir)
+	if errors.Is(err, journal.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", r.cfg.Name, err)
+	}
+	r.mu.Lock()
+	sent, cursor := r.cp, r.st.Cursor
+	r.mu.Unlock()
+	if cp.Size <= sent || cp.Size > cursor || cp.Size == 0 {
+		return nil
+	}
+	var l CheckpointLine
+	l.Checkpoint.Size, l.Checkpoint.Note = cp.Size, string(cp.Text)
+	line, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	e := Entry{Seq: cp.Size - 1, Kind: "checkpoint", Checkpoint: cp.Size, Line: line}
+	if err := r.sink.Write(ctx, []Entry{e}); err != nil {
+		return &writeError{fmt.Errorf("sink %s: writing checkpoint %d: %w", r.cfg.Name, cp.Size, err)}
+	}
+	r.mu.Lock()
+	r.cp = cp.Size
+	r.mu.Unlock()
+	return nil
 }
 
 // writeError is a sink's failure, which Run retries.

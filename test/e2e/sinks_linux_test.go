@@ -2,14 +2,21 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/record/sink"
 )
 
 // sinkSeqs reads the seqs a JSONL sink file holds, stored events or OCSF
-// ones, in order.
+// ones, in order, leaving out the signed checkpoints it carries.
 func sinkSeqs(t *testing.T, path string) []uint64 {
 	t.Helper()
 	f, err := os.Open(path)
@@ -21,6 +28,9 @@ func sinkSeqs(t *testing.T, path string) []uint64 {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), []byte(`"sandtrail_checkpoint"`)) {
+			continue
+		}
 		var e struct {
 			Seq      *uint64 `json:"seq"`
 			Metadata struct {
@@ -42,7 +52,10 @@ func sinkSeqs(t *testing.T, path string) []uint64 {
 // TestSinksFile: a session hosted by `sandtrail run` with two file sinks in
 // the config, one jsonl and one ocsf: when run returns, each file holds
 // every entry of the journal once, in seq order, and a second session
-// appends after the first's without sending anything twice.
+// appends after the first's without sending anything twice. The files
+// carry the signed checkpoints: `verify --against` the export passes on
+// the journal, and fails (tampered) on the journal rolled back to its
+// state after the first session, which plain verify finds intact.
 func TestSinksFile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -54,7 +67,13 @@ func TestSinksFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.env = append(e.env, "SANDTRAIL_CONFIG="+cfg)
+	snapshot := filepath.Join(t.TempDir(), "journal")
 	for round := range 2 {
+		if round == 1 {
+			if out, err := exec.Command("cp", "-a", filepath.Join(e.data, "journal"), snapshot).CombinedOutput(); err != nil {
+				t.Fatalf("snapshot: %v\n%s", err, out)
+			}
+		}
 		r := e.run("--", "sh", "-c", "echo hi > note.txt; cat note.txt")
 		if r.code != 0 {
 			t.Fatalf("round %d: exit %d\n%s", round, r.code, r.stderr)
@@ -73,6 +92,38 @@ func TestSinksFile(t *testing.T) {
 		}
 	}
 	e.verify()
+	export := filepath.Join(out, "all.jsonl")
+	f, err := os.Open(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := sink.Checkpoints(f)
+	f.Close()
+	if err != nil || len(cps) == 0 {
+		t.Fatalf("the export's checkpoints: %d, %v; want some", len(cps), err)
+	}
+	if lines := strings.Split(string(cps[0]), "\n"); len(lines) < 2 || lines[1] != strconv.Itoa(len(e.events(""))) {
+		t.Errorf("the export's newest checkpoint:\n%s\nwant one of the whole journal (%d entries): the daemon signs one for the sinks before they stop", cps[0], len(e.events("")))
+	}
+	if b, err := e.cmd("verify", "--against", export).CombinedOutput(); err != nil {
+		t.Fatalf("verify --against the export: %v\n%s", err, b)
+	}
+	// The host rolls its journal back to before the second session.
+	journalDir := filepath.Join(e.data, "journal")
+	if err := os.RemoveAll(journalDir); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", snapshot, journalDir).CombinedOutput(); err != nil {
+		t.Fatalf("rollback: %v\n%s", err, out)
+	}
+	if b, err := e.cmd("verify").CombinedOutput(); err != nil {
+		t.Fatalf("plain verify of the rolled-back journal: %v, want intact (nothing else held)\n%s", err, b)
+	}
+	b, err := e.cmd("verify", "--against", export).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("verify --against the export of the rolled-back journal: %v, want exit 2 (tampered)\n%s", err, b)
+	}
 }
 
 // TestSinksStatus: a daemon with a file sink runs a session; `sandtrail
