@@ -49,8 +49,8 @@ Exit codes (docs/operations.md has the table every command shares):
 // verifyOptions are verify's flags.
 type verifyOptions struct {
 	held, against, keys []string
-	format     string
-	decode     bool
+	format              string
+	decode              bool
 }
 
 func newVerifyCmd(g *globals) *cobra.Command {
