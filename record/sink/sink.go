@@ -379,12 +379,16 @@ func (r *Runner) catchUp(ctx context.Context) error {
 // format is the stored event raw in the sink's format, and its kind and
 // time; false for an event with no OCSF form.
 func (r *Runner) format(raw []byte) (line []byte, kind string, ts time.Time, ok bool, err error) {
+	if r.cfg.Format == FormatJSONL {
+		kind, ts, err := event.StoredHead(raw)
+		if err != nil {
+			return nil, "", time.Time{}, false, err
+		}
+		return append([]byte(nil), raw...), kind, ts, true, nil
+	}
 	e, err := event.DecodeStored(raw)
 	if err != nil {
 		return nil, "", time.Time{}, false, err
-	}
-	if r.cfg.Format == FormatJSONL {
-		return append([]byte(nil), raw...), e.Kind, e.TS, true, nil
 	}
 	o, ok := ocsf.Map(e, r.cfg.Product)
 	if !ok {
