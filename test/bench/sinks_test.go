@@ -166,4 +166,3 @@ func BenchmarkIngestWithSinks(b *testing.B) {
 		b.ReportMetric(with/base, "ratio")
 	}
 }
-
