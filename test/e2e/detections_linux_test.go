@@ -137,6 +137,21 @@ func TestDetectSigmaHQRules(t *testing.T) {
 	e.verify()
 }
 
+// acceptAndClose accepts every connection to ln and closes it, until the
+// test ends and closes ln.
+func acceptAndClose(t *testing.T, ln net.Listener) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
 // TestDetectReverseShell: bash opening /dev/tcp to a loopback listener
 // raises the command rule (its argv) and the connect rule (the kernel's
 // connect by a shell); curl connecting to the same listener raises
@@ -148,16 +163,7 @@ func TestDetectReverseShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(t, ln)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	r := e.run("--", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s; echo x >&3 2>/dev/null; true", host, port))
 	checkAlerts(t, e, r, "reverse_shell_command", "reverse_shell_connect")
@@ -275,16 +281,7 @@ func TestDetectNetworkShapes(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(t, ln)
 	pol := writePolicy(t, "egress:\n  doh_endpoints: [127.0.0.7]\n  blocked_cidrs: [127.0.0.9/32]\n")
 	label := strings.Repeat("a1b2c3d4e5", 4)
 	connect := strings.Join(helperCmd("connect", "127.0.0.9:80"), " ")
