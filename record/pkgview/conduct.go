@@ -66,6 +66,7 @@ const (
 	maxResolved   = 1 << 16 // addresses DNS answered per session
 	maxPth        = 1024    // .pth files waiting for their wheel's RECORD
 	maxExited     = 256     // script processes remembered after their exit
+	maxEarly      = 64      // refusals kept for processes the view has yet to see
 )
 
 // conduct is what one package's scripts did that the rules remember.
@@ -506,12 +507,52 @@ func isPublishRefusal(e *event.Event) bool {
 }
 
 // checkPublishRefusal raises RulePublish when the mirror refused a
-// publish by a script's process.
+// publish by a script's process. The mirror's record can be journaled
+// before the kernel's of its process's fork and exec, and after that of
+// its exit: one of a pid yet unknown waits for its fork or exec
+// (publishProcessKnown), and one of a pid gone finds it in exited.
 func (s *state) checkPublishRefusal(e *event.Event) {
 	g := s.scriptGroup(e)
 	if e.Proc != nil && s.procs[e.Proc.Pid] == nil {
-		g = s.exited[e.Proc.Pid] // exited before the mirror's record was journaled
+		g = s.exited[e.Proc.Pid]
+		if g == nil {
+			s.awaitProcess(e)
+			return
+		}
 	}
+	s.raisePublish(g, e)
+}
+
+// awaitProcess keeps a refusal by a process the view has yet to see,
+// the latest maxEarly of them.
+func (s *state) awaitProcess(e *event.Event) {
+	pid := e.Proc.Pid
+	if _, ok := s.early[pid]; !ok {
+		s.earlyOrder = append(s.earlyOrder, pid)
+	}
+	s.early[pid] = e
+	for len(s.earlyOrder) > maxEarly {
+		delete(s.early, s.earlyOrder[0])
+		s.earlyOrder = s.earlyOrder[1:]
+	}
+}
+
+// publishProcessKnown checks a refusal waiting for the process of ev, a
+// fork or exec just added.
+func (s *state) publishProcessKnown(ev *event.Event) {
+	if ev.Proc == nil || s.early[ev.Proc.Pid] == nil {
+		return
+	}
+	pid := ev.Proc.Pid
+	e := s.early[pid]
+	delete(s.early, pid)
+	s.earlyOrder = slices.DeleteFunc(s.earlyOrder, func(p int32) bool { return p == pid })
+	s.raisePublish(s.scriptGroup(e), e)
+}
+
+// raisePublish raises RulePublish for the refusal e of a process of
+// script group g, if g is one and has not raised it.
+func (s *state) raisePublish(g *group, e *event.Event) {
 	if g == nil || !g.once(RulePublish) {
 		return
 	}

@@ -195,6 +195,25 @@ func TestInstallTimeRules(t *testing.T) {
 			})
 			finish(r, "x")
 		}, []string{RulePublish + " " + pkg}},
+		{"a publish the mirror refused, recorded before the process's fork", func(r *rec) {
+			pid := npmScript(r, "x")
+			r.add(event.KindPkgFetch, event.SourceMirror, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: 14, Comm: "node"}
+				e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "victim", Outcome: "blocked", Rule: PublishRefusedRule}
+			})
+			r.spawn(14, pid, "/usr/bin/node", "/w/node_modules/x", "node", "-e", "put()")
+			r.exit(14)
+			finish(r, "x")
+		}, []string{RulePublish + " " + pkg}},
+		{"control: a refusal before the fork of a process outside scripts", func(r *rec) {
+			npmScript(r, "x")
+			finish(r, "x")
+			r.add(event.KindPkgFetch, event.SourceMirror, func(e *event.Event) {
+				e.Proc = &event.Proc{Pid: 60, Comm: "node"}
+				e.Pkg = &event.Pkg{Ecosystem: "npm", Name: "mine", Outcome: "blocked", Rule: PublishRefusedRule}
+			})
+			r.spawn(60, 1, "/usr/bin/node", "/w", "node", "-e", "put()")
+		}, nil},
 		{"npm publish run by a script", func(r *rec) {
 			pid := npmScript(r, "x")
 			r.spawn(14, pid, "npm", "/tmp/victim", "npm", "publish", "--access", "public")

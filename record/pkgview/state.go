@@ -73,7 +73,12 @@ type state struct {
 	// process's request can be journaled after the kernel's of its exit.
 	exited    map[int32]*group
 	exitOrder []int32
-	nWritten  int // files kept in the script groups' conduct
+	// early are the mirror's refusals of publishes by processes whose
+	// fork and exec the view has yet to see, by pid, oldest first in
+	// earlyOrder.
+	early      map[int32]*event.Event
+	earlyOrder []int32
+	nWritten   int // files kept in the script groups' conduct
 	// last is the latest event added, for the alerts of a flush.
 	last *event.Event
 	// ended: a Watcher saw the session's end.
@@ -143,7 +148,7 @@ func newState(session string, o options, live bool) *state {
 		bundledBy: map[string]bool{}, verifiedBundles: map[digest][]string{},
 		placedSeen: map[string]bool{}, npmDirs: map[string]int32{}, claimAlerted: map[string]bool{}, kernelAlerted: map[string]bool{},
 		mirrors: map[endpoint]bool{}, lastDst: map[int32]endpoint{}, planted: map[string]*plant{}, resolved: map[string]bool{},
-		pth: map[int32][]pthFile{}, exited: map[int32]*group{}}
+		pth: map[int32][]pthFile{}, exited: map[int32]*group{}, early: map[int32]*event.Event{}}
 }
 
 // add takes the next event and returns the alerts it raises.
@@ -166,9 +171,11 @@ func (s *state) add(e *event.Event) []*event.Event {
 		s.blocked(e)
 	case event.KindFork:
 		s.fork(e)
+		s.publishProcessKnown(e)
 	case event.KindExec:
 		s.exec(e)
 		s.conductExec(e)
+		s.publishProcessKnown(e)
 	case event.KindExit:
 		if e.Proc != nil {
 			s.rememberExit(e.Proc.Pid)
