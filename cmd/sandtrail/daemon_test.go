@@ -95,8 +95,9 @@ func TestDaemonAndEmit(t *testing.T) {
 		// Wait for the socket to be served (or the daemon to die): it
 		// appears at bind with the umask's mode, and gets its own mode
 		// (0666) a moment later, when the listener is set up; the test
-		// fails if that does not happen within 10 s.
-		deadline := time.After(10 * time.Second)
+		// fails if that does not happen within 30 s (the daemon loads its
+		// eBPF programs first, which takes seconds on a loaded machine).
+		deadline := time.After(30 * time.Second)
 		for {
 			if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == os.ModeSocket && fi.Mode().Perm() == 0o666 {
 				return d
@@ -106,7 +107,7 @@ func TestDaemonAndEmit(t *testing.T) {
 				t.Fatalf("daemon exited before serving: %v", st)
 			case <-deadline:
 				fi, err := os.Stat(sock)
-				t.Fatalf("the daemon's socket is not served with mode 0666 after 10 s: %v, %v", fi, err)
+				t.Fatalf("the daemon's socket is not served with mode 0666 after 30 s: %v, %v", fi, err)
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
