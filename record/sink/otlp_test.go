@@ -151,9 +151,7 @@ func outage(t *testing.T, s Sink, kill, restart func(), counts func() map[uint64
 		appendExecs(t, j, 50)
 		time.Sleep(5 * time.Millisecond)
 	}
-	for r.Status().Cursor < 200 {
-		time.Sleep(time.Millisecond)
-	}
+	waitLen(t, "cursor before the kill", 200, func() int { return int(r.Status().Cursor) })
 	kill()
 	for j.Size() < total {
 		appendExecs(t, j, 50)
