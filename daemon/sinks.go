@@ -66,7 +66,7 @@ type sinkRun struct {
 func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error) {
 	switch sc.Type {
 	case "hec":
-		s, err := sink.NewHEC(sink.HECConfig{URL: sc.URL, Token: sc.Token, TokenFile: sc.TokenFile, Index: sc.Index, Host: host,
+		s, err := sink.NewHEC(sink.HECConfig{Name: sc.Name, URL: sc.URL, Token: sc.Token, TokenFile: sc.TokenFile, Index: sc.Index, Host: host,
 			Format: sc.Format, CAFile: sc.CAFile, Compression: sc.Compression, AckTimeout: sc.AckTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: %w", sc.Name, err)

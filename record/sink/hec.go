@@ -73,8 +73,9 @@ type HECConfig struct {
 	// (default 60s).
 	AckTimeout time.Duration
 	// Channel is the X-Splunk-Request-Channel, a UUID; by default one
-	// derived from Host, URL and Index, the same across restarts.
-	Channel string
+	// derived from Name (the sink's), Host, URL and Index, the same
+	// across restarts and different for each sink.
+	Channel, Name string
 	// Timeout bounds one request (default 30s).
 	Timeout time.Duration
 }
@@ -107,7 +108,7 @@ func NewHEC(c HECConfig) (*HEC, error) {
 	}
 	base := strings.TrimSuffix(u.String(), "/")
 	if c.Channel == "" {
-		c.Channel = hecChannel(c.Host, base, c.Index)
+		c.Channel = hecChannel(c.Name, c.Host, base, c.Index)
 	}
 	if c.Format == "" {
 		c.Format = FormatJSONL
@@ -139,8 +140,8 @@ func hecToken(token, file string) (string, error) {
 
 // hecChannel is a UUID (RFC 9562 version 8, from SHA-256) of what names
 // the sink's stream, the same across restarts.
-func hecChannel(host, base, index string) string {
-	h := sha256.Sum256([]byte("sandtrail hec channel\x00" + host + "\x00" + base + "\x00" + index))
+func hecChannel(name, host, base, index string) string {
+	h := sha256.Sum256([]byte("sandtrail hec channel\x00" + name + "\x00" + host + "\x00" + base + "\x00" + index))
 	h[6] = h[6]&0x0f | 0x80
 	h[8] = h[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])

@@ -226,9 +226,9 @@ func TestHECConfig(t *testing.T) {
 			}
 		})
 	}
-	a, b := hecChannel("h", "https://s", ""), hecChannel("h", "https://s", "")
-	if a != b || !uuidPattern.MatchString(a) || a == hecChannel("h2", "https://s", "") {
-		t.Errorf("hecChannel = %q, %q: want one UUID per host, URL and index, the same each time", a, b)
+	a, b := hecChannel("splunk", "h", "https://s", ""), hecChannel("splunk", "h", "https://s", "")
+	if a != b || !uuidPattern.MatchString(a) || a == hecChannel("splunk", "h2", "https://s", "") || a == hecChannel("soc", "h", "https://s", "") {
+		t.Errorf("hecChannel = %q, %q: want one UUID per sink, host, URL and index, the same each time", a, b)
 	}
 }
 
