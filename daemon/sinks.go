@@ -19,7 +19,7 @@ import (
 type SinkConfig struct {
 	// Name names it (its cursor file, logs, status); unique.
 	Name string `mapstructure:"name"`
-	// Type is file, stdout or nats.
+	// Type is file, stdout, nats, hec or otlp.
 	Type string `mapstructure:"type"`
 	// Format is jsonl (the stored events, the default) or ocsf.
 	Format string `mapstructure:"format"`
@@ -28,6 +28,21 @@ type SinkConfig struct {
 	Path    string `mapstructure:"path"`
 	MaxSize string `mapstructure:"max_size"`
 	Keep    int    `mapstructure:"keep"`
+	// A hec sink's url is the collector's base (https://splunk:8088), an
+	// otlp sink's the receiver's (http://127.0.0.1:4318; /v1/logs is
+	// appended). Token or TokenFile (root's) is a hec sink's HEC token,
+	// Index its index (the token's default when empty), AckTimeout its
+	// wait for indexer acks (60s); Headers are an otlp sink's extra
+	// headers. CAFile is the only CA a hec or otlp sink's https receiver
+	// may chain to (the system's roots when empty); Compression gzip (the
+	// default) or none.
+	Token       string            `mapstructure:"token"`
+	TokenFile   string            `mapstructure:"token_file"`
+	Index       string            `mapstructure:"index"`
+	AckTimeout  time.Duration     `mapstructure:"ack_timeout"`
+	Headers     map[string]string `mapstructure:"headers"`
+	CAFile      string            `mapstructure:"ca_file"`
+	Compression string            `mapstructure:"compression"`
 	// URL is a nats sink's server (nats://127.0.0.1:4222, several
 	// comma-separated); Stream its JetStream stream (SANDTRAIL),
 	// Replicas the stream's replicas (1).
@@ -50,6 +65,19 @@ type sinkRun struct {
 // newSink is the Sink of one config entry.
 func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error) {
 	switch sc.Type {
+	case "hec":
+		s, err := sink.NewHEC(sink.HECConfig{Name: sc.Name, URL: sc.URL, Token: sc.Token, TokenFile: sc.TokenFile, Index: sc.Index, Host: host,
+			Format: sc.Format, CAFile: sc.CAFile, Compression: sc.Compression, AckTimeout: sc.AckTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+		}
+		return s, nil
+	case "otlp":
+		s, err := sink.NewOTLP(sink.OTLPConfig{Endpoint: sc.URL, Headers: sc.Headers, Host: host, CAFile: sc.CAFile, Compression: sc.Compression})
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+		}
+		return s, nil
 	case "file":
 		if sc.Path == "" {
 			return nil, fmt.Errorf("sink %s: a file sink needs path", sc.Name)
@@ -67,7 +95,7 @@ func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error)
 		}
 		return sink.NewNATS(ctx, sink.NATSConfig{URL: sc.URL, Stream: sc.Stream, Replicas: sc.Replicas, Host: host})
 	}
-	return nil, fmt.Errorf("sink %s: type %q: want file, stdout or nats", sc.Name, sc.Type)
+	return nil, fmt.Errorf("sink %s: type %q: want file, stdout, nats, hec or otlp", sc.Name, sc.Type)
 }
 
 // startSinks starts a Runner for each configured sink, following the

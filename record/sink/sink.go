@@ -260,13 +260,24 @@ func (r *Runner) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(backoff):
+			case <-time.After(r.retryWait(err, backoff)):
 			}
 			backoff = min(2*backoff, r.cfg.MaxBackoff)
 		default:
 			return err
 		}
 	}
+}
+
+// retryWait is the wait before retrying a failed write: the backoff, or
+// longer when the receiver asked for longer (a sink's error with a
+// RetryAfter, such as a *ReceiverError of a 429 or 503), up to MaxBackoff.
+func (r *Runner) retryWait(err error, backoff time.Duration) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return max(backoff, min(ra.RetryAfter(), r.cfg.MaxBackoff))
+	}
+	return backoff
 }
 
 // Drain sends what the journal holds past the cursor and its newest

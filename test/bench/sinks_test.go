@@ -31,9 +31,16 @@ func benchNATS(b *testing.B) string {
 	return s.ClientURL()
 }
 
+// sinkSpec is one sink of a benchmark.
+type sinkSpec struct {
+	name, format string
+	s            sink.Sink
+}
+
 // sinkSet starts the three sinks of the benchmarks (a jsonl file, an ocsf
-// file, NATS JetStream) on j, and returns their runners and a stop.
-func sinkSet(b *testing.B, j *journal.Journal, dir string) ([]*sink.Runner, func()) {
+// file, NATS JetStream) and the extra ones on j, and returns their runners
+// and a stop.
+func sinkSet(b *testing.B, j *journal.Journal, dir string, extra ...sinkSpec) ([]*sink.Runner, func()) {
 	b.Helper()
 	ns, err := sink.NewNATS(context.Background(), sink.NATSConfig{URL: benchNATS(b), Host: "bench"})
 	if err != nil {
@@ -48,10 +55,7 @@ func sinkSet(b *testing.B, j *journal.Journal, dir string) ([]*sink.Runner, func
 		b.Fatal(err)
 	}
 	cur := b.TempDir()
-	specs := []struct {
-		name, format string
-		s            sink.Sink
-	}{{"file", sink.FormatJSONL, jf}, {"ocsf", sink.FormatOCSF, of}, {"nats", sink.FormatJSONL, ns}}
+	specs := append([]sinkSpec{{"file", sink.FormatJSONL, jf}, {"ocsf", sink.FormatOCSF, of}, {"nats", sink.FormatJSONL, ns}}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var runners []*sink.Runner
 	done := make(chan struct{}, len(specs))
@@ -97,14 +101,20 @@ func sinkBatch(n int, now time.Time) []*event.Event {
 }
 
 // BenchmarkSinkLatency appends 10,000 events a second (100 every 10 ms)
-// for two seconds with three sinks following the journal (a jsonl file, an
-// ocsf file, NATS JetStream on loopback) and reports each sink's
+// for two seconds with four sinks following the journal (a jsonl file, an
+// ocsf file, NATS JetStream on loopback, OTLP/HTTP into a real
+// OpenTelemetry Collector on loopback) and reports each sink's
 // event-to-sink latency, p50 and p99, from the events' ts to their batch's
 // write.
 func BenchmarkSinkLatency(b *testing.B) {
+	endpoint := benchOtelcol(b)
 	for range b.N {
 		j, dir := sinkBenchJournal(b)
-		runners, stop := sinkSet(b, j, dir)
+		o, err := sink.NewOTLP(sink.OTLPConfig{Endpoint: endpoint, Host: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runners, stop := sinkSet(b, j, dir, sinkSpec{"otlp", sink.FormatJSONL, o})
 		tick := time.NewTicker(10 * time.Millisecond)
 		for range 200 {
 			<-tick.C
