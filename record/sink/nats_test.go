@@ -7,34 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// natsServer starts a real nats-server with JetStream on loopback, on
-// port (0: a free one), storing in dir.
-func natsServer(t *testing.T, port int, dir string) *server.Server {
-	t.Helper()
-	if port == 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
+	"github.com/sandtrail/sandtrail/record/sink/sinktest"
+)
 
 // streamSeqs reads every message of the stream and returns the count of
 // each message id.
@@ -77,7 +54,7 @@ func streamIDs(t *testing.T, url, stream string) map[string]int {
 func TestNATSSinkRestart(t *testing.T) {
 	j, dir := testJournal(t)
 	store := t.TempDir()
-	srv := natsServer(t, 0, store)
+	srv := sinktest.StartNATS(t, 0, store)
 	url := srv.ClientURL()
 	port := srv.Addr().(*net.TCPAddr).Port
 	ns, err := NewNATS(context.Background(), NATSConfig{URL: url, Host: "host.one"})
@@ -95,7 +72,7 @@ func TestNATSSinkRestart(t *testing.T) {
 	if st := r.Status(); st.Lag == 0 {
 		t.Errorf("Status with the server down = %+v, want a lag", st)
 	}
-	natsServer(t, port, store)
+	sinktest.StartNATS(t, port, store)
 	waitLen(t, "cursor after the restart", 200, func() int { return int(r.Status().Cursor) })
 	ids := streamIDs(t, url, "SANDTRAIL")
 	if len(ids) != 200 {

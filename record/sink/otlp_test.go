@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/sink/sinktest"
 )
 
 // storedLines reads the journal's entries, by seq.
@@ -53,11 +54,11 @@ func seqCounts(t *testing.T, recs []otlpRecord) map[uint64]int {
 // stored line, sandtrail.seq and sandtrail.kind, the event's time, the
 // resource's host.name; a jsonl and an ocsf sink side by side.
 func TestOTLPSinkToCollector(t *testing.T) {
-	col := startOtelcol(t)
+	col := sinktest.StartCollector(t)
 	j, dir := testJournal(t)
 	appendExecs(t, j, 30)
 	for _, format := range []string{FormatJSONL, FormatOCSF} {
-		o, err := NewOTLP(OTLPConfig{Endpoint: col.endpoint(), Host: "host-" + format})
+		o, err := NewOTLP(OTLPConfig{Endpoint: col.Endpoint(), Host: "host-" + format})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,9 +71,9 @@ func TestOTLPSinkToCollector(t *testing.T) {
 	}
 	appendExecs(t, j, 10)
 	stored := storedLines(t, dir)
-	waitLen(t, "records", 2*40+2, func() int { return len(col.records()) })
+	waitLen(t, "records", 2*40+2, func() int { return len(collectorRecords(t, col)) })
 	byHost := map[string][]otlpRecord{}
-	for _, r := range col.records() {
+	for _, r := range collectorRecords(t, col) {
 		byHost[r.Host] = append(byHost[r.Host], r)
 	}
 	for _, format := range []string{FormatJSONL, FormatOCSF} {
@@ -127,16 +128,16 @@ func checkOTLPRecords(t *testing.T, format string, recs []otlpRecord, stored map
 // (SIGKILL) mid-stream and started again on the same port; every seq
 // arrives at least once, and after dedupe by seq exactly once. The file
 // exporter writes each export to its file before the receiver answers
-// (otelcolConfig), so a SIGKILL loses nothing the sink was told was
-// written; what was in flight is sent again.
+// (sinktest's collector config), so a SIGKILL loses nothing the sink was
+// told was written; what was in flight is sent again.
 func TestOTLPSinkCollectorOutage(t *testing.T) {
-	col := startOtelcol(t)
-	o, err := NewOTLP(OTLPConfig{Endpoint: col.endpoint(), Host: "h", Timeout: 5 * time.Second})
+	col := sinktest.StartCollector(t)
+	o, err := NewOTLP(OTLPConfig{Endpoint: col.Endpoint(), Host: "h", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	outage(t, o, col.kill, col.start, func() map[uint64]int { return seqCounts(t, col.records()) })
+	outage(t, o, col.Kill, col.Start, func() map[uint64]int { return seqCounts(t, collectorRecords(t, col)) })
 }
 
 // outage streams 3,000 entries through s, calls kill once about a third

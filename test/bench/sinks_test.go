@@ -6,30 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 	"github.com/sandtrail/sandtrail/record/ocsf"
 	"github.com/sandtrail/sandtrail/record/sink"
+	"github.com/sandtrail/sandtrail/record/sink/sinktest"
 )
-
-// benchNATS starts a nats-server with JetStream on loopback for the
-// benchmark, and returns its URL.
-func benchNATS(b *testing.B) string {
-	b.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoSigs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		b.Fatal("nats-server did not start")
-	}
-	b.Cleanup(s.Shutdown)
-	return s.ClientURL()
-}
 
 // sinkSpec is one sink of a benchmark.
 type sinkSpec struct {
@@ -42,7 +25,7 @@ type sinkSpec struct {
 // and a stop.
 func sinkSet(b *testing.B, j *journal.Journal, dir string, extra ...sinkSpec) ([]*sink.Runner, func()) {
 	b.Helper()
-	ns, err := sink.NewNATS(context.Background(), sink.NATSConfig{URL: benchNATS(b), Host: "bench"})
+	ns, err := sink.NewNATS(context.Background(), sink.NATSConfig{URL: sinktest.StartNATS(b, 0, b.TempDir()).ClientURL(), Host: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +90,7 @@ func sinkBatch(n int, now time.Time) []*event.Event {
 // event-to-sink latency, p50 and p99, from the events' ts to their batch's
 // write.
 func BenchmarkSinkLatency(b *testing.B) {
-	endpoint := benchOtelcol(b)
+	endpoint := sinktest.StartCollector(b).Endpoint()
 	for range b.N {
 		j, dir := sinkBenchJournal(b)
 		o, err := sink.NewOTLP(sink.OTLPConfig{Endpoint: endpoint, Host: "bench"})
