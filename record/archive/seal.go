@@ -1,0 +1,239 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/query"
+)
+
+// SealOption configures Seal.
+type SealOption func(*sealOptions)
+
+type sealOptions struct {
+	created time.Time
+}
+
+// WithCreated sets the manifest's created time (default now).
+func WithCreated(t time.Time) SealOption { return func(o *sealOptions) { o.created = t } }
+
+// notCoveredAdvice says how to get a checkpoint signed.
+const notCoveredAdvice = "the journal signs one within checkpoint.interval (1s) while entries arrive, after a session.terminate, and when the daemon stops: retry once the session has ended or the daemon has signed"
+
+// Seal seals the session's entries in the journal at journalDir into a
+// bundle. With ix (an index caught up with the journal; nil for none) it
+// reads only the seqs from the session's first to its last entry, and
+// checks that every entry the index names is the session's; without, it
+// scans the whole journal. The journal decides what is the session's: every
+// entry whose session_id is session.
+//
+// The proofs are against the journal's newest checkpoint, which must be
+// signed by one of verifiers and cover the session's last entry. Seal
+// checks each proof against the checkpoint's root with the leaf hash of
+// the entry itself, and verifies the bundle it made before returning it.
+//
+// Errors wrap ErrBadSession, ErrNoSession, ErrNotCovered (no signed
+// checkpoint covers the last entry), journal.ErrCorrupt (an entry does not
+// match the checkpoint, or the index and the journal disagree), or the
+// journal's checkpoint errors (journal.ErrBadSignature, ErrUnknownKey,
+// ErrBadCheckpoint).
+func Seal(ctx context.Context, journalDir string, ix *index.Index, session string, verifiers note.Verifiers, opts ...SealOption) (*Bundle, error) {
+	o := sealOptions{created: time.Now()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := CheckSession(session); err != nil {
+		return nil, err
+	}
+	want, err := indexedSeqs(ctx, ix, session)
+	if err != nil {
+		return nil, err
+	}
+	entries, hosts, err := collect(journalDir, session, want)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := coveringCheckpoint(journalDir, verifiers, session, entries[len(entries)-1].Seq)
+	if err != nil {
+		return nil, err
+	}
+	proofs, leaves, err := prove(journalDir, cp, entries)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(cp, session, hosts, o.created, entries, proofs, leaves, verifiers)
+}
+
+// indexedSeqs returns the seqs of the session's entries that ix holds, in
+// order, or nil without an index.
+func indexedSeqs(ctx context.Context, ix *index.Index, session string) ([]uint64, error) {
+	if ix == nil {
+		return nil, nil
+	}
+	var seqs []uint64
+	err := ix.Each(ctx, query.Filter{Session: session}, func(h index.Hit) error {
+		seqs = append(seqs, h.Seq)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up session %s in the index: %w", session, err)
+	}
+	if len(seqs) == 0 {
+		return nil, fmt.Errorf("%w %s in the index", ErrNoSession, session)
+	}
+	slices.Sort(seqs)
+	return slices.Compact(seqs), nil
+}
+
+// errScanned stops a scan past the last wanted seq.
+var errScanned = errors.New("archive: scanned")
+
+// collect reads the session's entries from the journal: from the first of
+// want to its last, or the whole journal when want is nil. It returns them
+// with the distinct hosts they name, sorted.
+func collect(dir, session string, want []uint64) ([]Entry, []string, error) {
+	var from, to uint64 = 0, ^uint64(0)
+	if want != nil {
+		from, to = want[0], want[len(want)-1]
+	}
+	needle := []byte(`"session_id":"` + session + `"`)
+	var entries []Entry
+	var hosts []string
+	err := journal.Scan(dir, from, func(seq uint64, raw []byte) error {
+		if seq > to {
+			return errScanned
+		}
+		if !bytes.Contains(raw, needle) {
+			return nil
+		}
+		ev, err := event.DecodeStored(raw)
+		if err != nil || ev.SessionID != session {
+			return nil
+		}
+		if bytes.IndexByte(raw, '\n') >= 0 {
+			return fmt.Errorf("%w: entry %d holds a newline, which no canonical encoding does", journal.ErrCorrupt, seq)
+		}
+		entries = append(entries, Entry{Seq: seq, Raw: bytes.Clone(raw)})
+		if ev.Host != "" && !slices.Contains(hosts, ev.Host) {
+			hosts = append(hosts, ev.Host)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errScanned) {
+		return nil, nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	if len(entries) > MaxEntries {
+		return nil, nil, fmt.Errorf("session %s has %d entries, more than a bundle holds (%d)", session, len(entries), MaxEntries)
+	}
+	if err := matchIndex(entries, want, session); err != nil {
+		return nil, nil, err
+	}
+	if len(entries) == 0 {
+		return nil, nil, fmt.Errorf("%w %s in the journal %s", ErrNoSession, session, dir)
+	}
+	slices.Sort(hosts)
+	return entries, hosts, nil
+}
+
+// matchIndex checks that every seq the index names for the session is
+// among the session's entries in the journal.
+func matchIndex(entries []Entry, want []uint64, session string) error {
+	i := 0
+	for _, s := range want {
+		for i < len(entries) && entries[i].Seq < s {
+			i++
+		}
+		if i == len(entries) || entries[i].Seq != s {
+			return fmt.Errorf("%w: the index names entry %d as session %s's, but the journal's entry %d is not (run sandtrail reindex)", journal.ErrCorrupt, s, session, s)
+		}
+	}
+	return nil
+}
+
+// coveringCheckpoint returns the journal's newest checkpoint, signed by one
+// of verifiers, which must cover entry last.
+func coveringCheckpoint(dir string, verifiers note.Verifiers, session string, last uint64) (*journal.Checkpoint, error) {
+	cp, err := journal.LatestCheckpoint(dir, verifiers)
+	if errors.Is(err, journal.ErrNotFound) {
+		return nil, fmt.Errorf("%w: session %s ends at seq %d and the journal has signed no checkpoint yet: %s", ErrNotCovered, session, last, notCoveredAdvice)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the newest checkpoint: %w", err)
+	}
+	if cp.Size <= last {
+		return nil, fmt.Errorf("%w: session %s ends at seq %d, and the newest checkpoint covers entries 0 to %d only: %s", ErrNotCovered, session, last, int64(cp.Size)-1, notCoveredAdvice)
+	}
+	return cp, nil
+}
+
+// prove returns each entry's inclusion proof in cp's tree, built from the
+// hash file and checked against cp's root with the entry's own leaf hash,
+// and the leaf hashes.
+func prove(dir string, cp *journal.Checkpoint, entries []Entry) ([]Proof, []tlog.Hash, error) {
+	hr, err := openHashes(dir, cp.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer hr.Close()
+	proofs := make([]Proof, len(entries))
+	leaves := make([]tlog.Hash, len(entries))
+	for i, e := range entries {
+		p, err := tlog.ProveRecord(int64(cp.Size), int64(e.Seq), hr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("proving entry %d: %w", e.Seq, err)
+		}
+		leaves[i] = journal.LeafHash(e.Raw)
+		if err := tlog.CheckRecord(p, int64(cp.Size), cp.Root, int64(e.Seq), leaves[i]); err != nil {
+			return nil, nil, fmt.Errorf("%w: entry %d does not verify against the checkpoint of size %d (run sandtrail verify): %v", journal.ErrCorrupt, e.Seq, cp.Size, err)
+		}
+		proofs[i] = Proof{Seq: e.Seq, Hashes: append([]tlog.Hash{}, p...)}
+	}
+	return proofs, leaves, nil
+}
+
+// assemble writes the bundle file and reads it back through Parse and
+// Verify, so that what Seal returns is what a reader will check.
+func assemble(cp *journal.Checkpoint, session string, hosts []string, created time.Time, entries []Entry, proofs []Proof, leaves []tlog.Hash, verifiers note.Verifiers) (*Bundle, error) {
+	var blob bytes.Buffer
+	seqs := make([]uint64, len(entries))
+	for i, e := range entries {
+		blob.Write(e.Raw)
+		blob.WriteByte('\n')
+		seqs[i] = e.Seq
+	}
+	pj, err := json.Marshal(proofs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding proofs: %w", err)
+	}
+	if hosts == nil {
+		hosts = []string{}
+	}
+	m := &Manifest{Format: Format, SessionID: session, Origin: cp.Origin, Hosts: hosts,
+		Created: created.UTC().Truncate(time.Second), Entries: len(entries), Seqs: ranges(seqs), LeafHashes: leaves,
+		Checkpoint:  CheckpointRef{Size: cp.Size, Root: cp.Root},
+		EntriesBlob: Blob{Name: entriesName, Size: int64(blob.Len()), Digest: digestOf(blob.Bytes())},
+		ProofsBlob:  Blob{Name: proofsName, Size: int64(len(pj)), Digest: digestOf(pj)}}
+	data, err := encode(m, cp.Text, blob.Bytes(), pj)
+	if err != nil {
+		return nil, err
+	}
+	b, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading back the sealed bundle: %w", err)
+	}
+	if _, err := b.Verify(verifiers); err != nil {
+		return nil, fmt.Errorf("verifying the sealed bundle: %w", err)
+	}
+	return b, nil
+}
