@@ -167,7 +167,9 @@ func TestVerifyTampered(t *testing.T) {
 		{"manifest format", func(p *parts) { p.manifest.Format = "sandtrail.session-bundle.v0" }, true, ErrTampered, "format"},
 		{"manifest entries", func(p *parts) { p.manifest.Entries++ }, true, ErrMalformed, "seq ranges"},
 		{"manifest leaf hash", func(p *parts) { p.manifest.LeafHashes[5][1] ^= 1 }, true, ErrTampered, "leaf hash"},
-		{"checkpoint body", func(p *parts) { p.checkpoint = bytes.Replace(p.checkpoint, []byte("sandtrail/test\n"), []byte("sandtrail/tesT\n"), 1) }, true, journal.ErrBadSignature, "checkpoint"},
+		{"checkpoint body", func(p *parts) {
+			p.checkpoint = bytes.Replace(p.checkpoint, []byte("sandtrail/test\n"), []byte("sandtrail/tesT\n"), 1)
+		}, true, journal.ErrBadSignature, "checkpoint"},
 		{"checkpoint re-signed by another key", func(p *parts) { p.checkpoint = resign(t, p.checkpoint, otherSigner) }, true, journal.ErrUnknownKey, "checkpoint"},
 	}
 	for _, tt := range tests {
