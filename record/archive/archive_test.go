@@ -165,7 +165,7 @@ func TestVerifyTampered(t *testing.T) {
 		{"manifest root", func(p *parts) { p.manifest.Checkpoint.Root[0] ^= 1 }, true, ErrTampered, "signed checkpoint"},
 		{"manifest size", func(p *parts) { p.manifest.Checkpoint.Size++ }, true, ErrTampered, "signed checkpoint"},
 		{"manifest format", func(p *parts) { p.manifest.Format = "sandtrail.session-bundle.v0" }, true, ErrTampered, "format"},
-		{"manifest entries", func(p *parts) { p.manifest.Entries++ }, true, ErrMalformed, "seq ranges"},
+		{"manifest entries", func(p *parts) { p.manifest.Entries++ }, true, ErrMalformed, "lines"},
 		{"manifest leaf hash", func(p *parts) { p.manifest.LeafHashes[5][1] ^= 1 }, true, ErrTampered, "leaf hash"},
 		{"checkpoint body", func(p *parts) {
 			p.checkpoint = bytes.Replace(p.checkpoint, []byte("sandtrail/test\n"), []byte("sandtrail/tesT\n"), 1)

@@ -95,6 +95,11 @@ func Parse(data []byte) (*Bundle, error) {
 	if err := decodeStrict(files[0], &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, manifestName, err)
 	}
+	// Count before expanding the ranges: a manifest's count costs nothing
+	// to claim, the entries it names do.
+	if n := bytes.Count(files[2], []byte{'\n'}); n != b.Manifest.Entries {
+		return nil, fmt.Errorf("%w: %s holds %d lines, the manifest names %d entries", ErrMalformed, entriesName, n, b.Manifest.Entries)
+	}
 	seqs, err := expand(b.Manifest.Seqs, b.Manifest.Entries)
 	if err != nil {
 		return nil, err

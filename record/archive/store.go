@@ -49,20 +49,20 @@ func AllowPlainHTTP() StoreOption { return func(o *storeOptions) { o.insecure = 
 // ./-relative path, or an existing directory is a directory store.
 func OpenStore(target string, opts ...StoreOption) (Store, error) {
 	if ref, ok := strings.CutPrefix(target, "oci://"); ok {
-		return NewRegistry(ref, opts...)
+		return registryStore(ref, opts)
 	}
 	if dir, ok := strings.CutPrefix(target, "dir:"); ok {
-		return NewDir(dir)
+		return dirStore(dir)
 	}
 	if filepath.IsAbs(target) || strings.HasPrefix(target, "./") || strings.HasPrefix(target, "../") || target == "." {
-		return NewDir(target)
+		return dirStore(target)
 	}
 	if st, err := os.Stat(target); err == nil && st.IsDir() {
-		return NewDir(target)
+		return dirStore(target)
 	}
 	host, _, _ := strings.Cut(target, "/")
 	if strings.ContainsAny(host, ".:") || host == "localhost" {
-		return NewRegistry(target, opts...)
+		return registryStore(target, opts)
 	}
 	return nil, fmt.Errorf("archive: %q names neither a directory nor a registry: write oci://HOST/REPO or ./DIR", clip(target, 120))
 }
@@ -74,4 +74,22 @@ func isDigest(key string) bool {
 		return false
 	}
 	return strings.Trim(hex, "0123456789abcdef") == ""
+}
+
+// registryStore and dirStore return a nil Store, not a nil pointer in one,
+// on error.
+func registryStore(ref string, opts []StoreOption) (Store, error) {
+	r, err := NewRegistry(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func dirStore(path string) (Store, error) {
+	d, err := NewDir(path)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
