@@ -19,14 +19,11 @@ type Dir struct {
 
 var _ Store = (*Dir)(nil)
 
-// NewDir returns the directory store at path, which it creates (mode
-// 0750) if needed.
+// NewDir returns the directory store at path. Put creates the directory
+// (mode 0750) when it does not exist; Get and List do not.
 func NewDir(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("archive: empty directory path")
-	}
-	if err := os.MkdirAll(path, 0o750); err != nil {
-		return nil, fmt.Errorf("creating the archive directory: %w", err)
 	}
 	return &Dir{path: path}, nil
 }
@@ -40,6 +37,9 @@ func (d *Dir) Put(_ context.Context, b *Bundle) (Stored, error) {
 		return Stored{}, err
 	}
 	name := FileName(b.Session())
+	if err := os.MkdirAll(d.path, 0o750); err != nil {
+		return Stored{}, fmt.Errorf("creating the archive directory: %w", err)
+	}
 	if err := writeAtomic(d.path, name, b.Bytes()); err != nil {
 		return Stored{}, fmt.Errorf("storing bundle %s: %w", name, err)
 	}

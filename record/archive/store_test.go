@@ -39,7 +39,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		name   string
 		target string
 	}{
-		{"dir", filepath.Join(t.TempDir(), "archive")},
+		{"dir", t.TempDir()},
 		{"oci ref", "oci://" + host + "/sandtrail/archive"},
 		{"plain ref", host + "/sandtrail/plain"},
 	}
@@ -118,7 +118,7 @@ func digestKey(t *testing.T, store string, s Stored) string {
 func TestDirStoreRefusesSwaps(t *testing.T) {
 	f := newFixture(t, 2, 6)
 	ctx := context.Background()
-	d, err := NewDir(filepath.Join(t.TempDir(), "archive"))
+	d, err := NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +140,13 @@ func TestDirStoreRefusesSwaps(t *testing.T) {
 	}
 	if _, err := d.Get(ctx, "../x"); !errors.Is(err, ErrBadSession) {
 		t.Errorf("Get(../x) = %v, want ErrBadSession", err)
+	}
+	missing, _ := NewDir(filepath.Join(d.Path(), "missing"))
+	if _, err := missing.List(ctx); err == nil {
+		t.Errorf("List(a directory that does not exist) = nil error, want one")
+	}
+	if _, err := os.Stat(missing.Path()); err == nil {
+		t.Errorf("List created %s", missing.Path())
 	}
 }
 
