@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/record/archive"
-	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/render"
 )
@@ -123,8 +121,9 @@ func newArchivePushCmd(g *globals) *cobra.Command {
 (caught up with the journal first) and reads them from the journal, which
 decides what is the session's; proves each one against the journal's newest
 checkpoint, which must be signed by --key and cover the session's last entry;
-verifies the bundle it made; and stores it with --to, replacing the session's
-older bundle there.
+verifies the bundle it made; stores it with --to, replacing the session's
+older bundle there; and reads it back from the store and verifies it against
+the journal (as archive verify --live does).
 
 A session still running may have entries no checkpoint covers yet: the
 journal signs one within a second while entries arrive, after the session
@@ -165,10 +164,11 @@ func (a *archiveFlags) push(ctx context.Context, g *globals, cmd *cobra.Command,
 		return usageErr(fmt.Errorf("archive push: %w", err))
 	}
 	defer ix.Close()
+	archiver := archive.NewArchiver(cfg.JournalDir(), ix, verifiers, store)
 	var stored []archive.Stored
 	var worst *exitError
 	for _, s := range sessions {
-		st, err := pushOne(ctx, cfg.JournalDir(), ix, s, verifiers, store)
+		st, err := archiver.Archive(ctx, s)
 		if err != nil {
 			var ee *exitError
 			errors.As(archiveExit("archive push "+s, err), &ee)
@@ -187,14 +187,6 @@ func (a *archiveFlags) push(ctx context.Context, g *globals, cmd *cobra.Command,
 		return &exitError{code: worst.code, err: fmt.Errorf("archive push: %d of %d sessions not archived", len(sessions)-len(stored), len(sessions))}
 	}
 	return nil
-}
-
-func pushOne(ctx context.Context, dir string, ix *index.Index, session string, verifiers note.Verifiers, store archive.Store) (archive.Stored, error) {
-	b, err := archive.Seal(ctx, dir, ix, session, verifiers)
-	if err != nil {
-		return archive.Stored{}, err
-	}
-	return store.Put(ctx, b)
 }
 
 func newArchivePullCmd(g *globals) *cobra.Command {

@@ -216,6 +216,10 @@ func assemble(cp *journal.Checkpoint, session string, hosts []string, created ti
 	if err != nil {
 		return nil, fmt.Errorf("encoding proofs: %w", err)
 	}
+	// The manifest takes under 64 bytes an entry (a leaf hash, a range).
+	if n := blob.Len() + len(pj) + 64*len(entries) + 64<<10; n > MaxBundleSize {
+		return nil, fmt.Errorf("session %s is too large for one bundle: about %d bytes, over %d", session, n, MaxBundleSize)
+	}
 	if hosts == nil {
 		hosts = []string{}
 	}

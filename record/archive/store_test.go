@@ -264,3 +264,38 @@ func mustManifest(t *testing.T, b *Bundle) []byte {
 func putManifest(ctx context.Context, r *Registry, tag string, raw []byte) error {
 	return remote.Put(r.repo.Tag(tag), rawManifest(raw), r.options(ctx)...)
 }
+
+// TestArchiver archives sessions into a directory and a registry, each
+// read back and verified live; a store that gives back another bundle is
+// caught before the caller could prune.
+func TestArchiver(t *testing.T) {
+	f := newFixture(t, 2, 8)
+	ctx := context.Background()
+	for _, target := range []string{t.TempDir(), "oci://" + startRegistry(t) + "/sandtrail/archive"} {
+		s, err := OpenStore(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := NewArchiver(f.dir, f.ix, f.verifiers, s)
+		for _, sess := range f.sessions {
+			st, err := a.Archive(ctx, sess)
+			if err != nil || st.SessionID != sess {
+				t.Errorf("Archive(%s) into %s = %+v, %v", sess, target, st, err)
+			}
+		}
+	}
+	d, _ := NewDir(t.TempDir())
+	swap := &swappingStore{Store: d, other: f.seal(t, f.sessions[1])}
+	if _, err := NewArchiver(f.dir, f.ix, f.verifiers, swap).Archive(ctx, f.sessions[0]); !errors.Is(err, ErrTampered) {
+		t.Errorf("Archive(into a store that swaps bundles) = %v, want ErrTampered", err)
+	}
+}
+
+// swappingStore is a store that gives back another bundle than it was
+// given, as a hostile or broken one could.
+type swappingStore struct {
+	Store
+	other *Bundle
+}
+
+func (s *swappingStore) Get(context.Context, string) (*Bundle, error) { return s.other, nil }
