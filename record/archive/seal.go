@@ -32,11 +32,12 @@ func WithCreated(t time.Time) SealOption { return func(o *sealOptions) { o.creat
 const notCoveredAdvice = "the journal signs one within checkpoint.interval (1s) while entries arrive, after a session.terminate, and when the daemon stops: retry once the session has ended or the daemon has signed"
 
 // Seal seals the session's entries in the journal at journalDir into a
-// bundle. With ix (an index caught up with the journal; nil for none) it
-// reads only the seqs from the session's first to its last entry, and
+// bundle. The journal decides what is the session's: every entry whose
+// session_id is session. With ix (an index of the journal; nil for none)
+// Seal reads only the seqs from the session's first to its last indexed
+// entry, and the journal's tail that the index has not handled yet, and
 // checks that every entry the index names is the session's; without, it
-// scans the whole journal. The journal decides what is the session's: every
-// entry whose session_id is session.
+// scans the whole journal.
 //
 // The proofs are against the journal's newest checkpoint, which must be
 // signed by one of verifiers and cover the session's last entry. Seal
@@ -56,12 +57,15 @@ func Seal(ctx context.Context, journalDir string, ix *index.Index, session strin
 	if err := CheckSession(session); err != nil {
 		return nil, err
 	}
-	want, err := indexedSeqs(ctx, ix, session)
+	want, spans, err := plan(ctx, ix, session)
 	if err != nil {
 		return nil, err
 	}
-	entries, hosts, err := collect(journalDir, session, want)
+	entries, hosts, err := collect(journalDir, session, spans)
 	if err != nil {
+		return nil, err
+	}
+	if err := matchIndex(entries, want, session); err != nil {
 		return nil, err
 	}
 	cp, err := coveringCheckpoint(journalDir, verifiers, session, entries[len(entries)-1].Seq)
@@ -75,11 +79,18 @@ func Seal(ctx context.Context, journalDir string, ix *index.Index, session strin
 	return assemble(cp, session, hosts, o.created, entries, proofs, leaves, verifiers)
 }
 
-// indexedSeqs returns the seqs of the session's entries that ix holds, in
-// order, or nil without an index.
-func indexedSeqs(ctx context.Context, ix *index.Index, session string) ([]uint64, error) {
+// span is an inclusive range of seqs to read, to ^uint64(0) for the end.
+type span struct{ from, to uint64 }
+
+// plan returns the seqs of the session's entries that ix holds, in order,
+// and the spans of the journal to read: the whole journal without an
+// index; with one, from the session's first indexed entry to its last,
+// and the tail the index has not handled (so that an index that lags
+// cannot leave the session's newest entries out).
+func plan(ctx context.Context, ix *index.Index, session string) ([]uint64, []span, error) {
+	const end = ^uint64(0)
 	if ix == nil {
-		return nil, nil
+		return nil, []span{{0, end}}, nil
 	}
 	var seqs []uint64
 	err := ix.Each(ctx, query.Filter{Session: session}, func(h index.Hit) error {
@@ -87,57 +98,59 @@ func indexedSeqs(ctx context.Context, ix *index.Index, session string) ([]uint64
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("looking up session %s in the index: %w", session, err)
-	}
-	if len(seqs) == 0 {
-		return nil, fmt.Errorf("%w %s in the index", ErrNoSession, session)
+		return nil, nil, fmt.Errorf("looking up session %s in the index: %w", session, err)
 	}
 	slices.Sort(seqs)
-	return slices.Compact(seqs), nil
+	seqs = slices.Compact(seqs)
+	var tail uint64
+	if last, ok := ix.Last(); ok {
+		tail = last + 1
+	}
+	switch {
+	case len(seqs) == 0:
+		return nil, []span{{tail, end}}, nil
+	case tail <= seqs[len(seqs)-1]+1:
+		return seqs, []span{{seqs[0], end}}, nil
+	}
+	return seqs, []span{{seqs[0], seqs[len(seqs)-1]}, {tail, end}}, nil
 }
 
-// errScanned stops a scan past the last wanted seq.
+// errScanned stops a scan past the end of a span.
 var errScanned = errors.New("archive: scanned")
 
-// collect reads the session's entries from the journal: from the first of
-// want to its last, or the whole journal when want is nil. It returns them
-// with the distinct hosts they name, sorted.
-func collect(dir, session string, want []uint64) ([]Entry, []string, error) {
-	var from, to uint64 = 0, ^uint64(0)
-	if want != nil {
-		from, to = want[0], want[len(want)-1]
-	}
+// collect reads the session's entries in spans (in order, disjoint) from
+// the journal, and returns them with the distinct hosts they name, sorted.
+func collect(dir, session string, spans []span) ([]Entry, []string, error) {
 	needle := []byte(`"session_id":"` + session + `"`)
 	var entries []Entry
 	var hosts []string
-	err := journal.Scan(dir, from, func(seq uint64, raw []byte) error {
-		if seq > to {
-			return errScanned
-		}
-		if !bytes.Contains(raw, needle) {
+	for _, sp := range spans {
+		err := journal.Scan(dir, sp.from, func(seq uint64, raw []byte) error {
+			if seq > sp.to {
+				return errScanned
+			}
+			if !bytes.Contains(raw, needle) {
+				return nil
+			}
+			ev, err := event.DecodeStored(raw)
+			if err != nil || ev.SessionID != session {
+				return nil
+			}
+			if bytes.IndexByte(raw, '\n') >= 0 {
+				return fmt.Errorf("%w: entry %d holds a newline, which no canonical encoding does", journal.ErrCorrupt, seq)
+			}
+			if len(entries) == MaxEntries {
+				return fmt.Errorf("session %s has more entries than a bundle holds (%d)", session, MaxEntries)
+			}
+			entries = append(entries, Entry{Seq: seq, Raw: bytes.Clone(raw)})
+			if ev.Host != "" && !slices.Contains(hosts, ev.Host) {
+				hosts = append(hosts, ev.Host)
+			}
 			return nil
+		})
+		if err != nil && !errors.Is(err, errScanned) {
+			return nil, nil, fmt.Errorf("reading the journal: %w", err)
 		}
-		ev, err := event.DecodeStored(raw)
-		if err != nil || ev.SessionID != session {
-			return nil
-		}
-		if bytes.IndexByte(raw, '\n') >= 0 {
-			return fmt.Errorf("%w: entry %d holds a newline, which no canonical encoding does", journal.ErrCorrupt, seq)
-		}
-		entries = append(entries, Entry{Seq: seq, Raw: bytes.Clone(raw)})
-		if ev.Host != "" && !slices.Contains(hosts, ev.Host) {
-			hosts = append(hosts, ev.Host)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errScanned) {
-		return nil, nil, fmt.Errorf("reading the journal: %w", err)
-	}
-	if len(entries) > MaxEntries {
-		return nil, nil, fmt.Errorf("session %s has %d entries, more than a bundle holds (%d)", session, len(entries), MaxEntries)
-	}
-	if err := matchIndex(entries, want, session); err != nil {
-		return nil, nil, err
 	}
 	if len(entries) == 0 {
 		return nil, nil, fmt.Errorf("%w %s in the journal %s", ErrNoSession, session, dir)
