@@ -56,7 +56,9 @@ func (a *archiveFlags) bind(cmd *cobra.Command, storeFlag, storeHelp string, for
 	f := cmd.Flags()
 	f.StringVar(&a.store, storeFlag, "", storeHelp)
 	f.BoolVar(&a.insecure, "insecure", false, "allow plain http to a registry that is not on loopback")
-	f.StringVar(&a.format, "format", strings.SplitN(formats, " ", 2)[0], "output format: "+strings.ReplaceAll(formats, " ", " or "))
+	if formats != "" {
+		f.StringVar(&a.format, "format", strings.SplitN(formats, " ", 2)[0], "output format: "+strings.ReplaceAll(formats, " ", " or "))
+	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 }
 
@@ -82,7 +84,7 @@ func (a *archiveFlags) openStore(command, flag string) (archive.Store, error) {
 
 // archiveExit maps an archive error to its exit code: tampered when a
 // bundle, the journal or a checkpoint does not verify, else failed.
-func archiveExit(command string, err error) error {
+func archiveExit(command string, err error) *exitError {
 	code := exitFailed
 	for _, e := range []error{archive.ErrTampered, archive.ErrMalformed, archive.ErrLiveMismatch, journal.ErrCorrupt,
 		journal.ErrBadSignature, journal.ErrUnknownKey, journal.ErrBadCheckpoint} {
@@ -170,8 +172,7 @@ func (a *archiveFlags) push(ctx context.Context, g *globals, cmd *cobra.Command,
 	for _, s := range sessions {
 		st, err := archiver.Archive(ctx, s)
 		if err != nil {
-			var ee *exitError
-			errors.As(archiveExit("archive push "+s, err), &ee)
+			ee := archiveExit("archive push "+s, err)
 			fmt.Fprintln(cmd.ErrOrStderr(), "sandtrail:", ee.err)
 			if worst == nil || ee.code > worst.code {
 				worst = ee
@@ -228,7 +229,7 @@ does not verify (nothing is written).`,
 			return writeBundle(cmd, out, b, rep)
 		},
 	}
-	a.bind(cmd, "from", "the store to pull from: DIR or oci://HOST/REPO", "text")
+	a.bind(cmd, "from", "the store to pull from: DIR or oci://HOST/REPO", "")
 	a.bindKeys(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "file to write (default ./SESSION.bundle.tar.gz; - for stdout)")
 	return cmd
