@@ -28,7 +28,7 @@ is a .tar.gz of manifest.json, checkpoint, entries.jsonl and proofs.json
 (docs/archive.md).
 
 Bundles are kept in a store, named by --to or --from:
-  DIR, ./DIR, dir:DIR        a directory: DIR/SESSION.bundle.tar.gz
+  DIR, ./DIR, dir:DIR         a directory: DIR/SESSION.bundle.tar.gz
   oci://HOST[:PORT]/REPO      an OCI registry repository: one artifact per
   HOST[:PORT]/REPO            session, tagged with the session id
 Registry credentials come from the docker keychain (~/.docker/config.json and
