@@ -123,9 +123,13 @@ func newArchivePushCmd(g *globals) *cobra.Command {
 (caught up with the journal first) and reads them from the journal, which
 decides what is the session's; proves each one against the journal's newest
 checkpoint, which must be signed by --key and cover the session's last entry;
-verifies the bundle it made; stores it with --to, replacing the session's
-older bundle there; and reads it back from the store and verifies it against
-the journal (as archive verify --live does).
+verifies the bundle it made; stores it with --to; and reads it back from the
+store and verifies it against the journal (as archive verify --live does).
+
+When the store already holds a bundle of the session that verifies against
+the journal, push keeps it ("kept") unless the journal now holds entries of
+the session that it lacks (then the new bundle replaces it): pushing again
+is safe, also after the session's entries were pruned.
 
 A session still running may have entries no checkpoint covers yet: the
 journal signs one within a second while entries arrive, after the session
@@ -414,7 +418,11 @@ func writeStored(w io.Writer, format, verb string, list []archive.Stored) error 
 		return writeJSON(w, list)
 	case "text":
 		for _, s := range list {
-			if _, err := fmt.Fprintf(w, "%s %s: checkpoint size %d, bundle %s (%d bytes) at %s\n", verb, s.SessionID, s.CheckpointSize, s.Digest, s.Size, s.Location); err != nil {
+			line := fmt.Sprintf("%s %s: checkpoint size %d, bundle %s (%d bytes) at %s\n", verb, s.SessionID, s.CheckpointSize, s.Digest, s.Size, s.Location)
+			if s.Kept {
+				line = fmt.Sprintf("kept %s: the store's bundle %s (checkpoint size %d) holds every entry of it the journal has\n", s.SessionID, s.Digest, s.CheckpointSize)
+			}
+			if _, err := io.WriteString(w, line); err != nil {
 				return err
 			}
 		}

@@ -103,6 +103,9 @@ func TestArchiveCLI(t *testing.T) {
 			cli(exitOK, "pull", digest, "--from", store, "--out", filepath.Join(t.TempDir(), "by-digest"))
 			cli(exitFailed, "pull", "s9", "--from", store, "--out", filepath.Join(t.TempDir(), "none"))
 			cli(exitFailed, "push", "s9", "--to", store)
+			if out := cli(exitOK, "push", "s1", "--to", store); !strings.HasPrefix(out, "kept s1") {
+				t.Errorf("push s1 again = %q, want the stored bundle kept", out)
+			}
 		})
 	}
 }

@@ -55,6 +55,10 @@ var (
 	ErrNotCovered = errors.New("archive: session not covered by a signed checkpoint")
 	// ErrNoSession means the journal holds no entry of the session.
 	ErrNoSession = errors.New("archive: no entries for session")
+	// ErrIndexMismatch means the index names an entry of the session that
+	// the journal does not hold (pruned since, or a stale index): Seal
+	// refuses to seal fewer entries than the index knows of.
+	ErrIndexMismatch = errors.New("archive: the index and the journal disagree")
 	// ErrBadSession means a session id cannot name a bundle (a file or a
 	// tag).
 	ErrBadSession = errors.New("archive: invalid session id")

@@ -118,8 +118,19 @@ func TestSealIndexDisagrees(t *testing.T) {
 	f := newFixture(t, 2, 10)
 	g := newFixture(t, 3, 10) // its index, another journal
 	_, err := Seal(context.Background(), f.dir, g.ix, g.sessions[2], f.verifiers)
-	if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, ErrNoSession) {
-		t.Errorf("Seal(with another journal's index) = %v, want journal.ErrCorrupt or ErrNoSession", err)
+	if !errors.Is(err, ErrIndexMismatch) && !errors.Is(err, ErrNoSession) {
+		t.Errorf("Seal(with another journal's index) = %v, want ErrIndexMismatch or ErrNoSession", err)
+	}
+	// An index of this journal that names an entry the journal no longer
+	// gives the session: as after a prune that the index has not caught up
+	// with. Here: the index of the grown journal, on a copy from before.
+	before := copyDir(t, f.dir, nil)
+	f.appendEvents(t, nil, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
+	if _, err := f.ix.CatchUp(context.Background(), f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Seal(context.Background(), before, f.ix, f.sessions[0], f.verifiers); !errors.Is(err, ErrIndexMismatch) {
+		t.Errorf("Seal(an index ahead of the journal) = %v, want ErrIndexMismatch", err)
 	}
 }
 

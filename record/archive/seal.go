@@ -45,8 +45,8 @@ const notCoveredAdvice = "the journal signs one within checkpoint.interval (1s) 
 // the entry itself, and verifies the bundle it made before returning it.
 //
 // Errors wrap ErrBadSession, ErrNoSession, ErrNotCovered (no signed
-// checkpoint covers the last entry), journal.ErrCorrupt (an entry does not
-// match the checkpoint, or the index and the journal disagree), or the
+// checkpoint covers the last entry), ErrIndexMismatch, journal.ErrCorrupt
+// (an entry does not match the checkpoint), or the
 // journal's checkpoint errors (journal.ErrBadSignature, ErrUnknownKey,
 // ErrBadCheckpoint).
 func Seal(ctx context.Context, journalDir string, ix *index.Index, session string, verifiers note.Verifiers, opts ...SealOption) (*Bundle, error) {
@@ -168,7 +168,7 @@ func matchIndex(entries []Entry, want []uint64, session string) error {
 			i++
 		}
 		if i == len(entries) || entries[i].Seq != s {
-			return fmt.Errorf("%w: the index names entry %d as session %s's, but the journal's entry %d is not (run sandtrail reindex)", journal.ErrCorrupt, s, session, s)
+			return fmt.Errorf("%w: it names entry %d as session %s's, but the journal holds no such entry of the session (pruned since, or a stale index: run sandtrail reindex)", ErrIndexMismatch, s, session)
 		}
 	}
 	return nil

@@ -32,8 +32,11 @@ type Stored struct {
 	Created        time.Time `json:"created,omitzero"`
 	CheckpointSize uint64    `json:"checkpoint_size,omitempty"`
 	// Location is the bundle's file, or its reference by manifest digest
-	// in a registry.
-	Location string `json:"location"`
+	// in a registry; empty when Archive kept a stored bundle.
+	Location string `json:"location,omitempty"`
+	// Kept is set when Archive kept the bundle the store already held,
+	// which holds every entry of the session the journal still has.
+	Kept bool `json:"kept,omitempty"`
 }
 
 // StoreOption configures OpenStore and NewRegistry.

@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // startRegistry serves go-containerregistry's registry (pkg/registry,
@@ -284,7 +286,32 @@ func TestArchiver(t *testing.T) {
 			}
 		}
 	}
+	// Again: the store's bundle stands.
 	d, _ := NewDir(t.TempDir())
+	a := NewArchiver(f.dir, f.ix, f.verifiers, d)
+	if st, err := a.Archive(ctx, f.sessions[0]); err != nil || st.Kept {
+		t.Fatalf("Archive(first) = %+v, %v, want stored", st, err)
+	}
+	if st, err := a.Archive(ctx, f.sessions[0]); err != nil || !st.Kept {
+		t.Errorf("Archive(again) = %+v, %v, want the stored bundle kept", st, err)
+	}
+	// The session's entries pruned from the journal (only the hash file and
+	// the checkpoints left), then Archive called again, as after a prune
+	// that a crash interrupted: the stored bundle, verified live, stands.
+	pruned := copyDir(t, f.dir, func(name string) bool { return strings.HasPrefix(name, "seg-") })
+	if st, err := NewArchiver(pruned, nil, f.verifiers, d).Archive(ctx, f.sessions[0]); err != nil || !st.Kept {
+		t.Errorf("Archive(after the entries were pruned) = %+v, %v, want the stored bundle kept", st, err)
+	}
+	// A later entry of the session (an alert after it ended): the bundle is
+	// replaced by one that holds it too.
+	f.appendEvents(t, nil, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
+	st, err := NewArchiver(f.dir, nil, f.verifiers, d).Archive(ctx, f.sessions[0])
+	if err != nil || st.Kept {
+		t.Fatalf("Archive(after the session grew) = %+v, %v, want a new bundle", st, err)
+	}
+	if b, err := d.Get(ctx, f.sessions[0]); err != nil || b.Manifest.Entries != 9 {
+		t.Errorf("the stored bundle after the session grew holds %v entries (%v), want 9", b.Manifest.Entries, err)
+	}
 	swap := &swappingStore{Store: d, other: f.seal(t, f.sessions[1])}
 	if _, err := NewArchiver(f.dir, f.ix, f.verifiers, swap).Archive(ctx, f.sessions[0]); !errors.Is(err, ErrTampered) {
 		t.Errorf("Archive(into a store that swaps bundles) = %v, want ErrTampered", err)
