@@ -33,6 +33,7 @@ var commands = []func(*globals) *cobra.Command{
 	newIntelCmd,
 	newVerifyCmd,
 	newProveCmd,
+	newArchiveCmd,
 	newReindexCmd,
 	newPolicyCmd,
 	newDoctorCmd,
