@@ -565,11 +565,11 @@ func (e *edge) appendNode(x *hasher, level int, h tlog.Hash) {
 // chunk is a run of consecutive entries of one segment on their way
 // through verification.
 type chunk struct {
-	seg       int // index into the segments
-	first     uint64
-	data      []byte  // the payloads, back to back, each after a 0x00 byte
-	ends      []int   // end of each payload in data
-	offsets   []int64 // frame offset of each entry in its segment
+	seg     int // index into the segments
+	first   uint64
+	data    []byte  // the payloads, back to back, each after a 0x00 byte
+	ends    []int   // end of each payload in data
+	offsets []int64 // frame offset of each entry in its segment
 	// prunedAt are the indexes of the tombstones, whose data is the leaf
 	// hash they keep rather than a payload.
 	prunedAt  []int
