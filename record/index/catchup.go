@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // waitSource is the part of a live journal that Follow needs.
@@ -64,6 +65,18 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 		}
 		return nil
 	}
+	add := func(seq uint64, raw []byte) error {
+		// raw is only valid during the call: copy it into one buffer per
+		// batch. When append moves the buffer, earlier entries keep
+		// pointing into the old array, which nothing writes to again.
+		start := len(buf)
+		buf = append(buf, raw...)
+		batch = append(batch, Entry{Seq: seq, Raw: buf[start:len(buf):len(buf)]})
+		if len(batch) == ix.o.batch {
+			return flush()
+		}
+		return nil
+	}
 	err = ix.o.scan(journalDir, scanFrom, func(seq uint64, raw []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -75,16 +88,17 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 			}
 			return nil
 		}
-		// raw is only valid during the call: copy it into one buffer per
-		// batch. When append moves the buffer, earlier entries keep
-		// pointing into the old array, which nothing writes to again.
-		start := len(buf)
-		buf = append(buf, raw...)
-		batch = append(batch, Entry{Seq: seq, Raw: buf[start:len(buf):len(buf)]})
-		if len(batch) == ix.o.batch {
-			return flush()
+		return add(seq, raw)
+	}, func(seq uint64, leaf tlog.Hash) error {
+		if check {
+			// The last indexed entry was pruned since: the index holds
+			// it still (Forget has not run yet) or not at all.
+			check = false
+			if seq != from-1 || want != nil && leafHash(want) != leaf {
+				return fmt.Errorf("%w: entry %d differs from the indexed one", ErrStale, from-1)
+			}
 		}
-		return nil
+		return nil // a pruned entry has nothing to index
 	})
 	if err != nil {
 		return n, fmt.Errorf("reading journal %s: %w", journalDir, err)
