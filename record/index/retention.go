@@ -65,6 +65,19 @@ func (ix *Index) SessionSeqs(ctx context.Context, id string) ([]uint64, error) {
 	return ix.seqs(ctx, `SELECT e.seq FROM events e JOIN sessions s ON s.sid = e.sid WHERE s.session_id = ? ORDER BY e.seq`, id)
 }
 
+// HasSession reports whether the index holds any event of the session.
+func (ix *Index) HasSession(ctx context.Context, id string) (bool, error) {
+	var one int
+	err := ix.db.QueryRowContext(ctx, `SELECT 1 FROM events e JOIN sessions s ON s.sid = e.sid WHERE s.session_id = ? LIMIT 1`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("finding session %s: %w", id, err)
+	}
+	return true, nil
+}
+
 // SessionlessBefore returns the seqs of the events of no session older
 // than cutoff, in order, except the retention policy's own (retention.*),
 // which are the record of what it did and of the holds.
