@@ -34,6 +34,8 @@ var commands = []func(*globals) *cobra.Command{
 	newVerifyCmd,
 	newProveCmd,
 	newReindexCmd,
+	newRetentionCmd,
+	newHoldCmd,
 	newPolicyCmd,
 	newDoctorCmd,
 	newEmitCmd,
