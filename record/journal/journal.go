@@ -23,7 +23,15 @@
 // checkpoint. It cannot detect changes to entries appended after the newest
 // checkpoint (it reports them as uncovered), nor truncation above the newest
 // checkpoint held off-host, nor anything done by someone holding the signing
-// key. See docs/journal.md.
+// key.
+//
+// Prune replaces entries that a signed checkpoint covers with tombstones,
+// frames of their own kind that keep each entry's seq and leaf hash, in
+// sealed segments rewritten atomically. Verify folds a tombstone's leaf
+// hash into the tree like an entry's, so a tombstone with another hash
+// fails against the checkpoints, and one that no checkpoint covers is
+// tampering: pruning removes events, never what a checkpoint proves about
+// the tree. See docs/journal.md.
 package journal
 
 import (
