@@ -74,13 +74,8 @@ checkpoint; 2 the entry does not match the checkpoint (tampered).`,
 			if err != nil {
 				return usageErr(fmt.Errorf("prove: %w", err))
 			}
-			raw, err := journal.Entry(dir, seq)
-			leaf := journal.LeafHash(raw)
-			var pruned *journal.PrunedError
-			switch {
-			case errors.As(err, &pruned):
-				leaf = pruned.Leaf // the tombstone's, which the proof checks
-			case err != nil:
+			raw, leaf, err := entryLeaf(dir, seq)
+			if err != nil {
 				return usageErr(fmt.Errorf("prove: %w", err))
 			}
 			if err := tlog.CheckRecord(proof, int64(cp.Size), cp.Root, int64(seq), leaf); err != nil {
@@ -95,6 +90,20 @@ checkpoint; 2 the entry does not match the checkpoint (tampered).`,
 	f.StringArrayVar(&keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
 	f.StringVar(&format, "format", "text", "output format: text or json")
 	return cmd
+}
+
+// entryLeaf returns entry seq and its leaf hash, or, for a pruned entry, a
+// nil entry and the leaf hash its tombstone keeps.
+func entryLeaf(dir string, seq uint64) ([]byte, tlog.Hash, error) {
+	raw, err := journal.Entry(dir, seq)
+	var pruned *journal.PrunedError
+	switch {
+	case errors.As(err, &pruned):
+		return nil, pruned.Leaf, nil
+	case err != nil:
+		return nil, tlog.Hash{}, err
+	}
+	return raw, journal.LeafHash(raw), nil
 }
 
 func writeProof(w io.Writer, format string, seq uint64, raw []byte, leaf tlog.Hash, cp *journal.Checkpoint, proof tlog.RecordProof) error {

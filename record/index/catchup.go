@@ -45,13 +45,8 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 	var want []byte
 	if check {
 		scanFrom = from - 1
-		var raw string
-		err := ix.db.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?`, int64(from-1)).Scan(&raw)
-		switch {
-		case err == nil:
-			want = []byte(raw)
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, fmt.Errorf("reading last indexed entry: %w", err)
+		if want, err = ix.indexedRaw(ctx, from-1); err != nil {
+			return 0, err
 		}
 	}
 	flush := func() error {
@@ -112,6 +107,20 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 		}
 	}
 	return n, nil
+}
+
+// indexedRaw returns the indexed entry seq, or nil when the index has no
+// row of it (skipped as undecodable, or forgotten as pruned).
+func (ix *Index) indexedRaw(ctx context.Context, seq uint64) ([]byte, error) {
+	var raw string
+	err := ix.db.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?`, int64(seq)).Scan(&raw)
+	switch {
+	case err == nil:
+		return []byte(raw), nil
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("reading last indexed entry: %w", err)
 }
 
 // Follow catches up with the journal, then waits for it to change and
