@@ -132,7 +132,7 @@ func (r *Retention) Apply(ctx context.Context, dryRun bool, uid uint32) (*contro
 		return nil, fmt.Errorf("pruning the journal: %w", err)
 	}
 	p.rep.Journal = &res
-	if p.rep.Forgotten, err = r.Index.Forget(ctx, index.Pruned{Sessions: gone, Sessionless: p.sessionless}); err != nil {
+	if p.rep.Forgotten, err = r.Index.Forget(ctx, index.Pruned{Seqs: seqs, Sessions: gone}); err != nil {
 		return nil, fmt.Errorf("pruning the index: %w", err)
 	}
 	evs := pruneEvents(p, r.Host, uid)

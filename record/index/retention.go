@@ -156,21 +156,23 @@ func (ix *Index) Holds(ctx context.Context) ([]Hold, error) {
 	return out, nil
 }
 
-// Pruned is what the journal pruned, for the index to forget: whole
-// sessions, and entries of no session by seq.
+// Pruned is what the journal pruned, for the index to forget: the seqs of
+// every entry pruned, and the sessions they were all of.
 type Pruned struct {
-	Sessions    []string
-	Sessionless []uint64
+	Seqs     []uint64
+	Sessions []string
 }
 
-// Forget deletes the rows of what the journal pruned: every row of each
-// session in p (its events, their side-table and rollup rows, and its
-// summary, so no query returns it again) and the events of no session in
-// p.Sessionless with their side-table rows, in one transaction. It
-// returns the events deleted. The dictionaries of paths, domains and
-// packages keep their keys.
+// Forget deletes the rows of what the journal pruned, in one transaction:
+// the events of p.Seqs with their side-table rows, and then every row left
+// of each session in p.Sessions that has no event left (its rollups and
+// its summary), so no query returns it again. A session that got an event
+// after the prune was planned keeps that event and its summary. The
+// summary of the events of no session is brought in line. It returns the
+// events deleted. The dictionaries of paths, domains and packages keep
+// their keys.
 func (ix *Index) Forget(ctx context.Context, p Pruned) (uint64, error) {
-	if len(p.Sessions) == 0 && len(p.Sessionless) == 0 {
+	if len(p.Seqs) == 0 {
 		return 0, nil
 	}
 	ix.mu.Lock()
@@ -190,8 +192,8 @@ func (ix *Index) Forget(ctx context.Context, p Pruned) (uint64, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("forgetting pruned entries: committing: %w", err)
 	}
-	// A forgotten session's id no longer has a row: a later event of the
-	// same id starts a new one.
+	// A forgotten session's id may no longer have a row: a later event of
+	// the same id looks it up again.
 	for _, id := range p.Sessions {
 		ix.dicts[dictSession].forget(id)
 	}
@@ -199,15 +201,29 @@ func (ix *Index) Forget(ctx context.Context, p Pruned) (uint64, error) {
 }
 
 // forget runs Forget's deletions in tx, through two temporary tables of
-// the doomed sessions and seqs, so that each side table is read once.
+// the doomed seqs and sessions, so that each side table is read once.
 func forget(ctx context.Context, tx *sql.Tx, p Pruned) (uint64, error) {
-	stmts := []string{
-		`CREATE TEMP TABLE IF NOT EXISTS doomed_sids(sid INTEGER PRIMARY KEY)`,
+	for _, s := range []string{
 		`CREATE TEMP TABLE IF NOT EXISTS doomed_seqs(seq INTEGER PRIMARY KEY)`,
-		`DELETE FROM doomed_sids`, `DELETE FROM doomed_seqs`,
-	}
-	for _, s := range stmts {
+		`CREATE TEMP TABLE IF NOT EXISTS doomed_sids(sid INTEGER PRIMARY KEY)`,
+		`DELETE FROM doomed_seqs`, `DELETE FROM doomed_sids`,
+	} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	for _, seq := range p.Seqs {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO doomed_seqs(seq) VALUES(?)`, int64(seq)); err != nil {
+			return 0, err
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq IN (SELECT seq FROM doomed_seqs)`)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	for _, table := range []string{"files", "nets", "pkgs"} {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE seq IN (SELECT seq FROM doomed_seqs)`); err != nil {
 			return 0, err
 		}
 	}
@@ -215,31 +231,8 @@ func forget(ctx context.Context, tx *sql.Tx, p Pruned) (uint64, error) {
 		if id == "" {
 			return 0, errors.New("the events of no session are forgotten by seq, not as a session")
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO doomed_sids(sid) SELECT sid FROM sessions WHERE session_id = ?`, id); err != nil {
-			return 0, err
-		}
-	}
-	for _, seq := range p.Sessionless {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO doomed_seqs(seq) SELECT e.seq FROM events e JOIN sessions s ON s.sid = e.sid
-			WHERE e.seq = ? AND s.session_id = ''`, int64(seq)); err != nil {
-			return 0, err
-		}
-	}
-	var n int64
-	for _, q := range []string{
-		`DELETE FROM events WHERE sid IN (SELECT sid FROM doomed_sids)`,
-		`DELETE FROM events WHERE seq IN (SELECT seq FROM doomed_seqs)`,
-	} {
-		res, err := tx.ExecContext(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		k, _ := res.RowsAffected()
-		n += k
-	}
-	for _, table := range []string{"files", "nets", "pkgs"} {
-		q := `DELETE FROM ` + table + ` WHERE sid IN (SELECT sid FROM doomed_sids) OR seq IN (SELECT seq FROM doomed_seqs)`
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO doomed_sids(sid) SELECT sid FROM sessions s WHERE session_id = ?
+			AND NOT EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid)`, id); err != nil {
 			return 0, err
 		}
 	}
@@ -253,10 +246,8 @@ func forget(ctx context.Context, tx *sql.Tx, p Pruned) (uint64, error) {
 			return 0, err
 		}
 	}
-	if len(p.Sessionless) > 0 {
-		if err := resummarizeSessionless(ctx, tx); err != nil {
-			return 0, err
-		}
+	if err := resummarizeSessionless(ctx, tx); err != nil {
+		return 0, err
 	}
 	return uint64(n), nil
 }

@@ -115,7 +115,7 @@ func TestRetentionQueries(t *testing.T) {
 	if _, err := j.Prune(ctx, slices.Concat(seqs, cleaned, sessionless)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := ix.Forget(ctx, Pruned{Sessions: []string{"old-ended", "old-cleaned"}, Sessionless: sessionless})
+	n, err := ix.Forget(ctx, Pruned{Seqs: slices.Concat(seqs, cleaned, sessionless), Sessions: []string{"old-ended", "old-cleaned"}})
 	if err != nil || n != uint64(len(seqs)+len(cleaned)+1) {
 		t.Fatalf("Forget() = %d, %v, want %d events", n, err, len(seqs)+len(cleaned)+1)
 	}
@@ -197,7 +197,7 @@ func TestCatchUpPrunedLast(t *testing.T) {
 	if _, err := ix.CatchUp(ctx, dir); err != nil {
 		t.Errorf("CatchUp() with the last indexed entry pruned, not yet forgotten = %v", err)
 	}
-	if _, err := ix.Forget(ctx, Pruned{Sessions: []string{"a"}}); err != nil {
+	if _, err := ix.Forget(ctx, Pruned{Seqs: []uint64{0, 1, 2}, Sessions: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ix.CatchUp(ctx, dir); err != nil {
@@ -220,5 +220,48 @@ func TestCatchUpPrunedLast(t *testing.T) {
 	// indexed). Its cursor is at 2: entry 1 is what it checks.
 	if _, err := ix2.CatchUp(ctx, odir); err == nil {
 		t.Errorf("CatchUp() of an index of another journal = nil, want ErrStale")
+	}
+}
+
+// TestForgetKeepsLaterEvents: a session that got an event after its prune
+// was planned (an alert of a re-hunt) keeps that event and its summary;
+// only the seqs pruned are forgotten.
+func TestForgetKeepsLaterEvents(t *testing.T) {
+	ctx := context.Background()
+	j, dir := journaltest.Open(t)
+	evs := retentionRecord()
+	if err := j.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := OpenCurrent(ctx, filepath.Join(t.TempDir(), "index.db"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	seqs, err := ix.SessionSeqs(ctx, "old-ended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &event.Event{SessionID: "old-ended", Kind: event.KindAlert, Source: event.SourceRules,
+		Alert: &event.Alert{RuleID: "known_malicious", Title: "t", Level: "high"}}
+	if err := j.Append(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.CatchUp(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Prune(ctx, seqs); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ix.Forget(ctx, Pruned{Seqs: seqs, Sessions: []string{"old-ended"}}); err != nil || n != uint64(len(seqs)) {
+		t.Fatalf("Forget() = %d, %v", n, err)
+	}
+	hits, err := ix.Query(ctx, mustParse(t, query.Args{Session: "old-ended"}))
+	if err != nil || len(hits) != 1 || hits[0].Seq != late.Seq {
+		t.Fatalf("Query(old-ended) = %v, %v, want only the late alert %d", hits, err, late.Seq)
+	}
+	ss, err := ix.Sessions(ctx, mustParse(t, query.Args{Session: "old-ended"}))
+	if err != nil || len(ss) != 1 {
+		t.Errorf("Sessions(old-ended) = %v, %v, want its summary kept", ss, err)
 	}
 }
