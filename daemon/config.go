@@ -1,7 +1,8 @@
 // Package daemon runs sandtrail's recording in one process: the journal (its
 // one writer), the event queue in front of it, the session manager, the
 // eBPF collector, the DNS proxy, and when asked the ingest server, the
-// index follower and the verifying mirror. `sandtrail daemon` runs one for
+// index follower (with the retention policy over the index and the
+// journal, retention.go) and the verifying mirror. `sandtrail daemon` runs one for
 // the machine; `sandtrail run` runs one for its own session when no daemon
 // is running. Config is the typed configuration both are given.
 //
