@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -41,6 +46,18 @@ func retentionFixture(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := j.Append(context.Background(), oldSessions()...); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// oldSessions are the events of old-a and old-b, which ended 200 days ago,
+// and new, which ended an hour ago: an exec and a terminate each.
+func oldSessions() []*event.Event {
 	old, recent := time.Now().Add(-200*24*time.Hour), time.Now().Add(-time.Hour)
 	var evs []*event.Event
 	for _, sess := range []struct {
@@ -52,13 +69,7 @@ func retentionFixture(t *testing.T) string {
 			&event.Event{TS: sess.at.Add(time.Second), SessionID: sess.id, Kind: event.KindSessionTerminate, Source: event.SourceSession,
 				Session: &event.Session{Op: "terminate", Reason: "normal"}})
 	}
-	if err := j.Append(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return evs
 }
 
 // TestRetentionCLI runs retention apply and hold on a journal with old
@@ -140,4 +151,126 @@ func retentionIDs(ss []control.RetentionSession) []string {
 		out = append(out, s.ID)
 	}
 	return out
+}
+
+// TestRetentionThroughDaemon runs the real `sandtrail daemon` on a journal
+// with old sessions and drives retention through its control socket with
+// the real binary: the hold is journaled with the peer's uid, apply
+// prunes through the daemon (the journal's one writer), and the journal
+// verifies after the daemon stops.
+func TestRetentionThroughDaemon(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon loads BPF programs and the control socket serves only uid 0")
+	}
+	dir := t.TempDir()
+	bin := daemonTestBinary(t, dir)
+	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "run", "ingest.sock")
+	host, _ := os.Hostname()
+	v := oldSessionsJournal(t, data, "sandtrail/"+host)
+	t.Setenv("SANDTRAIL_SOCKET", sock)
+	t.Setenv("SANDTRAIL_RETENTION_INTERVAL", "1h") // the daemon's own first run is a minute away
+	d := exec.Command(bin, "daemon", "--data", data, "--socket", sock, "--log-level", "warn")
+	d.Stderr = os.Stderr
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan *os.ProcessState, 1)
+	go func() { st, _ := d.Process.Wait(); exited <- st }()
+	t.Cleanup(func() { _ = d.Process.Kill() })
+	waitForSocket(t, filepath.Join(dir, "run", "control.sock"), exited)
+	cli := func(args ...string) (int, string) {
+		code, out, stderr := daemonTestRun(t, bin, append([]string{"--data", data}, args...)...)
+		if code != 0 {
+			t.Logf("sandtrail %v: %s", args, stderr)
+		}
+		return code, out
+	}
+	if code, out := cli("hold", "add", "old-b", "--reason", "case 12"); code != 0 {
+		t.Fatalf("hold add through the daemon = %d, %s", code, out)
+	}
+	code, out := cli("retention", "apply", "--dry-run", "--format", "json")
+	var rep control.RetentionReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.DryRun ||
+		!slices.Equal(retentionIDs(rep.Sessions), []string{"old-a"}) || !slices.Equal(retentionIDs(rep.Held), []string{"old-b"}) {
+		t.Fatalf("retention apply --dry-run through the daemon = %d, %s", code, out)
+	}
+	code, out = cli("retention", "apply", "--format", "json")
+	rep = control.RetentionReport{}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Journal == nil || rep.Journal.Pruned != 2 || len(rep.Events) != 1 {
+		t.Fatalf("retention apply through the daemon = %d, %s", code, out)
+	}
+	code, out = cli("hold", "list", "--format", "json")
+	var holds []index.Hold
+	if err := json.Unmarshal([]byte(out), &holds); code != 0 || err != nil || len(holds) != 1 || holds[0].UID == nil || *holds[0].UID != 0 {
+		t.Fatalf("hold list through the daemon = %d, %s", code, out)
+	}
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-exited; st == nil || !st.Success() {
+		t.Fatalf("daemon after SIGTERM: %v", st)
+	}
+	jdir := filepath.Join(data, "journal")
+	vr, err := journal.Verify(jdir, v, nil)
+	if err != nil || vr.Status != journal.StatusIntact || vr.Pruned != 2 {
+		t.Fatalf("Verify() after the daemon pruned = %+v, %v", vr, err)
+	}
+	if _, err := journal.Entry(jdir, rep.Sessions[0].Ranges[0].First); !errors.Is(err, journal.ErrPruned) {
+		t.Errorf("old-a's first entry = %v, want pruned", err)
+	}
+}
+
+// oldSessionsJournal writes a signing key into data and a closed journal
+// of origin holding old-a and old-b, which ended 200 days ago, and new,
+// which ended an hour ago. It returns the journal's verifiers.
+func oldSessionsJournal(t *testing.T, data, origin string) note.Verifiers {
+	t.Helper()
+	skey, vkey, err := journal.GenerateKey("sandtrail/retention-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(data, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "keys", "checkpoint.key"), []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(filepath.Join(data, "journal"), s, journal.WithOrigin(origin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(context.Background(), oldSessions()...); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vr, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return note.VerifierList(vr)
+}
+
+// waitForSocket waits up to 10 s for a unix socket at path, failing when
+// the process that should serve it exits first.
+func waitForSocket(t *testing.T, path string, exited <-chan *os.ProcessState) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Type() == os.ModeSocket && fi.Mode().Perm() == 0o600 {
+			return
+		}
+		select {
+		case st := <-exited:
+			t.Fatalf("daemon exited before serving %s: %v", path, st)
+		case <-deadline:
+			t.Fatalf("%s is not served after 10 s", path)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
