@@ -47,7 +47,7 @@ func sessionEvents(id string, begin, end time.Time, n int) []*event.Event {
 // retentionJournal is a journal with sessions on both sides of a 90-day
 // window, interleaved: old-a and old-b ended 200 days ago, old-open began
 // then and never ended, new ended yesterday; and the host's events of no
-// session, one old and one new. It returns the journal, its directory,
+// session, two old and one new. It returns the journal, its directory,
 // its verifiers and its index.
 func retentionJournal(t *testing.T) (*journal.Journal, string, note.Verifiers, *index.Index) {
 	t.Helper()
@@ -65,7 +65,9 @@ func retentionJournal(t *testing.T) (*journal.Journal, string, note.Verifiers, *
 	}
 	a, b := sessionEvents("old-a", old, old.Add(time.Hour), 5), sessionEvents("old-b", old.Add(time.Minute), old.Add(2*time.Hour), 3)
 	var evs []*event.Event
-	evs = append(evs, host(old))
+	// Two old capabilities: the newer still describes the collector of
+	// the sessions since, and is kept.
+	evs = append(evs, host(old.Add(-time.Hour)), host(old))
 	for i := range max(len(a), len(b)) { // interleaved, as sessions run side by side
 		if i < len(a) {
 			evs = append(evs, a[i])

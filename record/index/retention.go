@@ -80,10 +80,14 @@ func (ix *Index) HasSession(ctx context.Context, id string) (bool, error) {
 
 // SessionlessBefore returns the seqs of the events of no session older
 // than cutoff, in order, except the retention policy's own (retention.*),
-// which are the record of what it did and of the holds.
+// which are the record of what it did and of the holds, and the newest
+// collector.capabilities before cutoff, which still says what the
+// collector could see for the sessions recorded since (NewestKernel).
 func (ix *Index) SessionlessBefore(ctx context.Context, cutoff time.Time) ([]uint64, error) {
 	return ix.seqs(ctx, `SELECT e.seq FROM events e JOIN sessions s ON s.sid = e.sid
-		WHERE s.session_id = '' AND e.ts < ? AND e.kind NOT LIKE 'retention.%' ORDER BY e.seq`, cutoff.UnixNano())
+		WHERE s.session_id = '' AND e.ts < ?1 AND e.kind NOT LIKE 'retention.%'
+			AND e.seq IS NOT (SELECT max(c.seq) FROM events c WHERE c.kind = ?2 AND c.sid = s.sid AND c.ts < ?1)
+		ORDER BY e.seq`, cutoff.UnixNano(), event.KindCapabilities)
 }
 
 func (ix *Index) seqs(ctx context.Context, q string, args ...any) ([]uint64, error) {

@@ -49,6 +49,7 @@ func retentionRecord() []*event.Event {
 	}
 	caps := func(e *event.Event) { e.Kernel = &event.Kernel{Release: "6.18"} }
 	add(old, "", event.KindCapabilities, caps)
+	add(old, "", event.KindCapabilities, caps) // the newest before the cutoff: kept
 	for _, s := range []string{"old-ended", "old-cleaned", "old-open", "old-held"} {
 		add(old, s, event.KindSessionCreate, lifecycle("create"))
 		add(old, s, event.KindExec, exec)
@@ -95,8 +96,8 @@ func TestRetentionQueries(t *testing.T) {
 	if want := []string{"old-ended", "old-held", "old-cleaned"}; !slices.Equal(ids, want) {
 		t.Fatalf("EndedBefore() = %v, want %v", ids, want)
 	}
-	if e := ended[0]; e.Events != 5 || e.First != 1 || e.Reason != "normal" {
-		t.Errorf("EndedBefore()[0] = %+v, want 5 events from seq 1, reason normal", e)
+	if e := ended[0]; e.Events != 5 || e.First != 2 || e.Reason != "normal" {
+		t.Errorf("EndedBefore()[0] = %+v, want 5 events from seq 2, reason normal", e)
 	}
 	holds, err := ix.Holds(ctx)
 	if err != nil || len(holds) != 1 || holds[0].Session != "old-held" || holds[0].Reason != "case 7" || holds[0].UID == nil {
@@ -104,7 +105,7 @@ func TestRetentionQueries(t *testing.T) {
 	}
 	sessionless, err := ix.SessionlessBefore(ctx, cutoff)
 	if err != nil || !slices.Equal(sessionless, []uint64{0}) {
-		t.Fatalf("SessionlessBefore() = %v, %v, want [0]: the old capabilities, never the holds", sessionless, err)
+		t.Fatalf("SessionlessBefore() = %v, %v, want [0]: the older capabilities, never the newest before the cutoff nor the holds", sessionless, err)
 	}
 	seqs, err := ix.SessionSeqs(ctx, "old-ended")
 	if err != nil || len(seqs) != 5 {
