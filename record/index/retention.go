@@ -216,8 +216,13 @@ func forget(ctx context.Context, tx *sql.Tx, p Pruned) (uint64, error) {
 			return 0, err
 		}
 	}
+	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO doomed_seqs(seq) VALUES(?)`)
+	if err != nil {
+		return 0, err
+	}
+	defer ins.Close()
 	for _, seq := range p.Seqs {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO doomed_seqs(seq) VALUES(?)`, int64(seq)); err != nil {
+		if _, err := ins.ExecContext(ctx, int64(seq)); err != nil {
 			return 0, err
 		}
 	}
