@@ -1,7 +1,8 @@
 // Package daemon runs sandtrail's recording in one process: the journal (its
 // one writer), the event queue in front of it, the session manager, the
 // eBPF collector, the DNS proxy, and when asked the ingest server, the
-// index follower and the verifying mirror. `sandtrail daemon` runs one for
+// index follower (with the retention policy over the index and the
+// journal, retention.go) and the verifying mirror. `sandtrail daemon` runs one for
 // the machine; `sandtrail run` runs one for its own session when no daemon
 // is running. Config is the typed configuration both are given.
 //
@@ -40,6 +41,7 @@ type Config struct {
 	Ingest     IngestConfig     `mapstructure:"ingest"`
 	DNS        DNSConfig        `mapstructure:"dns"`
 	Mirror     MirrorConfig     `mapstructure:"mirror"`
+	Retention  RetentionConfig  `mapstructure:"retention"`
 	// Sinks stream the record out as it is journaled.
 	Sinks []SinkConfig `mapstructure:"sinks"`
 }
@@ -103,6 +105,19 @@ type IngestConfig struct {
 	// SpoolDir is where `sandtrail emit` keeps events the daemon could not
 	// take; empty means <data_dir>/spool.
 	SpoolDir string `mapstructure:"spool_dir"`
+}
+
+// RetentionConfig is the retention policy (docs/retention.md): how long
+// the index and the journal keep what ended sessions did.
+type RetentionConfig struct {
+	// HotDays is the hot window: sessions that ended more than HotDays
+	// days ago, and entries of no session older than that, are pruned
+	// from the index (rows deleted) and the journal (tombstones that keep
+	// the Merkle tree). 0 turns retention off. Default 90.
+	HotDays int `mapstructure:"hot_days"`
+	// Interval is how often the daemon applies it (default 24h; the
+	// first run is a minute after it starts, or Interval when shorter).
+	Interval time.Duration `mapstructure:"interval"`
 }
 
 // CheckpointConfig says how often the journal signs a checkpoint.

@@ -81,6 +81,10 @@ type Daemon struct {
 	served    chan error
 	stopIndex context.CancelFunc
 	indexed   chan struct{}
+	// ixReady closes once the index follower opened the index; ret is
+	// then the retention policy over it (nil when it could not open).
+	ixReady   chan struct{}
+	ret       *Retention
 	alerts    alertSubs
 	sinks     []*sinkRun
 	closeOnce sync.Once
@@ -96,6 +100,15 @@ type Options struct {
 	Index bool
 	// Mirror, when set, is the address the daemon serves the mirror on.
 	Mirror string
+	// Retention applies the retention policy (cfg.Retention) every
+	// retention.interval, the first time shortly after start. It needs
+	// Index. The control socket's retention and hold ops work whenever
+	// Index is set.
+	Retention bool
+	// Archive, when not nil, is the cold tier's hook: retention calls it
+	// before it prunes a session, and a session it fails for is not
+	// pruned (Retention.Archive).
+	Archive func(ctx context.Context, sessionID string) error
 }
 
 // Start opens the journal and starts the queue, the session manager,
@@ -169,10 +182,10 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 	}
 	if o.Index {
 		ctx, cancel := context.WithCancel(context.Background())
-		d.stopIndex, d.indexed = cancel, make(chan struct{})
+		d.stopIndex, d.indexed, d.ixReady = cancel, make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(d.indexed)
-			followIndex(ctx, cfg.IndexPath(), d.jdir, d.j, log)
+			d.followIndex(ctx, o)
 		}()
 	}
 	return d, nil

@@ -53,6 +53,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("mirror.cache_dir", "")
 	v.SetDefault("mirror.cache_max", "")
 	v.SetDefault("mirror.meta_ttl", 5*time.Minute)
+	v.SetDefault("retention.hot_days", 90)
+	v.SetDefault("retention.interval", 24*time.Hour)
 }
 
 // globals holds the persistent flags and builds the Config on demand.

@@ -26,7 +26,8 @@ eBPF collector and the session manager, and serves two sockets:
     events. Every batch is attributed from the peer's credentials and cgroup,
     never from what it claims.
   the control socket (control.sock beside it, root only): sandtrail session and
-    sandtrail run create, start, pause, resume, stop and clean up sessions.
+    sandtrail run create, start, pause, resume, stop and clean up sessions;
+    sandtrail retention and sandtrail hold prune and hold through it.
 
 It runs one DNS proxy (config dns.*; off with dns.enabled false) and gives each
 session its own proxy listeners: the collector redirects the session's port-53
@@ -35,6 +36,10 @@ The proxy forwards to dns.upstream (--dns-upstream; default: the nameservers
 of /etc/resolv.conf, and SERVFAIL with a warning when there are none), waits
 dns.timeout per upstream, and answers NXDOMAIN for the policy's (config key
 policy) egress.blocked_domains.
+
+It applies the retention policy (retention.hot_days, default 90 days; see
+sandtrail retention) every retention.interval (default 24h), the first time a
+minute after it starts, and serves sandtrail retention and sandtrail hold.
 
 It stops gracefully on SIGTERM or SIGINT: it stops accepting, lets batches in
 flight finish, terminates running sessions (reason signal), and closes the
@@ -68,7 +73,7 @@ Examples:
 // (reason signal), cleans them up (keeping their directories) and closes
 // the host, whose journal signs a final checkpoint.
 func runDaemonHost(ctx context.Context, cfg *Config, log hclog.Logger) error {
-	o := daemon.Options{Ingest: true, Index: true}
+	o := daemon.Options{Ingest: true, Index: true, Retention: true}
 	if cfg.Mirror.Enabled {
 		o.Mirror = cfg.Mirror.Listen
 	}

@@ -35,6 +35,8 @@ var commands = []func(*globals) *cobra.Command{
 	newProveCmd,
 	newArchiveCmd,
 	newReindexCmd,
+	newRetentionCmd,
+	newHoldCmd,
 	newPolicyCmd,
 	newDoctorCmd,
 	newEmitCmd,

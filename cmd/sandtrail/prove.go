@@ -28,7 +28,9 @@ func newProveCmd(g *globals) *cobra.Command {
 JSON, RFC 6962) and its inclusion proof in the Merkle tree of a signed
 checkpoint, then checks the proof. The checkpoint is --checkpoint FILE (for
 example one held off-host) or the journal's latest, and its signature must
-verify with --key (default the .pub beside key_file).
+verify with --key (default the .pub beside key_file). An entry the retention
+policy pruned is proven by the leaf hash its tombstone keeps: the proof shows
+that the pruned entry was in the signed tree, without the event.
 
 Anyone holding the checkpoint can re-check the printed proof with
 golang.org/x/mod/sumdb/tlog.CheckRecord, without the journal.
@@ -72,11 +74,10 @@ checkpoint; 2 the entry does not match the checkpoint (tampered).`,
 			if err != nil {
 				return usageErr(fmt.Errorf("prove: %w", err))
 			}
-			raw, err := journal.Entry(dir, seq)
+			raw, leaf, err := entryLeaf(dir, seq)
 			if err != nil {
 				return usageErr(fmt.Errorf("prove: %w", err))
 			}
-			leaf := journal.LeafHash(raw)
 			if err := tlog.CheckRecord(proof, int64(cp.Size), cp.Root, int64(seq), leaf); err != nil {
 				return &exitError{code: exitTampered, err: fmt.Errorf("prove: entry %d: %w", seq, err)}
 			}
@@ -91,6 +92,20 @@ checkpoint; 2 the entry does not match the checkpoint (tampered).`,
 	return cmd
 }
 
+// entryLeaf returns entry seq and its leaf hash, or, for a pruned entry, a
+// nil entry and the leaf hash its tombstone keeps.
+func entryLeaf(dir string, seq uint64) ([]byte, tlog.Hash, error) {
+	raw, err := journal.Entry(dir, seq)
+	var pruned *journal.PrunedError
+	switch {
+	case errors.As(err, &pruned):
+		return nil, pruned.Leaf, nil
+	case err != nil:
+		return nil, tlog.Hash{}, err
+	}
+	return raw, journal.LeafHash(raw), nil
+}
+
 func writeProof(w io.Writer, format string, seq uint64, raw []byte, leaf tlog.Hash, cp *journal.Checkpoint, proof tlog.RecordProof) error {
 	if format == "json" {
 		type checkpoint struct {
@@ -103,10 +118,11 @@ func writeProof(w io.Writer, format string, seq uint64, raw []byte, leaf tlog.Ha
 			Seq        uint64          `json:"seq"`
 			Leaf       tlog.Hash       `json:"leaf"`
 			Entry      json.RawMessage `json:"entry"`
+			Pruned     bool            `json:"pruned,omitempty"`
 			Checkpoint checkpoint      `json:"checkpoint"`
 			Proof      []tlog.Hash     `json:"proof"`
 			Verified   bool            `json:"verified"`
-		}{seq, leaf, raw, checkpoint{cp.Origin, cp.Size, cp.Root, string(cp.Text)}, proof, true}
+		}{seq, leaf, raw, raw == nil, checkpoint{cp.Origin, cp.Size, cp.Root, string(cp.Text)}, proof, true}
 		if out.Proof == nil {
 			out.Proof = []tlog.Hash{}
 		}
@@ -117,6 +133,9 @@ func writeProof(w io.Writer, format string, seq uint64, raw []byte, leaf tlog.Ha
 	var b strings.Builder
 	fmt.Fprintf(&b, "seq         %d\n", seq)
 	fmt.Fprintf(&b, "leaf        %s\n", leaf)
+	if raw == nil {
+		fmt.Fprintf(&b, "entry       pruned by the retention policy: its tombstone keeps this leaf hash\n")
+	}
 	fmt.Fprintf(&b, "checkpoint  %s size %d root %s\n", cp.Origin, cp.Size, cp.Root)
 	fmt.Fprintf(&b, "proof       %d hashes\n", len(proof))
 	for i, h := range proof {

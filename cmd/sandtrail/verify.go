@@ -174,6 +174,9 @@ func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string
 	fmt.Fprintf(&b, "journal     %s\n", dir)
 	fmt.Fprintf(&b, "status      %s\n", rep.Status)
 	fmt.Fprintf(&b, "entries     %d in %d segments\n", rep.Entries, rep.Segments)
+	if rep.Pruned > 0 {
+		fmt.Fprintf(&b, "pruned      %d entries (tombstones: their leaf hashes are in the tree, their events gone)\n", rep.Pruned)
+	}
 	fmt.Fprintf(&b, "root        %s\n", rep.Root)
 	fmt.Fprintf(&b, "checkpoints %d verified (%d of %d held)\n", rep.Checkpoints, rep.Held, len(held))
 	fmt.Fprintf(&b, "covered     %d entries\n", rep.Covered)

@@ -17,7 +17,10 @@
 // attribution step (kernel/attribution), any root peer inside a session:
 // a session's root (an apt maintainer script the broker runs, a session
 // started as root) is the agent's, and must not drive the daemon. The
-// actor recorded for pause and resume is the peer's user name and uid.
+// actor recorded for pause and resume is the peer's user name and uid, and
+// the uid recorded with a legal hold or release is the peer's
+// (SO_PEERCRED), never one the request names: so only root outside every
+// session places or lifts a hold, and the record says who.
 package control
 
 import (
@@ -26,6 +29,8 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session/launch"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/sink"
 )
 
@@ -46,6 +51,15 @@ const (
 	// OpStatus reports the daemon's sinks: cursor, lag, last error and
 	// event-to-sink latency.
 	OpStatus = "status"
+	// OpRetention applies the retention policy now (DryRun: only says
+	// what it would prune) and replies with its report.
+	OpRetention = "retention"
+	// OpHold places a legal hold on Session, for Reason; OpRelease lifts
+	// it; OpHolds lists the holds in force. Each hold and release is
+	// journaled with the caller's uid.
+	OpHold    = "hold"
+	OpRelease = "release"
+	OpHolds   = "holds"
 )
 
 // ErrNoDaemon is returned when no daemon serves the control socket.
@@ -66,6 +80,8 @@ type Request struct {
 	Spec *launch.Request `json:"spec,omitempty"`
 	// Events are the alerts of an OpAlerts request.
 	Events []*event.Event `json:"events,omitempty"`
+	// DryRun makes OpRetention change nothing.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Response is one line of the server's answer.
@@ -81,6 +97,53 @@ type Response struct {
 	// between the reply that names the session and the one that says how
 	// it ended.
 	Alert *event.Event `json:"alert,omitempty"`
+	// Retention is OpRetention's report.
+	Retention *RetentionReport `json:"retention,omitempty"`
+	// Holds are the legal holds in force, for OpHolds; OpHold's reply
+	// holds the one it placed.
+	Holds []index.Hold `json:"holds,omitempty"`
+}
+
+// RetentionReport is what applying the retention policy pruned, or, on a
+// dry run, would prune: the sessions that ended before the cutoff (the
+// hot window, hot_days, before now) and the entries of no session older
+// than it, from the index (rows deleted) and the journal (tombstones).
+type RetentionReport struct {
+	DryRun  bool      `json:"dry_run"`
+	HotDays int       `json:"hot_days"`
+	Cutoff  time.Time `json:"cutoff"`
+	// Sessions are the sessions pruned (or to prune).
+	Sessions []RetentionSession `json:"sessions"`
+	// Held are the sessions due that a legal hold keeps.
+	Held []RetentionSession `json:"held"`
+	// Failed are the sessions due whose archiving failed: not pruned,
+	// tried again at the next run.
+	Failed []RetentionSession `json:"failed"`
+	// Sessionless counts the entries of no session pruned, in
+	// SessionlessRanges.
+	Sessionless       uint64           `json:"sessionless"`
+	SessionlessRanges []event.SeqRange `json:"sessionless_ranges"`
+	// Entries counts every entry pruned (or to prune).
+	Entries uint64 `json:"entries"`
+	// Journal is what the journal did; Forgotten the index rows of
+	// events deleted; Events the seqs of the retention.prune events that
+	// record it. All empty on a dry run.
+	Journal   *journal.PruneResult `json:"journal,omitempty"`
+	Forgotten uint64               `json:"forgotten"`
+	Events    []uint64             `json:"events,omitempty"`
+}
+
+// RetentionSession is one session in a RetentionReport.
+type RetentionSession struct {
+	ID        string           `json:"id"`
+	Entries   uint64           `json:"entries"`
+	Ranges    []event.SeqRange `json:"ranges,omitempty"`
+	LastTS    time.Time        `json:"last_ts"`
+	EndReason string           `json:"end_reason,omitempty"`
+	// Hold is the legal hold that keeps a held session.
+	Hold *index.Hold `json:"hold,omitempty"`
+	// Error is why a failed session's archiving failed.
+	Error string `json:"error,omitempty"`
 }
 
 // SessionInfo is what list and show say about a session.

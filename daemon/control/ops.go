@@ -16,11 +16,15 @@ import (
 
 // hostOps are the ops that name no existing session; each replies itself.
 var hostOps = map[string]func(c *Server, k *call){
-	OpRun:    (*Server).run,
-	OpList:   (*Server).list,
-	OpCreate: (*Server).create,
-	OpAlerts: (*Server).alerts,
-	OpStatus: (*Server).status,
+	OpRun:       (*Server).run,
+	OpList:      (*Server).list,
+	OpCreate:    (*Server).create,
+	OpAlerts:    (*Server).alerts,
+	OpStatus:    (*Server).status,
+	OpRetention: (*Server).retention,
+	OpHold:      (*Server).hold,
+	OpRelease:   (*Server).hold,
+	OpHolds:     (*Server).holds,
 }
 
 // SinkReporter is the optional ability of a Daemon to report its sinks.

@@ -158,6 +158,7 @@ type call struct {
 	conn  *net.UnixConn
 	req   Request
 	actor string
+	uid   uint32 // the peer's, from SO_PEERCRED
 	files []*os.File
 	// rest is what follows the request on the connection.
 	rest io.Reader
@@ -237,7 +238,7 @@ func (c *Server) admit(k *call) bool {
 		k.fail(fmt.Errorf("permission denied: a process of session %s may not use the control socket", at.Session))
 		return false
 	}
-	k.actor = ActorName(cr.UID)
+	k.actor, k.uid = ActorName(cr.UID), cr.UID
 	return true
 }
 

@@ -104,8 +104,9 @@ type Event struct {
 	Alert   *Alert   `json:"alert,omitempty"`
 	Loss    *Loss    `json:"loss,omitempty"`
 	// Kernel is the payload of collector.capabilities.
-	Kernel  *Kernel  `json:"kernel,omitempty"`
-	Journal *Journal `json:"journal,omitempty"`
+	Kernel    *Kernel    `json:"kernel,omitempty"`
+	Journal   *Journal   `json:"journal,omitempty"`
+	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Proc describes a process.
@@ -520,6 +521,58 @@ type Journal struct {
 	Detail   string `json:"detail,omitempty"`
 }
 
+// The ops of Retention, each the op part of its kind.
+const (
+	RetentionPrune   = "prune"
+	RetentionHold    = "hold"
+	RetentionRelease = "release"
+)
+
+// Retention describes what the retention policy did to the record: a prune
+// of the entries past the hot window, or a legal hold placed on a session
+// or released. Its events have no session_id: they are the host's, and are
+// never pruned themselves.
+type Retention struct {
+	// Op is prune, hold or release.
+	Op string `json:"op"`
+	// Session is the session held or released.
+	Session string `json:"session,omitempty"`
+	// Reason is why, in the operator's words.
+	Reason string `json:"reason,omitempty"`
+	// UID is who asked: the uid of the control socket's peer (SO_PEERCRED),
+	// or of the process that opened the journal itself.
+	UID *uint32 `json:"uid,omitempty"`
+	// Actor names the uid: "root (uid 0)".
+	Actor string `json:"actor,omitempty"`
+	// HotDays is the hot window of a prune, and Cutoff the time it ended
+	// at: sessions that ended before it, and entries of no session older
+	// than it, were pruned.
+	HotDays int       `json:"hot_days,omitempty"`
+	Cutoff  time.Time `json:"cutoff,omitzero"`
+	// Sessions are the sessions a prune removed, each with its entries.
+	Sessions []PrunedSession `json:"sessions,omitempty"`
+	// Sessionless counts the pruned entries of no session.
+	Sessionless uint64 `json:"sessionless,omitempty"`
+	// Entries counts all the entries the prune replaced with tombstones.
+	Entries uint64 `json:"entries,omitempty"`
+	// Ranges are the seqs pruned, as runs of consecutive seqs.
+	Ranges []SeqRange `json:"ranges,omitempty"`
+	// Held are the sessions due for pruning that a legal hold kept.
+	Held []string `json:"held,omitempty"`
+}
+
+// PrunedSession is one session a prune removed.
+type PrunedSession struct {
+	ID      string `json:"id"`
+	Entries uint64 `json:"entries"`
+}
+
+// SeqRange is a run of consecutive seqs, First to Last inclusive.
+type SeqRange struct {
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
+}
+
 // Category returns the part of the kind before the first dot.
 func (e *Event) Category() string {
 	c, _, _ := strings.Cut(e.Kind, ".")
@@ -543,6 +596,7 @@ var payloads = map[string]string{
 	"alert":     "alert",
 	"collector": "loss",
 	"journal":   "journal",
+	"retention": "retention",
 }
 
 // kindPayloads maps a kind whose required sub-object is not its category's
@@ -588,6 +642,8 @@ func (e *Event) has(name string) bool {
 		return e.Kernel != nil
 	case "journal":
 		return e.Journal != nil
+	case "retention":
+		return e.Retention != nil
 	}
 	return false
 }

@@ -207,5 +207,26 @@ func examples() map[string]*event.Event {
 	e.Journal = &event.Journal{Segment: "00000000000000000042.seg", Offset: 1048211, CutBytes: 87, Detail: "torn tail cut back to the last complete entry"}
 	add(e)
 
+	e = base(event.KindRetentionPrune, event.SourceJournal, 0)
+	e.SessionID = ""
+	e.Retention = &event.Retention{Op: event.RetentionPrune, UID: event.U32(0), Actor: "root (uid 0)", HotDays: 90,
+		Cutoff:      time.Date(2026, 8, 31, 3, 0, 0, 0, time.UTC),
+		Sessions:    []event.PrunedSession{{ID: "sess-2026-07-01-a", Entries: 5120}, {ID: "sess-2026-07-02-b", Entries: 880}},
+		Sessionless: 14, Entries: 6014, Ranges: []event.SeqRange{{First: 0, Last: 5999}, {First: 6012, Last: 6025}},
+		Held: []string{"sess-2026-07-03-c"}}
+	add(e)
+
+	e = base(event.KindRetentionHold, event.SourceJournal, 0)
+	e.SessionID = ""
+	e.Retention = &event.Retention{Op: event.RetentionHold, Session: "sess-2026-07-03-c", Reason: "litigation hold, case 2026-114",
+		UID: event.U32(0), Actor: "root (uid 0)"}
+	add(e)
+
+	e = base(event.KindRetentionRelease, event.SourceJournal, 0)
+	e.SessionID = ""
+	e.Retention = &event.Retention{Op: event.RetentionRelease, Session: "sess-2026-07-03-c", Reason: "case 2026-114 closed",
+		UID: event.U32(0), Actor: "root (uid 0)"}
+	add(e)
+
 	return m
 }

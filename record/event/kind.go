@@ -83,6 +83,16 @@ const (
 	// KindJournalRecovered is written by the journal after it cut a torn
 	// tail at start-up.
 	KindJournalRecovered = "journal.recovered"
+
+	// KindRetentionPrune is written after the retention policy pruned
+	// entries past the hot window (its Retention payload names the
+	// sessions, the counts and the seq ranges), outside every session.
+	KindRetentionPrune = "retention.prune"
+	// KindRetentionHold places a legal hold on a session: retention never
+	// prunes it until a KindRetentionRelease. The set of holds is derived
+	// from these events, so no file decides it.
+	KindRetentionHold    = "retention.hold"
+	KindRetentionRelease = "retention.release"
 )
 
 // Kinds lists every kind above, in the order of docs/schema.md.
@@ -95,6 +105,7 @@ var Kinds = []string{
 	KindToolCall, KindModelCall,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,
 	KindLimitHit, KindAlert, KindLoss, KindCapabilities, KindJournalRecovered,
+	KindRetentionPrune, KindRetentionHold, KindRetentionRelease,
 }
 
 // FileKind returns the kind of the file operation op, an event.File.Op:

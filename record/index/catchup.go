@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // waitSource is the part of a live journal that Follow needs.
@@ -44,13 +45,8 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 	var want []byte
 	if check {
 		scanFrom = from - 1
-		var raw string
-		err := ix.db.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?`, int64(from-1)).Scan(&raw)
-		switch {
-		case err == nil:
-			want = []byte(raw)
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, fmt.Errorf("reading last indexed entry: %w", err)
+		if want, err = ix.indexedRaw(ctx, from-1); err != nil {
+			return 0, err
 		}
 	}
 	flush := func() error {
@@ -61,6 +57,18 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 		batch, buf = batch[:0], buf[:0]
 		if progress != nil {
 			progress(from+n, max(total, from+n))
+		}
+		return nil
+	}
+	add := func(seq uint64, raw []byte) error {
+		// raw is only valid during the call: copy it into one buffer per
+		// batch. When append moves the buffer, earlier entries keep
+		// pointing into the old array, which nothing writes to again.
+		start := len(buf)
+		buf = append(buf, raw...)
+		batch = append(batch, Entry{Seq: seq, Raw: buf[start:len(buf):len(buf)]})
+		if len(batch) == ix.o.batch {
+			return flush()
 		}
 		return nil
 	}
@@ -75,16 +83,17 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 			}
 			return nil
 		}
-		// raw is only valid during the call: copy it into one buffer per
-		// batch. When append moves the buffer, earlier entries keep
-		// pointing into the old array, which nothing writes to again.
-		start := len(buf)
-		buf = append(buf, raw...)
-		batch = append(batch, Entry{Seq: seq, Raw: buf[start:len(buf):len(buf)]})
-		if len(batch) == ix.o.batch {
-			return flush()
+		return add(seq, raw)
+	}, func(seq uint64, leaf tlog.Hash) error {
+		if check {
+			// The last indexed entry was pruned since: the index holds
+			// it still (Forget has not run yet) or not at all.
+			check = false
+			if seq != from-1 || want != nil && leafHash(want) != leaf {
+				return fmt.Errorf("%w: entry %d differs from the indexed one", ErrStale, from-1)
+			}
 		}
-		return nil
+		return nil // a pruned entry has nothing to index
 	})
 	if err != nil {
 		return n, fmt.Errorf("reading journal %s: %w", journalDir, err)
@@ -98,6 +107,20 @@ func (ix *Index) catchUp(ctx context.Context, journalDir string, total uint64, p
 		}
 	}
 	return n, nil
+}
+
+// indexedRaw returns the indexed entry seq, or nil when the index has no
+// row of it (skipped as undecodable, or forgotten as pruned).
+func (ix *Index) indexedRaw(ctx context.Context, seq uint64) ([]byte, error) {
+	var raw string
+	err := ix.db.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?`, int64(seq)).Scan(&raw)
+	switch {
+	case err == nil:
+		return []byte(raw), nil
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("reading last indexed entry: %w", err)
 }
 
 // Follow catches up with the journal, then waits for it to change and

@@ -33,3 +33,6 @@ func (d *dict) commit() {
 }
 
 func (d *dict) rollback() { clear(d.pending) }
+
+// forget drops a key whose row was deleted.
+func (d *dict) forget(k string) { delete(d.ids, k) }

@@ -23,6 +23,13 @@
 // packages, the install and fetch events of some of them, and the net
 // events of some domains or addresses.
 //
+// The retention policy asks which sessions ended before a time, the old
+// entries of no session, and the legal holds (folded from the journal's
+// retention.hold and retention.release events), and Forget deletes every
+// row of what the journal pruned (retention.go). Catching up reads the
+// journal's tombstones too (journal.ScanAll), so a pruned entry is neither
+// indexed again nor mistaken for a journal that was replaced.
+//
 // Adding is idempotent: an entry whose seq is already indexed is skipped,
 // so catching up after a crash, or two processes catching up at once, never
 // counts an event twice. The cursor (Last) is the highest seq handled.
@@ -42,6 +49,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/tlog"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -72,8 +80,10 @@ type Entry struct {
 }
 
 // ScanFunc reads complete journal entries in order, starting at seq from
-// (journal.Scan). raw is only valid during the call.
-type ScanFunc func(dir string, from uint64, fn func(seq uint64, raw []byte) error) error
+// (journal.ScanAll): entry for each entry, whose raw is only valid during
+// the call, and pruned for each entry the journal pruned, with the leaf
+// hash its tombstone keeps.
+type ScanFunc func(dir string, from uint64, entry func(seq uint64, raw []byte) error, pruned func(seq uint64, leaf tlog.Hash) error) error
 
 // Option configures Open.
 type Option func(*options)
@@ -89,7 +99,7 @@ type options struct {
 // WithLogger sets the logger (default: none).
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithScanner sets how the journal is read (default journal.Scan).
+// WithScanner sets how the journal is read (default journal.ScanAll).
 func WithScanner(s ScanFunc) Option { return func(o *options) { o.scan = s } }
 
 // WithBulk opens the index for a one-off bulk load into a fresh file: no

@@ -10,20 +10,33 @@ import (
 	"os"
 	"strconv"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // A frame is one entry of a segment file:
 //
-//	length  uint32, little endian: the number of payload bytes (1..MaxPayload)
+//	length  uint32, little endian: the number of payload bytes (1..MaxPayload),
+//	        with bit 31 (tombstoneFlag) set for a tombstone
 //	crc     uint32, little endian: CRC-32C (Castagnoli) of the 4 length bytes
 //	        followed by the payload
 //	payload the canonical event encoding (event.Marshal), the Merkle leaf data
+//
+// A tombstone is what Prune leaves of an entry: its payload is exactly
+// tombstoneSize bytes, the seq (uint64, little endian) and the entry's
+// Merkle leaf hash (32 bytes). The flag lives in the header, which the CRC
+// covers, so no entry payload, whatever its bytes, reads as a tombstone,
+// and a reader that does not know tombstones sees an invalid length and
+// refuses the segment rather than misreading it.
 const (
 	frameHeaderSize = 8
 	// MaxPayload is the largest payload a frame may carry: the largest
 	// canonical event encoding plus room for the sequence number.
 	MaxPayload = event.MaxEncodedSize + 32
+
+	tombstoneFlag = 1 << 31
+	tombstoneSize = 8 + tlog.HashSize
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -42,6 +55,28 @@ func putFrameHeader(h, payload []byte) {
 	c := crc32.Update(0, castagnoli, h[0:4])
 	c = crc32.Update(c, castagnoli, payload)
 	binary.LittleEndian.PutUint32(h[4:8], c)
+}
+
+// appendTombstone appends the tombstone frame of entry seq, whose leaf
+// hash is leaf, to dst.
+func appendTombstone(dst []byte, seq uint64, leaf tlog.Hash) []byte {
+	var p [tombstoneSize]byte
+	binary.LittleEndian.PutUint64(p[:8], seq)
+	copy(p[8:], leaf[:])
+	var h [frameHeaderSize]byte
+	binary.LittleEndian.PutUint32(h[0:4], tombstoneFlag|tombstoneSize)
+	c := crc32.Update(0, castagnoli, h[0:4])
+	c = crc32.Update(c, castagnoli, p[:])
+	binary.LittleEndian.PutUint32(h[4:8], c)
+	dst = append(dst, h[:]...)
+	return append(dst, p[:]...)
+}
+
+// tombstoneLeaf returns the leaf hash a tombstone payload keeps.
+func tombstoneLeaf(p []byte) tlog.Hash {
+	var h tlog.Hash
+	copy(h[:], p[8:tombstoneSize])
+	return h
 }
 
 // frameKind classifies why a frame could not be read.
@@ -100,6 +135,9 @@ type segmentReader struct {
 	hdr    [frameHeaderSize]byte
 	// checkSeq makes next compare the payload's "seq" with the position.
 	checkSeq bool
+	// pruned says that the frame next returned last is a tombstone; its
+	// payload is then the tombstone's (see tombstoneLeaf).
+	pruned bool
 }
 
 const readBufferSize = 4 << 20
@@ -167,7 +205,9 @@ func (s *segmentReader) next() ([]byte, error) {
 	}
 	copy(s.hdr[:], h)
 	n := binary.LittleEndian.Uint32(s.hdr[0:4])
-	if n == 0 || n > MaxPayload {
+	pruned := n&tombstoneFlag != 0
+	n &^= tombstoneFlag
+	if n == 0 || n > MaxPayload || pruned && n != tombstoneSize {
 		return nil, &frameError{kind: frameBadLength, seq: s.seq, offset: s.off, detail: strconv.FormatUint(uint64(n), 10)}
 	}
 	if int64(n) > remain-frameHeaderSize {
@@ -183,7 +223,11 @@ func (s *segmentReader) next() ([]byte, error) {
 	if c != binary.LittleEndian.Uint32(s.hdr[4:8]) {
 		return nil, &frameError{kind: frameBadChecksum, seq: s.seq, offset: s.off}
 	}
-	if s.checkSeq {
+	if pruned {
+		if got := binary.LittleEndian.Uint64(p[:8]); got != s.seq {
+			return nil, &frameError{kind: frameBadSeq, seq: s.seq, offset: s.off, detail: "tombstone holds seq " + strconv.FormatUint(got, 10)}
+		}
+	} else if s.checkSeq {
 		got, ok := payloadSeq(p)
 		if !ok {
 			return nil, &frameError{kind: frameBadSeq, seq: s.seq, offset: s.off, detail: "payload does not begin with {\"v\":N,\"seq\":N,"}
@@ -194,6 +238,7 @@ func (s *segmentReader) next() ([]byte, error) {
 	}
 	s.off += frameHeaderSize + int64(n)
 	s.seq++
+	s.pruned = pruned
 	return p, nil
 }
 
@@ -214,7 +259,7 @@ func (s *segmentReader) torn(fe *frameError) (bool, error) {
 	// Garbled: what follows the frame must be zeros (or nothing).
 	from := fe.offset + frameHeaderSize
 	if fe.kind == frameBadChecksum {
-		from += int64(binary.LittleEndian.Uint32(s.hdr[0:4]))
+		from += int64(binary.LittleEndian.Uint32(s.hdr[0:4]) &^ tombstoneFlag)
 	}
 	if from >= s.size {
 		return true, nil

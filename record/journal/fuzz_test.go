@@ -62,29 +62,36 @@ func FuzzSegment(f *testing.F) {
 		s, v := fuzzKeys(t)
 		dir := t.TempDir()
 		mustWriteFile(t, filepath.Join(dir, segmentName(0)), data)
-		n := 0
-		err := Scan(dir, 0, func(seq uint64, raw []byte) error {
-			if seq != uint64(n) {
-				t.Fatalf("Scan gave seq %d at position %d", seq, n)
+		n, m := 0, 0 // entries and tombstones
+		err := ScanAll(dir, 0, func(seq uint64, raw []byte) error {
+			if seq != uint64(n+m) {
+				t.Fatalf("ScanAll gave seq %d at position %d", seq, n+m)
 			}
 			if got, ok := payloadSeq(raw); !ok || got != seq {
-				t.Fatalf("Scan gave entry %d holding seq %d, %v", seq, got, ok)
+				t.Fatalf("ScanAll gave entry %d holding seq %d, %v", seq, got, ok)
 			}
 			n++
 			return nil
+		}, func(seq uint64, _ tlog.Hash) error {
+			if seq != uint64(n+m) {
+				t.Fatalf("ScanAll gave tombstone %d at position %d", seq, n+m)
+			}
+			m++
+			return nil
 		})
 		if err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("Scan() = %v, want nil or ErrCorrupt", err)
+			t.Fatalf("ScanAll() = %v, want nil or ErrCorrupt", err)
 		}
 		rep, verr := Verify(dir, v, nil)
 		if verr != nil && !errors.Is(verr, ErrTampered) {
 			t.Fatalf("Verify() = %v", verr)
 		}
-		if (err == nil) != (rep.Status != StatusTampered) {
-			t.Fatalf("Scan() = %v but Verify() status %s", err, rep.Status)
+		// No checkpoint covers anything here, so a tombstone is tampering.
+		if (err == nil && m == 0) != (rep.Status != StatusTampered) {
+			t.Fatalf("ScanAll() = %v with %d tombstones but Verify() status %s", err, m, rep.Status)
 		}
-		if err == nil && rep.Entries != uint64(n) {
-			t.Fatalf("Scan() read %d entries, Verify() %d", n, rep.Entries)
+		if err == nil && (rep.Entries != uint64(n+m) || rep.Pruned != uint64(m)) {
+			t.Fatalf("ScanAll() read %d entries and %d tombstones, Verify() %d and %d", n, m, rep.Entries, rep.Pruned)
 		}
 		jr, err := Open(dir, s)
 		if err != nil {
@@ -93,12 +100,92 @@ func FuzzSegment(f *testing.F) {
 			}
 			return
 		}
+		if m > 0 {
+			t.Fatalf("Open() accepted %d tombstones no checkpoint covers", m)
+		}
 		if err := jr.Close(); err != nil {
 			t.Fatal(err)
 		}
 		rep, err = Verify(dir, v, nil)
 		if err != nil || rep.Status != StatusIntact {
 			t.Fatalf("Verify() after Open and Close = %+v, %v, want intact", rep, err)
+		}
+	})
+}
+
+// prunedTemplate builds, in dir, a journal of 12 entries in one segment,
+// covered by signed checkpoints, whose entries 3, 4 and 9 are pruned. Its
+// keys, events and checkpoints are fixed, so it is the same journal every
+// time. It returns the original entries by seq.
+func prunedTemplate(t testing.TB, dir string) [][]byte {
+	s, _ := fuzzKeys(t)
+	j, err := Open(dir, s, WithCheckpointEvery(4), WithHost("fuzz"), WithSegmentSize(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(context.Background(), genEvents(12, 79)...); err != nil {
+		t.Fatal(err)
+	}
+	var orig [][]byte
+	if err := Scan(dir, 0, func(_ uint64, raw []byte) error {
+		orig = append(orig, bytes.Clone(raw))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Prune(context.Background(), []uint64{3, 4, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Prune sealed the one segment; the journal goes on in an empty one,
+	// which the fuzzer's journal does not have.
+	if err := os.Remove(filepath.Join(dir, segmentName(12))); err != nil {
+		t.Fatal(err)
+	}
+	return orig
+}
+
+// FuzzPrunedSegment puts arbitrary bytes in place of the one segment of a
+// pruned journal whose checkpoints cover it (prunedTemplate). Verify must
+// not panic, and whenever it calls the journal intact, every entry must be
+// the original one and every tombstone keep the original's leaf hash: no
+// forged entry or tombstone matches the signed tree.
+func FuzzPrunedSegment(f *testing.F) {
+	tmpl := f.TempDir()
+	orig := prunedTemplate(f, tmpl)
+	seg := mustReadFile(f, filepath.Join(tmpl, segmentName(0)))
+	f.Add(seg)
+	f.Add(seg[:len(seg)-5])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<20 {
+			return
+		}
+		_, v := fuzzKeys(t)
+		dir := t.TempDir()
+		copyDir(t, tmpl, dir)
+		mustWriteFile(t, filepath.Join(dir, segmentName(0)), data)
+		rep, err := Verify(dir, v, nil)
+		if err != nil && !errors.Is(err, ErrTampered) {
+			t.Fatalf("Verify() = %v", err)
+		}
+		if rep.Status != StatusIntact {
+			return
+		}
+		err = ScanAll(dir, 0, func(seq uint64, raw []byte) error {
+			if seq >= uint64(len(orig)) || !bytes.Equal(raw, orig[seq]) {
+				t.Fatalf("Verify() intact, but entry %d is not the original", seq)
+			}
+			return nil
+		}, func(seq uint64, leaf tlog.Hash) error {
+			if seq >= uint64(len(orig)) || leaf != LeafHash(orig[seq]) {
+				t.Fatalf("Verify() intact, but tombstone %d keeps another leaf hash", seq)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Verify() intact, but ScanAll() = %v", err)
 		}
 	})
 }
@@ -191,19 +278,32 @@ func TestFuzzSeeds(t *testing.T) {
 	last := int(locs[len(locs)-1].offset)
 	flipped := bytes.Clone(seg)
 	flipped[len(flipped)/2] ^= 4
+	tmpl := t.TempDir()
+	prunedTemplate(t, tmpl)
+	pseg := mustReadFile(t, filepath.Join(tmpl, segmentName(0)))
+	plocs := frameLocs(t, tmpl)
+	forged := bytes.Clone(pseg)
+	forged[plocs[3].offset+frameHeaderSize+8] ^= 1 // the leaf hash of tombstone 3
+	unflagged := bytes.Clone(pseg)
+	unflagged[plocs[4].offset+3] &^= 0x80 // tombstone 4 without its flag
 	seeds := map[string][][]byte{
-		"FuzzSegment/real":            {seg},
-		"FuzzSegment/torn-header":     {seg[:last+3]},
-		"FuzzSegment/torn-payload":    {seg[:len(seg)-40]},
-		"FuzzSegment/zero-tail":       {append(bytes.Clone(seg), make([]byte, 100)...)},
-		"FuzzSegment/flipped-middle":  {flipped},
-		"FuzzSegment/one-frame":       {seg[:first]},
-		"FuzzParseCheckpoint/real":    {cp},
-		"FuzzParseCheckpoint/nosig":   {[]byte("sandtrail/fuzz\n5\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n")},
-		"FuzzParseCheckpoint/ext":     {[]byte("o\n1\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\nextension\n\n— fuzz AAAAAAA=\n")},
-		"FuzzPayloadSeq/canonical":    {[]byte(`{"v":1,"seq":42,"ts":"2026-11-29T08:00:00Z"}`)},
-		"FuzzPayloadSeq/leading-zero": {[]byte(`{"v":1,"seq":042,`)},
-		"FuzzPayloadSeq/overflow":     {[]byte(`{"v":1,"seq":18446744073709551616,`)},
+		"FuzzSegment/pruned":               {pseg},
+		"FuzzPrunedSegment/pruned":         {pseg},
+		"FuzzPrunedSegment/forged-leaf":    {forged},
+		"FuzzPrunedSegment/unflagged":      {unflagged},
+		"FuzzPrunedSegment/torn-tombstone": {pseg[:plocs[9].offset+20]},
+		"FuzzSegment/real":                 {seg},
+		"FuzzSegment/torn-header":          {seg[:last+3]},
+		"FuzzSegment/torn-payload":         {seg[:len(seg)-40]},
+		"FuzzSegment/zero-tail":            {append(bytes.Clone(seg), make([]byte, 100)...)},
+		"FuzzSegment/flipped-middle":       {flipped},
+		"FuzzSegment/one-frame":            {seg[:first]},
+		"FuzzParseCheckpoint/real":         {cp},
+		"FuzzParseCheckpoint/nosig":        {[]byte("sandtrail/fuzz\n5\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n\n")},
+		"FuzzParseCheckpoint/ext":          {[]byte("o\n1\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\nextension\n\n— fuzz AAAAAAA=\n")},
+		"FuzzPayloadSeq/canonical":         {[]byte(`{"v":1,"seq":42,"ts":"2026-11-29T08:00:00Z"}`)},
+		"FuzzPayloadSeq/leading-zero":      {[]byte(`{"v":1,"seq":042,`)},
+		"FuzzPayloadSeq/overflow":          {[]byte(`{"v":1,"seq":18446744073709551616,`)},
 	}
 	for name, args := range seeds {
 		p := filepath.Join("testdata", "fuzz", name)

@@ -23,7 +23,15 @@
 // checkpoint. It cannot detect changes to entries appended after the newest
 // checkpoint (it reports them as uncovered), nor truncation above the newest
 // checkpoint held off-host, nor anything done by someone holding the signing
-// key. See docs/journal.md.
+// key.
+//
+// Prune replaces entries that a signed checkpoint covers with tombstones,
+// frames of their own kind that keep each entry's seq and leaf hash, in
+// sealed segments rewritten atomically. Verify folds a tombstone's leaf
+// hash into the tree like an entry's, so a tombstone with another hash
+// fails against the checkpoints, and one that no checkpoint covers is
+// tampering: pruning removes events, never what a checkpoint proves about
+// the tree. See docs/journal.md.
 package journal
 
 import (
@@ -149,6 +157,8 @@ type Journal struct {
 
 	lock    *os.File
 	reqs    chan *request
+	ctl     chan func() // run in the writer goroutine, between batches (sealThrough)
+	pruneMu sync.Mutex  // one Prune at a time; Close waits for it
 	closing chan struct{}
 	done    chan struct{} // closed when the syncer exits
 	written chan *flight
@@ -251,7 +261,7 @@ func Open(dir string, signer note.Signer, opts ...Option) (*Journal, error) {
 	j := &Journal{
 		dir: dir, signer: signer, origin: o.origin, host: o.host, log: o.log.Named("journal"),
 		every: uint64(o.every), interval: o.interval, segMax: o.segSize,
-		lock: lock, reqs: make(chan *request), closing: make(chan struct{}), done: make(chan struct{}),
+		lock: lock, reqs: make(chan *request), ctl: make(chan func()), closing: make(chan struct{}), done: make(chan struct{}),
 		written: make(chan *flight, flightsQueued), changed: make(chan struct{}), x: newHasher(),
 	}
 	cut, err := j.recover()
@@ -279,17 +289,24 @@ func (j *Journal) recover() (*event.Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSealed(segs); err != nil {
+	if err := removePruneTemps(j.dir); err != nil {
+		return nil, err
+	}
+	var tombs lastTombstone
+	if err := checkSealed(segs, &tombs); err != nil {
 		return nil, err
 	}
 	last := segs[len(segs)-1]
-	size, segSize, cut, err := scanTail(last)
+	size, segSize, cut, err := scanTail(last, &tombs)
 	if err != nil {
 		return nil, err
 	}
 	// The latest checkpoint we signed bounds what may be cut.
 	cp, err := j.latestCovered(size)
 	if err != nil {
+		return nil, err
+	}
+	if err := tombs.covered(cp); err != nil {
 		return nil, err
 	}
 	if cut != nil {
@@ -334,12 +351,12 @@ func (j *Journal) segments() ([]segment, error) {
 // checkSealed checks the framing of every entry (CRC, seq) of the segments
 // before the last, and that they leave no gaps: the first starts at seq 0
 // and each next one where the previous ends.
-func checkSealed(segs []segment) error {
+func checkSealed(segs []segment, tombs *lastTombstone) error {
 	if segs[0].first != 0 {
 		return fmt.Errorf("%w: first segment %s does not start at seq 0", ErrCorrupt, filepath.Base(segs[0].path))
 	}
 	for i, s := range segs[:len(segs)-1] {
-		n, err := checkSegment(s)
+		n, err := checkSegment(s, tombs)
 		if err != nil {
 			return err
 		}
@@ -354,7 +371,7 @@ func checkSealed(segs []segment) error {
 // returns the number of entries of the journal and the segment's size up to
 // the last complete entry, and describes the torn tail that follows it, if
 // any. Anything else that is wrong with the framing is ErrCorrupt.
-func scanTail(last segment) (size uint64, segSize int64, cut *event.Journal, err error) {
+func scanTail(last segment, tombs *lastTombstone) (size uint64, segSize int64, cut *event.Journal, err error) {
 	r, err := openSegmentReader(last.path, last.first)
 	if err != nil {
 		return 0, 0, nil, err
@@ -363,6 +380,7 @@ func scanTail(last segment) (size uint64, segSize int64, cut *event.Journal, err
 	for {
 		_, err := r.next()
 		if err == nil {
+			tombs.note(r)
 			continue
 		}
 		var fe *frameError
@@ -462,7 +480,7 @@ func (j *Journal) loadHashes(size uint64, cp *Checkpoint) error {
 
 // checkSegment reads every frame of a segment that is not the last one and
 // returns the seq that follows it.
-func checkSegment(s segment) (uint64, error) {
+func checkSegment(s segment, tombs *lastTombstone) (uint64, error) {
 	r, err := openSegmentReader(s.path, s.first)
 	if err != nil {
 		return 0, err
@@ -470,6 +488,10 @@ func checkSegment(s segment) (uint64, error) {
 	defer r.Close()
 	for {
 		_, err := r.next()
+		if err == nil {
+			tombs.note(r)
+			continue
+		}
 		if err == io.EOF {
 			return r.seq, nil
 		}
@@ -518,11 +540,11 @@ func (j *Journal) rebuildHashes(from, size uint64, cp *Checkpoint) error {
 		return nil
 	}
 	if from < size {
-		err = scan(j.dir, from, func(seq uint64, raw []byte) error {
+		err = scanFrames(j.dir, from, func(seq uint64, p []byte, pruned bool) error {
 			if seq >= size {
 				return errStop
 			}
-			hb = e.append(j.x, j.x.leaf(raw), hb[:0])
+			hb = e.append(j.x, frameLeaf(j.x, p, pruned), hb[:0])
 			for _, h := range hb {
 				out = append(out, h[:]...)
 			}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 const (
@@ -83,12 +85,14 @@ func listSegments(dir string) ([]segment, error) {
 
 // Scan calls fn for each complete entry with seq >= from, in order. raw is
 // the canonical event encoding (the Merkle leaf data); it is only valid
-// during the call. Scan is safe while another process or goroutine appends:
-// it stops at the last complete entry, treating an incomplete frame at the
-// end of the last segment as not yet written. It checks each frame's CRC
-// and that entry N carries seq N, and returns an error wrapping ErrCorrupt
-// for a bad entry in the middle or a gap between segments. An error from fn
-// stops the scan and is returned as is.
+// during the call. Pruned entries (tombstones, see Prune) are skipped: fn
+// never sees them, so the seqs it gets may have gaps. Scan is safe while
+// another process or goroutine appends or prunes: it stops at the last
+// complete entry, treating an incomplete frame at the end of the last
+// segment as not yet written. It checks each frame's CRC and that entry N
+// carries seq N, and returns an error wrapping ErrCorrupt for a bad entry
+// in the middle or a gap between segments. An error from fn stops the scan
+// and is returned as is.
 //
 // Scan does not check the Merkle tree or any signature: use Verify for that.
 func Scan(dir string, from uint64, fn func(seq uint64, raw []byte) error) error {
@@ -99,7 +103,38 @@ func Scan(dir string, from uint64, fn func(seq uint64, raw []byte) error) error 
 	return err
 }
 
+// ScanAll is Scan that also reports the pruned entries: it calls entry for
+// each complete entry, as Scan calls fn, and pruned for each tombstone,
+// with the leaf hash the tombstone keeps in place of the entry. Followers
+// that must tell a pruned entry from a missing one (the index's check that
+// it still describes this journal) read with it.
+func ScanAll(dir string, from uint64, entry func(seq uint64, raw []byte) error, pruned func(seq uint64, leaf tlog.Hash) error) error {
+	err := scanFrames(dir, from, func(seq uint64, p []byte, tomb bool) error {
+		if tomb {
+			return pruned(seq, tombstoneLeaf(p))
+		}
+		return entry(seq, p)
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// scan is Scan without the handling of errStop.
 func scan(dir string, from uint64, fn func(seq uint64, raw []byte) error) error {
+	return scanFrames(dir, from, func(seq uint64, p []byte, tomb bool) error {
+		if tomb {
+			return nil
+		}
+		return fn(seq, p)
+	})
+}
+
+// scanFrames calls fn for each complete frame with seq >= from: p is the
+// entry's canonical encoding, or, when pruned is set, the tombstone's
+// payload (tombstoneLeaf).
+func scanFrames(dir string, from uint64, fn func(seq uint64, p []byte, pruned bool) error) error {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return err
@@ -154,7 +189,7 @@ func scan(dir string, from uint64, fn func(seq uint64, raw []byte) error) error 
 			if seq < from {
 				continue
 			}
-			if err := fn(seq, p); err != nil {
+			if err := fn(seq, p, r.pruned); err != nil {
 				r.Close()
 				return err
 			}
@@ -165,16 +200,26 @@ func scan(dir string, from uint64, fn func(seq uint64, raw []byte) error) error 
 	return nil
 }
 
-// Entry returns a copy of the canonical encoding of entry seq, or an error
-// wrapping ErrNotFound when the journal has no such complete entry.
+// Entry returns a copy of the canonical encoding of entry seq. It returns
+// an error wrapping ErrNotFound when the journal has no such complete entry,
+// and a *PrunedError (which wraps ErrPruned, and holds the entry's leaf
+// hash) when the entry was pruned.
 func Entry(dir string, seq uint64) ([]byte, error) {
 	var out []byte
-	err := scan(dir, seq, func(s uint64, raw []byte) error {
-		out = append([]byte(nil), raw...)
+	var pe *PrunedError
+	err := scanFrames(dir, seq, func(s uint64, p []byte, pruned bool) error {
+		if pruned {
+			pe = &PrunedError{Seq: s, Leaf: tombstoneLeaf(p)}
+		} else {
+			out = append([]byte(nil), p...)
+		}
 		return errStop
 	})
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, err
+	}
+	if pe != nil {
+		return nil, pe
 	}
 	if out == nil {
 		return nil, fmt.Errorf("%w: entry %d", ErrNotFound, seq)

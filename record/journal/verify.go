@@ -66,8 +66,11 @@ func (p Problem) String() string {
 type Report struct {
 	Status Status `json:"status"`
 	// Entries is the number of entries read in order before verification
-	// ended (all of them unless an entry was bad).
+	// ended (all of them unless an entry was bad), pruned ones included.
 	Entries uint64 `json:"entries"`
+	// Pruned counts the tombstones among them: entries that Prune
+	// replaced, whose leaf hashes still make up the tree.
+	Pruned uint64 `json:"pruned"`
 	// Root is the tree hash of those entries.
 	Root tlog.Hash `json:"root"`
 	// From is the seq the recomputation began at: 0 for Verify, the size
@@ -399,6 +402,10 @@ type verifier struct {
 	goodCount, heldCount int
 	stopped              bool  // a bad entry or checkpoint ended the reading
 	ioErr                error // reading failed
+	// uncoveredPruned are the tombstones read since the newest checkpoint
+	// that matched: one that no checkpoint covers was not written by Prune.
+	uncoveredPruned []uint64
+	pruned          uint64
 }
 
 // compare checks the checkpoints of the current size; it returns false on a
@@ -423,6 +430,7 @@ func (v *verifier) compare() bool {
 	}
 	if ok {
 		v.good = v.e.n
+		v.uncoveredPruned = v.uncoveredPruned[:0]
 		return true
 	}
 	seq, exact := locate(v.dir, v.good, v.e.n, v.cps[v.next-1].cp.Root)
@@ -450,13 +458,21 @@ func (v *verifier) consume(chunks <-chan *chunk) {
 func (v *verifier) add(c *chunk) bool {
 	if c.full && c.decodeAt < 0 && (v.next >= len(v.cps) || v.cps[v.next].cp.Size >= c.first+chunkEntries) {
 		// A complete subtree with no checkpoint inside: add its root.
+		for _, i := range c.prunedAt {
+			v.notePruned(c.first + uint64(i))
+		}
 		v.e.appendNode(v.x, chunkLevel, c.root)
 		if !v.compare() {
 			return false
 		}
 		c.leaves = c.leaves[:0]
 	}
+	pi := 0
 	for i, leaf := range c.leaves {
+		if pi < len(c.prunedAt) && c.prunedAt[pi] == i {
+			v.notePruned(c.first + uint64(i))
+			pi++
+		}
 		if i == c.decodeAt {
 			seq := c.first + uint64(i)
 			off := c.offsets[i]
@@ -470,6 +486,12 @@ func (v *verifier) add(c *chunk) bool {
 		}
 	}
 	return true
+}
+
+// notePruned counts the tombstone of entry seq.
+func (v *verifier) notePruned(seq uint64) {
+	v.pruned++
+	v.uncoveredPruned = append(v.uncoveredPruned, seq)
 }
 
 // end records why reading ended: a read error, a torn tail or a bad frame
@@ -507,7 +529,13 @@ func (v *verifier) finish() {
 			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("the checkpoint covers %d entries but the journal has %d (truncated)", c.cp.Size, v.e.n)})
 			rep.bad(v.e.n, true)
 		}
+		if len(v.uncoveredPruned) > 0 {
+			seq := v.uncoveredPruned[0]
+			rep.problem(Problem{Seq: &seq, Msg: "a tombstone that no checkpoint covers: the journal prunes only entries a signed checkpoint covers, so this entry was erased by someone else"})
+			rep.bad(seq, true)
+		}
 	}
+	rep.Pruned = v.pruned
 	rep.Checkpoints = v.goodCount
 	rep.Held = v.heldCount
 	rep.Covered = v.good
@@ -537,11 +565,14 @@ func (e *edge) appendNode(x *hasher, level int, h tlog.Hash) {
 // chunk is a run of consecutive entries of one segment on their way
 // through verification.
 type chunk struct {
-	seg       int // index into the segments
-	first     uint64
-	data      []byte  // the payloads, back to back, each after a 0x00 byte
-	ends      []int   // end of each payload in data
-	offsets   []int64 // frame offset of each entry in its segment
+	seg     int // index into the segments
+	first   uint64
+	data    []byte  // the payloads, back to back, each after a 0x00 byte
+	ends    []int   // end of each payload in data
+	offsets []int64 // frame offset of each entry in its segment
+	// prunedAt are the indexes of the tombstones, whose data is the leaf
+	// hash they keep rather than a payload.
+	prunedAt  []int
 	leaves    []tlog.Hash
 	full      bool      // the chunk is the complete subtree at first
 	root      tlog.Hash // its root, when full
@@ -564,7 +595,7 @@ type chunkStop struct {
 }
 
 func (c *chunk) release() {
-	c.data, c.ends, c.offsets, c.leaves = c.data[:0], c.ends[:0], c.offsets[:0], c.leaves[:0]
+	c.data, c.ends, c.offsets, c.leaves, c.prunedAt = c.data[:0], c.ends[:0], c.offsets[:0], c.leaves[:0], c.prunedAt[:0]
 	c.stop, c.decodeErr = nil, nil
 	c.pool.Put(c)
 }
@@ -573,8 +604,15 @@ func (c *chunk) release() {
 func (c *chunk) hash(x *hasher) {
 	c.decodeAt = -1
 	c.leaves = c.leaves[:0]
-	start := 0
+	start, pi := 0, 0
 	for i, end := range c.ends {
+		if pi < len(c.prunedAt) && c.prunedAt[pi] == i {
+			// A tombstone's stored leaf hash is its leaf.
+			pi++
+			c.leaves = append(c.leaves, tlog.Hash(c.data[start:end]))
+			start = end
+			continue
+		}
 		// Each payload is stored after a 0x00 byte, so the leaf hash,
 		// SHA-256(0x00 || payload), is one call over the stored bytes.
 		p := c.data[start+1 : end]
@@ -705,7 +743,11 @@ func (r *chunkReader) segment(i int, s segment, want uint64) (uint64, bool) {
 		if sr.seq <= r.from {
 			continue // the frame's seq, sr.seq-1, is before from
 		}
-		r.c.add(p, off)
+		if sr.pruned {
+			r.c.addPruned(tombstoneLeaf(p), off)
+		} else {
+			r.c.add(p, off)
+		}
 		if sr.seq%chunkEntries == 0 && !r.emit(sr.seq, i) {
 			sr.Close()
 			return 0, false
@@ -737,6 +779,15 @@ func frameStop(sr *segmentReader, err error, name string, last bool) *chunkStop 
 func (c *chunk) add(p []byte, off int64) {
 	c.data = append(c.data, 0) // the leaf prefix, see hash
 	c.data = append(c.data, p...)
+	c.ends = append(c.ends, len(c.data))
+	c.offsets = append(c.offsets, off)
+}
+
+// addPruned appends the tombstone, keeping leaf, of the frame at offset
+// off.
+func (c *chunk) addPruned(leaf tlog.Hash, off int64) {
+	c.prunedAt = append(c.prunedAt, len(c.ends))
+	c.data = append(c.data, leaf[:]...)
 	c.ends = append(c.ends, len(c.data))
 	c.offsets = append(c.offsets, off)
 }
@@ -792,7 +843,7 @@ func locate(dir string, from, size uint64, root tlog.Hash) (uint64, bool) {
 	}
 	x := newHasher()
 	found, exact := from, false
-	err = scan(dir, from, func(seq uint64, raw []byte) error {
+	err = scanFrames(dir, from, func(seq uint64, p []byte, pruned bool) error {
 		if seq >= size {
 			return errStop
 		}
@@ -807,7 +858,7 @@ func locate(dir string, from, size uint64, root tlog.Hash) (uint64, bool) {
 		if tlog.CheckRecord(proof, int64(size), root, int64(seq), stored[0]) != nil {
 			return errStop // the hash file is not the signed tree
 		}
-		if x.leaf(raw) != stored[0] {
+		if frameLeaf(x, p, pruned) != stored[0] {
 			found, exact = seq, true
 			return errStop
 		}
@@ -827,7 +878,8 @@ func LeafHash(raw []byte) tlog.Hash { return tlog.RecordHash(raw) }
 // against cp's root with the leaf hash recomputed from the entry itself, so
 // a returned proof always verifies (tlog.CheckRecord). Errors wrap
 // ErrNotFound when cp does not cover seq, and ErrCorrupt when the entry or
-// the hash file does not match cp. Prove does not check cp's signature:
+// the hash file does not match cp. A pruned entry is proven by the leaf
+// hash its tombstone keeps. Prove does not check cp's signature:
 // pass a checkpoint from ParseCheckpoint or ReadCheckpoint.
 func Prove(dir string, seq uint64, cp *Checkpoint) (tlog.RecordProof, error) {
 	if cp == nil {
@@ -854,13 +906,17 @@ func Prove(dir string, seq uint64, cp *Checkpoint) (tlog.RecordProof, error) {
 		return nil, fmt.Errorf("proving entry %d: %w", seq, err)
 	}
 	raw, err := Entry(dir, seq)
-	if errors.Is(err, ErrNotFound) {
+	var pe *PrunedError
+	leaf := LeafHash(raw)
+	switch {
+	case errors.As(err, &pe):
+		leaf = pe.Leaf
+	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("%w: entry %d, which the checkpoint of size %d covers, is missing or unreadable", ErrCorrupt, seq, cp.Size)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	if err := tlog.CheckRecord(proof, int64(cp.Size), cp.Root, int64(seq), LeafHash(raw)); err != nil {
+	if err := tlog.CheckRecord(proof, int64(cp.Size), cp.Root, int64(seq), leaf); err != nil {
 		return nil, fmt.Errorf("%w: entry %d does not verify against the checkpoint of size %d: %v", ErrCorrupt, seq, cp.Size, err)
 	}
 	return proof, nil

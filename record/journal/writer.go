@@ -54,6 +54,8 @@ func (j *Journal) run() {
 			}
 			j.write(batch)
 			clear(batch)
+		case do := <-j.ctl:
+			do()
 		case <-j.closing:
 			for {
 				select {
@@ -323,6 +325,8 @@ func (j *Journal) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 // any.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
+		j.pruneMu.Lock() // a Prune in progress finishes first
+		defer j.pruneMu.Unlock()
 		close(j.closing)
 		<-j.done
 		j.cpMu.Lock()

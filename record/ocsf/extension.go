@@ -49,7 +49,7 @@ func extensionClassOf(e *event.Event) (class, bool) {
 			a = activityOther
 		}
 		return class{class: classLimit, activity: a, fill: fillLimit}, true
-	case e.Loss != nil || e.Kernel != nil || e.Journal != nil:
+	case e.Loss != nil || e.Kernel != nil || e.Journal != nil || e.Retention != nil:
 		return class{class: classEventLog, activity: activityOther, fill: fillEventLog}, true
 	case e.Tool != nil || e.Model != nil:
 		return class{class: classAPI, activity: activityOther, failed: e.Tool != nil && e.Tool.Status == "error", fill: fillAPI}, true
@@ -101,7 +101,24 @@ func fillEventLog(o Event, e *event.Event) {
 	case e.Journal != nil:
 		o["message"] = e.Journal.Detail
 		o["unmapped"] = map[string]any{"journal": e.Journal}
+	case e.Retention != nil:
+		o["log_name"] = "retention"
+		o["message"] = retentionMessage(e.Retention)
+		o["unmapped"] = map[string]any{"retention": e.Retention}
 	}
+}
+
+// retentionMessage says what a retention event did, in one line.
+func retentionMessage(r *event.Retention) string {
+	switch r.Op {
+	case event.RetentionPrune:
+		return fmt.Sprintf("retention pruned %d entries of %d sessions (hot window %d days; %d sessions held)", r.Entries, len(r.Sessions), r.HotDays, len(r.Held))
+	case event.RetentionHold:
+		return fmt.Sprintf("legal hold placed on session %s by %s", r.Session, r.Actor)
+	case event.RetentionRelease:
+		return fmt.Sprintf("legal hold on session %s released by %s", r.Session, r.Actor)
+	}
+	return "retention " + r.Op
 }
 
 // fillAPI is a tool or model call, with OCSF's ai_operation profile.

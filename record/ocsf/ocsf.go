@@ -11,7 +11,7 @@
 // with the Software Package object), Detection Finding 2004 (alerts), API
 // Activity 6003 with the ai_operation profile (tool and model calls),
 // Event Log Activity 1008 (losses, the kernel's capabilities, journal
-// recoveries), and sandtrail's extension (ExtensionUID) for a session's
+// recoveries, retention prunes and legal holds), and sandtrail's extension (ExtensionUID) for a session's
 // lifecycle and its resource limits. Every kind has a class; Map reports
 // false only for an event whose kind and body do not agree.
 //
