@@ -118,6 +118,16 @@ type RetentionConfig struct {
 	// Interval is how often the daemon applies it (default 24h; the
 	// first run is a minute after it starts, or Interval when shorter).
 	Interval time.Duration `mapstructure:"interval"`
+	// Archive is the cold tier: a directory, or an OCI repository
+	// (registry.example/sandtrail/archive), that each session is sealed
+	// into (docs/archive.md) before it is pruned; a session that cannot
+	// be sealed and stored is not pruned. Empty: no cold tier, and a
+	// pruned session's events are gone from this host.
+	Archive string `mapstructure:"archive"`
+	// ArchivePlainHTTP lets Archive name a registry that is not on
+	// loopback over plain http (its bundles then cross the network in
+	// the clear).
+	ArchivePlainHTTP bool `mapstructure:"archive_plain_http"`
 }
 
 // CheckpointConfig says how often the journal signs a checkpoint.

@@ -105,10 +105,6 @@ type Options struct {
 	// Index. The control socket's retention and hold ops work whenever
 	// Index is set.
 	Retention bool
-	// Archive, when not nil, is the cold tier's hook: retention calls it
-	// before it prunes a session, and a session it fails for is not
-	// pruned (Retention.Archive).
-	Archive func(ctx context.Context, sessionID string) error
 }
 
 // Start opens the journal and starts the queue, the session manager,

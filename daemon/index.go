@@ -28,8 +28,14 @@ func (d *Daemon) followIndex(ctx context.Context, o Options) {
 		return
 	}
 	defer ix.Close()
+	cold, err := d.cfg.ColdTier(ix)
+	if err != nil {
+		close(d.ixReady)
+		log.Error("no retention policy: the cold tier could not be opened", "archive", d.cfg.Retention.Archive, "error", err)
+		return
+	}
 	d.ret = &Retention{Journal: d.j, Index: ix, Append: d.app, HotDays: d.cfg.Retention.HotDays, Host: d.cfg.Host,
-		Archive: o.Archive, Log: log}
+		Archive: cold, Log: log}
 	close(d.ixReady)
 	var scheduled sync.WaitGroup
 	if o.Retention && d.cfg.Retention.HotDays > 0 {

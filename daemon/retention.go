@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/daemon/control"
+	"github.com/sandtrail/sandtrail/record/archive"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
@@ -430,4 +431,31 @@ func (d *Daemon) Holds(ctx context.Context) ([]index.Hold, error) {
 		return nil, err
 	}
 	return r.Holds(ctx)
+}
+
+// ColdTier is the archiver hook of c's retention.archive (nil when none is
+// set): it seals a session into a bundle, stores it there, and checks the
+// stored bundle against the live journal (archive.Archiver), with the
+// verifier key beside key_file.
+func (c *Config) ColdTier(ix *index.Index) (func(ctx context.Context, sessionID string) error, error) {
+	if c.Retention.Archive == "" {
+		return nil, nil
+	}
+	var opts []archive.StoreOption
+	if c.Retention.ArchivePlainHTTP {
+		opts = append(opts, archive.AllowPlainHTTP())
+	}
+	store, err := archive.OpenStore(c.Retention.Archive, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("retention.archive: %w", err)
+	}
+	verifiers, err := journal.LoadVerifiers(journal.VerifierPath(c.KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("retention.archive: the verifier key beside key_file: %w", err)
+	}
+	a := archive.NewArchiver(c.JournalDir(), ix, verifiers, store)
+	return func(ctx context.Context, sessionID string) error {
+		_, err := a.Archive(ctx, sessionID)
+		return err
+	}, nil
 }

@@ -55,6 +55,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("mirror.meta_ttl", 5*time.Minute)
 	v.SetDefault("retention.hot_days", 90)
 	v.SetDefault("retention.interval", 24*time.Hour)
+	v.SetDefault("retention.archive", "")
+	v.SetDefault("retention.archive_plain_http", false)
 }
 
 // globals holds the persistent flags and builds the Config on demand.

@@ -127,7 +127,11 @@ func openRetention(ctx context.Context, cfg *Config, log hclog.Logger) (r *daemo
 	if err != nil {
 		return nil, nil, errors.Join(err, j.Close())
 	}
-	r = &daemon.Retention{Journal: j, Index: ix, HotDays: cfg.Retention.HotDays, Host: cfg.Host, Log: log}
+	cold, err := cfg.ColdTier(ix)
+	if err != nil {
+		return nil, nil, errors.Join(err, ix.Close(), j.Close())
+	}
+	r = &daemon.Retention{Journal: j, Index: ix, HotDays: cfg.Retention.HotDays, Host: cfg.Host, Archive: cold, Log: log}
 	return r, func() error { return errors.Join(ix.Close(), j.Close()) }, nil
 }
 

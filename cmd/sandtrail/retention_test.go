@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/daemon/control"
@@ -273,4 +277,61 @@ func waitForSocket(t *testing.T, path string, exited <-chan *os.ProcessState) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// TestRetentionColdTier: with retention.archive set, apply seals each
+// session into the store before it prunes it (a directory, and a real
+// registry on loopback), and each bundle verifies against the pruned
+// journal (archive verify --live); a store that cannot take a bundle
+// keeps its session unpruned.
+func TestRetentionColdTier(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: with no daemon, retention opens the journal as its writer")
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	dead := httptest.NewServer(nil)
+	dead.Close()
+	useStore := func(t *testing.T, store string) {
+		t.Helper()
+		conf := "log_level: error\nretention:\n  archive: " + store + "\n"
+		if err := os.WriteFile(os.Getenv("SANDTRAIL_CONFIG"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stores := map[string]string{
+		"dir": filepath.Join(t.TempDir(), "cold"),
+		"oci": "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/sandtrail/cold",
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			data := retentionFixture(t)
+			useStore(t, store)
+			rep := retentionApply(t, data)
+			if !slices.Equal(retentionIDs(rep.Sessions), []string{"old-a", "old-b"}) || len(rep.Failed) != 0 {
+				t.Fatalf("retention apply = %+v, want old-a and old-b archived and pruned", rep)
+			}
+			code, out := runCLI(t, "--data", data, "archive", "list", "--from", store, "--format", "json")
+			if code != exitOK || !strings.Contains(out, `"old-a"`) || !strings.Contains(out, `"old-b"`) || strings.Contains(out, `"new"`) {
+				t.Fatalf("archive list = %d, %s, want old-a and old-b", code, out)
+			}
+			for _, id := range []string{"old-a", "old-b"} {
+				if code, out := runCLI(t, "--data", data, "archive", "verify", id, "--from", store, "--live"); code != exitOK {
+					t.Errorf("archive verify %s --live after the prune = %d, %s", id, code, out)
+				}
+			}
+			if code, out := runCLI(t, "--data", data, "verify"); code != exitOK {
+				t.Errorf("verify after the prune = %d, %s", code, out)
+			}
+		})
+	}
+	t.Run("a store that fails keeps the sessions", func(t *testing.T) {
+		data := retentionFixture(t)
+		useStore(t, "oci://"+strings.TrimPrefix(dead.URL, "http://")+"/sandtrail/cold")
+		rep := retentionApply(t, data)
+		if len(rep.Sessions) != 0 || !slices.Equal(retentionIDs(rep.Failed), []string{"old-a", "old-b"}) ||
+			rep.Journal != nil && rep.Journal.Pruned != 0 {
+			t.Fatalf("retention apply into a store that is down = %+v, want both failed, nothing pruned", rep)
+		}
+	})
 }
