@@ -3,6 +3,10 @@
 // batch of entries, as stored (jsonl) or mapped to OCSF (record/ocsf), to a
 // Sink: a rotating JSONL file, stdout, and the network receivers to come.
 //
+// Syslog is one of the network sinks: RFC 5424 over TCP or TLS (RFC
+// 5425), where syslog's lack of acknowledgements makes TCP's the
+// receipt, with a resend window for what a receiver acknowledged and lost.
+//
 // Delivery is at least once, and the seq is the dedupe key: the cursor
 // moves only after a batch is written, so a restart, an outage or a slow
 // receiver resumes where it stopped, and a crash between the write and the
