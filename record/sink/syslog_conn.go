@@ -16,9 +16,10 @@ type syslogConn struct {
 	c    net.Conn // the TLS connection, or tcp
 	tcp  *net.TCPConn
 	// dead is closed when the reader finds the connection ended, at
-	// deadAt.
-	dead   chan struct{}
-	deadAt time.Time
+	// deadAt, with the read's error.
+	dead    chan struct{}
+	deadAt  time.Time
+	deadErr error
 }
 
 // dialSyslog connects to addr, over TLS when cfg is not nil (the
@@ -49,7 +50,7 @@ func (c *syslogConn) drain() {
 	buf := make([]byte, 512)
 	for {
 		if _, err := c.c.Read(buf); err != nil {
-			c.deadAt = time.Now()
+			c.deadAt, c.deadErr = time.Now(), err
 			close(c.dead)
 			return
 		}
@@ -98,7 +99,7 @@ func (c *syslogConn) waitAcked(ctx context.Context, timeout time.Duration) error
 	for {
 		select {
 		case <-c.dead:
-			return fmt.Errorf("syslog sink: %s closed the connection", c.addr)
+			return fmt.Errorf("syslog sink: %s closed the connection: %w", c.addr, c.deadErr)
 		default:
 		}
 		n, err := unackedBytes(c.tcp)
