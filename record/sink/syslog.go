@@ -20,7 +20,8 @@ import (
 // Syslog has no acknowledgement of its own, so a Write returns once the
 // batch is written and the receiver's TCP stack acknowledged every byte
 // of it (the socket's unsent and unacknowledged bytes, SIOCOUTQ, are 0),
-// polled for at most Timeout. That is not the receiver's word that it
+// polled while the receiver keeps acknowledging (for at most Timeout of
+// no progress). That is not the receiver's word that it
 // stored them: a receiver killed with messages in its queues has
 // acknowledged what it lost. So the sink keeps the entries acknowledged
 // in the ResendAge before a connection broke (at most ResendMax and
@@ -82,8 +83,9 @@ type SyslogConfig struct {
 	// MaxMessage bounds a message (DefaultSyslogMaxMessage when 0, at
 	// least SyslogMinMessage); an entry past it is sent as a stub.
 	MaxMessage int
-	// Timeout bounds a dial and handshake, each write, and the wait for a
-	// batch's acknowledgement (10s when 0).
+	// Timeout bounds a dial and handshake, each write, and how long the
+	// receiver may go acknowledging nothing of what was written (10s when
+	// 0).
 	Timeout time.Duration
 	// ResendAge, ResendMax and ResendBytes bound what a new connection
 	// sends again: the entries acknowledged in the ResendAge (10s) before
@@ -228,7 +230,7 @@ func (s *Syslog) broke(err error) error {
 }
 
 // remember adds frames, acknowledged at now, to the window, and drops
-// from it what is older than ResendAge or past ResendMax.
+// from it what is older than ResendAge or past ResendMax or ResendBytes.
 func (s *Syslog) remember(frames []sentFrame, now time.Time) {
 	for i := range frames {
 		frames[i].at = now

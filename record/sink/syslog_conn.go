@@ -60,8 +60,9 @@ func (c *syslogConn) drain() {
 // sendChunk bounds the bytes of one write.
 const sendChunk = 256 << 10
 
-// send writes the frames, each write within timeout, then waits (at
-// most timeout) for the receiver's TCP stack to acknowledge all of them.
+// send writes the frames, each write of sendChunk within timeout, then
+// waits for the receiver's TCP stack to acknowledge all of them (giving
+// up when it acknowledges nothing more for timeout).
 func (c *syslogConn) send(ctx context.Context, frames []sentFrame, timeout time.Duration) error {
 	buf := make([]byte, 0, sendChunk)
 	flush := func() error {
@@ -91,10 +92,11 @@ func (c *syslogConn) send(ctx context.Context, frames []sentFrame, timeout time.
 }
 
 // waitAcked polls the socket until the receiver's TCP stack acknowledged
-// every byte written (unackedBytes is 0), for at most timeout; a
-// connection that ended or left the established state is an error.
+// every byte written (unackedBytes is 0). A receiver that acknowledges
+// nothing more for timeout, or a connection that ended or left the
+// established state, is an error.
 func (c *syslogConn) waitAcked(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	last, progress := -1, time.Now()
 	wait := 100 * time.Microsecond
 	for {
 		select {
@@ -109,8 +111,10 @@ func (c *syslogConn) waitAcked(ctx context.Context, timeout time.Duration) error
 		if n == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("syslog sink: %s left %d bytes unacknowledged for %s", c.addr, n, timeout)
+		if now := time.Now(); last < 0 || n < last {
+			last, progress = n, now
+		} else if now.Sub(progress) > timeout {
+			return fmt.Errorf("syslog sink: %s acknowledged none of %d bytes for %s", c.addr, n, timeout)
 		}
 		select {
 		case <-ctx.Done():
