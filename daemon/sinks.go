@@ -19,7 +19,7 @@ import (
 type SinkConfig struct {
 	// Name names it (its cursor file, logs, status); unique.
 	Name string `mapstructure:"name"`
-	// Type is file, stdout, nats, hec or otlp.
+	// Type is file, stdout, nats, hec, otlp or syslog.
 	Type string `mapstructure:"type"`
 	// Format is jsonl (the stored events, the default) or ocsf.
 	Format string `mapstructure:"format"`
@@ -34,8 +34,8 @@ type SinkConfig struct {
 	// Index its index (the token's default when empty), AckTimeout its
 	// wait for indexer acks (60s); Headers are an otlp sink's extra
 	// headers. CAFile is the only CA a hec or otlp sink's https receiver
-	// may chain to (the system's roots when empty); Compression gzip (the
-	// default) or none.
+	// or syslog sink's TLS receiver may chain to (the system's roots when
+	// empty); Compression gzip (the default) or none.
 	Token       string            `mapstructure:"token"`
 	TokenFile   string            `mapstructure:"token_file"`
 	Index       string            `mapstructure:"index"`
@@ -49,6 +49,23 @@ type SinkConfig struct {
 	URL      string `mapstructure:"url"`
 	Stream   string `mapstructure:"stream"`
 	Replicas int    `mapstructure:"replicas"`
+	// A syslog sink's (sink.SyslogConfig): RFC 5424 to Address
+	// (host:port) over TCP, or with TLS verified against ca_file and
+	// server_name, presenting cert_file and key_file when set.
+	Address    string `mapstructure:"address"`
+	TLS        bool   `mapstructure:"tls"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	ServerName string `mapstructure:"server_name"`
+	// Facility is the PRI's (local0 when empty); SDID the SD-ID of the
+	// element carrying the seq (sandtrail@32473).
+	Facility string `mapstructure:"facility"`
+	SDID     string `mapstructure:"sd_id"`
+	// MaxMessage bounds a message ("64k"); ResendAge and ResendMax bound
+	// what a new connection sends again (10s, 10000 entries).
+	MaxMessage string        `mapstructure:"max_message"`
+	ResendAge  time.Duration `mapstructure:"resend_age"`
+	ResendMax  int           `mapstructure:"resend_max"`
 }
 
 // SinksDir holds the sinks' cursors: <data_dir>/sinks.
@@ -94,8 +111,29 @@ func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error)
 			return nil, fmt.Errorf("sink %s: a nats sink needs url", sc.Name)
 		}
 		return sink.NewNATS(ctx, sink.NATSConfig{URL: sc.URL, Stream: sc.Stream, Replicas: sc.Replicas, Host: host})
+	case "syslog":
+		return newSyslogSink(sc, host)
 	}
-	return nil, fmt.Errorf("sink %s: type %q: want file, stdout, nats, hec or otlp", sc.Name, sc.Type)
+	return nil, fmt.Errorf("sink %s: type %q: want file, stdout, nats, hec, otlp or syslog", sc.Name, sc.Type)
+}
+
+// newSyslogSink is a syslog sink's Sink.
+func newSyslogSink(sc SinkConfig, host string) (sink.Sink, error) {
+	c := sc
+	if c.Address == "" {
+		return nil, fmt.Errorf("sink %s: a syslog sink needs address (host:port)", sc.Name)
+	}
+	max, err := policies.ParseSize(c.MaxMessage)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: max_message: %w", sc.Name, err)
+	}
+	s, err := sink.NewSyslog(sink.SyslogConfig{Address: c.Address, TLS: c.TLS, CAFile: c.CAFile, CertFile: c.CertFile,
+		KeyFile: c.KeyFile, ServerName: c.ServerName, Facility: c.Facility, Host: host, SDID: c.SDID, MaxMessage: int(max),
+		ResendAge: c.ResendAge, ResendMax: c.ResendMax})
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+	}
+	return s, nil
 }
 
 // startSinks starts a Runner for each configured sink, following the

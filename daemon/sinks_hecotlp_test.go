@@ -20,7 +20,7 @@ func TestNewSinkHECAndOTLP(t *testing.T) {
 		{"otlp", SinkConfig{Name: "otel", Type: "otlp", URL: "http://127.0.0.1:4318", Headers: map[string]string{"x-tenant": "a"}}, ""},
 		{"otlp without a url", SinkConfig{Name: "otel", Type: "otlp"}, "sink otel: otlp sink: url"},
 		{"otlp with a bad compression", SinkConfig{Name: "otel", Type: "otlp", URL: "http://127.0.0.1:4318", Compression: "lz4"}, "compression"},
-		{"an unknown type", SinkConfig{Name: "x", Type: "kafka"}, "want file, stdout, nats, hec or otlp"},
+		{"an unknown type", SinkConfig{Name: "x", Type: "kafka"}, "want file, stdout, nats, hec, otlp or syslog"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := newSink(context.Background(), tc.sc, "host1")

@@ -67,6 +67,9 @@ test)
 	want curl curl
 	managers
 	want gpgv gpgv
+	# record/sink's syslog tests run a real rsyslogd over TLS (gtls).
+	dpkg -s rsyslog >/dev/null 2>&1 || need+=(rsyslog)
+	dpkg -s rsyslog-gnutls >/dev/null 2>&1 || need+=(rsyslog-gnutls)
 	# The deb mirror checks Debian's archive against this keyring.
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 	kernels
@@ -110,6 +113,24 @@ verdaccio() {
 	(cd "$dir" && npm install --no-audit --no-fund --loglevel=error verdaccio@6)
 }
 
+# hold_services keeps the install from starting a system rsyslog:
+# Debian's rsyslog enables and starts rsyslog.service, which would begin
+# writing the machine's syslog to /var/log (its default config listens on
+# no network port, so it could not take the tests' messages: they start
+# their own rsyslogd, with their own config and pid file, on loopback ports
+# they pick, and kill only that pid). A policy-rc.d that exits 101 is
+# Debian's way to say "start nothing now" (invoke-rc.d and
+# deb-systemd-invoke honour it); it is there only during the install, and
+# only when none was there before (containers often have one). The service
+# stays enabled, as on any Debian machine with rsyslog, for the next boot.
+hold_services() {
+	case " ${need[*]} " in *" rsyslog "*) ;; *) return 0 ;; esac
+	[ -e /usr/sbin/policy-rc.d ] && return 0
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod 755 /usr/sbin/policy-rc.d
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+}
+
 if [ "${#need[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them with apt-get" >&2
@@ -117,6 +138,7 @@ if [ "${#need[@]}" -gt 0 ]; then
 	fi
 	echo "deps: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	hold_services
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi

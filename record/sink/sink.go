@@ -1,7 +1,12 @@
 // Package sink streams the record to where a SOC reads it: a Runner follows
 // the journal from a durable cursor (the next seq to send) and hands each
 // batch of entries, as stored (jsonl) or mapped to OCSF (record/ocsf), to a
-// Sink: a rotating JSONL file, stdout, and the network receivers to come.
+// Sink: a rotating JSONL file, stdout, NATS JetStream, Splunk HEC, OTLP/HTTP
+// logs, or syslog (RFC 5424 over TLS or TCP).
+//
+// Syslog is one of the network sinks: RFC 5424 over TCP or TLS (RFC
+// 5425), where syslog's lack of acknowledgements makes TCP's the
+// receipt, with a resend window for what a receiver acknowledged and lost.
 //
 // Delivery is at least once, and the seq is the dedupe key: the cursor
 // moves only after a batch is written, so a restart, an outage or a slow
