@@ -31,14 +31,36 @@ func testJournal(t *testing.T) (*journal.Journal, string) {
 
 func appendExecs(t *testing.T, j *journal.Journal, n int) {
 	t.Helper()
+	if err := j.Append(context.Background(), execs(n)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// execs are n process.exec events of session s1, at a fixed time.
+func execs(n int) []*event.Event {
 	var evs []*event.Event
 	for i := range n {
 		evs = append(evs, &event.Event{V: event.SchemaVersion, TS: time.Unix(1e9, 0), SessionID: "s1", Kind: event.KindExec,
 			Source: event.SourceKernel, Proc: &event.Proc{Pid: int32(100 + i), Comm: "true", Argv: []string{"true"}}})
 	}
-	if err := j.Append(context.Background(), evs...); err != nil {
-		t.Fatal(err)
+	return evs
+}
+
+// checkDelivered checks that every seq below total arrived (counts: how
+// many times each did), so that after dedupe by seq each is there exactly
+// once, and returns the duplicates.
+func checkDelivered(t *testing.T, total int, counts map[uint64]int) (dups int) {
+	t.Helper()
+	for seq := range uint64(total) {
+		if counts[seq] == 0 {
+			t.Errorf("seq %d never arrived", seq)
+		}
+		dups += max(counts[seq]-1, 0)
 	}
+	if len(counts) != total {
+		t.Errorf("%d distinct seqs arrived, want %d", len(counts), total)
+	}
+	return dups
 }
 
 // seqsOf reads the seqs of a JSONL file's events, in order.

@@ -247,9 +247,9 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	}
 }
 
-// seqCounts counts the messages of each seq, checking that each carries
+// syslogSeqCounts counts the messages of each seq, checking that each carries
 // its seq in its SD and its MSG alike.
-func seqCounts(t *testing.T, msgs []rfc5424) map[uint64]int {
+func syslogSeqCounts(t *testing.T, msgs []rfc5424) map[uint64]int {
 	t.Helper()
 	n := map[uint64]int{}
 	for _, m := range msgs {
@@ -281,7 +281,7 @@ func waitMessages(t *testing.T, r *rsyslogd, n int) map[uint64]int {
 	t.Helper()
 	var counts map[uint64]int
 	waitLen(t, "distinct seqs rsyslogd wrote", n, func() int {
-		counts = seqCounts(t, r.messages())
+		counts = syslogSeqCounts(t, r.messages())
 		return len(counts)
 	})
 	return counts
@@ -416,17 +416,7 @@ func TestSyslogSinkRsyslogKilled(t *testing.T) {
 	const total = 3000
 	t.Run("resend window", func(t *testing.T) {
 		r, s := streamThroughKill(t, total, 0)
-		counts := waitMessages(t, r, total)
-		dups := 0
-		for seq := range uint64(total) {
-			if counts[seq] == 0 {
-				t.Errorf("seq %d lost", seq)
-			}
-			dups += max(counts[seq]-1, 0)
-		}
-		if len(counts) != total {
-			t.Errorf("%d distinct seqs, want %d", len(counts), total)
-		}
+		dups := checkDelivered(t, total, waitMessages(t, r, total))
 		s.mu.Lock()
 		t.Logf("%d entries sent again on the new connection; %d duplicates at the receiver", s.resent, dups)
 		s.mu.Unlock()
@@ -435,9 +425,9 @@ func TestSyslogSinkRsyslogKilled(t *testing.T) {
 		r, _ := streamThroughKill(t, total, 1)
 		// The last entries came after the restart: once they are in, so
 		// is everything the receiver will ever write, after a flush.
-		waitLen(t, "the last seq at the receiver", 1, func() int { return seqCounts(t, r.messages())[total-1] })
+		waitLen(t, "the last seq at the receiver", 1, func() int { return syslogSeqCounts(t, r.messages())[total-1] })
 		time.Sleep(1500 * time.Millisecond) // omfile's flushInterval, and more
-		if n := len(seqCounts(t, r.messages())); n == total {
+		if n := len(syslogSeqCounts(t, r.messages())); n == total {
 			t.Errorf("all %d seqs arrived with no resend window: the kill lost nothing, so the test shows nothing", n)
 		} else {
 			t.Logf("with no window, %d of %d seqs were lost", total-n, total)
@@ -518,14 +508,4 @@ func TestSyslogSinkClientCert(t *testing.T) {
 	if counts[2] != 1 || counts[1] != 0 {
 		t.Errorf("rsyslogd wrote seqs %v, want seq 2 alone", counts)
 	}
-}
-
-// execs is n exec events.
-func execs(n int) []*event.Event {
-	var evs []*event.Event
-	for i := range n {
-		evs = append(evs, &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "s1", Kind: event.KindExec,
-			Source: event.SourceKernel, Proc: &event.Proc{Pid: int32(100 + i), Comm: "true", Argv: []string{"true"}}})
-	}
-	return evs
 }
