@@ -15,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/ocsf"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
@@ -29,7 +30,7 @@ type packagesFlags struct {
 func newPackagesCmd(g *globals) *cobra.Command {
 	var fl packagesFlags
 	cmd := &cobra.Command{
-		Use:   "packages [--session ID] [--ecosystem E] [--name N] [--seen S] [--format table|json|cyclonedx]",
+		Use:   "packages [--session ID] [--ecosystem E] [--name N] [--seen S] [--format table|json|cyclonedx|ocsf]",
 		Short: "List a session's packages: what the shim claimed, what the mirror served, what their scripts did",
 		Long: `packages joins one session's package events into one row per package
 (ecosystem, name and version):
@@ -74,7 +75,10 @@ Output (--format):
   json       the view: {session_id, packages: [...], alerts: [...]};
              docs/packages.md lists the fields
   cyclonedx  a CycloneDX 1.6 JSON bill of materials of the packages the
-             session got (not blocked requests nor refused fetches)`,
+             session got (not blocked requests nor refused fetches)
+  ocsf       the same packages as one OCSF 1.8.0 Software Inventory Info
+             event (class 5020: an sbom of software components), for a
+             SIEM (docs/ocsf.md)`,
 		Example: `  # the newest session's packages and what their install scripts did
   sandtrail packages
   # one session's npm packages that only the shim claims
@@ -84,7 +88,9 @@ Output (--format):
   # the alerts, for a script
   sandtrail packages --session sess-42 --format json | jq '.alerts[].alert'
   # an SBOM of what the session installed
-  sandtrail packages --session sess-42 --format cyclonedx > sess-42.cdx.json`,
+  sandtrail packages --session sess-42 --format cyclonedx > sess-42.cdx.json
+  # the same list as an OCSF event
+  sandtrail packages --session sess-42 --format ocsf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPackages(cmd, g, fl)
@@ -95,12 +101,12 @@ Output (--format):
 	f.StringVar(&fl.ecosystem, "ecosystem", "", "only this ecosystem: "+strings.Join(resolver.Names(), ", "))
 	f.StringVar(&fl.name, "name", "", "only packages of this name (compared as the ecosystem compares names)")
 	f.StringVar(&fl.seen, "seen", "", "only rows seen so: "+strings.Join(pkgview.Seens, ", "))
-	f.StringVar(&fl.format, "format", "table", "output format: table, json or cyclonedx")
+	f.StringVar(&fl.format, "format", "table", "output format: table, json, cyclonedx or ocsf")
 	return cmd
 }
 
 func runPackages(cmd *cobra.Command, g *globals, fl packagesFlags) error {
-	if err := checkFormat(fl.format, "table", "json", "cyclonedx"); err != nil {
+	if err := checkFormat(fl.format, "table", "json", "cyclonedx", "ocsf"); err != nil {
 		return err
 	}
 	if fl.ecosystem != "" && !resolver.Known(fl.ecosystem) {
@@ -136,6 +142,9 @@ func runPackages(cmd *cobra.Command, g *globals, fl packagesFlags) error {
 		return usageErr(fmt.Errorf("no events recorded for session %q", id))
 	}
 	v.Packages = slices.DeleteFunc(v.Packages, func(p *pkgview.Package) bool { return !fl.keep(p) })
+	if fl.format == "ocsf" {
+		return writeJSON(cmd.OutOrStdout(), ocsf.SoftwareInventory(pkgview.Inventory(v, cfg.Host), ocsf.Sandtrail()))
+	}
 	return writePackages(cmd.OutOrStdout(), v, fl.format)
 }
 

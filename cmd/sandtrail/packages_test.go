@@ -132,6 +132,22 @@ func TestPackagesCLI(t *testing.T) {
 	if bom.BOMFormat != "CycloneDX" || len(bom.Components) != 3 {
 		t.Errorf("packages --format cyclonedx = %+v, want evil, lodash 4.17.21 and 4.17.99", bom)
 	}
+	var inv struct {
+		ClassUID int `json:"class_uid"`
+		Metadata struct {
+			CorrelationUID string `json:"correlation_uid"`
+		} `json:"metadata"`
+		SBOM struct {
+			Components []struct{ Name, Version, Purl string } `json:"software_components"`
+		} `json:"sbom"`
+	}
+	if err := json.Unmarshal([]byte(run("--session", "P", "--format", "ocsf")), &inv); err != nil {
+		t.Fatal(err)
+	}
+	if inv.ClassUID != 5020 || inv.Metadata.CorrelationUID != "P" || len(inv.SBOM.Components) != len(bom.Components) ||
+		inv.SBOM.Components[0].Name != "evil" || inv.SBOM.Components[0].Purl != "pkg:npm/evil@1.0.0" {
+		t.Errorf("packages --format ocsf = %+v, want Software Inventory Info of P with the BOM's %d packages", inv, len(bom.Components))
+	}
 
 	// Without --session: the newest session with pkg events, Q, not R.
 	if out := run("--format", "json"); !strings.Contains(out, `"session_id": "Q"`) || !strings.Contains(out, `"name": "Requests"`) {

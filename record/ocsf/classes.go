@@ -1,6 +1,8 @@
 package ocsf
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -187,7 +189,7 @@ func pkgObject(p *event.Pkg) map[string]any {
 		o["package_manager"] = p.Manager
 	}
 	if p.Hash != "" {
-		o["hash"] = map[string]any{"value": p.Hash}
+		o["hash"] = fingerprint(p.Hash)
 	}
 	if p.SourceURL != "" {
 		o["src_url"] = p.SourceURL
@@ -241,4 +243,21 @@ func fillFinding(o Event, e *event.Event) {
 	if e.Proc != nil {
 		o["actor"] = actor(e)
 	}
+}
+
+// fingerprint is OCSF's Fingerprint object of a package hash as the
+// ecosystem writes it: "sha256:<hex>", or a Subresource Integrity
+// "sha512-<base64>" (npm's; its value in hex, as OCSF writes them); any
+// other form is algorithm Unknown, with the hash as written.
+func fingerprint(h string) map[string]any {
+	algos := map[string]int{"sha1": hashSHA1, "sha256": hashSHA256, "sha384": hashSHA384, "sha512": hashSHA512}
+	if algo, v, ok := strings.Cut(h, ":"); ok && algos[algo] != 0 {
+		return map[string]any{"algorithm_id": algos[algo], "value": v}
+	}
+	if algo, v, ok := strings.Cut(h, "-"); ok && algos[algo] != 0 {
+		if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+			return map[string]any{"algorithm_id": algos[algo], "value": hex.EncodeToString(b)}
+		}
+	}
+	return map[string]any{"algorithm_id": hashUnknown, "value": h}
 }

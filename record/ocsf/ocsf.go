@@ -11,8 +11,10 @@
 // with the Software Package object), Detection Finding 2004 (alerts), API
 // Activity 6003 with the ai_operation profile (tool and model calls),
 // Event Log Activity 1008 (losses, the kernel's capabilities, journal
-// recoveries, retention prunes and legal holds), and sandtrail's extension (ExtensionUID) for a session's
-// lifecycle and its resource limits. Every kind has a class; Map reports
+// recoveries, retention prunes and legal holds), and sandtrail's extension
+// (ExtensionUID) for a session's lifecycle and its resource limits. A
+// session's package list, which no one event holds, is Software Inventory
+// Info 5020 (SoftwareInventory). Every kind has a class; Map reports
 // false only for an event whose kind and body do not agree.
 //
 // Trust: the mapping adds nothing to what the event says; strings the
@@ -158,7 +160,15 @@ func actor(e *event.Event) map[string]any {
 
 const (
 	fileRegular = 1
+)
+
+// The Fingerprint object's algorithm ids.
+const (
+	hashUnknown = 0
+	hashSHA1    = 2
 	hashSHA256  = 3
+	hashSHA512  = 4
+	hashSHA384  = 9
 )
 
 func firstOf(ss ...string) string {

@@ -2,9 +2,11 @@ package ocsf
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -53,6 +55,7 @@ var objectOf = map[string]string{
 	"metadata": "metadata", "device": "device", "actor": "actor", "process": "process", "file": "file",
 	"dst_endpoint": "network_endpoint", "src_endpoint": "network_endpoint", "query": "dns_query",
 	"http_request": "http_request", "finding_info": "finding_info", "package": "package", "app": "product", "api": "api",
+	"hash": "fingerprint", "hashes": "fingerprint", "sbom": "sbom", "software_components": "software_component",
 }
 
 // check reports what o lacks of the object's required attributes and
@@ -76,16 +79,23 @@ func check(t *testing.T, f facts, where string, o map[string]any, required []str
 		}
 	}
 	for k, v := range o {
-		sub, ok := v.(map[string]any)
 		obj := objectOf[k]
-		if !ok || obj == "" {
+		if obj == "" {
 			continue
 		}
 		of, ok := f.Objects[obj]
 		if !ok {
 			t.Fatalf("no facts for object %s", obj)
 		}
-		check(t, f, where+"."+k, sub, of.Required, of.Constraints)
+		subs, _ := v.([]any)
+		if sub, ok := v.(map[string]any); ok {
+			subs = []any{sub}
+		}
+		for i, s := range subs {
+			if sub, ok := s.(map[string]any); ok {
+				check(t, f, fmt.Sprintf("%s.%s[%d]", where, k, i), sub, of.Required, of.Constraints)
+			}
+		}
 	}
 }
 
@@ -155,6 +165,50 @@ func TestRequiredAttributes(t *testing.T) {
 	for _, k := range event.Kinds {
 		if !seen[k] {
 			t.Errorf("no example event of %s in record/event/testdata: every kind must map", k)
+		}
+	}
+}
+
+// TestSoftwareInventory maps a session's package list to Software
+// Inventory Info (5020) and checks it against the schema's required
+// attributes of the class and of the objects it holds (the sbom, its
+// software components and their fingerprints), with each hash's
+// algorithm and value as OCSF writes them.
+func TestSoftwareInventory(t *testing.T) {
+	f := loadFacts(t)
+	inv := Inventory{SessionID: "sess-1", Host: "web1", Time: time.Unix(1700000000, 0), Packages: []*event.Pkg{
+		{Ecosystem: "npm", Name: "left-pad", Resolved: "1.3.0", Purl: "pkg:npm/left-pad@1.3.0", Hash: "sha512-3q2+7w=="},
+		{Ecosystem: "pypi", Name: "requests", Resolved: "2.32.3", Hash: "sha256:deadbeef"},
+		{Ecosystem: "cargo", Name: "serde", Requested: "^1", Hash: "md5sum"},
+	}}
+	b, err := json.Marshal(SoftwareInventory(inv, Product{Name: "sandtrail", Vendor: "sandtrail", Version: "test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Classes["software_info"]
+	if int(m["class_uid"].(float64)) != c.ClassUID || int(m["type_uid"].(float64)) != c.ClassUID*100+int(m["activity_id"].(float64)) {
+		t.Fatalf("class_uid, type_uid = %v, %v, want %d and its type", m["class_uid"], m["type_uid"], c.ClassUID)
+	}
+	check(t, f, "software_info", m, c.Required, c.Constraints)
+	if md := m["metadata"].(map[string]any); md["correlation_uid"] != "sess-1" {
+		t.Errorf("metadata.correlation_uid = %v, want the session", md["correlation_uid"])
+	}
+	comps := m["sbom"].(map[string]any)["software_components"].([]any)
+	want := []struct {
+		algo  float64
+		value string
+	}{{hashSHA512, "deadbeef"}, {hashSHA256, "deadbeef"}, {hashUnknown, "md5sum"}}
+	if len(comps) != len(want) {
+		t.Fatalf("%d software components, want %d", len(comps), len(want))
+	}
+	for i, w := range want {
+		h := comps[i].(map[string]any)["hash"].(map[string]any)
+		if h["algorithm_id"] != w.algo || h["value"] != w.value {
+			t.Errorf("component %d's hash = %v, want algorithm %v, value %s", i, h, w.algo, w.value)
 		}
 	}
 }

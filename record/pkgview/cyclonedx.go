@@ -137,6 +137,15 @@ func inBOM(p *Package) bool {
 	return false
 }
 
+// artifactHash is the hash of p's artifact: the mirror's when it served
+// it, else the shim's.
+func artifactHash(p *Package) string {
+	if p.MirrorHash == "" || p.Outcome != "served" {
+		return p.Hash
+	}
+	return p.MirrorHash
+}
+
 func component(p *Package) cdxComponent {
 	c := cdxComponent{Type: "library", Name: p.Name, Version: p.Version, Purl: p.Purl}
 	if c.Purl == "" {
@@ -149,10 +158,7 @@ func component(p *Package) cdxComponent {
 	if c.BOMRef == "" {
 		c.BOMRef = p.Ecosystem + "/" + p.Name + "@" + p.Version
 	}
-	h := p.MirrorHash
-	if h == "" || p.Outcome != "served" {
-		h = p.Hash
-	}
+	h := artifactHash(p)
 	for _, d := range digests(h) {
 		c.Hashes = append(c.Hashes, cdxHash{cdxAlgs[d.alg], d.hex})
 	}
