@@ -123,11 +123,11 @@ func toolCalls(n int) []*event.Event {
 // flipStoredLeaf changes the stored leaf hash of seq in dir's hash file.
 func flipStoredLeaf(t *testing.T, dir string, seq uint64) {
 	t.Helper()
-	h, err := openHashes(dir, 0)
+	h, err := journal.OpenStoredHashes(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := h.leaf(seq)
+	leaf, err := h.Leaf(seq)
 	h.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -144,3 +144,7 @@ func flipStoredLeaf(t *testing.T, dir string, seq uint64) {
 }
 
 func storedLeafOffset(seq uint64) int64 { return tlog.StoredHashIndex(0, int64(seq)) * tlog.HashSize }
+
+// hashFileName is the journal's file of stored hashes (docs/journal.md),
+// which these tests remove and alter.
+const hashFileName = "hashes"

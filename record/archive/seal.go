@@ -194,7 +194,7 @@ func coveringCheckpoint(dir string, verifiers note.Verifiers, session string, la
 // hash file and checked against cp's root with the entry's own leaf hash,
 // and the leaf hashes.
 func prove(dir string, cp *journal.Checkpoint, entries []Entry) ([]Proof, []tlog.Hash, error) {
-	hr, err := openHashes(dir, cp.Size)
+	hr, err := journal.OpenStoredHashes(dir, cp.Size)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -178,7 +178,7 @@ func (b *Bundle) VerifyLive(journalDir string, verifiers note.Verifiers) (*Repor
 // the live journal, whose newest checkpoint is live.
 func (b *Bundle) compareLive(dir string, live *journal.Checkpoint) (int, error) {
 	size, root := b.Manifest.Checkpoint.Size, b.Manifest.Checkpoint.Root
-	hr, err := openHashes(dir, live.Size)
+	hr, err := journal.OpenStoredHashes(dir, live.Size)
 	if err != nil {
 		return 0, fmt.Errorf("comparing with the live journal: %w", err)
 	}
@@ -201,7 +201,7 @@ func (b *Bundle) compareLive(dir string, live *journal.Checkpoint) (int, error) 
 		return 0, fmt.Errorf("%w: the bundle's checkpoint (size %d) is not consistent with the live newest checkpoint (size %d): %v", ErrLiveMismatch, size, live.Size, err)
 	}
 	for i, e := range b.Entries {
-		stored, err := hr.leaf(e.Seq)
+		stored, err := hr.Leaf(e.Seq)
 		if err != nil {
 			return 0, fmt.Errorf("comparing with the live journal: %w", err)
 		}

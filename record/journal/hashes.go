@@ -6,6 +6,7 @@ import (
 	"hash"
 	"math/bits"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -121,6 +122,49 @@ func (fh *fileHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		}
 	}
 	return out, nil
+}
+
+// StoredHashes reads the hash file of a journal directory, read-only: a
+// tlog.HashReader of the tree's stored hashes. It trusts the file, as
+// proofs may: check what it gives against a signed root (Prove,
+// tlog.CheckRecord, tlog.TreeHash against a checkpoint's).
+type StoredHashes struct {
+	fileHashes
+}
+
+var _ tlog.HashReader = (*StoredHashes)(nil)
+
+// OpenStoredHashes opens the hash file of the journal in dir and checks
+// that it holds the stored hashes of a tree of size entries (ErrCorrupt
+// when it holds fewer).
+func OpenStoredHashes(dir string, size uint64) (*StoredHashes, error) {
+	f, err := os.Open(filepath.Join(dir, hashFile))
+	if err != nil {
+		return nil, fmt.Errorf("opening the hash file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening the hash file: %w", err)
+	}
+	h := &StoredHashes{fileHashes{f: f, count: st.Size() / tlog.HashSize}}
+	if want := tlog.StoredHashCount(int64(size)); h.count < want {
+		f.Close()
+		return nil, fmt.Errorf("%w: the hash file holds %d stored hashes, fewer than the %d of a tree of %d entries", ErrCorrupt, h.count, want, size)
+	}
+	return h, nil
+}
+
+// Close closes the hash file.
+func (h *StoredHashes) Close() error { return h.f.Close() }
+
+// Leaf returns the stored leaf hash of entry seq.
+func (h *StoredHashes) Leaf(seq uint64) (tlog.Hash, error) {
+	hs, err := h.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(seq))})
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	return hs[0], nil
 }
 
 // recordsCovered returns the largest n with StoredHashCount(n) <= count.

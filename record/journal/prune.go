@@ -101,12 +101,11 @@ func (j *Journal) Prune(ctx context.Context, seqs []uint64) (PruneResult, error)
 	if err != nil {
 		return res, err
 	}
-	hf, err := os.Open(filepath.Join(j.dir, hashFile))
+	hr, err := OpenStoredHashes(j.dir, cp.Size)
 	if err != nil {
-		return res, fmt.Errorf("pruning: opening hash file: %w", err)
+		return res, fmt.Errorf("pruning: %w", err)
 	}
-	defer hf.Close()
-	hr := &fileHashes{f: hf, count: tlog.StoredHashCount(int64(cp.Size))}
+	defer hr.Close()
 	for i, s := range segs {
 		if s.first >= tail {
 			break
@@ -172,7 +171,7 @@ func (j *Journal) sealThrough(ctx context.Context, seq uint64) (uint64, error) {
 // seq end, with tombstones in place of the entries seqs (sorted, all in the
 // segment), and returns how many it pruned and how many were pruned
 // already. hr gives the stored leaf hashes each entry is checked against.
-func rewritePruned(dir string, s segment, end uint64, seqs []uint64, hr *fileHashes) (pruned, already uint64, err error) {
+func rewritePruned(dir string, s segment, end uint64, seqs []uint64, hr *StoredHashes) (pruned, already uint64, err error) {
 	name := filepath.Base(s.path)
 	tmp := filepath.Join(dir, pruneTempPrefix+name)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -215,7 +214,7 @@ func rewritePruned(dir string, s segment, end uint64, seqs []uint64, hr *fileHas
 
 // copyPruned writes the frames of segment s to w, tombstones in place of
 // the entries seqs.
-func copyPruned(w io.Writer, s segment, end uint64, seqs []uint64, hr *fileHashes) (pruned, already uint64, err error) {
+func copyPruned(w io.Writer, s segment, end uint64, seqs []uint64, hr *StoredHashes) (pruned, already uint64, err error) {
 	name := filepath.Base(s.path)
 	r, err := openSegmentReader(s.path, s.first)
 	if err != nil {

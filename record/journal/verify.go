@@ -245,19 +245,11 @@ func baseCheckpoint(dir string, verifiers note.Verifiers, from uint64, origin st
 // storedEdge reads the right edge of cp's tree from the hash file and
 // returns it when it hashes to cp's root, else nil.
 func storedEdge(dir string, cp *Checkpoint) *edge {
-	f, err := os.Open(filepath.Join(dir, hashFile))
+	hr, err := OpenStoredHashes(dir, cp.Size)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil
-	}
-	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
-	if hr.count < tlog.StoredHashCount(int64(cp.Size)) {
-		return nil
-	}
+	defer hr.Close()
 	e, err := loadEdge(cp.Size, hr)
 	if err != nil || e.root(newHasher()) != cp.Root {
 		return nil
@@ -828,19 +820,11 @@ func (e *edge) appendLeaf(x *hasher, h tlog.Hash) {
 // is proven bad, and equal ones before it proven good. If the hash file
 // cannot be trusted it returns from, not exact.
 func locate(dir string, from, size uint64, root tlog.Hash) (uint64, bool) {
-	f, err := os.Open(filepath.Join(dir, hashFile))
+	hr, err := OpenStoredHashes(dir, size)
 	if err != nil {
 		return from, false
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return from, false
-	}
-	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
-	if hr.count < tlog.StoredHashCount(int64(size)) {
-		return from, false
-	}
+	defer hr.Close()
 	x := newHasher()
 	found, exact := from, false
 	err = scanFrames(dir, from, func(seq uint64, p []byte, pruned bool) error {
@@ -888,19 +872,11 @@ func Prove(dir string, seq uint64, cp *Checkpoint) (tlog.RecordProof, error) {
 	if seq >= cp.Size {
 		return nil, fmt.Errorf("%w: entry %d is not covered by the checkpoint of size %d", ErrNotFound, seq, cp.Size)
 	}
-	f, err := os.Open(filepath.Join(dir, hashFile))
+	hr, err := OpenStoredHashes(dir, cp.Size)
 	if err != nil {
-		return nil, fmt.Errorf("opening hash file: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("opening hash file: %w", err)
-	}
-	hr := &fileHashes{f: f, count: st.Size() / tlog.HashSize}
-	if hr.count < tlog.StoredHashCount(int64(cp.Size)) {
-		return nil, fmt.Errorf("%w: the hash file covers fewer than the checkpoint's %d entries", ErrCorrupt, cp.Size)
-	}
+	defer hr.Close()
 	proof, err := tlog.ProveRecord(int64(cp.Size), int64(seq), hr)
 	if err != nil {
 		return nil, fmt.Errorf("proving entry %d: %w", seq, err)
