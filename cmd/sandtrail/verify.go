@@ -70,7 +70,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	f := cmd.Flags()
 	f.StringArrayVar(&o.held, "checkpoint", nil, "a checkpoint note held elsewhere (repeatable)")
-	f.StringArrayVar(&o.against, "against", nil, "a sink's export (JSON lines) whose signed checkpoints are held elsewhere (repeatable)")
+	f.StringArrayVar(&o.against, "against", nil, "a sink's export (the receiver's file: JSON lines, rsyslog, OTLP JSON, Splunk events) whose signed checkpoints are held elsewhere (repeatable)")
 	f.StringArrayVar(&o.keys, "key", nil, "verifier key file (repeatable; default the .pub beside key_file)")
 	f.StringVar(&o.format, "format", "text", "output format: text or json")
 	f.BoolVar(&o.decode, "decode", false, "also decode and validate every event (slower)")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,18 @@ func TestOTLPSinkToCollector(t *testing.T) {
 			}
 			checkOTLPRecords(t, format, recs, stored)
 		})
+	}
+	// verify --against reads the collector's file as it stored them.
+	for _, name := range col.Files() {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps, err := Checkpoints(f)
+		f.Close()
+		if err != nil || len(cps) != 1 {
+			t.Errorf("Checkpoints of the collector's file = %d notes, %v; want the one checkpoint", len(cps), err)
+		}
 	}
 }
 

@@ -326,6 +326,9 @@ func TestSyslogSinkRsyslog(t *testing.T) {
 			} else {
 				s = plainSyslogTo(t, r, SyslogConfig{Facility: "auth"})
 			}
+			if _, err := j.Checkpoint(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			start(t, Config{Name: "syslog", JournalDir: dir, CursorDir: t.TempDir(), Batch: 50}, s, j)
 			counts := waitMessages(t, r, 202)
 			for seq := range uint64(202) {
@@ -334,6 +337,19 @@ func TestSyslogSinkRsyslog(t *testing.T) {
 				}
 			}
 			checkHeaders(t, r.messages())
+			// verify --against reads rsyslogd's file as it wrote it.
+			waitLen(t, "checkpoints in rsyslogd's file", 1, func() int {
+				f, err := os.Open(r.out)
+				if err != nil {
+					return 0
+				}
+				defer f.Close()
+				cps, err := Checkpoints(f)
+				if err != nil {
+					t.Fatalf("Checkpoints of rsyslogd's file: %v", err)
+				}
+				return len(cps)
+			})
 		})
 	}
 }
