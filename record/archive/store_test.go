@@ -196,9 +196,9 @@ func TestPlainHTTPGuard(t *testing.T) {
 		{"http://127.0.0.1:5000/v2/", false, true},
 		{"http://[::1]:5000/v2/", false, true},
 		{"http://localhost:5000/v2/", false, true},
-		{"http://10.0.0.7:5000/v2/", false, false},
+		{"http://192.0.2.7:5000/v2/", false, false},
 		{"http://registry.example:5000/v2/", false, false},
-		{"http://10.0.0.7:5000/v2/", true, true},
+		{"http://192.0.2.7:5000/v2/", true, true},
 		{"https://registry.example/v2/", false, true},
 	}
 	for _, tt := range tests {

@@ -28,7 +28,7 @@ func retentionRecord() []*event.Event {
 	}
 	exec := func(e *event.Event) { e.Proc = &event.Proc{Pid: 7, Comm: "sh", Exe: "/bin/sh"} }
 	net := func(e *event.Event) {
-		e.Net = &event.Net{Op: "connect", Proto: "tcp", DstIP: "10.0.0.1", DstPort: 443, Domain: "evil.example.com"}
+		e.Net = &event.Net{Op: "connect", Proto: "tcp", DstIP: "192.0.2.1", DstPort: 443, Domain: "evil.example.com"}
 	}
 	file := func(e *event.Event) { e.File = &event.File{Op: "read", Path: "/etc/shadow"} }
 	lifecycle := func(op string) func(*event.Event) {
