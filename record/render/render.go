@@ -207,6 +207,26 @@ func other(ev *event.Event) []string {
 		a.add("%s", KernelLine(ev.Kernel))
 	case ev.Journal != nil:
 		a.add("%s", Clean(ev.Journal.Detail, 100))
+	case ev.Retention != nil:
+		a = retention(ev.Retention)
+	}
+	return a
+}
+
+// retention describes a prune (what it removed), or a hold or release
+// (of which session, by whom, why).
+func retention(r *event.Retention) adder {
+	var a adder
+	if r.Op == "prune" {
+		a.add("pruned %d entries: %d sessions, %d of no session (hot window %d days)", r.Entries, len(r.Sessions), r.Sessionless, r.HotDays)
+	} else {
+		a.add("%s %s", Clean(r.Op, 16), Clean(r.Session, 64))
+	}
+	if r.Actor != "" {
+		a.add("by %s", Clean(r.Actor, 40))
+	}
+	if r.Reason != "" {
+		a.add("reason=%q", Clean(r.Reason, 80))
 	}
 	return a
 }

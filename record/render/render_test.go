@@ -139,3 +139,24 @@ func TestSummaryNet(t *testing.T) {
 		})
 	}
 }
+
+func TestSummaryRetention(t *testing.T) {
+	uid := uint32(0)
+	for _, c := range []struct {
+		name string
+		r    event.Retention
+		want string
+	}{
+		{"prune", event.Retention{Op: "prune", Entries: 12, Sessions: []event.PrunedSession{{ID: "a"}, {ID: "b"}}, Sessionless: 2, HotDays: 90},
+			"pruned 12 entries: 2 sessions, 2 of no session (hot window 90 days)"},
+		{"hold", event.Retention{Op: "hold", Session: "s1", UID: &uid, Actor: "root (uid 0)", Reason: "case 12"},
+			`hold s1 by root (uid 0) reason="case 12"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.r
+			if got := Summary(&event.Event{Kind: "retention." + r.Op, Retention: &r}); got != c.want {
+				t.Errorf("Summary = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
