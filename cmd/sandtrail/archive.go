@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandtrail/sandtrail/record/archive"
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/render"
 )
@@ -248,12 +248,7 @@ func writeBundle(cmd *cobra.Command, out string, b *archive.Bundle, rep *archive
 	if out == "" {
 		out = archive.FileName(b.Session())
 	}
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o640); err != nil {
-		return usageErr(fmt.Errorf("archive pull: %w", err))
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(out, b.Bytes(), 0o640); err != nil {
 		return usageErr(fmt.Errorf("archive pull: %w", err))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "pulled %s: %d entries, seqs %d to %d, checkpoint %s size %d, verified; wrote %s (%s)\n",

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 )
 
 // Dir is a directory store: <dir>/<session>.bundle.tar.gz, each written
@@ -40,7 +42,7 @@ func (d *Dir) Put(_ context.Context, b *Bundle) (Stored, error) {
 	if err := os.MkdirAll(d.path, 0o750); err != nil {
 		return Stored{}, fmt.Errorf("creating the archive directory: %w", err)
 	}
-	if err := writeAtomic(d.path, name, b.Bytes()); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(d.path, name), b.Bytes(), 0o640); err != nil {
 		return Stored{}, fmt.Errorf("storing bundle %s: %w", name, err)
 	}
 	return d.describe(b, filepath.Join(d.path, name)), nil
@@ -166,42 +168,4 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrMalformed, path, MaxBundleSize)
 	}
 	return data, nil
-}
-
-// writeAtomic writes data to dir/name through a temporary file that is
-// synced and renamed, then syncs the directory.
-func writeAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename, a no-op
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o640); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 )
 
 // Checkpoint is a signed statement of the journal's tree: its size and root
@@ -165,50 +167,15 @@ func parseCheckpointName(name string) (uint64, bool) {
 }
 
 // storeCheckpoint writes cp as checkpoints/<size> and checkpoints/latest,
-// each atomically (temporary file, fsync, rename), then syncs the directory.
+// each atomically and durably (record/atomicfile).
 func storeCheckpoint(dir string, cp *Checkpoint) error {
 	d := filepath.Join(dir, cpDir)
 	for _, name := range []string{checkpointName(cp.Size), cpLatest} {
-		if err := writeFileAtomic(d, name, cp.Text, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(d, name), cp.Text, 0o644); err != nil {
 			return fmt.Errorf("storing checkpoint: %w", err)
 		}
 	}
-	if err := syncDir(d); err != nil {
-		return fmt.Errorf("storing checkpoint: %w", err)
-	}
 	return nil
-}
-
-func writeFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // storedCheckpoint is one checkpoint file of a journal directory.

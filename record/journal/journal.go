@@ -51,6 +51,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -342,7 +343,7 @@ func (j *Journal) segments() ([]segment, error) {
 		return nil, fmt.Errorf("creating segment: %w", err)
 	}
 	f.Close()
-	if err := syncDir(j.dir); err != nil {
+	if err := atomicfile.SyncDir(j.dir); err != nil {
 		return nil, fmt.Errorf("creating segment: %w", err)
 	}
 	return []segment{{first: 0, path: p}}, nil

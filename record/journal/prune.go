@@ -12,6 +12,8 @@ import (
 	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 )
 
 // Errors of pruning.
@@ -204,7 +206,7 @@ func rewritePruned(dir string, s segment, end uint64, seqs []uint64, hr *StoredH
 		err = os.Rename(tmp, s.path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = atomicfile.SyncDir(dir)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("pruning segment %s: %w", name, err)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
@@ -147,7 +148,7 @@ func (j *Journal) rotate(first uint64) error {
 		return fmt.Errorf("creating segment: %w", err)
 	}
 	j.seg, j.segFirst, j.segSize = f, first, 0
-	if err := syncDir(j.dir); err != nil {
+	if err := atomicfile.SyncDir(j.dir); err != nil {
 		return fmt.Errorf("creating segment: %w", err)
 	}
 	j.log.Debug("rotated segment", "segment", filepath.Base(p))

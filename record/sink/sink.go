@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/ocsf"
@@ -184,23 +185,12 @@ func (r *Runner) readCursor() (uint64, error) {
 	return n, nil
 }
 
-// storeCursor writes the cursor durably: a temporary file, synced, renamed.
+// storeCursor writes the cursor atomically and durably (record/atomicfile).
 func (r *Runner) storeCursor(n uint64) error {
 	if err := os.MkdirAll(r.cfg.CursorDir, 0o700); err != nil {
 		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
 	}
-	tmp := r.cursorPath() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
-	}
-	_, werr := fmt.Fprintf(f, "%d\n", n)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
-	}
-	if err := os.Rename(tmp, r.cursorPath()); err != nil {
+	if err := atomicfile.WriteFile(r.cursorPath(), fmt.Appendf(nil, "%d\n", n), 0o600); err != nil {
 		return fmt.Errorf("sink %s: storing cursor: %w", r.cfg.Name, err)
 	}
 	return nil
