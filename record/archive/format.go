@@ -7,10 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Limits on what Parse reads from untrusted bytes.
@@ -92,7 +93,7 @@ func Parse(data []byte) (*Bundle, error) {
 		return nil, err
 	}
 	b := &Bundle{data: data, digest: digestOf(data), Checkpoint: files[1], entries: files[2], proofs: files[3]}
-	if err := decodeStrict(files[0], &b.Manifest); err != nil {
+	if err := event.DecodeStrict(files[0], &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, manifestName, err)
 	}
 	// Count before expanding the ranges: a manifest's count costs nothing
@@ -107,7 +108,7 @@ func Parse(data []byte) (*Bundle, error) {
 	if b.Entries, err = splitEntries(files[2], seqs); err != nil {
 		return nil, err
 	}
-	if err := decodeStrict(files[3], &b.Proofs); err != nil {
+	if err := event.DecodeStrict(files[3], &b.Proofs); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, proofsName, err)
 	}
 	if len(b.Proofs) != len(seqs) {
@@ -172,19 +173,6 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
 	return n, err
-}
-
-// decodeStrict decodes JSON with no unknown fields and no trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
 }
 
 // expand returns the seqs of ranges, which must be in order, neither

@@ -713,6 +713,22 @@ func Marshal(e *Event) ([]byte, error) {
 	return b, nil
 }
 
+// DecodeStrict decodes the JSON value b into v, rejecting unknown fields
+// and any data after the value: the decoding of untrusted bytes.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	// dec.More would miss a stray '}' or ']': only the end of the input,
+	// after optional white space, is acceptable.
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
 // Unmarshal decodes untrusted bytes into an Event. It rejects oversized
 // input, unknown fields and trailing data, runs Validate, and rejects an
 // event whose canonical encoding would exceed MaxEncodedSize. Every error
@@ -721,16 +737,9 @@ func Unmarshal(b []byte) (*Event, error) {
 	if len(b) > MaxEncodedSize {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalid, len(b), MaxEncodedSize)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var e Event
-	if err := dec.Decode(&e); err != nil {
+	if err := DecodeStrict(b, &e); err != nil {
 		return nil, fmt.Errorf("%w: decoding: %v", ErrInvalid, err)
-	}
-	// dec.More would miss a stray '}' or ']': only the end of the input, after
-	// optional white space, is acceptable.
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data after event", ErrInvalid)
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err

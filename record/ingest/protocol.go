@@ -196,26 +196,13 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	return buf, nil
 }
 
-// strict decodes JSON rejecting unknown fields and trailing data.
-func strict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
-}
-
 // DecodeRequest parses an untrusted frame payload into a Request. It checks
 // the version and the batch size; the events themselves are decoded one by one
 // with DecodeEvent so that one bad event does not spoil the batch. Errors wrap
 // ErrMalformed.
 func DecodeRequest(b []byte) (*Request, error) {
 	var req Request
-	if err := strict(b, &req); err != nil {
+	if err := event.DecodeStrict(b, &req); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if req.V != ProtocolVersion {
@@ -374,7 +361,7 @@ func DecodeEvent(raw []byte) (*event.Event, error) {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", event.ErrInvalid, len(raw), event.MaxEncodedSize)
 	}
 	var e event.Event
-	if err := strict(raw, &e); err != nil {
+	if err := event.DecodeStrict(raw, &e); err != nil {
 		return nil, fmt.Errorf("%w: decoding: %v", event.ErrInvalid, err)
 	}
 	return &e, nil
@@ -422,7 +409,7 @@ func encodeRequest(raws []json.RawMessage) []byte {
 // DecodeReply parses a reply frame payload. Errors wrap ErrMalformed.
 func DecodeReply(b []byte) (*Reply, error) {
 	var r Reply
-	if err := strict(b, &r); err != nil {
+	if err := event.DecodeStrict(b, &r); err != nil {
 		return nil, fmt.Errorf("%w: reply: %v", ErrMalformed, err)
 	}
 	if r.V != ProtocolVersion {
