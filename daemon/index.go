@@ -35,7 +35,7 @@ func (d *Daemon) followIndex(ctx context.Context, o Options) {
 		return
 	}
 	d.ret = &Retention{Journal: d.j, Index: ix, Append: d.app, HotDays: d.cfg.Retention.HotDays, Host: d.cfg.Host,
-		Archive: cold, Log: log}
+		Archive: cold, Unsent: d.cfg.SinkCursors(), Log: log}
 	close(d.ixReady)
 	var scheduled sync.WaitGroup
 	if o.Retention && d.cfg.Retention.HotDays > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/sink"
 	"github.com/sandtrail/sandtrail/record/tap"
 )
 
@@ -50,6 +52,11 @@ type Retention struct {
 	// and the next run tries again. Archive must be idempotent: a prune
 	// interrupted after it (a crash) calls it again for the same session.
 	Archive func(ctx context.Context, sessionID string) error
+	// Unsent, when not nil, is the lowest cursor of the sinks (the first
+	// seq one of them has yet to send): entries at or past it are not
+	// pruned, so that a sink that lags still sends them (the report lists
+	// their sessions as unsent).
+	Unsent func() (uint64, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log is the logger (default: none).
@@ -155,7 +162,8 @@ func (r *Retention) plan(ctx context.Context) (*retentionPlan, error) {
 	}
 	cutoff := r.now().UTC().Add(-time.Duration(r.HotDays) * 24 * time.Hour)
 	p := &retentionPlan{seqs: map[string][]uint64{}, rep: &control.RetentionReport{HotDays: r.HotDays, Cutoff: cutoff,
-		Sessions: []control.RetentionSession{}, Held: []control.RetentionSession{}, Failed: []control.RetentionSession{}}}
+		Sessions: []control.RetentionSession{}, Held: []control.RetentionSession{}, Failed: []control.RetentionSession{},
+		Unsent: []control.RetentionSession{}}}
 	holds, err := r.Index.Holds(ctx)
 	if err != nil {
 		return nil, err
@@ -187,9 +195,39 @@ func (r *Retention) plan(ctx context.Context) (*retentionPlan, error) {
 	if p.sessionless, err = r.Index.SessionlessBefore(ctx, cutoff); err != nil {
 		return nil, err
 	}
+	if err := r.holdUnsent(p); err != nil {
+		return nil, err
+	}
 	p.rep.Sessionless, p.rep.SessionlessRanges = uint64(len(p.sessionless)), seqRanges(p.sessionless)
 	p.rep.Entries += p.rep.Sessionless
 	return p, nil
+}
+
+// holdUnsent moves out of p what a sink has yet to send: the sessions
+// with an entry at or past the lowest sink cursor, to the report's
+// unsent, and such entries of no session.
+func (r *Retention) holdUnsent(p *retentionPlan) error {
+	if r.Unsent == nil {
+		return nil
+	}
+	cursor, err := r.Unsent()
+	if err != nil {
+		return fmt.Errorf("reading the sinks' cursors: %w", err)
+	}
+	p.rep.Sessions = slices.DeleteFunc(p.rep.Sessions, func(s control.RetentionSession) bool {
+		seqs := p.seqs[s.ID]
+		if len(seqs) == 0 || slices.Max(seqs) < cursor {
+			return false
+		}
+		p.rep.Unsent = append(p.rep.Unsent, s)
+		p.rep.Entries -= s.Entries
+		delete(p.seqs, s.ID)
+		return true
+	})
+	before := len(p.sessionless)
+	p.sessionless = slices.DeleteFunc(p.sessionless, func(seq uint64) bool { return seq >= cursor })
+	p.rep.UnsentSessionless = uint64(before - len(p.sessionless))
+	return nil
 }
 
 // archive calls the archiver for each session to prune, moving the ones
@@ -431,6 +469,26 @@ func (d *Daemon) Holds(ctx context.Context) ([]index.Hold, error) {
 		return nil, err
 	}
 	return r.Holds(ctx)
+}
+
+// SinkCursors is the Unsent hook of c's sinks (nil when none is
+// configured): the lowest of their durable cursors, as stored in
+// <data_dir>/sinks.
+func (c *Config) SinkCursors() func() (uint64, error) {
+	if len(c.Sinks) == 0 {
+		return nil
+	}
+	return func() (uint64, error) {
+		low := uint64(math.MaxUint64)
+		for _, sc := range c.Sinks {
+			n, err := sink.StoredCursor(c.SinksDir(), sc.Name)
+			if err != nil {
+				return 0, err
+			}
+			low = min(low, n)
+		}
+		return low, nil
+	}
 }
 
 // ColdTier is the archiver hook of c's retention.archive (nil when none is

@@ -347,3 +347,69 @@ func TestRetentionControlSocket(t *testing.T) {
 		t.Errorf("retention events journaled = %v, want %v", kinds, want)
 	}
 }
+
+// TestRetentionWaitsForSinks: what a sink has yet to send (at or past the
+// lowest cursor) is not pruned: a session with such an entry is reported
+// unsent, and goes once the sinks have sent it.
+func TestRetentionWaitsForSinks(t *testing.T) {
+	ctx := context.Background()
+	j, dir, v, ix := retentionJournal(t)
+	seqsA, err := ix.SessionSeqs(ctx, "old-a")
+	if err != nil || len(seqsA) == 0 {
+		t.Fatalf("old-a's seqs = %v, %v", seqsA, err)
+	}
+	cursor := slices.Max(seqsA) // old-a's last entry is not sent yet
+	r := &Retention{Journal: j, Index: ix, HotDays: 90, Now: func() time.Time { return retentionNow },
+		Unsent: func() (uint64, error) { return cursor, nil }}
+	rep, err := r.Apply(ctx, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reportIDs(rep.Sessions), []string{"old-b"}) || !slices.Equal(reportIDs(rep.Unsent), []string{"old-a"}) {
+		t.Fatalf("Apply() with the sinks at %d = sessions %v, unsent %v; want old-b pruned, old-a unsent",
+			cursor, reportIDs(rep.Sessions), reportIDs(rep.Unsent))
+	}
+	checkPruned(t, dir, v, ix, rep, []string{"old-b"})
+	if hits := sessionHits(t, ix, "old-a"); hits == 0 {
+		t.Error("old-a, not yet sent by every sink, is gone from the index")
+	}
+	cursor = j.Size()
+	if rep, err = r.Apply(ctx, false, 0); err != nil || !slices.Equal(reportIDs(rep.Sessions), []string{"old-a"}) || len(rep.Unsent) != 0 {
+		t.Fatalf("Apply() once the sinks sent everything = %+v, %v; want old-a pruned", rep, err)
+	}
+	r.Unsent = func() (uint64, error) { return 0, errors.New("cursor unreadable") }
+	if _, err := r.Apply(ctx, true, 0); err == nil || !strings.Contains(err.Error(), "sinks' cursors") {
+		t.Errorf("Apply() with an unreadable cursor = %v, want an error naming the sinks' cursors", err)
+	}
+}
+
+// TestSinkCursors: the Unsent hook of a config is the lowest stored cursor
+// of its sinks, 0 for a sink that stored none, an error for one that
+// cannot be read, and nil with no sinks.
+func TestSinkCursors(t *testing.T) {
+	c := &Config{DataDir: t.TempDir(), Sinks: []SinkConfig{{Name: "a"}, {Name: "b"}}}
+	if err := os.MkdirAll(c.SinksDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(c.SinksDir(), name+".cursor"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	low := c.SinkCursors()
+	write("a", "9\n")
+	if n, err := low(); err != nil || n != 0 {
+		t.Errorf("with b's cursor not stored = %d, %v, want 0", n, err)
+	}
+	write("b", "4\n")
+	if n, err := low(); err != nil || n != 4 {
+		t.Errorf("with cursors 9 and 4 = %d, %v, want 4", n, err)
+	}
+	write("b", "four\n")
+	if _, err := low(); err == nil {
+		t.Error("an unreadable cursor = nil error")
+	}
+	if (&Config{}).SinkCursors() != nil {
+		t.Error("SinkCursors with no sinks is not nil")
+	}
+}

@@ -131,7 +131,8 @@ func openRetention(ctx context.Context, cfg *Config, log hclog.Logger) (r *daemo
 	if err != nil {
 		return nil, nil, errors.Join(err, ix.Close(), j.Close())
 	}
-	r = &daemon.Retention{Journal: j, Index: ix, HotDays: cfg.Retention.HotDays, Host: cfg.Host, Archive: cold, Log: log}
+	r = &daemon.Retention{Journal: j, Index: ix, HotDays: cfg.Retention.HotDays, Host: cfg.Host, Archive: cold,
+		Unsent: cfg.SinkCursors(), Log: log}
 	return r, func() error { return errors.Join(ix.Close(), j.Close()) }, nil
 }
 
@@ -166,6 +167,12 @@ func writeRetention(w io.Writer, rep *control.RetentionReport) error {
 		fmt.Fprintln(tw, "\nNOT ARCHIVED (not pruned; tried again next run)\tENTRIES\tERROR")
 		for _, s := range rep.Failed {
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", render.Clean(s.ID, 64), s.Entries, render.Clean(s.Error, 120))
+		}
+	}
+	if len(rep.Unsent) > 0 || rep.UnsentSessionless > 0 {
+		fmt.Fprintf(tw, "\nNOT YET SENT BY EVERY SINK (not pruned; %d entries of no session too)\tENTRIES\tSEQS\n", rep.UnsentSessionless)
+		for _, s := range rep.Unsent {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", render.Clean(s.ID, 64), s.Entries, rangesText(s.Ranges))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -119,6 +119,12 @@ type RetentionReport struct {
 	// Failed are the sessions due whose archiving failed: not pruned,
 	// tried again at the next run.
 	Failed []RetentionSession `json:"failed"`
+	// Unsent are the sessions due that a sink has yet to send entries of
+	// (its cursor is at or below their last seq): not pruned, so that no
+	// sink loses them; UnsentSessionless counts such entries of no
+	// session.
+	Unsent            []RetentionSession `json:"unsent"`
+	UnsentSessionless uint64             `json:"unsent_sessionless,omitempty"`
 	// Sessionless counts the entries of no session pruned, in
 	// SessionlessRanges.
 	Sessionless       uint64           `json:"sessionless"`

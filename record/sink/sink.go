@@ -168,19 +168,28 @@ func NewRunner(cfg Config, s Sink, src Source) (*Runner, error) {
 	return r, nil
 }
 
-func (r *Runner) cursorPath() string { return filepath.Join(r.cfg.CursorDir, r.cfg.Name+".cursor") }
+func (r *Runner) cursorPath() string { return cursorPath(r.cfg.CursorDir, r.cfg.Name) }
 
-func (r *Runner) readCursor() (uint64, error) {
-	b, err := os.ReadFile(r.cursorPath())
+// cursorPath is the cursor file of sink name in dir.
+func cursorPath(dir, name string) string { return filepath.Join(dir, name+".cursor") }
+
+func (r *Runner) readCursor() (uint64, error) { return StoredCursor(r.cfg.CursorDir, r.cfg.Name) }
+
+// StoredCursor is the durable cursor of sink name kept in dir: the next
+// seq it has to send, 0 when it has stored none. An unreadable cursor is
+// an error, not a 0.
+func StoredCursor(dir, name string) (uint64, error) {
+	path := cursorPath(dir, name)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("sink %s: reading cursor: %w", r.cfg.Name, err)
+		return 0, fmt.Errorf("sink %s: reading cursor: %w", name, err)
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("sink %s: cursor %s: %w", r.cfg.Name, r.cursorPath(), err)
+		return 0, fmt.Errorf("sink %s: cursor %s: %w", name, path, err)
 	}
 	return n, nil
 }
