@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -110,26 +111,45 @@ func newHoldListCmd(g *globals) *cobra.Command {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
-			resp, err := retentionCall(cmd.Context(), g, &control.Request{Op: control.OpHolds},
-				func(ctx context.Context, r *daemon.Retention, _ uint32) (*control.Response, error) {
-					hs, err := r.Holds(ctx)
-					return &control.Response{OK: true, Holds: hs}, err
-				})
+			hs, err := listHolds(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
-			if resp.Holds == nil {
-				resp.Holds = []index.Hold{}
+			if hs == nil {
+				hs = []index.Hold{}
 			}
 			if format == "json" {
-				return writeJSON(cmd.OutOrStdout(), resp.Holds)
+				return writeJSON(cmd.OutOrStdout(), hs)
 			}
-			return writeHolds(cmd.OutOrStdout(), resp.Holds)
+			return writeHolds(cmd.OutOrStdout(), hs)
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	return cmd
+}
+
+// listHolds asks the running daemon for the holds, or, when none runs,
+// reads them from the index (caught up with the journal, as query does):
+// listing needs no journal writer.
+func listHolds(ctx context.Context, g *globals) ([]index.Hold, error) {
+	cfg, err := g.load()
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	resp, err := control.Call(cfg.ControlSocket(), &control.Request{Op: control.OpHolds})
+	if !errors.Is(err, control.ErrNoDaemon) {
+		if err != nil {
+			return nil, err
+		}
+		return resp.Holds, nil
+	}
+	_, ix, err := g.loadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ix.Close()
+	return ix.Holds(ctx)
 }
 
 func writeHolds(w io.Writer, hs []index.Hold) error {

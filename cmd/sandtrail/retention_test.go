@@ -106,6 +106,22 @@ func TestRetentionCLI(t *testing.T) {
 		holds[0].UID == nil || *holds[0].UID != uint32(os.Getuid()) {
 		t.Fatalf("hold list --format json = %d, %q", code, out)
 	}
+	// Listing needs no journal writer: it works while another process
+	// (a daemon-less sandtrail run) holds the journal.
+	signer, err := journal.LoadSigner(filepath.Join(data, "keys", "checkpoint.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := journal.Open(filepath.Join(data, "journal"), signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runCLI(t, "--data", data, "hold", "list"); code != 0 || !strings.Contains(out, "old-b") {
+		t.Errorf("hold list while the journal is open elsewhere = %d, %q", code, out)
+	}
+	if err := writer.Close(); err != nil {
+		t.Fatal(err)
+	}
 	rep = retentionApply(t, data)
 	if !slices.Equal(retentionIDs(rep.Sessions), []string{"old-a"}) || !slices.Equal(retentionIDs(rep.Held), []string{"old-b"}) ||
 		rep.Journal == nil || rep.Journal.Pruned != 2 {
