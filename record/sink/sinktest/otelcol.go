@@ -1,7 +1,9 @@
 // Package sinktest runs the real receivers that the sinks' tests and
-// benchmarks send to: the OpenTelemetry Collector of test/otelcol (a module
-// of its own: the otlp receiver and the file exporter), built once into the
-// user's cache under the hash of its go.mod, go.sum and main.go.
+// benchmarks send to, each on loopback and killed by the pid it started:
+// the OpenTelemetry Collector of test/otelcol (a module of its own: the
+// otlp receiver and the file exporter), built once into the user's cache
+// under the hash of its go.mod, go.sum and main.go; Debian's rsyslogd over
+// TLS, with a test CA (WriteCerts); and nats-server with JetStream.
 package sinktest
 
 import (
