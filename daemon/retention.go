@@ -133,22 +133,26 @@ func (r *Retention) Apply(ctx context.Context, dryRun bool, uid uint32) (*contro
 	if len(seqs) == 0 {
 		return p.rep, nil
 	}
-	// The journal first: a crash before the index forgets leaves rows
-	// that the next run finds and prunes again (the tombstones stay).
-	res, err := r.Journal.Prune(ctx, seqs)
-	if err != nil {
-		return nil, fmt.Errorf("pruning the journal: %w", err)
-	}
-	p.rep.Journal = &res
-	if p.rep.Forgotten, err = r.Index.Forget(ctx, index.Pruned{Seqs: seqs, Sessions: gone}); err != nil {
-		return nil, fmt.Errorf("pruning the index: %w", err)
-	}
+	// The record of the prune first: the journal prunes only what a
+	// retention.prune entry names (and Verify holds it to that), and a
+	// prune that fails after it leaves a record of more than was done,
+	// never tombstones that nothing records. Then the journal, then the
+	// index: a crash before the index forgets leaves rows that the next
+	// run finds and prunes again (the tombstones stay).
 	evs := pruneEvents(p, r.Host, uid)
 	if err := r.appender().Append(ctx, evs...); err != nil {
 		return nil, fmt.Errorf("journaling the prune: %w", err)
 	}
 	for _, e := range evs {
 		p.rep.Events = append(p.rep.Events, e.Seq)
+	}
+	res, err := r.Journal.Prune(ctx, seqs, p.rep.Events)
+	if err != nil {
+		return nil, fmt.Errorf("pruning the journal: %w", err)
+	}
+	p.rep.Journal = &res
+	if p.rep.Forgotten, err = r.Index.Forget(ctx, index.Pruned{Seqs: seqs, Sessions: gone}); err != nil {
+		return nil, fmt.Errorf("pruning the index: %w", err)
 	}
 	r.log().Info("retention applied", "sessions", len(p.rep.Sessions), "entries", p.rep.Entries,
 		"held", len(p.rep.Held), "failed", len(p.rep.Failed), "segments", res.Segments)
@@ -187,7 +191,7 @@ func (r *Retention) plan(ctx context.Context) (*retentionPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Entries, s.Ranges = uint64(len(seqs)), seqRanges(seqs)
+		s.Entries, s.Ranges = uint64(len(seqs)), event.SeqRanges(seqs)
 		p.seqs[e.ID] = seqs
 		p.rep.Sessions = append(p.rep.Sessions, s)
 		p.rep.Entries += s.Entries
@@ -198,7 +202,7 @@ func (r *Retention) plan(ctx context.Context) (*retentionPlan, error) {
 	if err := r.holdUnsent(p); err != nil {
 		return nil, err
 	}
-	p.rep.Sessionless, p.rep.SessionlessRanges = uint64(len(p.sessionless)), seqRanges(p.sessionless)
+	p.rep.Sessionless, p.rep.SessionlessRanges = uint64(len(p.sessionless)), event.SeqRanges(p.sessionless)
 	p.rep.Entries += p.rep.Sessionless
 	return p, nil
 }
@@ -249,19 +253,6 @@ func (r *Retention) archive(ctx context.Context, p *retentionPlan) {
 		keep = append(keep, s)
 	}
 	p.rep.Sessions = keep
-}
-
-// seqRanges returns the runs of consecutive seqs in seqs, sorted.
-func seqRanges(seqs []uint64) []event.SeqRange {
-	var out []event.SeqRange
-	for _, s := range seqs {
-		if n := len(out); n > 0 && out[n-1].Last+1 == s {
-			out[n-1].Last = s
-			continue
-		}
-		out = append(out, event.SeqRange{First: s, Last: s})
-	}
-	return out
 }
 
 // pruneEvents are the retention.prune events that record what p pruned:

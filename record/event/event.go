@@ -573,6 +573,20 @@ type SeqRange struct {
 	Last  uint64 `json:"last"`
 }
 
+// SeqRanges are seqs, sorted and without repeats, as runs of consecutive
+// seqs.
+func SeqRanges(seqs []uint64) []SeqRange {
+	var out []SeqRange
+	for _, s := range seqs {
+		if n := len(out); n > 0 && out[n-1].Last+1 == s {
+			out[n-1].Last = s
+			continue
+		}
+		out = append(out, SeqRange{First: s, Last: s})
+	}
+	return out
+}
+
 // Category returns the part of the kind before the first dot.
 func (e *Event) Category() string {
 	c, _, _ := strings.Cut(e.Kind, ".")

@@ -113,7 +113,7 @@ func TestRetentionQueries(t *testing.T) {
 	}
 	cleaned, _ := ix.SessionSeqs(ctx, "old-cleaned")
 	// The journal prunes, then the index forgets.
-	if _, err := j.Prune(ctx, slices.Concat(seqs, cleaned, sessionless)); err != nil {
+	if _, err := journaltest.Prune(t, j, slices.Concat(seqs, cleaned, sessionless)...); err != nil {
 		t.Fatal(err)
 	}
 	n, err := ix.Forget(ctx, Pruned{Seqs: slices.Concat(seqs, cleaned, sessionless), Sessions: []string{"old-ended", "old-cleaned"}})
@@ -192,7 +192,7 @@ func TestCatchUpPrunedLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	if _, err := j.Prune(ctx, []uint64{2}); err != nil {
+	if _, err := journaltest.Prune(t, j, 2); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ix.CatchUp(ctx, dir); err != nil {
@@ -209,7 +209,7 @@ func TestCatchUpPrunedLast(t *testing.T) {
 	if err := other.Append(ctx, evs("b")...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Prune(ctx, []uint64{2}); err != nil {
+	if _, err := journaltest.Prune(t, other, 2); err != nil {
 		t.Fatal(err)
 	}
 	ix2, err := OpenCurrent(ctx, filepath.Join(t.TempDir(), "index2.db"), dir)
@@ -217,8 +217,9 @@ func TestCatchUpPrunedLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix2.Close()
-	// ix2 indexed journal a up to entry 1, then saw a's tombstone 2 (not
-	// indexed). Its cursor is at 2: entry 1 is what it checks.
+	// ix2 indexed journal a: entries 0 and 1, a's tombstone 2 (not
+	// indexed) and the record of its prune, 3, which differs from the
+	// other journal's (its time).
 	if _, err := ix2.CatchUp(ctx, odir); err == nil {
 		t.Errorf("CatchUp() of an index of another journal = nil, want ErrStale")
 	}
@@ -251,7 +252,7 @@ func TestForgetKeepsLaterEvents(t *testing.T) {
 	if _, err := ix.CatchUp(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Prune(ctx, seqs); err != nil {
+	if _, err := journaltest.Prune(t, j, seqs...); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := ix.Forget(ctx, Pruned{Seqs: seqs, Sessions: []string{"old-ended"}}); err != nil || n != uint64(len(seqs)) {

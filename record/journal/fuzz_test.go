@@ -113,8 +113,9 @@ func FuzzSegment(f *testing.F) {
 	})
 }
 
-// prunedTemplate builds, in dir, a journal of 12 entries in one segment,
-// covered by signed checkpoints, whose entries 3, 4 and 9 are pruned. Its
+// prunedTemplate builds, in dir, a journal of 12 entries and the record of
+// their prune (seq 12) in one segment, covered by signed checkpoints,
+// whose entries 3, 4 and 9 are pruned. Its
 // keys, events and checkpoints are fixed, so it is the same journal every
 // time. It returns the original entries by seq.
 func prunedTemplate(t testing.TB, dir string) [][]byte {
@@ -133,15 +134,20 @@ func prunedTemplate(t testing.TB, dir string) [][]byte {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Prune(context.Background(), []uint64{3, 4, 9}); err != nil {
+	if _, err := pruneRecorded(t, j, 3, 4, 9); err != nil {
 		t.Fatal(err)
 	}
+	record, err := Entry(dir, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig = append(orig, record)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Prune sealed the one segment; the journal goes on in an empty one,
 	// which the fuzzer's journal does not have.
-	if err := os.Remove(filepath.Join(dir, segmentName(12))); err != nil {
+	if err := os.Remove(filepath.Join(dir, segmentName(13))); err != nil {
 		t.Fatal(err)
 	}
 	return orig

@@ -1,10 +1,12 @@
 package journal
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,4 +150,17 @@ func mustWriteFile(t testing.TB, p string, b []byte) {
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pruneRecorded journals the record of pruning seqs (a retention.prune
+// entry naming them, as the retention policy writes one) and prunes them.
+func pruneRecorded(t testing.TB, j *Journal, seqs ...uint64) (PruneResult, error) {
+	t.Helper()
+	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
+	rec := &event.Event{V: event.SchemaVersion, TS: time.Unix(1700000000, 0), Kind: event.KindRetentionPrune, Source: event.SourceJournal,
+		Retention: &event.Retention{Op: event.RetentionPrune, Entries: uint64(len(sorted)), Ranges: event.SeqRanges(sorted)}}
+	if err := j.Append(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	return j.Prune(context.Background(), seqs, []uint64{rec.Seq})
 }

@@ -2,6 +2,8 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/sandtrail/sandtrail/record/atomicfile"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Errors of pruning.
@@ -25,7 +28,77 @@ var (
 	// checkpoint covers (one not written yet): the journal prunes only
 	// what a checkpoint vouches for, so that a tombstone can be checked.
 	ErrUncovered = errors.New("journal: entry not covered by a signed checkpoint")
+	// ErrUnrecorded means Prune was asked for an entry that no
+	// retention.prune entry of the journal names.
+	ErrUnrecorded = errors.New("journal: entry to prune not named by a retention.prune entry")
 )
+
+// checkRecorded checks that the retention.prune entries at the seqs of
+// record name every seq of seqs.
+func (j *Journal) checkRecorded(seqs, record []uint64) error {
+	var named []event.SeqRange
+	for _, at := range record {
+		if _, found := slices.BinarySearch(seqs, at); found {
+			return fmt.Errorf("%w: entry %d is the record of this prune", ErrUnrecorded, at)
+		}
+		raw, err := Entry(j.dir, at)
+		if err != nil {
+			return fmt.Errorf("pruning: reading the record of the prune, entry %d: %w", at, err)
+		}
+		ranges, ok := pruneRecordRanges(raw)
+		if !ok {
+			return fmt.Errorf("%w: entry %d is not a retention.prune entry of the journal", ErrUnrecorded, at)
+		}
+		named = append(named, ranges...)
+	}
+	if seq, ok := firstUnnamed(named, event.SeqRanges(seqs)); ok {
+		return fmt.Errorf("%w: entry %d", ErrUnrecorded, seq)
+	}
+	return nil
+}
+
+// pruneRecordMark is in the canonical encoding of every retention.prune
+// event: entries without it are not decoded.
+var pruneRecordMark = []byte(`"kind":"` + event.KindRetentionPrune + `"`)
+
+// pruneRecordRanges returns the seq ranges that raw, an entry, names as
+// pruned, and false unless it is a retention.prune event of the journal.
+func pruneRecordRanges(raw []byte) ([]event.SeqRange, bool) {
+	if !bytes.Contains(raw, pruneRecordMark) {
+		return nil, false
+	}
+	e, err := event.Unmarshal(raw)
+	if err != nil || e.Kind != event.KindRetentionPrune || e.Source != event.SourceJournal || e.Retention == nil {
+		return nil, false
+	}
+	return e.Retention.Ranges, true
+}
+
+// firstUnnamed returns the first seq of want that no range of named
+// holds, and false when named holds them all.
+func firstUnnamed(named, want []event.SeqRange) (uint64, bool) {
+	union := slices.Clone(named)
+	slices.SortFunc(union, func(a, b event.SeqRange) int { return cmp.Compare(a.First, b.First) })
+	for _, w := range want {
+		next := w.First // the first seq of w not yet found named
+		for _, u := range union {
+			if u.First > next {
+				break
+			}
+			if u.Last >= next {
+				if u.Last >= w.Last {
+					next = w.Last + 1
+					break
+				}
+				next = u.Last + 1
+			}
+		}
+		if next <= w.Last {
+			return next, true
+		}
+	}
+	return 0, false
+}
 
 // PrunedError is Entry's error for a pruned entry: what its tombstone
 // keeps of it, the seq and the Merkle leaf hash.
@@ -77,9 +150,17 @@ const pruneTempPrefix = ".prune-"
 // file, and refuses (ErrCorrupt, that segment untouched) an entry that
 // does not match: pruning must not erase the evidence of tampering.
 //
+// Every tombstone must be vouched for by the record: record are the seqs
+// of retention.prune entries (source journal), journaled before Prune is
+// called, whose ranges name every seq pruned; Prune reads them back and
+// refuses (ErrUnrecorded) a seq none names, and Verify calls a tombstone
+// that no retention.prune entry names tampering. Someone who can write
+// the journal's files but holds no key can compute a leaf hash, but not
+// sign the record of a prune.
+//
 // Entries already pruned are counted in Already. One Prune runs at a time,
 // and Close waits for it.
-func (j *Journal) Prune(ctx context.Context, seqs []uint64) (PruneResult, error) {
+func (j *Journal) Prune(ctx context.Context, seqs, record []uint64) (PruneResult, error) {
 	var res PruneResult
 	seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
 	if len(seqs) == 0 {
@@ -87,6 +168,9 @@ func (j *Journal) Prune(ctx context.Context, seqs []uint64) (PruneResult, error)
 	}
 	j.pruneMu.Lock()
 	defer j.pruneMu.Unlock()
+	if err := j.checkRecorded(seqs, record); err != nil {
+		return res, err
+	}
 	cp, err := j.Checkpoint(ctx)
 	if err != nil {
 		return res, fmt.Errorf("pruning: signing the checkpoint that covers the entries: %w", err)

@@ -38,12 +38,12 @@ func prunedJournal(t *testing.T, dir string, n int, seqs []uint64) ([][]byte, no
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := j.Prune(context.Background(), seqs)
+	res, err := pruneRecorded(t, j, seqs...)
 	if err != nil {
 		t.Fatalf("Prune() = %v", err)
 	}
-	if res.Pruned != uint64(len(slices.Compact(slices.Sorted(slices.Values(seqs))))) || res.Already != 0 || res.Checkpoint != uint64(n) {
-		t.Fatalf("Prune() = %+v, want %d pruned, covered by a checkpoint of %d", res, len(seqs), n)
+	if res.Pruned != uint64(len(slices.Compact(slices.Sorted(slices.Values(seqs))))) || res.Already != 0 || res.Checkpoint != uint64(n)+1 {
+		t.Fatalf("Prune() = %+v, want %d pruned, covered by a checkpoint of %d (the entries and the record)", res, len(seqs), n+1)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -73,13 +73,16 @@ func TestPruneKeepsTree(t *testing.T) {
 		t.Fatalf("%d segments, want several", len(segs))
 	}
 	rep, err := Verify(dir, v, nil)
-	if err != nil || rep.Status != StatusIntact || rep.Entries != 300 || rep.Pruned != uint64(len(pruned)) {
-		t.Fatalf("Verify() after Prune = %+v, %v, want intact with 300 entries, %d pruned", rep, err, len(pruned))
+	if err != nil || rep.Status != StatusIntact || rep.Entries != 301 || rep.Pruned != uint64(len(pruned)) {
+		t.Fatalf("Verify() after Prune = %+v, %v, want intact with 301 entries (300 and the record), %d pruned", rep, err, len(pruned))
 	}
 	j := reopen(t, dir, s)
 	defer j.Close()
 	var seen []uint64
 	if err := Scan(dir, 0, func(seq uint64, raw []byte) error {
+		if seq == 300 {
+			return nil // the record of the prune
+		}
 		seen = append(seen, seq)
 		if !bytes.Equal(raw, orig[seq]) {
 			t.Errorf("Scan() entry %d changed", seq)
@@ -124,7 +127,7 @@ func TestPruneKeepsTree(t *testing.T) {
 		t.Errorf("proof of pruned entry 51 does not verify: %v", err)
 	}
 	// Prune again: the tombstones stay, counted as already pruned.
-	res, err := j.Prune(context.Background(), []uint64{51, 52})
+	res, err := pruneRecorded(t, j, 51, 52)
 	if err != nil || res.Pruned != 1 || res.Already != 1 {
 		t.Errorf("Prune(51, 52) = %+v, %v, want 1 pruned and 1 already", res, err)
 	}
@@ -135,7 +138,7 @@ func TestPruneKeepsTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err = Verify(dir, v, nil, DecodeEvents())
-	if err != nil || rep.Status != StatusIntact || rep.Entries != 310 || rep.Pruned != uint64(len(pruned)+1) {
+	if err != nil || rep.Status != StatusIntact || rep.Entries != 312 || rep.Pruned != uint64(len(pruned)+1) {
 		t.Fatalf("Verify() after reopening = %+v, %v", rep, err)
 	}
 	if rep, err := VerifyFrom(dir, v, 200); err != nil || rep.Status != StatusIntact {
@@ -153,14 +156,20 @@ func TestPruneRefusesUncovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if _, err := j.Prune(context.Background(), []uint64{0}); err == nil {
+	if _, err := j.Prune(context.Background(), []uint64{0}, nil); err == nil {
 		t.Fatal("Prune() of an empty journal = nil, want an error")
 	}
 	if err := j.Append(context.Background(), genEvents(5, 93)...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Prune(context.Background(), []uint64{1, 5}); !errors.Is(err, ErrUncovered) {
-		t.Fatalf("Prune(1, 5) = %v, want ErrUncovered", err)
+	if _, err := pruneRecorded(t, j, 1, 9); !errors.Is(err, ErrUncovered) {
+		t.Fatalf("Prune(1, 9) = %v, want ErrUncovered", err)
+	}
+	if _, err := j.Prune(context.Background(), []uint64{1}, nil); !errors.Is(err, ErrUnrecorded) {
+		t.Fatalf("Prune(1) with no record = %v, want ErrUnrecorded", err)
+	}
+	if _, err := j.Prune(context.Background(), []uint64{5}, []uint64{5}); !errors.Is(err, ErrUnrecorded) {
+		t.Fatalf("Prune(5) of the record itself = %v, want ErrUnrecorded", err)
 	}
 	if _, err := Entry(dir, 1); err != nil {
 		t.Errorf("Entry(1) after a refused Prune = %v, want it kept", err)
@@ -193,7 +202,7 @@ func TestPruneRefusesTamperedEntry(t *testing.T) {
 	frame := appendFrame(nil, forged)
 	b = slices.Concat(b[:locs[3].offset], frame, b[locs[3].offset+locs[3].length:])
 	mustWriteFile(t, locs[3].path, b)
-	if _, err := j.Prune(context.Background(), []uint64{2, 3}); !errors.Is(err, ErrCorrupt) {
+	if _, err := pruneRecorded(t, j, 2, 3); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Prune() of a tampered entry = %v, want ErrCorrupt", err)
 	}
 	j.crash()
@@ -231,6 +240,14 @@ func TestPrunedTombstoneTampered(t *testing.T) {
 			replaceFrame(t, dir, 120, appendTombstone(nil, 120, LeafHash(raw)))
 			return 120
 		}, true},
+		{"a covered entry erased with its own leaf hash, which no record names", func(t *testing.T, dir string) uint64 {
+			raw, err := Entry(dir, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replaceFrame(t, dir, 10, appendTombstone(nil, 10, LeafHash(raw)))
+			return 10
+		}, false},
 		{"entry 100 erased with another leaf hash", func(t *testing.T, dir string) uint64 {
 			replaceFrame(t, dir, 100, appendTombstone(nil, 100, tlog.RecordHash([]byte("x"))))
 			return 100

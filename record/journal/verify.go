@@ -398,6 +398,10 @@ type verifier struct {
 	// that matched: one that no checkpoint covers was not written by Prune.
 	uncoveredPruned []uint64
 	pruned          uint64
+	// tombstones are the seqs of every tombstone read, and named the
+	// ranges the retention.prune entries read name: each tombstone must
+	// be named by one.
+	tombstones, named []event.SeqRange
 }
 
 // compare checks the checkpoints of the current size; it returns false on a
@@ -448,6 +452,7 @@ func (v *verifier) consume(chunks <-chan *chunk) {
 // add folds the entries of chunk c into the tree. It returns false when an
 // entry does not decode or a checkpoint does not match.
 func (v *verifier) add(c *chunk) bool {
+	v.named = append(v.named, c.named...)
 	if c.full && c.decodeAt < 0 && (v.next >= len(v.cps) || v.cps[v.next].cp.Size >= c.first+chunkEntries) {
 		// A complete subtree with no checkpoint inside: add its root.
 		for _, i := range c.prunedAt {
@@ -484,6 +489,11 @@ func (v *verifier) add(c *chunk) bool {
 func (v *verifier) notePruned(seq uint64) {
 	v.pruned++
 	v.uncoveredPruned = append(v.uncoveredPruned, seq)
+	if n := len(v.tombstones); n > 0 && v.tombstones[n-1].Last+1 == seq {
+		v.tombstones[n-1].Last = seq
+	} else {
+		v.tombstones = append(v.tombstones, event.SeqRange{First: seq, Last: seq})
+	}
 }
 
 // end records why reading ended: a read error, a torn tail or a bad frame
@@ -526,6 +536,10 @@ func (v *verifier) finish() {
 			rep.problem(Problem{Seq: &seq, Msg: "a tombstone that no checkpoint covers: the journal prunes only entries a signed checkpoint covers, so this entry was erased by someone else"})
 			rep.bad(seq, true)
 		}
+		if seq, ok := firstUnnamed(v.named, v.tombstones); ok {
+			rep.problem(Problem{Seq: &seq, Msg: "a tombstone that no retention.prune entry names: the journal prunes only what such an entry records, so this entry was erased by someone else"})
+			rep.bad(seq, true)
+		}
 	}
 	rep.Pruned = v.pruned
 	rep.Checkpoints = v.goodCount
@@ -564,7 +578,10 @@ type chunk struct {
 	offsets []int64 // frame offset of each entry in its segment
 	// prunedAt are the indexes of the tombstones, whose data is the leaf
 	// hash they keep rather than a payload.
-	prunedAt  []int
+	prunedAt []int
+	// named are the seq ranges that the chunk's retention.prune entries
+	// name as pruned.
+	named     []event.SeqRange
 	leaves    []tlog.Hash
 	full      bool      // the chunk is the complete subtree at first
 	root      tlog.Hash // its root, when full
@@ -588,6 +605,7 @@ type chunkStop struct {
 
 func (c *chunk) release() {
 	c.data, c.ends, c.offsets, c.leaves, c.prunedAt = c.data[:0], c.ends[:0], c.offsets[:0], c.leaves[:0], c.prunedAt[:0]
+	c.named = c.named[:0]
 	c.stop, c.decodeErr = nil, nil
 	c.pool.Put(c)
 }
@@ -739,6 +757,9 @@ func (r *chunkReader) segment(i int, s segment, want uint64) (uint64, bool) {
 			r.c.addPruned(tombstoneLeaf(p), off)
 		} else {
 			r.c.add(p, off)
+			if ranges, ok := pruneRecordRanges(p); ok {
+				r.c.named = append(r.c.named, ranges...)
+			}
 		}
 		if sr.seq%chunkEntries == 0 && !r.emit(sr.seq, i) {
 			sr.Close()

@@ -7,11 +7,15 @@
 package journaltest
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
 )
 
@@ -47,4 +51,18 @@ func Open(tb testing.TB, opts ...journal.Option) (*journal.Journal, string) {
 	}
 	tb.Cleanup(func() { _ = j.Close() })
 	return j, dir
+}
+
+// Prune journals the record of pruning seqs (a retention.prune entry
+// naming them, as the retention policy writes one) and has j prune them:
+// the journal prunes only what such a record names.
+func Prune(tb testing.TB, j *journal.Journal, seqs ...uint64) (journal.PruneResult, error) {
+	tb.Helper()
+	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
+	rec := &event.Event{V: event.SchemaVersion, TS: time.Now(), Kind: event.KindRetentionPrune, Source: event.SourceJournal,
+		Retention: &event.Retention{Op: event.RetentionPrune, Entries: uint64(len(sorted)), Ranges: event.SeqRanges(sorted)}}
+	if err := j.Append(context.Background(), rec); err != nil {
+		tb.Fatal(err)
+	}
+	return j.Prune(context.Background(), seqs, []uint64{rec.Seq})
 }
