@@ -10,6 +10,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // maxHeld bounds the checkpoints Checkpoints returns: the newest.
@@ -24,9 +26,8 @@ const maxLine = 16 << 20
 // stored them: the file sink's JSON lines, an rsyslog file of RFC 5424
 // messages, the OpenTelemetry Collector's file of OTLP JSON (where the
 // line is a string value), events exported from Splunk, a NATS stream's
-// messages. A checkpoint is found in a line as an object
-// {"sandtrail_checkpoint":...}, or in a JSON string value of a line that
-// is JSON; lines without one are skipped. The notes are returned as
+// messages. A checkpoint is found where a sink writes one (checkpointsIn);
+// lines without one are skipped. The notes are returned as
 // carried, for the journal's Verify to check their signatures. The export
 // is untrusted: a line too long or a checkpoint that does not decode is
 // an error.
@@ -40,7 +41,7 @@ func Checkpoints(r io.Reader) ([][]byte, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	for n := 1; sc.Scan(); n++ {
-		found, err := checkpointsIn(sc.Bytes(), 0)
+		found, err := checkpointsIn(sc.Bytes())
 		if err != nil {
 			return nil, fmt.Errorf("export line %d: %w", n, err)
 		}
@@ -70,10 +71,13 @@ var (
 )
 
 // checkpointsIn returns the checkpoints of one line: each object at a
-// checkpointMark, and, when the line is JSON holding an escaped one, those
-// of its string values (depth bounds the nesting: a string's checkpoint
-// is not searched for strings again).
-func checkpointsIn(line []byte, depth int) ([]CheckpointLine, error) {
+// checkpointMark (the line of a file sink, an RFC 5424 message's MSG, a
+// Splunk event: an agent's strings in an event are escaped there, so the
+// mark stands only where a sink wrote a checkpoint), and, in the
+// OpenTelemetry Collector's OTLP JSON, each log record whose whole body
+// is a checkpoint line. A string elsewhere that merely holds one (an
+// argv the agent chose) is not a checkpoint.
+func checkpointsIn(line []byte) ([]CheckpointLine, error) {
 	var out []CheckpointLine
 	for rest := line; ; {
 		i := bytes.Index(rest, checkpointMark)
@@ -90,35 +94,49 @@ func checkpointsIn(line []byte, depth int) ([]CheckpointLine, error) {
 		out = append(out, l)
 		rest = rest[i+len(checkpointMark):]
 	}
-	if depth > 0 || !bytes.Contains(line, escapedCheckpointMark) {
+	if !bytes.Contains(line, escapedCheckpointMark) {
 		return out, nil
 	}
-	var v any
-	if err := json.Unmarshal(line, &v); err != nil {
-		return nil, fmt.Errorf("a line holding an escaped checkpoint is not JSON: %w", err)
+	bodies, ok := otlpBodies(line)
+	if !ok {
+		return out, nil // a string holding the mark, in a line of no form that carries one
 	}
-	var walkErr error
-	walkStrings(v, func(s string) {
-		if walkErr == nil && strings.Contains(s, string(checkpointMark)) {
-			found, err := checkpointsIn([]byte(s), depth+1)
-			out, walkErr = append(out, found...), err
+	for _, b := range bodies {
+		var l CheckpointLine
+		if !strings.HasPrefix(b, string(checkpointMark)) || event.DecodeStrict([]byte(b), &l) != nil || l.Checkpoint.Note == "" {
+			continue
 		}
-	})
-	return out, walkErr
+		out = append(out, l)
+	}
+	return out, nil
 }
 
-// walkStrings calls f with every string value in v, a decoded JSON value.
-func walkStrings(v any, f func(string)) {
-	switch v := v.(type) {
-	case string:
-		f(v)
-	case []any:
-		for _, x := range v {
-			walkStrings(x, f)
-		}
-	case map[string]any:
-		for _, x := range v {
-			walkStrings(x, f)
+// otlpBodies are the string bodies of the log records of line, an OTLP
+// JSON export request, and false when line is not one.
+func otlpBodies(line []byte) ([]string, bool) {
+	var req struct {
+		ResourceLogs []struct {
+			ScopeLogs []struct {
+				LogRecords []struct {
+					Body struct {
+						StringValue *string `json:"stringValue"`
+					} `json:"body"`
+				} `json:"logRecords"`
+			} `json:"scopeLogs"`
+		} `json:"resourceLogs"`
+	}
+	if json.Unmarshal(line, &req) != nil || len(req.ResourceLogs) == 0 {
+		return nil, false
+	}
+	var out []string
+	for _, rl := range req.ResourceLogs {
+		for _, sl := range rl.ScopeLogs {
+			for _, lr := range sl.LogRecords {
+				if lr.Body.StringValue != nil {
+					out = append(out, *lr.Body.StringValue)
+				}
+			}
 		}
 	}
+	return out, true
 }

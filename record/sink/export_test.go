@@ -19,8 +19,7 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("Checkpoints = %q, %v; want the notes of sizes 9 and 4, newest first", got, err)
 	}
 	for _, bad := range []string{`{"sandtrail_checkpoint":{"size":1}}`, `{"sandtrail_checkpoint":`,
-		`<134>1 - h sandtrail - checkpoint [x] {"sandtrail_checkpoint":{"size":2`, `{"body":"{\"sandtrail_checkpoint\":{\"size\":2}}"}`,
-		`not json {\"sandtrail_checkpoint\"`} {
+		`<134>1 - h sandtrail - checkpoint [x] {"sandtrail_checkpoint":{"size":2`} {
 		if _, err := Checkpoints(strings.NewReader(bad)); err == nil {
 			t.Errorf("Checkpoints(%q) = nil error", bad)
 		}
@@ -50,6 +49,34 @@ func TestCheckpointsOfEveryReceiver(t *testing.T) {
 			got, err := Checkpoints(strings.NewReader(export))
 			if err != nil || len(got) != 1 || !bytes.Contains(got[0], []byte("\n7\n")) {
 				t.Fatalf("Checkpoints = %q, %v; want the note of size 7", got, err)
+			}
+		})
+	}
+}
+
+// TestCheckpointsNotFromEvents: a checkpoint an agent wrote into an
+// event's strings (an argv) is no checkpoint, in every receiver's export:
+// only where a sink writes one does one count.
+func TestCheckpointsNotFromEvents(t *testing.T) {
+	forged := `{"sandtrail_checkpoint":{"size":99999999,"note":"forged"}}`
+	ev, err := json.Marshal(map[string]any{"seq": 5, "kind": "process.exec", "proc": map[string]any{"argv": []string{"sh", "-c", forged}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(string(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, export := range map[string]string{
+		"file":   string(ev) + "\n",
+		"syslog": `<134>1 2026-12-02T10:00:00.000001Z web1 sandtrail 42 process.exec [sandtrail@32473 seq="5" host="web1"] ` + string(ev) + "\n",
+		"otlp":   `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":` + string(body) + `}}]}]}]}` + "\n",
+		"hec":    `{"time":1.5,"host":"web1","event":` + string(ev) + "}\n",
+		"text":   `a line that is not JSON ` + string(body) + "\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got, err := Checkpoints(strings.NewReader(export)); err != nil || len(got) != 0 {
+				t.Errorf("Checkpoints = %q, %v; want none: the agent wrote it", got, err)
 			}
 		})
 	}
