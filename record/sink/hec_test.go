@@ -177,6 +177,12 @@ func TestHECRefusals(t *testing.T) {
 			}
 			io.WriteString(w, `{"text":"Success","code":0,"ackId":0}`)
 		}, wantErr: "1 ack ids not acknowledged within 100ms"},
+		{name: "a redirect, not followed", handler: func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/services/collector/event" {
+				t.Errorf("the sink followed the redirect to %s", r.URL.Path)
+			}
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}, wantErr: "307"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
@@ -190,7 +196,7 @@ func TestHECRefusals(t *testing.T) {
 				t.Fatalf("Write = %v, want an error naming seqs 9-9 with %q", err, tc.wantErr)
 			}
 			var re *ReceiverError
-			if errors.As(err, &re) != (tc.temp || tc.wait > 0 || tc.name == "bad token") {
+			if errors.As(err, &re) != (tc.temp || tc.wait > 0 || tc.name == "bad token" || tc.name == "a redirect, not followed") {
 				t.Fatalf("Write = %#v: a *ReceiverError only for a refusal", err)
 			}
 			if re != nil && (re.Temporary() != tc.temp || re.RetryAfter() != tc.wait) {

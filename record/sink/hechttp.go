@@ -86,10 +86,15 @@ func newHTTPClient(caFile string, timeout time.Duration) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	tr.MaxIdleConnsPerHost = 4
+	tr.Proxy = nil // the receiver configured, not one the environment names
 	if timeout <= 0 {
 		timeout = httpTimeout
 	}
-	return &http.Client{Transport: tr, Timeout: timeout}, nil
+	// A redirect is not followed: it would post the record and its token
+	// elsewhere (Go keeps the Authorization header for the same host, even
+	// from https to http).
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: noRedirect}, nil
 }
 
 // parseReceiverURL checks a sink's URL: http or https with a host, and
