@@ -49,9 +49,11 @@ type Retention struct {
 	// that the cold tier (record/archive: a sealed bundle of the session,
 	// pushed to a directory or a registry) can keep it first. A session
 	// whose Archive fails is not pruned: the report lists it as failed,
-	// and the next run tries again. Archive must be idempotent: a prune
+	// and the next run tries again. It is given the seqs to prune, and
+	// returns nil only once the cold tier holds every one of them.
+	// Archive must be idempotent: a prune
 	// interrupted after it (a crash) calls it again for the same session.
-	Archive func(ctx context.Context, sessionID string) error
+	Archive func(ctx context.Context, sessionID string, seqs []uint64) error
 	// Unsent, when not nil, is the lowest cursor of the sinks (the first
 	// seq one of them has yet to send): entries at or past it are not
 	// pruned, so that a sink that lags still sends them (the report lists
@@ -242,7 +244,7 @@ func (r *Retention) archive(ctx context.Context, p *retentionPlan) {
 	}
 	keep := p.rep.Sessions[:0]
 	for _, s := range p.rep.Sessions {
-		if err := r.Archive(ctx, s.ID); err != nil {
+		if err := r.Archive(ctx, s.ID, p.seqs[s.ID]); err != nil {
 			r.log().Warn("archiving a session failed; it is not pruned", "session_id", s.ID, "error", err)
 			s.Error = err.Error()
 			p.rep.Failed = append(p.rep.Failed, s)
@@ -486,7 +488,7 @@ func (c *Config) SinkCursors() func() (uint64, error) {
 // set): it seals a session into a bundle, stores it there, and checks the
 // stored bundle against the live journal (archive.Archiver), with the
 // verifier key beside key_file.
-func (c *Config) ColdTier(ix *index.Index) (func(ctx context.Context, sessionID string) error, error) {
+func (c *Config) ColdTier(ix *index.Index) (func(ctx context.Context, sessionID string, seqs []uint64) error, error) {
 	if c.Retention.Archive == "" {
 		return nil, nil
 	}
@@ -503,8 +505,10 @@ func (c *Config) ColdTier(ix *index.Index) (func(ctx context.Context, sessionID 
 		return nil, fmt.Errorf("retention.archive: the verifier key beside key_file: %w", err)
 	}
 	a := archive.NewArchiver(c.JournalDir(), ix, verifiers, store)
-	return func(ctx context.Context, sessionID string) error {
-		_, err := a.Archive(ctx, sessionID)
-		return err
+	return func(ctx context.Context, sessionID string, seqs []uint64) error {
+		if _, err := a.Archive(ctx, sessionID); err != nil {
+			return err
+		}
+		return a.HoldsEntries(ctx, sessionID, seqs)
 	}, nil
 }

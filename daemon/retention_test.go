@@ -170,7 +170,7 @@ func TestRetentionArchiveFails(t *testing.T) {
 	j, dir, v, ix := retentionJournal(t)
 	var archived []string
 	r := &Retention{Journal: j, Index: ix, HotDays: 90, Now: func() time.Time { return retentionNow },
-		Archive: func(_ context.Context, id string) error {
+		Archive: func(_ context.Context, id string, _ []uint64) error {
 			archived = append(archived, id)
 			if id == "old-b" {
 				return errors.New("registry unreachable")

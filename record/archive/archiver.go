@@ -76,6 +76,26 @@ func (a *Archiver) Archive(ctx context.Context, session string) (Stored, error) 
 	return st, nil
 }
 
+// HoldsEntries checks that the store's bundle of session holds every
+// entry of seqs, as retention checks before it prunes them: a bundle
+// kept from an earlier Archive may lack entries journaled since.
+func (a *Archiver) HoldsEntries(ctx context.Context, session string, seqs []uint64) error {
+	b, err := a.store.Get(ctx, session)
+	if err != nil {
+		return fmt.Errorf("reading the stored bundle of %s: %w", session, err)
+	}
+	in := make(map[uint64]bool, len(b.Entries))
+	for _, e := range b.Entries {
+		in[e.Seq] = true
+	}
+	for _, seq := range seqs {
+		if !in[seq] {
+			return fmt.Errorf("archive: the stored bundle %s of %s lacks entry %d, which is to be pruned", b.Digest(), session, seq)
+		}
+	}
+	return nil
+}
+
 // storedLive returns the store's bundle of the session if it has one that
 // verifies against the live journal, or nil.
 func (a *Archiver) storedLive(ctx context.Context, session string) (*Bundle, error) {

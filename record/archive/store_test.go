@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -294,6 +295,17 @@ func TestArchiver(t *testing.T) {
 	}
 	if st, err := a.Archive(ctx, f.sessions[0]); err != nil || !st.Kept {
 		t.Errorf("Archive(again) = %+v, %v, want the stored bundle kept", st, err)
+	}
+	// What retention checks before it prunes: the bundle holds the seqs.
+	seqs, err := f.ix.SessionSeqs(ctx, f.sessions[0])
+	if err != nil || len(seqs) == 0 {
+		t.Fatalf("SessionSeqs = %v, %v", seqs, err)
+	}
+	if err := a.HoldsEntries(ctx, f.sessions[0], seqs); err != nil {
+		t.Errorf("HoldsEntries(the session's seqs) = %v", err)
+	}
+	if err := a.HoldsEntries(ctx, f.sessions[0], append(slices.Clone(seqs), 1<<40)); err == nil || !strings.Contains(err.Error(), "lacks entry") {
+		t.Errorf("HoldsEntries(a seq the bundle lacks) = %v, want it named", err)
 	}
 	// The session's entries pruned from the journal (only the hash file and
 	// the checkpoints left), then Archive called again, as after a prune
