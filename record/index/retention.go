@@ -140,6 +140,9 @@ func (ix *Index) Holds(ctx context.Context) ([]Hold, error) {
 		if err != nil || ev.Retention == nil || ev.Retention.Session == "" {
 			return nil, fmt.Errorf("reading legal holds: entry %d is not a hold or release of a session", seq)
 		}
+		if ev.Source != event.SourceJournal {
+			continue // only the retention policy's own records place and lift holds
+		}
 		r := ev.Retention
 		if ev.Kind == event.KindRetentionRelease {
 			delete(held, r.Session)
