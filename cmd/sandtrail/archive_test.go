@@ -23,28 +23,11 @@ import (
 // interleaved sessions, s1 and s2, of n tool.call events each.
 func archiveFixture(t *testing.T, n int) string {
 	t.Helper()
-	data := t.TempDir()
-	if code, out := runCLI(t, "--data", data, "keys", "generate", "--name", "sandtrail/test"); code != 0 {
-		t.Fatalf("keys generate = %d, %s", code, out)
-	}
-	s, err := journal.LoadSigner(filepath.Join(data, "keys", "checkpoint.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(filepath.Join(data, "journal"), s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var evs []*event.Event
 	for i := range 2 * n {
-		ev := &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: []string{"s1", "s2"}[i%2], Tool: &event.Tool{Name: "bash"}}
-		if err := j.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
+		evs = append(evs, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: []string{"s1", "s2"}[i%2], Tool: &event.Tool{Name: "bash"}})
 	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return dataWithJournal(t, evs...)
 }
 
 // TestArchiveCLI pushes, lists, pulls and verifies bundles through a

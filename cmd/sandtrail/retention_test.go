@@ -32,31 +32,13 @@ import (
 // socket path where none listens).
 func retentionFixture(t *testing.T) string {
 	t.Helper()
-	data := t.TempDir()
 	t.Setenv("SANDTRAIL_SOCKET", filepath.Join(t.TempDir(), "ingest.sock"))
 	t.Setenv("SANDTRAIL_ORIGIN", "sandtrail/test")
 	t.Setenv("SANDTRAIL_CONFIG", filepath.Join(t.TempDir(), "none.yaml"))
 	if err := os.WriteFile(os.Getenv("SANDTRAIL_CONFIG"), []byte("log_level: error\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := runCLI(t, "--data", data, "keys", "generate", "--name", "sandtrail/test"); code != 0 {
-		t.Fatalf("keys generate = %d, %s", code, out)
-	}
-	s, err := journal.LoadSigner(filepath.Join(data, "keys", "checkpoint.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(filepath.Join(data, "journal"), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Append(context.Background(), oldSessions()...); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return dataWithJournal(t, oldSessions()...)
 }
 
 // oldSessions are the events of old-a and old-b, which ended 200 days ago,

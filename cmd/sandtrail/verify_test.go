@@ -39,6 +39,17 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 // tool.call events.
 func journalFixture(t *testing.T, n int) string {
 	t.Helper()
+	var evs []*event.Event
+	for i := range n {
+		evs = append(evs, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: "s1", Tool: &event.Tool{Name: "bash", InputSummary: strings.Repeat("x", i)}})
+	}
+	return dataWithJournal(t, evs...)
+}
+
+// dataWithJournal makes a data dir with keys (sandtrail keys generate)
+// and a closed journal of evs.
+func dataWithJournal(t *testing.T, evs ...*event.Event) string {
+	t.Helper()
 	data := t.TempDir()
 	if code, out := runCLI(t, "--data", data, "keys", "generate", "--name", "sandtrail/test"); code != 0 {
 		t.Fatalf("keys generate = %d, %s", code, out)
@@ -51,11 +62,8 @@ func journalFixture(t *testing.T, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		ev := &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: "s1", Tool: &event.Tool{Name: "bash", InputSummary: strings.Repeat("x", i)}}
-		if err := j.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
+	if err := j.Append(context.Background(), evs...); err != nil {
+		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
