@@ -20,12 +20,12 @@ import (
 )
 
 // archiveFixture makes a data dir with keys and a closed journal of two
-// interleaved sessions, s1 and s2, of n tool.call events each.
+// interleaved sessions, s1 and s2, of n tool.invoke events each.
 func archiveFixture(t *testing.T, n int) string {
 	t.Helper()
 	var evs []*event.Event
 	for i := range 2 * n {
-		evs = append(evs, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: []string{"s1", "s2"}[i%2], Tool: &event.Tool{Name: "bash"}})
+		evs = append(evs, &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: []string{"s1", "s2"}[i%2], Tool: &event.Tool{Name: "bash"}})
 	}
 	return dataWithJournal(t, evs...)
 }
@@ -169,7 +169,7 @@ func TestArchivePushUncovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if err := j.Append(context.Background(), &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: "s2", Tool: &event.Tool{Name: "sh"}}); err != nil {
+	if err := j.Append(context.Background(), &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: "s2", Tool: &event.Tool{Name: "sh"}}); err != nil {
 		t.Fatal(err)
 	}
 	code, _ := runCLI(t, "--data", data, "archive", "push", "s1", "s2", "--to", filepath.Join(t.TempDir(), "a"))

@@ -24,7 +24,7 @@ func newEmitCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "emit",
 		Short: "Send a tool or model event to the daemon (for orchestrators)",
-		Long: `emit sends one tool.call or model.call event through the ingest socket.
+		Long: `emit sends one tool.invoke or model.io event through the ingest socket.
 
 Only root outside every session may name the session; the daemon records the
 event with source "api" and the sender's pid and uid. Run from inside a
@@ -73,9 +73,8 @@ func newEmitToolCmd(g *globals) *cobra.Command {
 			if duration < 0 {
 				return fmt.Errorf("emit tool: --duration-ms %d must not be negative", duration)
 			}
-			e := o.event(event.KindToolCall)
-			e.Tool = &event.Tool{Name: name, Status: status, DurationMS: duration,
-				InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}
+			e := o.event(event.KindToolInvoke)
+			e.Tool = &event.Tool{Name: name, Status: status, DurationMS: duration, IO: event.IO{InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}}
 			return emit(cmd, g, e)
 		},
 	}
@@ -102,9 +101,8 @@ func newEmitModelCmd(g *globals) *cobra.Command {
 			if tokens < 0 {
 				return fmt.Errorf("emit model: --tokens %d must not be negative", tokens)
 			}
-			e := o.event(event.KindModelCall)
-			e.Model = &event.Model{Tokens: tokens,
-				InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}
+			e := o.event(event.KindModelIO)
+			e.Model = &event.Model{Tokens: tokens, IO: event.IO{InputSummary: event.Redact(o.inputSummary), OutputSummary: event.Redact(o.outputSummary)}}
 			return emit(cmd, g, e)
 		},
 	}

@@ -36,12 +36,12 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 }
 
 // journalFixture makes a data dir with keys and a closed journal of n
-// tool.call events.
+// tool.invoke events.
 func journalFixture(t *testing.T, n int) string {
 	t.Helper()
 	var evs []*event.Event
 	for i := range n {
-		evs = append(evs, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: "s1", Tool: &event.Tool{Name: "bash", InputSummary: strings.Repeat("x", i)}})
+		evs = append(evs, &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: "s1", Tool: &event.Tool{Name: "bash", IO: event.IO{InputSummary: strings.Repeat("x", i)}}})
 	}
 	return dataWithJournal(t, evs...)
 }

@@ -262,7 +262,7 @@ func TestSandtrailFields(t *testing.T) {
 		{"package", "pkg.name|startswith: lodash", pkgEv(), false},
 		{"session", "session.op: start", &event.Event{Kind: event.KindSessionStart, Session: &event.Session{Op: "start"}}, true},
 		{"limit", "limit.measured|gt: 100", &event.Event{Kind: event.KindLimitHit, Limit: &event.Limit{Type: "pids", Measured: 101}}, true},
-		{"tool", "tool.name: Bash", &event.Event{Kind: event.KindToolCall, Tool: &event.Tool{Name: "bash"}}, true},
+		{"tool", "tool.name: Bash", &event.Event{Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "bash"}}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.cat+" "+tc.sel, func(t *testing.T) {

@@ -26,7 +26,7 @@ func sampleEvents() []*event.Event {
 		{Seq: 7, TS: ts, SessionID: "s", Kind: event.KindPkgInstall, Pkg: &event.Pkg{Ecosystem: "npm", Name: "x", Verified: event.Bool(true)}},
 		{Seq: 8, TS: ts, SessionID: "s", Kind: event.KindSessionStart, Session: &event.Session{Op: "start"}},
 		{Seq: 9, TS: ts, SessionID: "s", Kind: event.KindLimitHit, Limit: &event.Limit{Type: "pids", Measured: 3}},
-		{Seq: 10, TS: ts, SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "bash"}},
+		{Seq: 10, TS: ts, SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "bash"}},
 		{Seq: 11, TS: ts, SessionID: "s", Kind: event.KindExit, Proc: &event.Proc{Pid: 11}},
 		{Seq: 12, TS: ts, SessionID: "s", Kind: "file.unknown_op", File: &event.File{Op: "unknown_op"}},
 	}

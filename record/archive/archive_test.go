@@ -90,7 +90,7 @@ func TestSealErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	late := &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: f.sessions[1], Tool: &event.Tool{Name: "bash"}}
+	late := &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: f.sessions[1], Tool: &event.Tool{Name: "bash"}}
 	if err := j.Append(ctx, late); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestSealIndexDisagrees(t *testing.T) {
 	// gives the session: as after a prune that the index has not caught up
 	// with. Here: the index of the grown journal, on a copy from before.
 	before := copyDir(t, f.dir, nil)
-	f.appendEvents(t, nil, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
+	f.appendEvents(t, nil, &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
 	if _, err := f.ix.CatchUp(context.Background(), f.dir); err != nil {
 		t.Fatal(err)
 	}

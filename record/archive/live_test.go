@@ -111,11 +111,11 @@ func TestVerifyLiveOtherOrigin(t *testing.T) {
 	}
 }
 
-// toolCalls returns n tool.call events of session sess-other.
+// toolCalls returns n tool.invoke events of session sess-other.
 func toolCalls(n int) []*event.Event {
 	var out []*event.Event
 	for range n {
-		out = append(out, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: "sess-other", Tool: &event.Tool{Name: "bash"}})
+		out = append(out, &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: "sess-other", Tool: &event.Tool{Name: "bash"}})
 	}
 	return out
 }

@@ -316,7 +316,7 @@ func TestArchiver(t *testing.T) {
 	}
 	// A later entry of the session (an alert after it ended): the bundle is
 	// replaced by one that holds it too.
-	f.appendEvents(t, nil, &event.Event{Kind: "tool.call", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
+	f.appendEvents(t, nil, &event.Event{Kind: "tool.invoke", Source: event.SourceAPI, SessionID: f.sessions[0], Tool: &event.Tool{Name: "sh"}})
 	st, err := NewArchiver(f.dir, nil, f.verifiers, d).Archive(ctx, f.sessions[0])
 	if err != nil || st.Kept {
 		t.Fatalf("Archive(after the session grew) = %+v, %v, want a new bundle", st, err)

@@ -107,6 +107,8 @@ type Event struct {
 	Kernel    *Kernel    `json:"kernel,omitempty"`
 	Journal   *Journal   `json:"journal,omitempty"`
 	Retention *Retention `json:"retention,omitempty"`
+	// Investigate is the payload of investigate.* events.
+	Investigate *Investigate `json:"investigate,omitempty"`
 }
 
 // Proc describes a process.
@@ -378,23 +380,86 @@ type PkgRemoval struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Tool describes one tool invocation by the agent.
+// Tool describes one tool invocation by the agent: an MCP tools/call,
+// resources/read or prompts/get seen by the MCP proxy, or a call an
+// orchestrator reports through the API.
 type Tool struct {
-	Name          string `json:"name"`
-	InputSummary  string `json:"input_summary,omitempty"`
-	OutputSummary string `json:"output_summary,omitempty"`
-	// Status is ok, error or timeout.
-	Status     string `json:"status,omitempty"`
+	Name string `json:"name"`
+	// Server is the MCP server that served the call, Method the MCP method
+	// (tools/call, resources/read, prompts/get); both empty for a call
+	// reported without MCP.
+	Server string `json:"server,omitempty"`
+	Method string `json:"method,omitempty"`
+	// Status is ok, error, timeout, refused (the policy's tools.refuse
+	// kept it from the server) or malformed (a message the proxy could not
+	// parse, passed through as it was).
+	Status string `json:"status,omitempty"`
+	// Error is a short, redacted reason for error, refused and malformed.
+	Error      string `json:"error,omitempty"`
 	DurationMS int64  `json:"duration_ms,omitempty"`
-	// SealedRef points at the full I/O, sealed to an investigator's key.
-	SealedRef string `json:"sealed_ref,omitempty"`
+	IO
 }
+
+// Tool statuses.
+const (
+	ToolOK        = "ok"
+	ToolError     = "error"
+	ToolTimeout   = "timeout"
+	ToolRefused   = "refused"
+	ToolMalformed = "malformed"
+)
+
+// ToolStatuses lists every Tool status.
+var ToolStatuses = []string{ToolOK, ToolError, ToolTimeout, ToolRefused, ToolMalformed}
 
 // Model describes one model call.
 type Model struct {
+	// Name is the model's name, as the caller gave it.
+	Name   string `json:"name,omitempty"`
+	Tokens int64  `json:"tokens,omitempty"`
+	IO
+}
+
+// IO is what the daemon kept of a tool's or a model's input and output, as
+// the policy's tool_io verbosity says: at names nothing; at summaries the
+// redacted summaries with the lengths and sha256 of the whole; at full the
+// same, and the whole input and output sealed to the investigators' age
+// recipients, in a blob beside the journal whose sha256 is SealedRef.
+type IO struct {
 	InputSummary  string `json:"input_summary,omitempty"`
 	OutputSummary string `json:"output_summary,omitempty"`
-	Tokens        int64  `json:"tokens,omitempty"`
+	InputBytes    int64  `json:"input_bytes,omitempty"`
+	OutputBytes   int64  `json:"output_bytes,omitempty"`
+	// InputSHA256 and OutputSHA256 are the hex sha256 of the whole input
+	// and output, as the caller sent them.
+	InputSHA256  string `json:"input_sha256,omitempty"`
+	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// Verbosity is the level the daemon applied: names, summaries or full.
+	Verbosity string `json:"verbosity,omitempty"`
+	// SealedRef is "sha256:HEX", the sha256 of the sealed blob (age) that
+	// holds the whole input and output; the journal's hashes cover it.
+	SealedRef string `json:"sealed_ref,omitempty"`
+}
+
+// Investigate is the payload of investigate.unseal: an investigator
+// revealed sealed tool I/O.
+type Investigate struct {
+	// Op is unseal.
+	Op string `json:"op"`
+	// Session is the session whose I/O was revealed, Events the seqs of
+	// its events whose blobs were opened, Refs the blobs.
+	Session string   `json:"session"`
+	Events  []uint64 `json:"events,omitempty"`
+	Refs    []string `json:"refs,omitempty"`
+	// Reason is why, in the investigator's words.
+	Reason string `json:"reason"`
+	// UID is who asked (the control socket's peer, or the process that
+	// opened the journal itself); Actor names it.
+	UID   *uint32 `json:"uid,omitempty"`
+	Actor string  `json:"actor,omitempty"`
+	// Recipient is the age recipient of the identity that opened the
+	// blobs: which investigator's key was used.
+	Recipient string `json:"recipient,omitempty"`
 }
 
 // Session describes a session lifecycle step.
@@ -599,18 +664,19 @@ var ErrInvalid = errors.New("event: invalid")
 // payloads maps a category to the name of the sub-object its kinds
 // require, unless kindPayloads names another for the kind.
 var payloads = map[string]string{
-	"process":   "proc",
-	"file":      "file",
-	"net":       "net",
-	"pkg":       "pkg",
-	"tool":      "tool",
-	"model":     "model",
-	"session":   "session",
-	"limit":     "limit",
-	"alert":     "alert",
-	"collector": "loss",
-	"journal":   "journal",
-	"retention": "retention",
+	"process":     "proc",
+	"file":        "file",
+	"net":         "net",
+	"pkg":         "pkg",
+	"tool":        "tool",
+	"model":       "model",
+	"session":     "session",
+	"limit":       "limit",
+	"alert":       "alert",
+	"collector":   "loss",
+	"journal":     "journal",
+	"retention":   "retention",
+	"investigate": "investigate",
 }
 
 // kindPayloads maps a kind whose required sub-object is not its category's
@@ -658,6 +724,8 @@ func (e *Event) has(name string) bool {
 		return e.Journal != nil
 	case "retention":
 		return e.Retention != nil
+	case "investigate":
+		return e.Investigate != nil
 	}
 	return false
 }

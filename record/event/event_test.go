@@ -63,7 +63,7 @@ func TestValidate(t *testing.T) {
 		{"zero ts", func(e *event.Event) { e.TS = time.Time{} }, "ts: missing"},
 		{"missing session from shim", func(e *event.Event) { e.SessionID = "" }, "session_id: missing"},
 		{"missing session from api", func(e *event.Event) {
-			e.SessionID, e.Source, e.Kind, e.Pkg, e.Tool = "", event.SourceAPI, event.KindToolCall, nil, &event.Tool{Name: "bash"}
+			e.SessionID, e.Source, e.Kind, e.Pkg, e.Tool = "", event.SourceAPI, event.KindToolInvoke, nil, &event.Tool{Name: "bash"}
 		}, "session_id: missing"},
 		{"pkg from api outside a session", func(e *event.Event) {
 			e.SessionID, e.Source, e.Kind = "", event.SourceAPI, event.KindPkgBlocked
@@ -114,7 +114,7 @@ func TestValidateEveryCategory(t *testing.T) {
 		stripped := *e
 		stripped.Proc, stripped.File, stripped.Net, stripped.Pkg, stripped.Tool, stripped.Model = nil, nil, nil, nil, nil, nil
 		stripped.Session, stripped.Limit, stripped.Alert, stripped.Loss, stripped.Kernel, stripped.Journal = nil, nil, nil, nil, nil, nil
-		stripped.Retention = nil
+		stripped.Retention, stripped.Investigate = nil, nil
 		if err := stripped.Validate(); err == nil || !strings.Contains(err.Error(), "required by kind") {
 			t.Errorf("Validate(%s without sub-objects) = %v, want a required-by-kind error", e.Kind, err)
 		}
@@ -165,7 +165,7 @@ func TestUnmarshal(t *testing.T) {
 		{"bad time", bytes.Replace(good, []byte(`"ts":"2026-03-14T09:26:53.123456789Z"`), []byte(`"ts":"yesterday"`), 1), "decoding"},
 		{"bad version", bytes.Replace(good, []byte(`"v":1`), []byte(`"v":2`), 1), "v: unsupported schema version 2"},
 		{"bad source", bytes.Replace(good, []byte(`"source":"shim"`), []byte(`"source":"root"`), 1), `source: unknown "root"`},
-		{"missing sub-object", bytes.Replace(good, []byte(`"kind":"pkg.install"`), []byte(`"kind":"tool.call"`), 1), `tool: required by kind "tool.call"`},
+		{"missing sub-object", bytes.Replace(good, []byte(`"kind":"pkg.install"`), []byte(`"kind":"tool.invoke"`), 1), `tool: required by kind "tool.invoke"`},
 		{"null sub-object", bytes.Replace(good, []byte(`"pkg":{"ecosystem":"npm","name":"lodash"}`), []byte(`"pkg":null`), 1), "pkg: required"},
 		{"missing session", bytes.Replace(good, []byte(`"session_id":"s-1"`), []byte(`"session_id":""`), 1), "session_id: missing"},
 	}
@@ -315,8 +315,8 @@ func TestCategory(t *testing.T) {
 			}
 		})
 	}
-	if got := event.Categories(); !slices.IsSorted(got) || len(got) != 12 {
-		t.Errorf("Categories() = %v, want the 12 categories sorted", got)
+	if got := event.Categories(); !slices.IsSorted(got) || len(got) != 13 {
+		t.Errorf("Categories() = %v, want the 13 categories sorted", got)
 	}
 }
 

@@ -146,13 +146,12 @@ func examples() map[string]*event.Event {
 			Reason: "axios@1.14.1 was published 2026-03-14T06:02:11Z (3h24m ago), inside the 48h cooldown"}}}
 	add(e)
 
-	e = base(event.KindToolCall, event.SourceAPI, 160)
-	e.Tool = &event.Tool{Name: "bash", InputSummary: "npm install lodash@^4.17.0", OutputSummary: "added 1 package in 2s",
-		Status: "ok", DurationMS: 2140, SealedRef: "sealed/s-01JQ7ZK3V9TQ4M2X8C5N6B7D0E/160.age"}
+	e = base(event.KindToolInvoke, event.SourceAPI, 160)
+	e.Tool = &event.Tool{Name: "bash", Status: "ok", DurationMS: 2140, IO: event.IO{InputSummary: "npm install lodash@^4.17.0", OutputSummary: "added 1 package in 2s", SealedRef: "sha256:4c1f0d6a8e2b39f7c5d1e0a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1", Verbosity: "full", InputBytes: 26, OutputBytes: 21}}
 	add(e)
 
-	e = base(event.KindModelCall, event.SourceAPI, 161)
-	e.Model = &event.Model{InputSummary: "user: add lodash and use debounce in search.ts", OutputSummary: "tool_use bash: npm install lodash@^4.17.0", Tokens: 1834}
+	e = base(event.KindModelIO, event.SourceAPI, 161)
+	e.Model = &event.Model{Tokens: 1834, IO: event.IO{InputSummary: "user: add lodash and use debounce in search.ts", OutputSummary: "tool_use bash: npm install lodash@^4.17.0"}}
 	add(e)
 
 	lifecycle := func(kind string, seq uint64, s *event.Session) {
@@ -226,6 +225,14 @@ func examples() map[string]*event.Event {
 	e.SessionID = ""
 	e.Retention = &event.Retention{Op: event.RetentionRelease, Session: "sess-2026-07-03-c", Reason: "case 2026-114 closed",
 		UID: event.U32(0), Actor: "root (uid 0)"}
+	add(e)
+
+	e = base(event.KindInvestigateUnseal, event.SourceJournal, 0)
+	e.SessionID = ""
+	e.Investigate = &event.Investigate{Op: "unseal", Session: "s-01JQ7ZK3V9TQ4M2X8C5N6B7D0E", Events: []uint64{160},
+		Refs:   []string{"sha256:4c1f0d6a8e2b39f7c5d1e0a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1"},
+		Reason: "IR-2026-031: what did the agent send to bash", UID: event.U32(0), Actor: "root (uid 0)",
+		Recipient: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
 	add(e)
 
 	return m

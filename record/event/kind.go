@@ -61,8 +61,8 @@ const (
 	KindPkgFilter  = "pkg.filter"
 	KindPkgBlocked = "pkg.blocked"
 
-	KindToolCall  = "tool.call"
-	KindModelCall = "model.call"
+	KindToolInvoke = "tool.invoke"
+	KindModelIO    = "model.io"
 
 	KindSessionCreate    = "session.create"
 	KindSessionStart     = "session.start"
@@ -93,6 +93,10 @@ const (
 	// from these events, so no file decides it.
 	KindRetentionHold    = "retention.hold"
 	KindRetentionRelease = "retention.release"
+	// KindInvestigateUnseal is written before an investigator's sealed
+	// tool I/O is revealed (sandtrail investigate unseal): who, which
+	// events, why.
+	KindInvestigateUnseal = "investigate.unseal"
 )
 
 // Kinds lists every kind above, in the order of docs/schema.md.
@@ -102,10 +106,11 @@ var Kinds = []string{
 	KindFileMount, KindFileUmount, KindFileTruncate, KindFileChmod, KindFileLink,
 	KindNetConnect, KindNetSend, KindNetClose, KindNetListen, KindNetAccept, KindNetDNS, KindNetSocket,
 	KindPkgInstall, KindPkgFetch, KindPkgFilter, KindPkgBlocked,
-	KindToolCall, KindModelCall,
+	KindToolInvoke, KindModelIO,
 	KindSessionCreate, KindSessionStart, KindSessionPause, KindSessionResume, KindSessionTerminate, KindSessionCleanup,
 	KindLimitHit, KindAlert, KindLoss, KindCapabilities, KindJournalRecovered,
 	KindRetentionPrune, KindRetentionHold, KindRetentionRelease,
+	KindInvestigateUnseal,
 }
 
 // FileKind returns the kind of the file operation op, an event.File.Op:

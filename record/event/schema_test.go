@@ -52,10 +52,15 @@ type jsonField struct {
 func jsonFields(t reflect.Type) []jsonField {
 	var out []jsonField
 	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			// encoding/json promotes an embedded struct's fields.
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
-		tag := f.Tag.Get("json")
 		if tag == "-" {
 			continue
 		}

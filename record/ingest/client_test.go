@@ -20,7 +20,7 @@ func TestSendSpoolsWhenDown(t *testing.T) {
 	}
 	defer c.Close()
 	send := func() error {
-		return c.Send(context.Background(), &event.Event{SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "t"}})
+		return c.Send(context.Background(), &event.Event{SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "t"}})
 	}
 	tests := []struct {
 		name    string
@@ -67,7 +67,7 @@ func TestSendWithoutSpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Send(context.Background(), &event.Event{SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "t"}})
+	err = c.Send(context.Background(), &event.Event{SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "t"}})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Send without daemon or spool = %v, want ErrUnavailable", err)
 	}

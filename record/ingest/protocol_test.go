@@ -77,7 +77,7 @@ func TestDecodeRequest(t *testing.T) {
 		wantN   int
 		wantErr bool
 	}{
-		{name: "one event", in: `{"v":1,"events":[{"kind":"tool.call"}]}`, wantN: 1},
+		{name: "one event", in: `{"v":1,"events":[{"kind":"tool.invoke"}]}`, wantN: 1},
 		{name: "not json", in: `hello`, wantErr: true},
 		{name: "wrong version", in: `{"v":2,"events":[{}]}`, wantErr: true},
 		{name: "no events", in: `{"v":1,"events":[]}`, wantErr: true},
@@ -108,9 +108,9 @@ func TestDecodeEvent(t *testing.T) {
 		in      string
 		wantErr bool
 	}{
-		{name: "tool", in: `{"v":1,"seq":0,"ts":"2026-01-02T03:04:05Z","session_id":"","kind":"tool.call","source":"","tool":{"name":"x"}}`},
-		{name: "unknown field", in: `{"kind":"tool.call","evil":1}`, wantErr: true},
-		{name: "trailing", in: `{"kind":"tool.call"}{}`, wantErr: true},
+		{name: "tool", in: `{"v":1,"seq":0,"ts":"2026-01-02T03:04:05Z","session_id":"","kind":"tool.invoke","source":"","tool":{"name":"x"}}`},
+		{name: "unknown field", in: `{"kind":"tool.invoke","evil":1}`, wantErr: true},
+		{name: "trailing", in: `{"kind":"tool.invoke"}{}`, wantErr: true},
 		{name: "bad type", in: `{"seq":"x"}`, wantErr: true},
 		{name: "oversized", in: `{"kind":"` + strings.Repeat("a", event.MaxEncodedSize) + `"}`, wantErr: true},
 	}
@@ -154,10 +154,10 @@ func TestChunkRespectsLimits(t *testing.T) {
 	big := strings.Repeat("x", 200<<10)
 	var evs []*event.Event
 	for range 12 {
-		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolCall, Tool: &event.Tool{Name: "t", InputSummary: big}})
+		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "t", IO: event.IO{InputSummary: big}}})
 	}
 	for range MaxBatch + 10 {
-		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolCall, Tool: &event.Tool{Name: "t"}})
+		evs = append(evs, &event.Event{V: 1, TS: time.Unix(1, 0), Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "t"}})
 	}
 	payloads, _, err := chunk(evs)
 	if err != nil {
@@ -240,7 +240,7 @@ func FuzzDecodeRequest(f *testing.F) {
 }
 
 func TestDecodeBatch(t *testing.T) {
-	const tool = `{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"x"}}`
+	const tool = `{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.invoke","tool":{"name":"x"}}`
 	tests := []struct {
 		name     string
 		in       string
@@ -296,7 +296,7 @@ func TestDecodeBatch(t *testing.T) {
 // two-pass DecodeRequest + DecodeEvent: whatever the first accepts, the
 // second accepts the same way.
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"x"}},"s",{"x":1}]}`))
+	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.invoke","tool":{"name":"x"}},"s",{"x":1}]}`))
 	f.Add([]byte(`{"events":[null],"v":1}`))
 	f.Add([]byte(`{"v":1,"events":[{"kind":}]}`))
 	f.Add([]byte(`{"v":1,"checks":[{"manager":"npm","ecosystem":"npm","name":"left-pad","spec":"^1.3.0"}]}`))

@@ -72,8 +72,8 @@ func genEvents(n int, seed uint64) []*event.Event {
 			ev.Proc = &event.Proc{Pid: pid, Comm: "node"}
 			ev.File = &event.File{Op: "write", Path: fmt.Sprintf("/home/agent/work/node_modules/.pkg-%d/index.js", r.IntN(1000)), Result: event.I64(int64(r.IntN(65536)))}
 		default:
-			ev.Kind, ev.Source = event.KindToolCall, event.SourceAPI
-			ev.Tool = &event.Tool{Name: "bash", InputSummary: "npm install lodash", OutputSummary: "added 1 package in 2s", Status: "ok", DurationMS: int64(r.IntN(5000))}
+			ev.Kind, ev.Source = event.KindToolInvoke, event.SourceAPI
+			ev.Tool = &event.Tool{Name: "bash", Status: "ok", DurationMS: int64(r.IntN(5000)), IO: event.IO{InputSummary: "npm install lodash", OutputSummary: "added 1 package in 2s"}}
 		}
 		out[i] = ev
 	}

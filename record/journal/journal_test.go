@@ -85,7 +85,7 @@ func TestAppendRejectsInvalid(t *testing.T) {
 		{"nil", nil},
 		{"no kind", &event.Event{Source: event.SourceKernel}},
 		{"missing payload", &event.Event{Kind: event.KindPkgInstall, Source: event.SourceShim, SessionID: "s"}},
-		{"bad source", &event.Event{Kind: event.KindToolCall, Source: "agent", SessionID: "s", Tool: &event.Tool{Name: "x"}}},
+		{"bad source", &event.Event{Kind: event.KindToolInvoke, Source: "agent", SessionID: "s", Tool: &event.Tool{Name: "x"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

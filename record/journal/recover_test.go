@@ -43,8 +43,8 @@ func writeUncovered(t *testing.T, dir string, s note.Signer, n int) {
 		t.Fatal(err)
 	}
 	for _, ev := range genEvents(n, 21) {
-		ev.Kind, ev.Source, ev.Session = event.KindToolCall, event.SourceAPI, nil
-		ev.Tool = &event.Tool{Name: "bash", InputSummary: "ls"}
+		ev.Kind, ev.Source, ev.Session = event.KindToolInvoke, event.SourceAPI, nil
+		ev.Tool = &event.Tool{Name: "bash", IO: event.IO{InputSummary: "ls"}}
 		if err := j.Append(context.Background(), ev); err != nil {
 			t.Fatal(err)
 		}

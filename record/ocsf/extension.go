@@ -135,7 +135,7 @@ func fillAPI(o Event, e *event.Event) {
 		o["unmapped"] = map[string]any{"input_summary": t.InputSummary, "output_summary": t.OutputSummary, "status": t.Status, "sealed_ref": t.SealedRef}
 	case e.Model != nil:
 		m := e.Model
-		o["api"] = map[string]any{"operation": "model.call", "service": map[string]any{"name": "model"}}
+		o["api"] = map[string]any{"operation": "model.io", "service": map[string]any{"name": "model"}}
 		o["unmapped"] = map[string]any{"input_summary": m.InputSummary, "output_summary": m.OutputSummary, "tokens": m.Tokens}
 	}
 }

@@ -24,7 +24,7 @@ type ingestWorkload struct {
 
 func (w ingestWorkload) events() int { return w.clients * w.batches * w.batch }
 
-// ingestEvents builds one client's batches of tool.call events, the shape
+// ingestEvents builds one client's batches of tool.invoke events, the shape
 // the orchestrator sends (about 300 bytes each once encoded).
 func ingestEvents(w ingestWorkload, client, round int) [][]*event.Event {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -33,11 +33,9 @@ func ingestEvents(w ingestWorkload, client, round int) [][]*event.Event {
 		evs := make([]*event.Event, w.batch)
 		for i := range evs {
 			evs[i] = &event.Event{V: event.SchemaVersion, TS: ts, SessionID: "bench-session",
-				Kind: event.KindToolCall, Source: event.SourceAPI,
+				Kind: event.KindToolInvoke, Source: event.SourceAPI,
 				EventID: fmt.Sprintf("r%d-c%d-b%d-e%d", round, client, b, i),
-				Tool: &event.Tool{Name: "bash", Status: "ok", DurationMS: 12,
-					InputSummary:  "ls -la /workspace/project/src && cat README.md | head -n 40",
-					OutputSummary: "total 48 drwxr-xr-x 5 agent agent 4096 main.go go.mod README.md"}}
+				Tool:    &event.Tool{Name: "bash", Status: "ok", DurationMS: 12, IO: event.IO{InputSummary: "ls -la /workspace/project/src && cat README.md | head -n 40", OutputSummary: "total 48 drwxr-xr-x 5 agent agent 4096 main.go go.mod README.md"}}}
 		}
 		out[b] = evs
 	}

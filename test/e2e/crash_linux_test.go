@@ -61,9 +61,8 @@ func TestDaemonKill9(t *testing.T) {
 				evs := make([]*event.Event, 16)
 				for i := range evs {
 					evs[i] = &event.Event{V: event.SchemaVersion, TS: time.Now(), SessionID: "crash",
-						Kind: "tool.call", Source: event.SourceAPI, EventID: ingest.NewEventID(),
-						Tool: &event.Tool{Name: fmt.Sprintf("client-%d", c), Status: "ok",
-							InputSummary: fmt.Sprintf("batch %d event %d", b, i)}}
+						Kind: "tool.invoke", Source: event.SourceAPI, EventID: ingest.NewEventID(),
+						Tool: &event.Tool{Name: fmt.Sprintf("client-%d", c), Status: "ok", IO: event.IO{InputSummary: fmt.Sprintf("batch %d event %d", b, i)}}}
 				}
 				err := cl.Send(ctx, evs...)
 				mu.Lock()

@@ -128,13 +128,13 @@ func TestIngestCapAgentCannotStarveRoot(t *testing.T) {
 		t.Errorf("run's log does not report the agent's refused connections:\n%s", l)
 	}
 	found := false
-	for _, ev := range kinds(e.events(sid), "tool.call") {
+	for _, ev := range kinds(e.events(sid), "tool.invoke") {
 		if ev.EventID == id && ev.Tool != nil && ev.Tool.Name == "cap-check" && ev.Source == "api" {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("root's tool.call %s is not journaled in session %s", id, sid)
+		t.Errorf("root's tool.invoke %s is not journaled in session %s", id, sid)
 	}
 	if spooled, _ := filepath.Glob(filepath.Join(e.data, "spool", "*")); len(spooled) != 0 {
 		t.Errorf("spool holds %q, want nothing", spooled)

@@ -78,7 +78,7 @@ func TestIngestForgedFetchRefused(t *testing.T) {
 	sid := r.summary.SessionID
 	wantFetch := `fetch: ingest: events rejected: event `
 	wantWhy := `kind "pkg.fetch" may not be sent by a process in a session: only the host writes it; ` +
-		`a process in a session may send only pkg.install, pkg.blocked, tool.call, model.call; ` +
+		`a process in a session may send only pkg.install, pkg.blocked, tool.invoke, model.io; ` +
 		`the attempt is recorded in the session's journal (alert ` + server.RuleForgedKind + `)`
 	if !strings.Contains(r.stdout, wantFetch) || !strings.Contains(r.stdout, wantWhy) || !strings.Contains(r.stdout, "install: ok") {
 		t.Errorf("the helper's sends:\n%s\nwant the fetch rejected, saying %q, and the install ok", r.stdout, wantWhy)

@@ -174,11 +174,11 @@ func checkUnixRecord(t *testing.T, e *env, r result, addrs []string, verdict str
 		}
 	}
 	var emitted bool
-	for _, ev := range kinds(evs, event.KindToolCall) {
+	for _, ev := range kinds(evs, event.KindToolInvoke) {
 		emitted = emitted || ev.Tool.Name == "unix-check"
 	}
 	if !emitted {
-		t.Errorf("no tool.call unix-check from the session's emit: the ingest socket was not reached\n%s", r.stderr)
+		t.Errorf("no tool.invoke unix-check from the session's emit: the ingest socket was not reached\n%s", r.stderr)
 	}
 }
 

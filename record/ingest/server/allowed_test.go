@@ -15,7 +15,7 @@ import (
 
 // TestHostAuthoredKindsRefused: of every kind in event.Kinds (and a few it
 // does not know), a process in a session may send only pkg.install,
-// pkg.blocked, tool.call and model.call, and root outside every session
+// pkg.blocked, tool.invoke and model.io, and root outside every session
 // those and the mirror's pkg.fetch and pkg.filter; every other kind, the
 // ones the host's own parts write (process.*, file.*, net.*, session.*,
 // limit.*, collector.*, alert, and from a session pkg.fetch and
@@ -23,7 +23,7 @@ import (
 // message that says who may send what.
 func TestHostAuthoredKindsRefused(t *testing.T) {
 	s := &Server{host: "test-host"}
-	agent := []string{event.KindPkgInstall, event.KindPkgBlocked, event.KindToolCall, event.KindModelCall}
+	agent := []string{event.KindPkgInstall, event.KindPkgBlocked, event.KindToolInvoke, event.KindModelIO}
 	peers := []struct {
 		name    string
 		a       sender

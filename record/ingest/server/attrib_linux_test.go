@@ -67,7 +67,7 @@ func TestAttribution(t *testing.T) {
 		c := startChild(t, exe, sock, in(cgA, 0))
 		rep := c.send(t, request(
 			forged("a-pkg", "pkg.install", pkg),
-			forged("a-tool", "tool.call", tool),
+			forged("a-tool", "tool.invoke", tool),
 			forged("a-proc", "process.exec", `"file":{"op":"read","path":"/etc/shadow"}`),
 			forged("a-alert", "alert", `"alert":{"rule_id":"r","title":"t","level":"high"}`),
 			`{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"net.connect","net":{"op":"connect"}}`,
@@ -89,7 +89,7 @@ func TestAttribution(t *testing.T) {
 		// The same process, moved to B while connected, is attributed
 		// to B from its next batch on.
 		cgB.Move(t, pid)
-		rep = c.send(t, request(forged("a-moved", "tool.call", tool)))
+		rep = c.send(t, request(forged("a-moved", "tool.invoke", tool)))
 		if rep.Code != "" || rep.Results[0].Status != ingest.StatusOK {
 			t.Fatalf("reply after move = %+v, want ok", rep)
 		}
@@ -108,7 +108,7 @@ func TestAttribution(t *testing.T) {
 	t.Run("unregistered non-root is refused", func(t *testing.T) {
 		before := srv.Stats().Refused
 		c := startChild(t, exe, sock, in(cgOut, nobody))
-		rep := c.send(t, request(forged("out-tool", "tool.call", tool)))
+		rep := c.send(t, request(forged("out-tool", "tool.invoke", tool)))
 		if rep.Code != ingest.CodeRefused {
 			t.Fatalf("reply = %+v, want code %s", rep, ingest.CodeRefused)
 		}
@@ -120,8 +120,8 @@ func TestAttribution(t *testing.T) {
 	t.Run("root outside sessions names the session for tool, model and pkg", func(t *testing.T) {
 		c := startChild(t, exe, sock, in(cgOut, 0))
 		rep := c.send(t, request(
-			forged("api-tool", "tool.call", tool),
-			forged("api-model", "model.call", `"model":{"tokens":12}`),
+			forged("api-tool", "tool.invoke", tool),
+			forged("api-model", "model.io", `"model":{"tokens":12}`),
 			forged("api-pkg", "pkg.install", pkg),
 		))
 		wantStatus := []ingest.Status{ingest.StatusOK, ingest.StatusOK, ingest.StatusOK}

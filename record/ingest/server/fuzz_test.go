@@ -15,9 +15,9 @@ import (
 // journal. Whatever the bytes, it must answer with either a batch-level
 // code or exactly one result per event.
 func FuzzHandle(f *testing.F) {
-	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.call","tool":{"name":"x"}}]}`))
+	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.invoke","tool":{"name":"x"}}]}`))
 	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"pkg.install","pkg":{"ecosystem":"npm","name":"x"}},{"event_id":"a b"}]}`))
-	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"model.call","event_id":"d","model":{}},{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"model.call","event_id":"d","model":{}}]}`))
+	f.Add([]byte(`{"v":1,"events":[{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"model.io","event_id":"d","model":{}},{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"model.io","event_id":"d","model":{}}]}`))
 	f.Add([]byte("\x00garbage"))
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {

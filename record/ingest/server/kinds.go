@@ -42,8 +42,8 @@ var senders = []struct {
 }{
 	{event.KindPkgInstall, fromSession | fromOrchestrator}, // the shim's claim of what its manager installed
 	{event.KindPkgBlocked, fromSession | fromOrchestrator}, // the shim's refusals
-	{event.KindToolCall, fromSession | fromOrchestrator},
-	{event.KindModelCall, fromSession | fromOrchestrator},
+	{event.KindToolInvoke, fromSession | fromOrchestrator},
+	{event.KindModelIO, fromSession | fromOrchestrator},
 	// Root outside every session may relay the mirror's kinds; they are
 	// marked api, and the package view believes only the mirror's own.
 	{event.KindPkgFetch, fromOrchestrator},

@@ -12,7 +12,7 @@
 //     one, belongs to that session. Its events get that session_id, source
 //     "shim", and proc.pid/proc.uid/proc.cgroup_id from the kernel; whatever
 //     it claimed there is discarded. It may send only the agent side's own
-//     kinds: pkg.install, pkg.blocked, tool.call and model.call (see
+//     kinds: pkg.install, pkg.blocked, tool.invoke and model.io (see
 //     senders), and mirror-only pkg fields (verified, client, cache) are
 //     dropped. Every kind the host writes (pkg.fetch, pkg.filter, alert,
 //     process.*, file.*, net.*, session.*, limit.*, collector.*) is rejected,

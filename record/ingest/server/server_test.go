@@ -29,7 +29,7 @@ func needRoot(t *testing.T) {
 }
 
 func toolEvent(session, id string) string {
-	return fmt.Sprintf(`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":%q,"kind":"tool.call","source":"api","event_id":%q,"tool":{"name":"bash","status":"ok"}}`, session, id)
+	return fmt.Sprintf(`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":%q,"kind":"tool.invoke","source":"api","event_id":%q,"tool":{"name":"bash","status":"ok"}}`, session, id)
 }
 
 // TestBadFrames sends malformed, oversized and garbage frames and checks
@@ -107,11 +107,11 @@ func TestBadFrames(t *testing.T) {
 		before := srv.Stats().Rejected
 		rep := roundTrip(t, sock, request(
 			toolEvent("s", "good-1"),
-			`{"v":1,"kind":"tool.call","evil":true}`,
-			`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.call","tool":{"name":"x"},"event_id":"bad id with spaces"}`,
-			`{"v":2,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.call","tool":{"name":"x"}}`,
-			`{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.call","tool":{"name":"no session"}}`,
-			`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.call","tool":{"name":"`+strings.Repeat("<", event.MaxEncodedSize/4)+`"}}`,
+			`{"v":1,"kind":"tool.invoke","evil":true}`,
+			`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.invoke","tool":{"name":"x"},"event_id":"bad id with spaces"}`,
+			`{"v":2,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.invoke","tool":{"name":"x"}}`,
+			`{"v":1,"ts":"2026-01-02T03:04:05Z","kind":"tool.invoke","tool":{"name":"no session"}}`,
+			`{"v":1,"ts":"2026-01-02T03:04:05Z","session_id":"s","kind":"tool.invoke","tool":{"name":"`+strings.Repeat("<", event.MaxEncodedSize/4)+`"}}`,
 			`"a string"`,
 		))
 		want := []ingest.Status{ingest.StatusOK, ingest.StatusRejected, ingest.StatusRejected, ingest.StatusRejected, ingest.StatusRejected, ingest.StatusRejected, ingest.StatusRejected}
@@ -269,7 +269,7 @@ func TestSpoolReplay(t *testing.T) {
 	for b := range 3 {
 		var evs []*event.Event
 		for i := range 5 {
-			evs = append(evs, &event.Event{SessionID: "spool-s", Kind: event.KindToolCall,
+			evs = append(evs, &event.Event{SessionID: "spool-s", Kind: event.KindToolInvoke,
 				Tool: &event.Tool{Name: fmt.Sprintf("t-%d-%d", b, i)}})
 		}
 		err := c.Send(ctx, evs...)
@@ -308,7 +308,7 @@ func TestSpoolReplay(t *testing.T) {
 	}
 	// Put a copy of an already delivered batch back, as if a crash had
 	// come between the ack and the delete, and replay twice.
-	payload, err := ingest.EncodeRequest([]*event.Event{{V: 1, TS: time.Now(), SessionID: "spool-s", Kind: event.KindToolCall,
+	payload, err := ingest.EncodeRequest([]*event.Event{{V: 1, TS: time.Now(), SessionID: "spool-s", Kind: event.KindToolInvoke,
 		Source: event.SourceAPI, EventID: sent[0], Tool: &event.Tool{Name: "t-0-0"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +400,7 @@ func TestCrashKeepsAcked(t *testing.T) {
 				}
 				var evs []*event.Event
 				for i := range 50 {
-					evs = append(evs, &event.Event{SessionID: "crash", Kind: event.KindToolCall,
+					evs = append(evs, &event.Event{SessionID: "crash", Kind: event.KindToolInvoke,
 						Tool: &event.Tool{Name: fmt.Sprintf("w%d-b%d-e%d", w, b, i)}})
 				}
 				err := c.Send(context.Background(), evs...)
@@ -592,7 +592,7 @@ func TestClientRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ok := &event.Event{SessionID: "s", Kind: event.KindToolCall, Tool: &event.Tool{Name: "ok"}}
+	ok := &event.Event{SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "ok"}}
 	var evs []*event.Event
 	for range 7 { // no peer may send an alert: they are the rules'
 		evs = append(evs, &event.Event{SessionID: "s", Kind: event.KindAlert, Alert: &event.Alert{RuleID: "x", Title: "x", Level: "high"}})
