@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"github.com/sandtrail/sandtrail/kernel/seccomp"
 	"github.com/sandtrail/sandtrail/policies/egress"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/sealed"
 	"github.com/sandtrail/sandtrail/resolver"
 )
 
@@ -384,23 +386,56 @@ func execEnv(c *errs, names []string) []string {
 
 // toolIO compiles the tool_io section.
 func toolIO(c *errs, t *ToolIO) ToolIO {
-	out := ToolIO{Verbosity: t.Verbosity, Recipients: slices.Clone(t.Recipients)}
-	switch t.Verbosity {
-	case "":
-		out.Verbosity = VerbosityNames
-	case VerbosityNames, VerbositySummaries, VerbosityFull:
-	default:
-		c.add("tool_io.verbosity", "invalid value %q (want names, summaries, full)", t.Verbosity)
+	out := ToolIO{Verbosity: t.Verbosity, Recipients: slices.Clone(t.Recipients), Tools: slices.Clone(t.Tools), Refuse: slices.Clone(t.Refuse)}
+	full := false
+	level := func(field, v string) string {
+		switch v {
+		case "":
+			return VerbosityNames
+		case VerbosityFull:
+			full = true
+		case VerbosityNames, VerbositySummaries:
+		default:
+			c.add(field, "invalid value %q (want names, summaries, full)", v)
+		}
+		return v
+	}
+	out.Verbosity = level("tool_io.verbosity", t.Verbosity)
+	for i, tv := range t.Tools {
+		field := fmt.Sprintf("tool_io.tools[%d]", i)
+		if err := checkToolGlob(tv.Match); err != nil {
+			c.add(field+".match", "%v", err)
+		}
+		if tv.Verbosity == "" {
+			c.add(field+".verbosity", "missing (want names, summaries, full)")
+		}
+		out.Tools[i].Verbosity = level(field+".verbosity", tv.Verbosity)
+	}
+	for i, g := range t.Refuse {
+		if err := checkToolGlob(g); err != nil {
+			c.add(fmt.Sprintf("tool_io.refuse[%d]", i), "%v", err)
+		}
 	}
 	for i, r := range t.Recipients {
-		if err := checkAgeRecipient(r); err != nil {
+		if _, err := sealed.ParseRecipient(r); err != nil {
 			c.add(fmt.Sprintf("tool_io.recipients[%d]", i), "%v", err)
 		}
 	}
-	if t.Verbosity == VerbosityFull && len(t.Recipients) == 0 {
+	if full && len(t.Recipients) == 0 {
 		c.add("tool_io.verbosity", "full needs at least one age recipient in tool_io.recipients to seal the I/O to")
 	}
 	return out
+}
+
+// checkToolGlob checks a tool-name glob of tool_io.
+func checkToolGlob(g string) error {
+	if g == "" {
+		return errors.New("empty glob")
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("%q: %v", g, err)
+	}
+	return nil
 }
 
 // limits compiles the limits section.

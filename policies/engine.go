@@ -728,12 +728,35 @@ func (e *Engine) Limits() event.Limits { return e.c.limits }
 // values the collector records at every exec.
 func (e *Engine) ExecEnv() []string { return append([]string(nil), e.c.execEnv...) }
 
-// ToolIO returns how much tool I/O to keep: the verbosity (names, summaries
-// or full) and, for full, the age recipients to seal it to.
+// ToolIO returns the tool_io section: the default verbosity, the
+// per-tool ones, the age recipients full I/O is sealed to and the tools
+// refused.
 func (e *Engine) ToolIO() ToolIO {
 	t := e.c.toolIO
-	t.Recipients = append([]string(nil), t.Recipients...)
+	t.Recipients, t.Tools, t.Refuse = slices.Clone(t.Recipients), slices.Clone(t.Tools), slices.Clone(t.Refuse)
 	return t
+}
+
+// ToolVerbosity is the verbosity for the tool called name: the first
+// tool_io.tools entry whose glob matches it, else tool_io.verbosity.
+func (e *Engine) ToolVerbosity(name string) string {
+	for _, tv := range e.c.toolIO.Tools {
+		if ok, _ := path.Match(tv.Match, name); ok {
+			return tv.Verbosity
+		}
+	}
+	return e.c.toolIO.Verbosity
+}
+
+// ToolRefused reports whether tool_io.refuse refuses the tool called
+// name, and by which glob.
+func (e *Engine) ToolRefused(name string) (string, bool) {
+	for _, g := range e.c.toolIO.Refuse {
+		if ok, _ := path.Match(g, name); ok {
+			return g, true
+		}
+	}
+	return "", false
 }
 
 // Detections returns the detections section: the rule files to load

@@ -449,6 +449,45 @@ func TestToolIO(t *testing.T) {
 	}
 }
 
+func TestToolVerbosityAndRefuse(t *testing.T) {
+	r := "age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh2"
+	e := newTestEngine(t, `tool_io:
+  verbosity: summaries
+  recipients: [`+r+`]
+  tools:
+    - {match: "fs_read*", verbosity: names}
+    - {match: "fs_*", verbosity: full}
+    - {match: bash, verbosity: full}
+  refuse: ["shell_*", "delete_repo"]
+`)
+	for name, want := range map[string]string{"fs_read_file": VerbosityNames, "fs_write": VerbosityFull, "bash": VerbosityFull, "bash2": VerbositySummaries, "model": VerbositySummaries} {
+		if got := e.ToolVerbosity(name); got != want {
+			t.Errorf("ToolVerbosity(%q) = %q, want %q (first match wins)", name, got, want)
+		}
+	}
+	for name, want := range map[string]bool{"shell_exec": true, "delete_repo": true, "delete_repos": false, "echo": false} {
+		if _, got := e.ToolRefused(name); got != want {
+			t.Errorf("ToolRefused(%q) = %v, want %v", name, got, want)
+		}
+	}
+	// A per-tool full needs recipients too; a bad glob is named.
+	for _, bad := range []struct{ yaml, want string }{
+		{"tool_io:\n  tools: [{match: bash, verbosity: full}]\n", "full needs at least one age recipient"},
+		{"tool_io:\n  tools: [{match: \"[\", verbosity: names}]\n", "tool_io.tools[0].match"},
+		{"tool_io:\n  tools: [{match: bash}]\n", "tool_io.tools[0].verbosity: missing"},
+		{"tool_io:\n  tools: [{match: bash, verbosity: loud}]\n", "tool_io.tools[0].verbosity: invalid value"},
+		{"tool_io:\n  refuse: [\"\"]\n", "tool_io.refuse[0]: empty glob"},
+	} {
+		p, err := Parse("t.yaml", []byte(bad.yaml))
+		if err == nil {
+			_, err = New(p)
+		}
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("policy %q: error %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
+
 func TestNewRejectsInvalid(t *testing.T) {
 	if _, err := New(&Policy{InstallScripts: "sometimes"}); err == nil || !strings.Contains(err.Error(), "install_scripts") {
 		t.Errorf("New(invalid) = %v, want an error naming install_scripts", err)

@@ -197,14 +197,31 @@ type Detections struct {
 	Levels map[string]string `mapstructure:"levels" yaml:"levels" json:"levels"`
 }
 
-// ToolIO says how much of the agent's tool I/O is kept.
+// ToolIO says how much of the agent's tool I/O is kept, and which tools
+// the MCP proxy refuses.
 type ToolIO struct {
-	// Verbosity is names (the default: tool names only), summaries
-	// (redacted summaries) or full (everything, sealed to Recipients).
+	// Verbosity is names (the default: tool names and statuses only),
+	// summaries (redacted summaries, with the lengths and sha256 of the
+	// whole) or full (summaries, and everything sealed to Recipients), for
+	// every tool that no entry of Tools matches.
 	Verbosity string `mapstructure:"verbosity" yaml:"verbosity" json:"verbosity"`
+	// Tools sets the verbosity of the tools whose name matches a glob
+	// (path.Match: * ? [..]); the first entry that matches wins. Model
+	// calls match the name "model".
+	Tools []ToolVerbosity `mapstructure:"tools" yaml:"tools" json:"tools"`
 	// Recipients are the age public keys (age1...) that full I/O is sealed
-	// to; at least one is required for full.
+	// to; at least one is required when any level is full.
 	Recipients []string `mapstructure:"recipients" yaml:"recipients" json:"recipients"`
+	// Refuse lists globs of tool names that the MCP proxy refuses: their
+	// tools/call never reaches the server, and the client gets a JSON-RPC
+	// error.
+	Refuse []string `mapstructure:"refuse" yaml:"refuse" json:"refuse"`
+}
+
+// ToolVerbosity is one entry of tool_io.tools.
+type ToolVerbosity struct {
+	Match     string `mapstructure:"match" yaml:"match" json:"match"`
+	Verbosity string `mapstructure:"verbosity" yaml:"verbosity" json:"verbosity"`
 }
 
 // Limits are a session's default resource limits, as human strings. Empty

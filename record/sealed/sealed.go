@@ -1,0 +1,219 @@
+// Package sealed keeps the tool and model I/O that the policy keeps in
+// full (tool_io verbosity full): each call's whole input and output,
+// encrypted to the investigators' age recipients (filippo.io/age), in a
+// content-addressed store beside the journal (<data_dir>/sealed/HEX, HEX
+// the sha256 of the encrypted blob). The event that the call journals
+// names its blob by that hash (tool.sealed_ref, "sha256:HEX"), so the
+// journal's Merkle tree covers the blob too: a blob changed, swapped or
+// removed after the fact fails Check, and sandtrail verify reports it.
+//
+// Trust model. The daemon seals; it holds only the recipients (public
+// keys), never an identity, so nothing on the host can read a blob back.
+// The store's directory is root's, 0700, and its blobs 0600: the agent can
+// neither read the ciphertext nor plant one. Opening a blob needs an
+// investigator's identity (Open), and sandtrail investigate unseal
+// journals every opening before it happens.
+package sealed
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"filippo.io/age"
+
+	"github.com/sandtrail/sandtrail/record/atomicfile"
+	"github.com/sandtrail/sandtrail/record/render"
+)
+
+// ErrTampered is returned when a blob's bytes no longer hash to its
+// reference.
+var ErrTampered = errors.New("sealed blob does not match its reference")
+
+// ErrMissing is returned when the store has no blob for a reference.
+var ErrMissing = errors.New("sealed blob missing")
+
+// MaxBlob bounds a blob the store reads back: the I/O of one call, sealed.
+const MaxBlob = 64 << 20
+
+// Contents is what one blob holds, once opened: a call's whole input and
+// output as the caller sent them, and which event they belong to.
+type Contents struct {
+	// Session and EventID name the event the blob was sealed for.
+	Session string `json:"session"`
+	EventID string `json:"event_id,omitempty"`
+	Kind    string `json:"kind"`
+	// Name is the tool's or the model's name.
+	Name   string `json:"name,omitempty"`
+	Input  string `json:"input"`
+	Output string `json:"output"`
+}
+
+// ParseRecipients parses age recipients (ParseRecipient), naming the
+// entry that is wrong.
+func ParseRecipients(list []string) ([]age.Recipient, error) {
+	out := make([]age.Recipient, 0, len(list))
+	for i, s := range list {
+		r, err := ParseRecipient(s)
+		if err != nil {
+			return nil, fmt.Errorf("recipient %d: %w", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ParseRecipient parses one age recipient: X25519 (age1…) or hybrid
+// post-quantum (age1pq1…). A pasted identity, a plugin recipient (which
+// sealing cannot use without the plugin) or a typo is an error.
+func ParseRecipient(s string) (age.Recipient, error) {
+	if strings.HasPrefix(strings.ToUpper(s), "AGE-SECRET-KEY-") || strings.HasPrefix(strings.ToUpper(s), "AGE-PLUGIN-") {
+		return nil, fmt.Errorf("%.16q… is an age identity (a secret key), not a recipient: give its public key (age-keygen -y)", s)
+	}
+	if strings.TrimSpace(s) != s || s == "" || strings.ContainsAny(s, "\n#") {
+		return nil, fmt.Errorf("%q is not an age recipient: want age1…", render.Clip(s, 80))
+	}
+	rs, err := age.ParseRecipients(strings.NewReader(s))
+	if err != nil || len(rs) != 1 {
+		return nil, fmt.Errorf("%q is not an age recipient (X25519 age1… or hybrid age1pq1…): %v", render.Clip(s, 80), err)
+	}
+	return rs[0], nil
+}
+
+// ParseIdentities reads age identities (AGE-SECRET-KEY-1…, one per line,
+// # comments allowed), as age-keygen writes them.
+func ParseIdentities(r io.Reader) ([]age.Identity, error) {
+	ids, err := age.ParseIdentities(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading age identities: %w", err)
+	}
+	return ids, nil
+}
+
+// Recipient returns the public key of an X25519 or hybrid identity, or ""
+// for another kind.
+func Recipient(id age.Identity) string {
+	switch k := id.(type) {
+	case *age.X25519Identity:
+		return k.Recipient().String()
+	case *age.HybridIdentity:
+		return k.Recipient().String()
+	}
+	return ""
+}
+
+// Store is the content-addressed store of sealed blobs.
+type Store struct{ dir string }
+
+// OpenStore opens (creating, 0700) the store in dir.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sealed store: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// StoreAt is the store in dir, without creating it: for readers.
+func StoreAt(dir string) *Store { return &Store{dir: dir} }
+
+// Dir is where the store keeps its blobs.
+func (s *Store) Dir() string { return s.dir }
+
+// Seal encrypts c to recipients and stores the blob, returning its
+// reference ("sha256:HEX"). It writes the blob durably before it returns,
+// so an event that names it never points at nothing.
+func (s *Store) Seal(recipients []age.Recipient, c *Contents) (string, error) {
+	if len(recipients) == 0 {
+		return "", errors.New("sealing: no recipients")
+	}
+	plain, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	w, err := age.Encrypt(&buf, recipients...)
+	if err != nil {
+		return "", fmt.Errorf("sealing: %w", err)
+	}
+	if _, err := w.Write(plain); err != nil {
+		return "", fmt.Errorf("sealing: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("sealing: %w", err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	h := hex.EncodeToString(sum[:])
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, h), buf.Bytes(), 0o600); err != nil {
+		return "", fmt.Errorf("sealing: %w", err)
+	}
+	return "sha256:" + h, nil
+}
+
+// Get reads the blob ref names and checks that it still hashes to ref.
+func (s *Store) Get(ref string) ([]byte, error) {
+	h, err := parseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(s.dir, h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrMissing, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxBlob+1))
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	if len(b) > MaxBlob || hex.EncodeToString(sum[:]) != h {
+		return nil, fmt.Errorf("%w: %s", ErrTampered, ref)
+	}
+	return b, nil
+}
+
+// Check reports whether the blob ref names is present and intact.
+func (s *Store) Check(ref string) error {
+	_, err := s.Get(ref)
+	return err
+}
+
+// Open decrypts a blob with the investigator's identities. A blob sealed
+// to other recipients fails with age's age.NoIdentityMatchError.
+func Open(blob []byte, ids []age.Identity) (*Contents, error) {
+	r, err := age.Decrypt(bytes.NewReader(blob), ids...)
+	if err != nil {
+		return nil, fmt.Errorf("opening sealed blob: %w", err)
+	}
+	plain, err := io.ReadAll(io.LimitReader(r, MaxBlob+1))
+	if err != nil {
+		return nil, fmt.Errorf("opening sealed blob: %w", err)
+	}
+	var c Contents
+	if err := json.Unmarshal(plain, &c); err != nil {
+		return nil, fmt.Errorf("opening sealed blob: its contents are not sandtrail's: %w", err)
+	}
+	return &c, nil
+}
+
+// parseRef returns the hex hash of a "sha256:HEX" reference.
+func parseRef(ref string) (string, error) {
+	h, ok := strings.CutPrefix(ref, "sha256:")
+	if !ok || len(h) != 64 || strings.ToLower(h) != h {
+		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", render.Clip(ref, 80))
+	}
+	if _, err := hex.DecodeString(h); err != nil {
+		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", render.Clip(ref, 80))
+	}
+	return h, nil
+}

@@ -1,0 +1,118 @@
+package sealed
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+)
+
+func identity(t *testing.T) *age.X25519Identity {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestSealOpen(t *testing.T) {
+	inv, other := identity(t), identity(t)
+	rs, err := ParseRecipients([]string{inv.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(filepath.Join(t.TempDir(), "sealed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Contents{Session: "s1", EventID: "e1", Kind: "tool.invoke", Name: "bash", Input: `{"cmd":"cat ~/.aws/credentials"}`, Output: "aws_secret_access_key=wJalr"}
+	ref, err := s.Seal(rs, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(ref, "sha256:") || len(ref) != 71 {
+		t.Fatalf("ref = %q", ref)
+	}
+	blob, err := s.Get(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(blob), "wJalr") {
+		t.Fatal("the blob holds the output in clear")
+	}
+	got, err := Open(blob, []age.Identity{inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != *in {
+		t.Errorf("Open = %+v, want %+v", got, in)
+	}
+	var nomatch *age.NoIdentityMatchError
+	if _, err := Open(blob, []age.Identity{other}); !errors.As(err, &nomatch) {
+		t.Errorf("Open with another identity = %v, want a NoIdentityMatchError", err)
+	}
+	if Recipient(inv) != inv.Recipient().String() {
+		t.Errorf("Recipient = %q", Recipient(inv))
+	}
+	fi, err := os.Stat(filepath.Join(s.Dir(), strings.TrimPrefix(ref, "sha256:")))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("blob mode = %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+func TestTamperedAndMissing(t *testing.T) {
+	inv := identity(t)
+	s, _ := OpenStore(t.TempDir())
+	ref, err := s.Seal([]age.Recipient{inv.Recipient()}, &Contents{Session: "s", Kind: "tool.invoke", Input: "a", Output: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.Dir(), strings.TrimPrefix(ref, "sha256:"))
+	b, _ := os.ReadFile(path)
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ref); !errors.Is(err, ErrTampered) {
+		t.Errorf("Check of a flipped blob = %v, want ErrTampered", err)
+	}
+	os.Remove(path)
+	if err := s.Check(ref); !errors.Is(err, ErrMissing) {
+		t.Errorf("Check of a removed blob = %v, want ErrMissing", err)
+	}
+	for _, bad := range []string{"", "sha256:", "md5:00", "sha256:" + strings.Repeat("G", 64), "sha256:" + strings.Repeat("A", 64), "sha256:../../etc/passwd"} {
+		if err := s.Check(bad); err == nil || errors.Is(err, ErrMissing) {
+			t.Errorf("Check(%q) = %v, want a malformed-reference error", bad, err)
+		}
+	}
+}
+
+func TestParseRecipients(t *testing.T) {
+	tests := []struct{ in, err string }{
+		{in: "age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh2"},
+		{in: "age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh3", err: "not an age recipient"},
+		{in: "AGE186W5AZXWYCW5ZP5SKP77SLVSMF7JMCFTW2MM7RLP4HWQER4YJDTQEXGNH2", err: "not an age recipient"},
+		{in: "AGE-SECRET-KEY-1DR36PCANDYE628SRM32YNYRCZ4MWS34D27D3ATR0C3VZTCK7NMPQ3RFZTZ", err: "secret key"},
+		{in: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA", err: "not an age recipient"},
+		{in: "", err: "not an age recipient"},
+		{in: "age1x\nage186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh2", err: "not an age recipient"},
+		{in: "age1yubikey1qwt50d05nh5vutpdzmlg5wn80xq5negm4uj9ghv0snvdd3yysf5yw3rhl3t", err: "not an age recipient"},
+	}
+	for _, tt := range tests {
+		_, err := ParseRecipients([]string{tt.in})
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("ParseRecipients(%q) = %v, want %q", tt.in, err, tt.err)
+		}
+	}
+	hy, err := age.GenerateHybridIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseRecipients([]string{hy.Recipient().String()}); err != nil {
+		t.Errorf("hybrid recipient: %v", err)
+	}
+}
