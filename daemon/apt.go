@@ -20,11 +20,11 @@ func (c *Config) AptSocket() string {
 }
 
 // OwnSockets are the daemon's sockets that a session's processes must
-// reach whatever the policy says about unix sockets: the ingest socket and
-// the apt broker's, as absolute paths.
+// reach whatever the policy says about unix sockets: the ingest socket, the
+// tool API's and the apt broker's, as absolute paths.
 func (c *Config) OwnSockets() []string {
 	var out []string
-	for _, p := range []string{c.Socket, c.AptSocket()} {
+	for _, p := range []string{c.Socket, c.APISocket(), c.AptSocket()} {
 		if a, err := filepath.Abs(p); err == nil {
 			out = append(out, a)
 		}

@@ -42,6 +42,7 @@ type Config struct {
 	DNS        DNSConfig        `mapstructure:"dns"`
 	Mirror     MirrorConfig     `mapstructure:"mirror"`
 	Retention  RetentionConfig  `mapstructure:"retention"`
+	API        APIConfig        `mapstructure:"api"`
 	// Sinks stream the record out as it is journaled.
 	Sinks []SinkConfig `mapstructure:"sinks"`
 }

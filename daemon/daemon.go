@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/collector"
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/daemon/api"
 	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/dnsproxy"
 	"github.com/sandtrail/sandtrail/kernel/attribution"
@@ -67,6 +68,8 @@ type Daemon struct {
 	srv    *server.Server
 	mir    *Mirror        // nil without a mirror
 	apt    *broker.Broker // nil without the apt broker
+	api    *api.Server    // the tool API; nil without ingest
+	tio    *toolIO        // what tool_io keeps of tool and model calls
 
 	// opened is the journal's size when the daemon opened it.
 	opened uint64
@@ -122,6 +125,9 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 		return nil, err
 	}
 	d = &Daemon{cfg: cfg, log: log, pol: pol, det: det, egress: pol, jdir: cfg.JournalDir(), forwarded: make(chan struct{})}
+	if d.tio, err = newToolIO(pol, cfg.SealedDir()); err != nil {
+		return nil, err
+	}
 	if o.Mirror != "" {
 		d.egress = pol.RegistriesThroughMirror()
 	}
@@ -174,6 +180,12 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 				return d, err
 			}
 			log.Warn("ingest socket not served; shims cannot send events", "socket", cfg.Socket, "error", err)
+		}
+		if err := d.startAPI(); err != nil {
+			if !o.IngestOptional {
+				return d, err
+			}
+			log.Warn("tool API not served; the MCP proxy and orchestrators cannot post tool events", "socket", cfg.APISocket(), "error", err)
 		}
 	}
 	if o.Index {
@@ -370,7 +382,7 @@ func (d *Daemon) startIngest() error {
 	if err := d.startApt(chk); err != nil {
 		d.log.Warn("apt broker not served; an unprivileged agent cannot apt-get install", "error", err)
 	}
-	srv := server.New(claimsAfterDaemon{flush: d.q.Flush, app: d.app}, d.mgr,
+	srv := server.New(claimsAfterDaemon{flush: d.q.Flush, app: d.app, keep: d.tio.keep}, d.mgr,
 		server.WithLogger(d.log),
 		server.WithHost(cfg.Host),
 		server.WithMaxConns(cfg.Ingest.MaxConns),
@@ -550,6 +562,14 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) closeParts() {
 	var errs []error
+	if d.api != nil {
+		drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, d.api.Shutdown(drain))
+		cancel()
+		if err := os.Remove(d.cfg.APISocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.log.Warn("removing socket", "error", err)
+		}
+	}
 	if d.srv != nil {
 		drain, cancel := context.WithTimeout(context.Background(), d.cfg.Ingest.DrainTimeout)
 		errs = append(errs, d.srv.Shutdown(drain))

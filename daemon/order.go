@@ -15,14 +15,26 @@ import (
 // it did in time. The queue can be behind (a burst of kernel events)
 // while the ingest server appends at once, and the live rules read an
 // install journaled before its verified fetch as an unverified_install.
+//
+// keep applies the policy's tool_io to the tool and model events among
+// them (toolIO.keep): at names their summaries go, whatever the sender
+// kept.
 type claimsAfterDaemon struct {
 	flush func(context.Context) error
 	app   tap.Appender
+	keep  func(e *event.Event, in, out *string) string
 }
 
 var _ tap.Appender = claimsAfterDaemon{}
 
 func (c claimsAfterDaemon) Append(ctx context.Context, evs ...*event.Event) error {
+	if c.keep != nil {
+		for _, e := range evs {
+			if e != nil && (e.Tool != nil || e.Model != nil) {
+				c.keep(e, nil, nil)
+			}
+		}
+	}
 	for _, e := range evs {
 		if e != nil && e.Kind == event.KindPkgInstall {
 			// Only the order is at stake: a queue that cannot flush (closed,

@@ -57,6 +57,10 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("retention.interval", 24*time.Hour)
 	v.SetDefault("retention.archive", "")
 	v.SetDefault("retention.archive_plain_http", false)
+	v.SetDefault("api.listen", "")
+	v.SetDefault("api.tls_cert", "")
+	v.SetDefault("api.tls_key", "")
+	v.SetDefault("api.tokens_file", "")
 }
 
 // globals holds the persistent flags and builds the Config on demand.

@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+
+	"filippo.io/age"
+
+	"github.com/sandtrail/sandtrail/daemon/api"
+	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/index"
+	"github.com/sandtrail/sandtrail/record/ingest/server"
+	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/query"
+	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/sealed"
+)
+
+// APIConfig configures the tool API (daemon/api; docs/agents.md). It is
+// always served on the unix socket api.sock beside the ingest socket.
+type APIConfig struct {
+	// Listen is a TCP address to serve it on as well, to callers with a
+	// bearer token of TokensFile; empty: the unix socket only. An address
+	// that is not loopback needs TLSCert and TLSKey.
+	Listen string `mapstructure:"listen"`
+	// TLSCert and TLSKey are the TCP listener's certificate and key (PEM).
+	TLSCert string `mapstructure:"tls_cert"`
+	TLSKey  string `mapstructure:"tls_key"`
+	// TokensFile holds the tokens' hashes and scopes (api.Tokens;
+	// `sandtrail api token` adds one). Default <data_dir>/api-tokens.
+	TokensFile string `mapstructure:"tokens_file"`
+}
+
+// APISocket is the tool API's socket: api.sock beside the ingest socket.
+func (c *Config) APISocket() string { return filepath.Join(c.SocketDir(), "api.sock") }
+
+// APITokensFile is api.tokens_file, or its default.
+func (c *Config) APITokensFile() string {
+	if c.API.TokensFile != "" {
+		return c.API.TokensFile
+	}
+	return filepath.Join(c.DataDir, "api-tokens")
+}
+
+// SealedDir is where full tool I/O is kept, sealed (record/sealed).
+func (c *Config) SealedDir() string { return filepath.Join(c.DataDir, "sealed") }
+
+// toolIO keeps what the policy's tool_io says of each tool call and model
+// call: the one place the verbosity is applied, for the API's posts (with
+// the whole input and output) and the ingest socket's events (summaries
+// only).
+type toolIO struct {
+	pol        *policies.Engine
+	store      *sealed.Store
+	recipients []age.Recipient
+}
+
+// newToolIO opens the sealed store when the policy keeps anything in full.
+func newToolIO(pol *policies.Engine, dir string) (*toolIO, error) {
+	t := &toolIO{pol: pol}
+	p := pol.ToolIO()
+	if len(p.Recipients) == 0 {
+		return t, nil
+	}
+	var err error
+	if t.recipients, err = sealed.ParseRecipients(p.Recipients); err != nil {
+		return nil, fmt.Errorf("policy tool_io.recipients: %w", err)
+	}
+	if t.store, err = sealed.OpenStore(dir); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// summaryHead is how much of an input or output a summary is cut from
+// before redaction, and summaryLen how long a summary is.
+const (
+	summaryHead = 4096
+	summaryLen  = 512
+)
+
+// keep sets e's I/O fields from in and out (the whole input and output,
+// nil when the caller has only summaries) at the verbosity the policy sets
+// for e's tool, sealing them at full. It returns a warning when it kept
+// less than the policy says.
+func (t *toolIO) keep(e *event.Event, in, out *string) string {
+	var io *event.IO
+	name := "model"
+	switch {
+	case e.Tool != nil:
+		io, name = &e.Tool.IO, e.Tool.Name
+	case e.Model != nil:
+		io = &e.Model.IO
+	default:
+		return ""
+	}
+	level := t.pol.ToolVerbosity(name)
+	claimedIn, claimedOut := io.InputSummary, io.OutputSummary
+	*io = event.IO{Verbosity: level}
+	if level == policies.VerbosityNames {
+		return ""
+	}
+	io.InputSummary, io.InputBytes, io.InputSHA256 = summarize(in, claimedIn)
+	io.OutputSummary, io.OutputBytes, io.OutputSHA256 = summarize(out, claimedOut)
+	if level != policies.VerbosityFull || in == nil && out == nil {
+		return ""
+	}
+	if t.store == nil {
+		io.Verbosity = policies.VerbositySummaries
+		return "tool_io is full but no recipients are set: kept summaries"
+	}
+	ref, err := t.store.Seal(t.recipients, &sealed.Contents{Session: e.SessionID, EventID: e.EventID, Kind: e.Kind, Name: name,
+		Input: deref(in), Output: deref(out)})
+	if err != nil {
+		io.Verbosity = policies.VerbositySummaries
+		return "sealing failed, kept summaries: " + err.Error()
+	}
+	io.SealedRef = ref
+	return ""
+}
+
+// summarize is a redacted summary of whole (or, without it, of the
+// caller's own summary), with whole's length and sha256.
+func summarize(whole *string, claimed string) (summary string, n int64, sum string) {
+	s := claimed
+	if whole != nil {
+		s = *whole
+		h := sha256.Sum256([]byte(s))
+		n, sum = int64(len(s)), hex.EncodeToString(h[:])
+	}
+	if len(s) > summaryHead {
+		s = s[:summaryHead]
+	}
+	return render.Clip(event.Redact(render.Clean(s, summaryHead)), summaryLen), n, sum
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// toolAPI is the daemon as the tool API's Backend.
+type toolAPI struct{ d *Daemon }
+
+var _ api.Backend = toolAPI{}
+
+func (b toolAPI) Record(ctx context.Context, e *event.Event, in, out *string) (string, error) {
+	e.Host = b.d.cfg.Host
+	warn := b.d.tio.keep(e, in, out)
+	if warn != "" {
+		b.d.log.Warn("tool I/O kept below the policy's verbosity", "session", e.SessionID, "event_id", e.EventID, "why", warn)
+	}
+	// Journaled at once, through the live rules, as the ingest socket's
+	// claims are.
+	return warn, b.d.app.Append(ctx, e)
+}
+
+func (b toolAPI) Facts(ctx context.Context, id string) (*api.Facts, error) {
+	f := &api.Facts{ID: id}
+	known := false
+	if s, ok := b.d.mgr.Get(id); ok {
+		known, f.Live = true, true
+		sp := s.Spec()
+		f.Tenant, f.User, f.Template, f.Image = sp.Tenant, sp.User, sp.Template, sp.Image
+		lim := sp.Limits
+		f.Limits, f.CgroupID = &lim, s.CgroupID()
+		if uid, ok := s.UID(); ok {
+			f.UID = &uid
+		}
+		select {
+		case <-s.Done():
+			f.Ended = true
+			f.EndReason, f.ExitStatus = s.Result()
+		default:
+		}
+	}
+	if ix := b.d.index(); ix != nil {
+		ss, err := ix.Sessions(ctx, query.Filter{Session: id})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			if s.ID != id {
+				continue
+			}
+			known = true
+			f.Started, f.Events, f.Alerts, f.Lost = s.First, s.Events, s.Alerts, s.Lost
+			if s.Ended {
+				f.Ended, f.EndReason, f.ExitStatus = true, s.EndReason, s.ExitStatus
+			}
+		}
+	}
+	if !known {
+		return nil, api.ErrNoSession
+	}
+	return f, nil
+}
+
+func (b toolAPI) Scan(ctx context.Context, from uint64, fn func(uint64, []byte) error) error {
+	return journal.Scan(b.d.jdir, from, func(seq uint64, raw []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(seq, raw)
+	})
+}
+
+func (b toolAPI) Size() uint64 { return b.d.j.Size() }
+
+func (b toolAPI) ToolPolicy() api.ToolPolicy {
+	r := b.d.pol.ToolIO().Refuse
+	if r == nil {
+		r = []string{}
+	}
+	return api.ToolPolicy{Refuse: r}
+}
+
+// index is the daemon's index once its follower opened it, or nil.
+func (d *Daemon) index() *index.Index {
+	if d.ixReady == nil {
+		return nil
+	}
+	select {
+	case <-d.ixReady:
+		if d.ret != nil {
+			return d.ret.Index
+		}
+	default:
+	}
+	return nil
+}
+
+// startAPI serves the tool API on its unix socket and, with api.listen, on
+// TCP.
+func (d *Daemon) startAPI() error {
+	cfg := d.cfg
+	srv := api.New(toolAPI{d}, d.ids, api.NewTokenFile(cfg.APITokensFile()), d.log)
+	ln, err := server.Listen(cfg.APISocket(), 0o666)
+	if err != nil {
+		return fmt.Errorf("tool API: %w", err)
+	}
+	d.api = srv
+	go func() {
+		if err := srv.ServeUnix(ln); err != nil {
+			d.log.Error("tool API stopped", "socket", cfg.APISocket(), "error", err)
+		}
+	}()
+	if cfg.API.Listen == "" {
+		return nil
+	}
+	tcp, tlsCfg, err := listenAPI(cfg)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := srv.ServeTCP(tcp, tlsCfg); err != nil {
+			d.log.Error("tool API stopped", "listen", cfg.API.Listen, "error", err)
+		}
+	}()
+	d.log.Info("tool API on TCP", "listen", tcp.Addr().String(), "tls", tlsCfg != nil, "tokens", cfg.APITokensFile())
+	return nil
+}
+
+// listenAPI listens on api.listen, refusing plain TCP off loopback: the
+// tokens and the tool I/O would cross the network in the clear.
+func listenAPI(cfg *Config) (net.Listener, *tls.Config, error) {
+	var tlsCfg *tls.Config
+	switch {
+	case cfg.API.TLSCert != "" || cfg.API.TLSKey != "":
+		cert, err := tls.LoadX509KeyPair(cfg.API.TLSCert, cfg.API.TLSKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("config: api.tls_cert and api.tls_key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	default:
+		host, _, err := net.SplitHostPort(cfg.API.Listen)
+		if err != nil {
+			return nil, nil, fmt.Errorf("config: api.listen %q: %w", cfg.API.Listen, err)
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+			return nil, nil, fmt.Errorf("config: api.listen %q is not a loopback address: set api.tls_cert and api.tls_key, or the tokens and tool I/O cross the network in the clear", cfg.API.Listen)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tool API: %w", err)
+	}
+	return ln, tlsCfg, nil
+}
