@@ -53,7 +53,9 @@ func (b *journalBackend) Scan(_ context.Context, from uint64, fn func(uint64, []
 
 func (b *journalBackend) Size() uint64 { return b.j.Size() }
 
-func (b *journalBackend) ToolPolicy() api.ToolPolicy { return api.ToolPolicy{Refuse: []string{"shell_*"}} }
+func (b *journalBackend) ToolPolicy() api.ToolPolicy {
+	return api.ToolPolicy{Refuse: []string{"shell_*"}}
+}
 
 // fixture is an API server on a unix socket (and a loopback TCP listener
 // with tokens) over a journal, attributing by two real session cgroups.

@@ -2,19 +2,19 @@ package api
 
 import (
 	"bufio"
-	"errors"
-	"io/fs"
-	"sync"
-	"time"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
+	"sync"
+	"time"
 )
 
 // ScopeAny is the scope of a token that may name every session and read
