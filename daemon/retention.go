@@ -411,6 +411,8 @@ func (r *Retention) RunRetention(ctx context.Context, first, interval time.Durat
 // The daemon serves the retention policy on the control socket.
 var _ control.Retainer = (*Daemon)(nil)
 
+var _ control.Investigator = (*Daemon)(nil)
+
 // retention returns the policy over the daemon's index, once the index
 // follower opened it.
 func (d *Daemon) retention(ctx context.Context) (*Retention, error) {

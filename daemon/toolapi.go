@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"filippo.io/age"
 
 	"github.com/sandtrail/sandtrail/daemon/api"
+	"github.com/sandtrail/sandtrail/daemon/control"
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
@@ -295,4 +299,36 @@ func listenAPI(cfg *Config) (net.Listener, *tls.Config, error) {
 		return nil, nil, fmt.Errorf("tool API: %w", err)
 	}
 	return ln, tlsCfg, nil
+}
+
+// UnsealEvent is the investigate.unseal that journals inv on behalf of
+// uid, before the investigator sees anything: the one place it is built,
+// for the control socket (RecordUnseal) and for a CLI that opens the
+// journal itself.
+func UnsealEvent(host string, inv *event.Investigate, uid uint32) (*event.Event, error) {
+	switch {
+	case inv.Session == "":
+		return nil, errors.New("unseal: no session")
+	case strings.TrimSpace(inv.Reason) == "":
+		return nil, errors.New("unseal: say why (--reason): the record keeps it")
+	case len(inv.Events) == 0 || len(inv.Refs) == 0:
+		return nil, errors.New("unseal: no sealed event named")
+	}
+	c := *inv
+	c.Op, c.UID, c.Actor = "unseal", event.U32(uid), control.ActorName(uid)
+	c.Events, c.Refs = slices.Clone(inv.Events), slices.Clone(inv.Refs)
+	return &event.Event{Kind: event.KindInvestigateUnseal, Source: event.SourceJournal, Host: host, Investigate: &c}, nil
+}
+
+// RecordUnseal journals an investigator's unseal (control.Investigator).
+func (d *Daemon) RecordUnseal(ctx context.Context, inv *event.Investigate, uid uint32) (uint64, error) {
+	e, err := UnsealEvent(d.cfg.Host, inv, uid)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.app.Append(ctx, e); err != nil {
+		return 0, fmt.Errorf("journaling the unseal: %w", err)
+	}
+	d.log.Info("sealed tool I/O unsealed", "session_id", inv.Session, "events", len(inv.Events), "uid", uid, "reason", inv.Reason, "seq", e.Seq)
+	return e.Seq, nil
 }

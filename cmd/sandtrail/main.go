@@ -37,6 +37,7 @@ var commands = []func(*globals) *cobra.Command{
 	newReindexCmd,
 	newRetentionCmd,
 	newHoldCmd,
+	newInvestigateCmd,
 	newPolicyCmd,
 	newDoctorCmd,
 	newEmitCmd,

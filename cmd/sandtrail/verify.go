@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/sealed"
 	"github.com/sandtrail/sandtrail/record/sink"
 )
 
@@ -110,10 +111,22 @@ func (o *verifyOptions) run(g *globals, out io.Writer) error {
 	if verr != nil && !errors.Is(verr, journal.ErrTampered) {
 		return usageErr(verr)
 	}
+	// The sealed tool I/O is covered through its hashes in the events:
+	// each blob they name must still be there, unchanged.
+	sealedN, bad, err := sealed.StoreAt(cfg.SealedDir()).CheckJournal(dir)
+	if err != nil && rep.Status != journal.StatusTampered {
+		return usageErr(fmt.Errorf("verify: checking sealed tool I/O: %w", err))
+	}
+	if len(bad) > 0 {
+		rep.Status, rep.Problems = journal.StatusTampered, append(rep.Problems, bad...)
+		if verr == nil {
+			verr = fmt.Errorf("%w: %s", journal.ErrTampered, bad[0])
+		}
+	}
 	if o.format == "json" {
-		err = writeVerifyJSON(out, dir, rep)
+		err = writeVerifyJSON(out, dir, rep, sealedN)
 	} else {
-		err = writeVerifyText(out, dir, rep, o.held)
+		err = writeVerifyText(out, dir, rep, o.held, sealedN)
 	}
 	if err != nil {
 		return usageErr(err)
@@ -161,15 +174,17 @@ func readSmallFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-func writeVerifyJSON(w io.Writer, dir string, rep *journal.Report) error {
+func writeVerifyJSON(w io.Writer, dir string, rep *journal.Report, sealedN int) error {
 	type out struct {
 		Journal string `json:"journal"`
 		*journal.Report
+		// Sealed counts the sealed I/O blobs checked against the events.
+		Sealed int `json:"sealed"`
 	}
-	return writeJSON(w, out{Journal: dir, Report: rep})
+	return writeJSON(w, out{Journal: dir, Report: rep, Sealed: sealedN})
 }
 
-func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string) error {
+func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string, sealedN int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "journal     %s\n", dir)
 	fmt.Fprintf(&b, "status      %s\n", rep.Status)
@@ -182,6 +197,9 @@ func writeVerifyText(w io.Writer, dir string, rep *journal.Report, held []string
 	fmt.Fprintf(&b, "covered     %d entries\n", rep.Covered)
 	if rep.Status != journal.StatusTampered {
 		fmt.Fprintf(&b, "uncovered   %d entries\n", rep.Uncovered)
+	}
+	if sealedN > 0 {
+		fmt.Fprintf(&b, "sealed      %d blobs of tool I/O checked against their events\n", sealedN)
 	}
 	if rep.TailBytes > 0 {
 		fmt.Fprintf(&b, "tail        %d bytes of an incomplete last frame\n", rep.TailBytes)

@@ -31,6 +31,8 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 		if errors.As(err, &ee) {
 			code = ee.code
 		}
+		// What main would print on stderr, after the output.
+		out.WriteString("\nsandtrail: " + err.Error() + "\n")
 	}
 	return code, out.String()
 }

@@ -60,6 +60,9 @@ const (
 	OpHold    = "hold"
 	OpRelease = "release"
 	OpHolds   = "holds"
+	// OpUnseal journals an investigate.unseal (Unseal) before the caller
+	// reveals sealed tool I/O, with the caller's uid.
+	OpUnseal = "unseal"
 )
 
 // ErrNoDaemon is returned when no daemon serves the control socket.
@@ -82,6 +85,8 @@ type Request struct {
 	Events []*event.Event `json:"events,omitempty"`
 	// DryRun makes OpRetention change nothing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Unseal is what OpUnseal journals; the daemon sets its uid and actor.
+	Unseal *event.Investigate `json:"unseal,omitempty"`
 }
 
 // Response is one line of the server's answer.
@@ -102,6 +107,8 @@ type Response struct {
 	// Holds are the legal holds in force, for OpHolds; OpHold's reply
 	// holds the one it placed.
 	Holds []index.Hold `json:"holds,omitempty"`
+	// Seq is the seq of the event OpUnseal journaled.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // RetentionReport is what applying the retention policy pruned, or, on a

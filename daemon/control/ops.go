@@ -3,7 +3,6 @@ package control
 import (
 	"errors"
 	"fmt"
-	"github.com/sandtrail/sandtrail/record/sink"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/record/sink"
 )
 
 // hostOps are the ops that name no existing session; each replies itself.
@@ -25,6 +25,7 @@ var hostOps = map[string]func(c *Server, k *call){
 	OpHold:      (*Server).hold,
 	OpRelease:   (*Server).hold,
 	OpHolds:     (*Server).holds,
+	OpUnseal:    (*Server).unseal,
 }
 
 // SinkReporter is the optional ability of a Daemon to report its sinks.

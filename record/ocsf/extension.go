@@ -49,10 +49,10 @@ func extensionClassOf(e *event.Event) (class, bool) {
 			a = activityOther
 		}
 		return class{class: classLimit, activity: a, fill: fillLimit}, true
-	case e.Loss != nil || e.Kernel != nil || e.Journal != nil || e.Retention != nil:
+	case e.Loss != nil || e.Kernel != nil || e.Journal != nil || e.Retention != nil || e.Investigate != nil:
 		return class{class: classEventLog, activity: activityOther, fill: fillEventLog}, true
 	case e.Tool != nil || e.Model != nil:
-		return class{class: classAPI, activity: activityOther, failed: e.Tool != nil && e.Tool.Status == "error", fill: fillAPI}, true
+		return class{class: classAPI, activity: activityOther, failed: e.Tool != nil && e.Tool.Status != "" && e.Tool.Status != event.ToolOK, fill: fillAPI}, true
 	case e.Pkg != nil && e.Kind == event.KindPkgFilter:
 		return class{class: classHTTP, activity: 3, fill: fillFilter}, true
 	}
@@ -105,6 +105,11 @@ func fillEventLog(o Event, e *event.Event) {
 		o["log_name"] = "retention"
 		o["message"] = retentionMessage(e.Retention)
 		o["unmapped"] = map[string]any{"retention": e.Retention}
+	case e.Investigate != nil:
+		i := e.Investigate
+		o["log_name"] = "investigate"
+		o["message"] = fmt.Sprintf("sealed tool I/O of %d events of session %s unsealed by %s: %s", len(i.Events), i.Session, i.Actor, i.Reason)
+		o["unmapped"] = map[string]any{"investigate": i}
 	}
 }
 
@@ -130,13 +135,20 @@ func fillAPI(o Event, e *event.Event) {
 	switch {
 	case e.Tool != nil:
 		t := e.Tool
-		o["api"] = map[string]any{"operation": t.Name, "service": map[string]any{"name": "tool"}}
+		svc := "tool"
+		if t.Server != "" {
+			svc = t.Server
+		}
+		o["api"] = map[string]any{"operation": t.Name, "service": map[string]any{"name": svc}}
 		o["duration"] = t.DurationMS
-		o["unmapped"] = map[string]any{"input_summary": t.InputSummary, "output_summary": t.OutputSummary, "status": t.Status, "sealed_ref": t.SealedRef}
+		o["unmapped"] = map[string]any{"tool": t}
 	case e.Model != nil:
 		m := e.Model
 		o["api"] = map[string]any{"operation": "model.io", "service": map[string]any{"name": "model"}}
-		o["unmapped"] = map[string]any{"input_summary": m.InputSummary, "output_summary": m.OutputSummary, "tokens": m.Tokens}
+		if m.Name != "" {
+			o["ai_model"] = map[string]any{"name": m.Name}
+		}
+		o["unmapped"] = map[string]any{"model": m}
 	}
 }
 

@@ -26,11 +26,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"filippo.io/age"
 
 	"github.com/sandtrail/sandtrail/record/atomicfile"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/journal"
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
@@ -216,4 +219,122 @@ func parseRef(ref string) (string, error) {
 		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", render.Clip(ref, 80))
 	}
 	return h, nil
+}
+
+// CheckJournal checks every blob that the events of the journal in
+// journalDir name (tool.sealed_ref, model.sealed_ref): present, and still
+// hashing to its reference. It returns how many it checked, and a problem
+// for each that fails; err is for a journal it cannot read.
+func (s *Store) CheckJournal(journalDir string) (checked int, bad []journal.Problem, err error) {
+	err = journal.Scan(journalDir, 0, func(seq uint64, raw []byte) error {
+		if !bytes.Contains(raw, []byte(`"sealed_ref"`)) {
+			return nil
+		}
+		e, err := event.DecodeStored(raw)
+		if err != nil {
+			return nil // verify's own decoding reports it
+		}
+		ref := refOf(e)
+		if ref == "" {
+			return nil
+		}
+		checked++
+		if err := s.Check(ref); err != nil {
+			bad = append(bad, journal.Problem{Seq: &seq, Msg: err.Error()})
+		}
+		return nil
+	})
+	return checked, bad, err
+}
+
+// Sealed is one journaled event whose I/O is sealed.
+type Sealed struct {
+	Seq   uint64
+	Event *event.Event
+	Ref   string
+}
+
+// Find returns the events of session in the journal in journalDir whose
+// I/O is sealed, in seq order: those of seqs, or all of them when seqs is
+// empty. A seq of seqs that names no sealed event of the session is an
+// error.
+func Find(journalDir, session string, seqs []uint64) ([]Sealed, error) {
+	want := map[uint64]bool{}
+	for _, s := range seqs {
+		want[s] = true
+	}
+	var out []Sealed
+	err := journal.Scan(journalDir, 0, func(seq uint64, raw []byte) error {
+		if len(want) > 0 && !want[seq] || !bytes.Contains(raw, []byte(`"sealed_ref"`)) {
+			return nil
+		}
+		e, err := event.DecodeStored(raw)
+		if err != nil || e.SessionID != session {
+			return nil
+		}
+		ref := refOf(e)
+		if ref == "" {
+			return nil
+		}
+		e.Seq = seq
+		out = append(out, Sealed{Seq: seq, Event: e, Ref: ref})
+		delete(want, seq)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for s := range want {
+		return nil, fmt.Errorf("seq %d is not a sealed event of session %s", s, session)
+	}
+	return out, nil
+}
+
+// refOf is the sealed reference of a tool or model event, or "".
+func refOf(e *event.Event) string {
+	switch {
+	case e.Tool != nil:
+		return e.Tool.SealedRef
+	case e.Model != nil:
+		return e.Model.SealedRef
+	}
+	return ""
+}
+
+// OpenEach reads and opens the blob of each of items with one of ids,
+// returning the contents in the same order and the recipient of the
+// identity that opened them. Nothing is returned unless every blob is
+// intact and opens: an investigator sees a session's I/O whole or not at
+// all, and the caller journals the unseal before showing it.
+func (s *Store) OpenEach(items []Sealed, ids []age.Identity) ([]*Contents, string, error) {
+	out := make([]*Contents, len(items))
+	recipients := map[string]bool{}
+	for i, it := range items {
+		blob, err := s.Get(it.Ref)
+		if err != nil {
+			return nil, "", fmt.Errorf("seq %d: %w", it.Seq, err)
+		}
+		var opened bool
+		for _, id := range ids {
+			c, err := Open(blob, []age.Identity{id})
+			if err != nil {
+				continue
+			}
+			if c.Session != it.Event.SessionID || c.EventID != it.Event.EventID {
+				return nil, "", fmt.Errorf("seq %d: %w: the blob was sealed for event %s of session %s", it.Seq, ErrTampered, c.EventID, c.Session)
+			}
+			out[i], opened = c, true
+			recipients[Recipient(id)] = true
+			break
+		}
+		if !opened {
+			return nil, "", fmt.Errorf("seq %d: the identity does not open %s: it was sealed to other recipients", it.Seq, it.Ref)
+		}
+	}
+	var names []string
+	for r := range recipients {
+		names = append(names, r)
+	}
+	slices.Sort(names)
+	return out, strings.Join(names, " "), nil
 }

@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+
+	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/sealed"
+)
+
+func toolIOPolicy(t *testing.T, yaml string) *policies.Engine {
+	t.Helper()
+	p, err := policies.Parse("tool_io.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policies.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestToolIOLevels checks each verbosity as the policy sets it per tool:
+// names keeps nothing of the I/O, summaries redacted summaries with the
+// lengths and hashes, full the same and a blob that only the recipient's
+// identity opens.
+func TestToolIOLevels(t *testing.T) {
+	inv, other := must(age.GenerateX25519Identity()), must(age.GenerateX25519Identity())
+	pol := toolIOPolicy(t, `tool_io:
+  verbosity: names
+  recipients: [`+inv.Recipient().String()+`]
+  tools:
+    - {match: "read_*", verbosity: summaries}
+    - {match: bash, verbosity: full}
+`)
+	tio, err := newToolIO(pol, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := `{"command":"curl -H 'Authorization: Bearer ghp_abcdefghijklmnopqrstuvwxyz0123456789' https://x"}`
+	out := "ok"
+	call := func(name string, in, out *string, claimed string) *event.Event {
+		e := &event.Event{SessionID: "s1", EventID: "e-" + name, Kind: event.KindToolInvoke,
+			Tool: &event.Tool{Name: name, IO: event.IO{InputSummary: claimed, SealedRef: "sha256:forged"}}}
+		if w := tio.keep(e, in, out); w != "" {
+			t.Errorf("%s: warning %q", name, w)
+		}
+		return e
+	}
+	sum := sha256.Sum256([]byte(in))
+
+	if e := call("write_file", &in, &out, "claimed"); e.Tool.IO != (event.IO{Verbosity: "names"}) {
+		t.Errorf("names: kept %+v, want only the verbosity", e.Tool.IO)
+	}
+	e := call("read_file", &in, &out, "")
+	if io := e.Tool.IO; io.Verbosity != "summaries" || io.InputBytes != int64(len(in)) || io.InputSHA256 != hex.EncodeToString(sum[:]) ||
+		io.SealedRef != "" || strings.Contains(io.InputSummary, "ghp_abcdef") || !strings.Contains(io.InputSummary, "curl") || io.OutputSummary != "ok" {
+		t.Errorf("summaries: kept %+v, want redacted summaries, length and sha256, no blob", io)
+	}
+	e = call("bash", &in, &out, "")
+	if e.Tool.Verbosity != "full" || !strings.HasPrefix(e.Tool.SealedRef, "sha256:") || strings.Contains(e.Tool.InputSummary, "ghp_abcdef") {
+		t.Fatalf("full: kept %+v, want summaries and a sealed blob", e.Tool.IO)
+	}
+	blob, err := tio.store.Get(e.Tool.SealedRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sealed.Open(blob, []age.Identity{inv})
+	if err != nil || c.Input != in || c.Output != out || c.Session != "s1" || c.EventID != "e-bash" {
+		t.Errorf("the blob opened with the investigator's identity: %+v, %v; want the whole I/O of e-bash", c, err)
+	}
+	var nomatch *age.NoIdentityMatchError
+	if _, err := sealed.Open(blob, []age.Identity{other}); !errors.As(err, &nomatch) {
+		t.Errorf("the blob opened with another identity: %v, want refused", err)
+	}
+
+	// The ingest socket's events carry only the sender's summaries: at
+	// names they go, at summaries they are redacted again.
+	if e := call("write_file", nil, nil, "password=hunter2"); e.Tool.InputSummary != "" {
+		t.Errorf("an ingest event at names kept its summary %q", e.Tool.InputSummary)
+	}
+	if e := call("read_file", nil, nil, "password=hunter2"); strings.Contains(e.Tool.InputSummary, "hunter2") || e.Tool.InputBytes != 0 {
+		t.Errorf("an ingest event at summaries kept %+v, want its summary redacted and no length", e.Tool.IO)
+	}
+	// A model call matches the name "model".
+	m := &event.Event{SessionID: "s1", Kind: event.KindModelIO, Model: &event.Model{Name: "claude"}}
+	tio.keep(m, &in, &out)
+	if m.Model.Verbosity != "names" || m.Model.InputSummary != "" {
+		t.Errorf("model call: kept %+v, want names", m.Model.IO)
+	}
+}
+
+// TestToolIOWithoutRecipients: a policy without recipients cannot be full
+// (the policy refuses it), and a daemon keeps no store then.
+func TestToolIOWithoutRecipients(t *testing.T) {
+	tio, err := newToolIO(toolIOPolicy(t, "tool_io: {verbosity: summaries}\n"), t.TempDir())
+	if err != nil || tio.store != nil {
+		t.Fatalf("newToolIO = %+v, %v; want no store", tio, err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
