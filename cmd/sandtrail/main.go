@@ -38,6 +38,7 @@ var commands = []func(*globals) *cobra.Command{
 	newRetentionCmd,
 	newHoldCmd,
 	newInvestigateCmd,
+	newAPICmd,
 	newPolicyCmd,
 	newDoctorCmd,
 	newEmitCmd,
