@@ -1,13 +1,22 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/sandtrail/sandtrail/daemon/control"
+	"github.com/sandtrail/sandtrail/kernel/attribution"
+	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 
 	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/record/event"
@@ -111,4 +120,54 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// unsealer serves a daemon's RecordUnseal on the control socket.
+type unsealer struct {
+	control.Daemon
+	d *Daemon
+}
+
+func (u unsealer) RecordUnseal(ctx context.Context, inv *event.Investigate, uid uint32) (uint64, error) {
+	return u.d.RecordUnseal(ctx, inv, uid)
+}
+
+// TestUnsealControlSocket: an unseal sent to the control socket is
+// journaled with the peer's uid from its credentials, never the request's.
+func TestUnsealControlSocket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the control socket serves only uid 0")
+	}
+	j, dir := journaltest.Open(t)
+	d := &Daemon{cfg: &Config{Host: "h1"}, app: j, log: hclog.NewNullLogger()}
+	path := filepath.Join(t.TempDir(), "control.sock")
+	ln, err := control.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := control.Serve(ln, unsealer{d: d}, attribution.New(noSessions{}), hclog.NewNullLogger())
+	defer c.Close()
+	forged := uint32(1234)
+	inv := &event.Investigate{Session: "s1", Events: []uint64{7}, Refs: []string{"sha256:" + strings.Repeat("a", 64)}, Reason: "IR-1",
+		UID: &forged, Actor: "someone else", Recipient: "age1x"}
+	resp, err := control.Call(path, &control.Request{Op: control.OpUnseal, Unseal: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Call(path, &control.Request{Op: control.OpUnseal, Unseal: &event.Investigate{Session: "s1", Events: []uint64{7}, Refs: inv.Refs}}); err == nil {
+		t.Error("an unseal without a reason was journaled")
+	}
+	var got []*event.Event
+	journal.Scan(dir, 0, func(seq uint64, raw []byte) error {
+		e, err := event.DecodeStored(raw)
+		if err == nil && e.Investigate != nil {
+			e.Seq = seq
+			got = append(got, e)
+		}
+		return nil
+	})
+	if len(got) != 1 || got[0].Seq != resp.Seq || got[0].Host != "h1" || got[0].Investigate.Reason != "IR-1" ||
+		*got[0].Investigate.UID != 0 || got[0].Investigate.Actor == "someone else" {
+		t.Fatalf("journaled unseals = %+v, want one with the peer's uid 0", got)
+	}
 }
