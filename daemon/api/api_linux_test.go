@@ -292,6 +292,16 @@ func TestTokens(t *testing.T) {
 	if code, body := do("POST", "/v1/sessions/sess-B/events", tokB, post); code != 201 {
 		t.Errorf("session B's token to B: %d %s, want 201", code, body)
 	}
+	cl, err := api.NewTCPClient("http://"+f.addr, tokB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := cl.Post(context.Background(), "sess-B", &api.Post{Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "grep", Status: "ok"}}); err != nil || p.Seq == 0 {
+		t.Errorf("Client.Post with session B's token = %+v, %v", p, err)
+	}
+	if _, err := cl.Post(context.Background(), "sess-A", &api.Post{Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "grep"}}); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("Client.Post to A with B's token = %v, want the 403 named", err)
+	}
 	if code, body := do("POST", "/v1/sessions/sess-A/events", tokB, post); code != 403 {
 		t.Errorf("session B's token to A: %d %s, want 403", code, body)
 	}
