@@ -24,6 +24,15 @@ import (
 	"github.com/sandtrail/sandtrail/record/render"
 )
 
+// Routes are the API's endpoints, as "METHOD PATH" (docs/api.openapi.yaml
+// documents each).
+var Routes = []string{
+	"POST /v1/sessions/{id}/events",
+	"GET /v1/sessions/{id}",
+	"GET /v1/sessions/{id}/events",
+	"GET /v1/policy/tools",
+}
+
 // Server serves the API for a Backend.
 type Server struct {
 	b      Backend
@@ -232,13 +241,18 @@ func (s *Server) handler(who func(*http.Request) (*caller, *apiError)) http.Hand
 			}
 		})
 	}
-	route("POST /v1/sessions/{id}/events", s.post)
-	route("GET /v1/sessions/{id}", s.facts)
-	route("GET /v1/sessions/{id}/events", s.events)
-	route("GET /v1/policy/tools", func(w http.ResponseWriter, _ *http.Request, _ *caller) *apiError {
-		writeJSON(w, http.StatusOK, s.b.ToolPolicy())
-		return nil
-	})
+	handlers := map[string]func(w http.ResponseWriter, r *http.Request, c *caller) *apiError{
+		"POST /v1/sessions/{id}/events": s.post,
+		"GET /v1/sessions/{id}":         s.facts,
+		"GET /v1/sessions/{id}/events":  s.events,
+		"GET /v1/policy/tools": func(w http.ResponseWriter, _ *http.Request, _ *caller) *apiError {
+			writeJSON(w, http.StatusOK, s.b.ToolPolicy())
+			return nil
+		},
+	}
+	for _, r := range Routes {
+		route(r, handlers[r])
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no such endpoint: %s %s (see docs/api.openapi.yaml)", r.Method, r.URL.Path)})
 	})

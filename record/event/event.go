@@ -390,9 +390,10 @@ type Tool struct {
 	// reported without MCP.
 	Server string `json:"server,omitempty"`
 	Method string `json:"method,omitempty"`
-	// Status is ok, error, timeout, refused (the policy's tools.refuse
-	// kept it from the server) or malformed (a message the proxy could not
-	// parse, passed through as it was).
+	// Status is ok, error, timeout, refused (the policy's tool_io.refuse
+	// kept it from the server), malformed (a message the proxy could not
+	// parse, passed through as it was) or unanswered (the stream ended
+	// before the server answered).
 	Status string `json:"status,omitempty"`
 	// Error is a short, redacted reason for error, refused and malformed.
 	Error      string `json:"error,omitempty"`
@@ -402,15 +403,16 @@ type Tool struct {
 
 // Tool statuses.
 const (
-	ToolOK        = "ok"
-	ToolError     = "error"
-	ToolTimeout   = "timeout"
-	ToolRefused   = "refused"
-	ToolMalformed = "malformed"
+	ToolOK         = "ok"
+	ToolError      = "error"
+	ToolTimeout    = "timeout"
+	ToolRefused    = "refused"
+	ToolMalformed  = "malformed"
+	ToolUnanswered = "unanswered"
 )
 
 // ToolStatuses lists every Tool status.
-var ToolStatuses = []string{ToolOK, ToolError, ToolTimeout, ToolRefused, ToolMalformed}
+var ToolStatuses = []string{ToolOK, ToolError, ToolTimeout, ToolRefused, ToolMalformed, ToolUnanswered}
 
 // Model describes one model call.
 type Model struct {
