@@ -39,6 +39,7 @@ var commands = []func(*globals) *cobra.Command{
 	newHoldCmd,
 	newInvestigateCmd,
 	newAPICmd,
+	newMCPProxyCmd,
 	newPolicyCmd,
 	newDoctorCmd,
 	newEmitCmd,
