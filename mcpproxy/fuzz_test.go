@@ -122,7 +122,7 @@ func FuzzParse(f *testing.F) {
 func FuzzSSE(f *testing.F) {
 	f.Add([]byte("event: message\ndata: {\"id\":1,\"result\":{}}\n\n"), uint8(3))
 	f.Add([]byte("id: 1\r\ndata: a\r\ndata:b\r\n\r\n: comment\rdata: c\r\r"), uint8(1))
-	f.Add([]byte("data\n\ndata: " + string(bytes.Repeat([]byte("x"), 300)) + "\n\n"), uint8(10))
+	f.Add([]byte("data\n\ndata: "+string(bytes.Repeat([]byte("x"), 300))+"\n\n"), uint8(10))
 	f.Fuzz(func(t *testing.T, data []byte, size uint8) {
 		n := int(size%32) + 1
 		var whole, chunked [][]byte
