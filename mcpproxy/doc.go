@@ -35,9 +35,11 @@
 // Trust model: both peers are untrusted. The client is usually the agent
 // being recorded and may try to slip a refused call past the proxy: the
 // proxy decodes what the peer's JSON parser would (escaped keys and
-// strings, the last of duplicate keys), holds the client's lines whole
-// while a refusal policy is in force, and drops (rather than forwards
-// unread) a client line too long to parse. The calls are the proxy's own
+// strings, the last of duplicate keys, a leading byte-order mark), holds
+// the client's lines whole while a refusal policy is in force, and drops
+// (rather than forwards unread) a client line too long to parse, or a
+// malformed one in which a lenient reading finds a refused call (NaN,
+// which Python's parsers accept; a CR, at which universal newlines split). The calls are the proxy's own
 // account of the bytes it relayed; the server's name comes from the
 // server itself unless Options.Server gives it.
 package mcpproxy

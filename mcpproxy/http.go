@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -48,7 +49,11 @@ var _ http.Handler = (*HTTP)(nil)
 // JSON array; its notifications and responses are dropped. A POST body
 // longer than Options.LineLimit is forwarded unparsed and reported
 // malformed, or, with a refusal policy, answered 413 without being
-// forwarded.
+// forwarded. With a refusal policy the proxy also fails closed on what it
+// cannot read as a server might: a body with a Content-Encoding or a
+// charset other than UTF-8 is answered 415, and a malformed body in which
+// a lenient reading (see Stream) finds a refused call is answered with the
+// refusal; both are not forwarded.
 //
 // The handler is an *HTTP: Close it to hand the last calls to the Recorder.
 func NewHTTP(upstream *url.URL, o Options) (http.Handler, error) {
@@ -122,9 +127,20 @@ func (h *HTTP) watchRequest(w http.ResponseWriter, r *http.Request, ex *tracker)
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if h.o.Refuse != nil && !readableBody(r.Header) {
+		ex.malformed(client, "body encoded or in a charset the proxy does not read, refused: a refusal policy is in force", at)
+		http.Error(w, "request body must be uncompressed UTF-8 while a tool policy is in force", http.StatusUnsupportedMediaType)
+		return false
+	}
 	msgs, err := Parse(body)
 	if err != nil {
 		ex.malformed(client, err.Error(), at)
+		if h.o.Refuse != nil {
+			if refused := lenientRefused(body, h.o.Refuse); len(refused) > 0 {
+				h.refuse(w, refused, indices(len(refused)), len(refused) > 1, ex, at)
+				return false
+			}
+		}
 		return true
 	}
 	if refused := h.refusedIn(msgs); len(refused) > 0 {
@@ -141,11 +157,34 @@ func (h *HTTP) refusedIn(msgs []Message) []int {
 	}
 	var refused []int
 	for i, m := range msgs {
-		if m.Kind == Request && m.Method == "tools/call" && h.o.Refuse(callName(m.Method, m.Params)) {
+		if refuses(m, h.o.Refuse) {
 			refused = append(refused, i)
 		}
 	}
 	return refused
+}
+
+// readableBody reports whether a request body is what the proxy parses:
+// no content coding, and UTF-8 (servers such as Express's body-parser
+// inflate gzip and decode UTF-16, which the proxy would not read).
+func readableBody(h http.Header) bool {
+	if ce := h.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return false
+	}
+	_, params, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil {
+		return h.Get("Content-Type") == ""
+	}
+	cs := params["charset"]
+	return cs == "" || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8")
+}
+
+func indices(n int) []int {
+	is := make([]int, n)
+	for i := range is {
+		is[i] = i
+	}
+	return is
 }
 
 // refuse answers a POST that holds a refused call (see NewHTTP).

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,4 +189,47 @@ func TestHTTPRefusedBatch(t *testing.T) {
 		{method: "tools/call", name: "echo", status: StatusRefused},
 		{method: "tools/call", name: "secret", status: StatusRefused},
 	})
+}
+
+// TestHTTPFailsClosed: with a refusal policy, a POST the proxy cannot read
+// as the server might is not forwarded.
+func TestHTTPFailsClosed(t *testing.T) {
+	secret := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret"}}`
+	tests := []struct {
+		name, body, contentType, encoding string
+		status                            int
+		forwarded                         bool
+	}{
+		{name: "gzip", body: secret, contentType: "application/json", encoding: "gzip", status: http.StatusUnsupportedMediaType},
+		{name: "utf-16", body: secret, contentType: "application/json; charset=utf-16", status: http.StatusUnsupportedMediaType},
+		{name: "NaN", body: strings.Replace(secret, `"secret"}`, `"secret","arguments":{"n":NaN}}`, 1), contentType: "application/json", status: http.StatusOK},
+		{name: "malformed, no refused call", body: `{"jsonrpc":"2.0","id":1,"method":"ping",}`, contentType: "application/json", status: http.StatusAccepted, forwarded: true},
+		{name: "utf-8 allowed", body: `{"jsonrpc":"2.0","method":"notifications/x"}`, contentType: "application/json; charset=UTF-8", status: http.StatusAccepted, forwarded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hits atomic.Int32
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			defer up.Close()
+			u, _ := url.Parse(up.URL)
+			h, err := NewHTTP(u, Options{Refuse: func(tool string) bool { return tool == "secret" }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.(*HTTP).Close()
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", tt.contentType)
+			if tt.encoding != "" {
+				req.Header.Set("Content-Encoding", tt.encoding)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != tt.status || (hits.Load() > 0) != tt.forwarded {
+				t.Errorf("status %d, forwarded %v (%s); want %d, %v", w.Code, hits.Load() > 0, w.Body.String(), tt.status, tt.forwarded)
+			}
+		})
+	}
 }

@@ -54,7 +54,8 @@ func Parse(line []byte) ([]Message, error) {
 }
 
 func parse(line []byte, validate bool) ([]Message, error) {
-	b := trimSpace(line)
+	start, end := jsonText(line)
+	b := line[start:end]
 	if len(b) == 0 {
 		return nil, nil
 	}
@@ -337,6 +338,24 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// utf8BOM is skipped before a message: decoders such as TextDecoder drop
+// it, so a peer may read past it.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// jsonText returns where the JSON text of a line starts and ends: after
+// leading whitespace and a byte-order mark, before trailing whitespace.
+func jsonText(line []byte) (start, end int) {
+	start = skipSpace(line, 0)
+	if bytes.HasPrefix(line[start:], utf8BOM) {
+		start = skipSpace(line, start+len(utf8BOM))
+	}
+	end = len(line)
+	for end > start && isSpace(line[end-1]) {
+		end--
+	}
+	return start, end
 }
 
 func trimSpace(b []byte) []byte {

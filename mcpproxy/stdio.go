@@ -128,8 +128,14 @@ func trackLine(l *Line, from side, t *tracker, at, done time.Time) {
 		l.Msgs, l.Err = Parse(l.Raw)
 	}
 	if l.Err != nil {
-		t.malformed(from, l.Err.Error(), at)
-		return
+		reason := l.Err.Error()
+		if l.Dropped {
+			reason += "; dropped: read leniently, it holds a refused call"
+		}
+		t.malformed(from, reason, at)
+		if !l.Dropped {
+			return
+		}
 	}
 	msgs := l.Msgs
 	if len(l.Refused) > 0 {
@@ -144,7 +150,9 @@ func trackLine(l *Line, from side, t *tracker, at, done time.Time) {
 			msgs = append(msgs, l.Msgs[i])
 		}
 	}
-	t.messages(from, msgs, at)
+	if !l.Dropped {
+		t.messages(from, msgs, at)
+	}
 }
 
 // boundaryWriter is the client's side of a stdio proxy: the server's

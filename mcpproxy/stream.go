@@ -48,7 +48,9 @@ type Step struct {
 type Line struct {
 	Raw  []byte // nil when Over
 	Over bool   // longer than the limit
-	// Dropped: not forwarded because it was Over while Refuse was set.
+	// Dropped: not forwarded, because it was Over while Refuse was set, or
+	// was malformed but held a refused call when read leniently (Err says
+	// it is malformed, Msgs and Refused are the refused calls).
 	Dropped bool
 	// Parsed: Msgs and Err are set (a Stream with Refuse parses every line).
 	Parsed  bool
@@ -134,13 +136,19 @@ func (s *Stream) complete(tail []byte) {
 func (s *Stream) hold(line []byte) {
 	l := Line{Raw: line, Parsed: true}
 	l.Msgs, l.Err = Parse(line)
+	if l.Err != nil {
+		s.holdMalformed(line, l)
+		return
+	}
 	refused := make([]bool, len(l.Msgs))
 	for i, m := range l.Msgs {
-		if m.Kind == Request && m.Method == "tools/call" && s.Refuse(callName(m.Method, m.Params)) {
+		if s.refuses(m) {
 			refused[i] = true
 			l.Refused = append(l.Refused, i)
 		}
 	}
+	start, _ := jsonText(line)
+	batch := start < len(line) && line[start] == '['
 	switch {
 	case len(l.Refused) == 0:
 		s.step.Forward = append(s.step.Forward, line)
@@ -148,16 +156,55 @@ func (s *Stream) hold(line []byte) {
 		s.step.Forward = append(s.step.Forward, withoutRefused(line, l.Msgs, refused))
 	}
 	if len(l.Refused) > 0 {
-		s.step.Replies = append(s.step.Replies, refusalReply(l.Msgs, l.Refused, trimSpace(line)[0] == '['))
+		s.step.Replies = append(s.step.Replies, refusalReply(l.Msgs, l.Refused, batch))
 	}
 	s.step.Lines = append(s.step.Lines, l)
 }
 
+func (s *Stream) refuses(m Message) bool { return refuses(m, s.Refuse) }
+
+func refuses(m Message, refuse func(string) bool) bool {
+	return m.Kind == Request && m.Method == "tools/call" && refuse(callName(m.Method, m.Params))
+}
+
+// lenientRefused returns the refused calls that a lenient reading of a
+// malformed line finds: its CR-separated pieces, each scanned for its
+// structure only.
+func lenientRefused(line []byte, refuse func(string) bool) []Message {
+	var refused []Message
+	start, end := jsonText(line)
+	for _, piece := range bytes.Split(line[start:end], []byte("\r")) {
+		msgs, _ := parse(piece, false)
+		for _, m := range msgs {
+			if refuses(m, refuse) {
+				refused = append(refused, m)
+			}
+		}
+	}
+	return refused
+}
+
+// holdMalformed forwards a line that is not JSON-RPC, unless a lenient
+// reading finds a refused call in it: a server may read more than JSON
+// (NaN and Infinity, as Python's parsers do) or split lines at a CR (as
+// Python's universal newlines do). Such a line is dropped whole, and its
+// refused calls are answered.
+func (s *Stream) holdMalformed(line []byte, l Line) {
+	refused := lenientRefused(line, s.Refuse)
+	if len(refused) == 0 {
+		s.step.Forward = append(s.step.Forward, line)
+		s.step.Lines = append(s.step.Lines, l)
+		return
+	}
+	l.Dropped, l.Msgs, l.Refused = true, refused, indices(len(refused))
+	s.step.Replies = append(s.step.Replies, refusalReply(refused, l.Refused, len(refused) > 1))
+	s.step.Lines = append(s.step.Lines, l)
+}
+
 // withoutRefused rebuilds a batch line without its refused elements,
-// keeping the whitespace around the array (its newline).
+// keeping what surrounds the array (its newline).
 func withoutRefused(line []byte, msgs []Message, refused []bool) []byte {
-	b := trimSpace(line)
-	start := len(line) - len(bytes.TrimLeft(line, " \t\r\n"))
+	start, end := jsonText(line)
 	out := append([]byte(nil), line[:start]...)
 	out = append(out, '[')
 	first := true
@@ -172,7 +219,7 @@ func withoutRefused(line []byte, msgs []Message, refused []bool) []byte {
 		out = append(out, m.Raw...)
 	}
 	out = append(out, ']')
-	return append(out, line[start+len(b):]...)
+	return append(out, line[end:]...)
 }
 
 // refusalReply is the error response for each refused request: one

@@ -188,6 +188,29 @@ func TestRefusal(t *testing.T) {
 			refused:  2,
 		},
 		{
+			name:     "after a byte-order mark",
+			in:       "\xef\xbb\xbf" + `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret"}}` + "\n",
+			toClient: `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"tool \"secret\" refused by policy"}}` + "\n",
+			refused:  1,
+		},
+		{
+			name:     "not JSON to Go, read by a lenient server",
+			in:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret","arguments":{"n":NaN}}}` + "\n",
+			toClient: `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"tool \"secret\" refused by policy"}}` + "\n",
+			refused:  1,
+		},
+		{
+			name:     "CR-separated, as universal newlines split",
+			in:       `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\r" + `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"secret"}}` + "\n",
+			toClient: `{"jsonrpc":"2.0","id":2,"error":{"code":-32001,"message":"tool \"secret\" refused by policy"}}` + "\n",
+			refused:  1,
+		},
+		{
+			name:     "malformed without a refused call",
+			in:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":NaN}}}` + "\n",
+			toServer: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":NaN}}}` + "\n",
+		},
+		{
 			name:     "allowed and a notification named like a call",
 			in:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}` + "\n" + `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"secret"}}` + "\n",
 			toServer: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}` + "\n" + `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"secret"}}` + "\n",
