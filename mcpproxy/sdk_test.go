@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runProxyHelper())
 	}
+	if os.Getenv(serverEnv) == "1" {
+		os.Exit(runServerHelper())
+	}
 	os.Exit(m.Run())
 }
 

@@ -96,7 +96,7 @@ func checkCalls(t *testing.T, got []Call, want []wantCall) {
 	t.Helper()
 	if len(got) != len(want) {
 		for _, c := range got {
-			t.Logf("call %+v", c)
+			t.Logf("call %s %q %s %s (%s)", c.Method, c.Name, c.Status, c.Direction, c.Error)
 		}
 		t.Fatalf("%d calls, want %d", len(got), len(want))
 	}
@@ -104,7 +104,7 @@ func checkCalls(t *testing.T, got []Call, want []wantCall) {
 		c := got[i]
 		if c.Method != w.method || c.Name != w.name || c.Status != w.status || (w.input != "" && string(c.Input) != w.input) ||
 			(w.output != "" && string(c.Output) != w.output) || c.Direction != w.dir {
-			t.Errorf("call %d = %s %q %s in %s out %s dir %q (%s), want %+v", i, c.Method, c.Name, c.Status, c.Input, c.Output, c.Direction, c.Error, w)
+			t.Errorf("call %d = %s %q %s in %.200s out %.200s dir %q (%s), want %+v", i, c.Method, c.Name, c.Status, c.Input, c.Output, c.Direction, c.Error, w)
 		}
 	}
 }
