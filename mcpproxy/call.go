@@ -88,12 +88,13 @@ func (o Options) withDefaults() Options {
 // queue hands calls to the recorder on its own goroutine, dropping (and
 // counting) what does not fit.
 type queue struct {
+	mu       sync.RWMutex // put holds it shared; close, alone
+	closed   bool
 	ch       chan Call
 	bytes    atomic.Int64
 	maxBytes int64
 	lost     atomic.Int64
 	rec      Recorder
-	closing  sync.Once
 	done     chan struct{}
 }
 
@@ -103,8 +104,16 @@ func newQueue(o Options) *queue {
 	return q
 }
 
+// put hands a call to the recorder, or counts it lost if the queue is
+// full or closed. It never blocks.
 func (q *queue) put(c Call) {
 	if q.rec == nil {
+		return
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		q.lost.Add(1)
 		return
 	}
 	size := int64(len(c.Input) + len(c.Output))
@@ -139,9 +148,15 @@ func (q *queue) reportLost() {
 	}
 }
 
-// close waits until the recorder has had every queued call.
+// close waits until the recorder has had every queued call. Calls put
+// after it are counted lost, and not reported.
 func (q *queue) close() {
-	q.closing.Do(func() { close(q.ch) })
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+	q.mu.Unlock()
 	<-q.done
 }
 

@@ -233,3 +233,24 @@ func TestHTTPFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPAfterClose: an exchange that ends after Close does not panic.
+func TestHTTPAfterClose(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	rec := &memRecorder{}
+	h, err := NewHTTP(u, Options{Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.(*HTTP).Close()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`)))
+	if w.Code != http.StatusOK || len(rec.calls) != 0 {
+		t.Errorf("status %d, %d calls; want 200 and none recorded after Close", w.Code, len(rec.calls))
+	}
+}

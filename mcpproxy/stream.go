@@ -26,7 +26,10 @@ const RefusedCode = -32001
 // refused tool: a refused request is cut out (a batch loses that element;
 // a batch of only refused requests is not forwarded at all) and answered by
 // a reply in Replies (one line: an error response, or for a batch an array
-// of them).
+// of them). A held line that is not JSON-RPC is forwarded too, unless a
+// lenient reading (its CR-separated pieces, scanned for structure only, so
+// that NaN passes) finds a refused call in it: then it is dropped whole and
+// its refused calls are answered.
 type Stream struct {
 	Refuse func(tool string) bool
 	Limit  int // 0: DefaultLineLimit

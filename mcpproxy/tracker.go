@@ -75,7 +75,7 @@ func newTracker(name *serverName, q *queue, max int) *tracker {
 	return t
 }
 
-// messages handles the messages of one line that from sent, seen at at.
+// messages tracks the messages of one line, sent by from and seen at at.
 func (t *tracker) messages(from side, msgs []Message, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
