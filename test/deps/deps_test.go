@@ -17,7 +17,7 @@ const module = "github.com/sandtrail/sandtrail"
 
 // guarded are the parts of the tree whose imports are restricted: the
 // layers (kernel/ and resolver/ are leaves; record/ and policies/ sit on
-// them; the producers (collector, dnsproxy, registry-mirror, shims) on
+// them; the producers (collector, dnsproxy, mcpproxy, registry-mirror, shims) on
 // those; daemon/ on the producers; cmd/ on top), and the lean binaries
 // and packages within them. pkg is an import path relative to the module,
 // or a pattern ending in "/..." for a package and everything beneath it.
@@ -38,7 +38,7 @@ var guarded = []struct {
 	},
 	{
 		pkg:  "resolver/...",
-		deny: above("the resolver is a leaf: it knows ecosystems, versions and purls", "record", "policies", "kernel", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+		deny: above("the resolver is a leaf: it knows ecosystems, versions and purls", "record", "policies", "kernel", "collector", "dnsproxy", "mcpproxy", "registry-mirror", "shims", "daemon", "cmd"),
 	},
 	{
 		pkg:     "record/event",
@@ -53,15 +53,15 @@ var guarded = []struct {
 	},
 	{
 		pkg:  "record/...",
-		deny: above("the record imports no producer: producers convert to event.Event and the daemon feeds the record", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+		deny: above("the record imports no producer: producers convert to event.Event and the daemon feeds the record", "collector", "dnsproxy", "mcpproxy", "registry-mirror", "shims", "daemon", "cmd"),
 	},
 	{
 		pkg:  "policies/...",
-		deny: above("the policy is below the producers that ask it", "collector", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"),
+		deny: above("the policy is below the producers that ask it", "collector", "dnsproxy", "mcpproxy", "registry-mirror", "shims", "daemon", "cmd"),
 	},
 	{
 		pkg: "collector/...",
-		deny: merge(above("producers are side by side: the daemon wires them", "dnsproxy", "registry-mirror", "shims", "daemon", "cmd"), map[string]string{
+		deny: merge(above("producers are side by side: the daemon wires them", "dnsproxy", "mcpproxy", "registry-mirror", "shims", "daemon", "cmd"), map[string]string{
 			module + "/policies":         "the policy engine: the collector takes its egress table through EgressPolicy and policies/egress",
 			"github.com/spf13/viper/...": "configuration belongs to the binaries",
 			"go.yaml.in/yaml/...":        "YAML is the policy loader's",
@@ -74,15 +74,23 @@ var guarded = []struct {
 	},
 	{
 		pkg:  "dnsproxy/...",
-		deny: above("producers are side by side: the daemon wires them", "collector", "registry-mirror", "shims", "daemon", "cmd"),
+		deny: above("producers are side by side: the daemon wires them", "collector", "mcpproxy", "registry-mirror", "shims", "daemon", "cmd"),
+	},
+	{
+		// The proxy runs as the agent, in the stream between it and an MCP
+		// server: its Calls go to the daemon through whatever Recorder the
+		// binary gives it.
+		pkg:     "mcpproxy/...",
+		stdOnly: true,
+		allow:   []string{module + "/record/event"},
 	},
 	{
 		pkg:  "registry-mirror/...",
-		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "shims", "daemon", "cmd"),
+		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "mcpproxy", "shims", "daemon", "cmd"),
 	},
 	{
 		pkg:  "shims/...",
-		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "registry-mirror", "daemon", "cmd"),
+		deny: above("producers are side by side: the daemon wires them", "collector", "dnsproxy", "mcpproxy", "registry-mirror", "daemon", "cmd"),
 	},
 	{
 		pkg:  "daemon/...",

@@ -2,7 +2,7 @@
 // the lean packages import. The layers, each importing only those below:
 // kernel/ (x/sys only) and resolver/ are leaves; record/ (the event,
 // journal, index, query, ingest protocol and views) and policies/ sit on
-// them; the producers (collector, dnsproxy, registry-mirror, shims) on
+// them; the producers (collector, dnsproxy, mcpproxy, registry-mirror, shims) on
 // those, side by side; daemon/, the composition root, on the producers;
 // cmd/ on top. Within them, record/event takes the standard library only,
 // record/render that and record/event,
