@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandtrail/sandtrail/mcpproxy/mcptest"
 )
 
 // httpServer serves the test tools with the SDK's streamable-HTTP
@@ -64,7 +66,7 @@ await run(transport, () => transport.terminateSession());
 // proxy in front of the SDK's server, with JSON and with event-stream
 // responses.
 func TestHTTPSDK(t *testing.T) {
-	dir := nodeDir(t, map[string]string{"tools.mjs": serverTools, "server.mjs": httpServer, "calls.mjs": clientCalls, "client.mjs": httpClient})
+	dir := mcptest.NodeDir(t, "", map[string]string{"tools.mjs": mcptest.ServerTools, "server.mjs": httpServer, "calls.mjs": mcptest.ClientCalls, "client.mjs": httpClient})
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
 			upstream := startHTTPServer(t, dir, mode)
@@ -95,7 +97,7 @@ func TestHTTPSDK(t *testing.T) {
 			if err != nil {
 				t.Fatalf("node client.mjs: %v\n%s", err, out)
 			}
-			var r clientResult
+			var r mcptest.Result
 			if err := json.Unmarshal(out, &r); err != nil {
 				t.Fatalf("client printed %q: %v", out, err)
 			}

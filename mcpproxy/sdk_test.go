@@ -13,12 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// The official MCP SDK that the end-to-end tests run against.
-const (
-	sdkPackage = "@modelcontextprotocol/sdk"
-	sdkVersion = "1.32.2"
+	"github.com/sandtrail/sandtrail/mcpproxy/mcptest"
 )
 
 // helperEnv makes the test binary a stdio proxy: `BINARY -- SERVER ARGS…`,
@@ -81,138 +77,8 @@ func runProxyHelper() int {
 	return 0
 }
 
-// sdkModules returns a node_modules holding the SDK, installed into the
-// user's cache on first use. It skips when node or npm is missing, unless
-// CI is set.
-func sdkModules(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed for the SDK tests: %v", tool, err)
-			}
-			t.Skipf("%s is not installed: the tests against the official MCP SDK need node and npm", tool)
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, "sandtrail-test", "mcp-sdk-"+sdkVersion)
-	modules := filepath.Join(dir, "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, sdkPackage, "package.json")); err == nil {
-		return modules
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("npm", "install", "--prefix", dir, "--no-audit", "--no-fund", sdkPackage+"@"+sdkVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install %s@%s: %v\n%s", sdkPackage, sdkVersion, err, out)
-	}
-	return modules
-}
-
-// nodeDir writes the scripts into a new directory beside a link to the
-// SDK's node_modules.
-func nodeDir(t *testing.T, scripts map[string]string) string {
-	t.Helper()
-	modules := sdkModules(t)
-	dir := t.TempDir()
-	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	for name, src := range scripts {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// serverTools registers the tools of the test server on an McpServer
-// called server: echo returns its text (after a log notification), fail
-// reports an error, secret must never run.
-const serverTools = `
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { z } from 'zod';
-
-export function newServer() {
-  const server = new McpServer({ name: 'demo-server', version: '1.0.0' }, { capabilities: { logging: {} } });
-  server.registerTool('echo', { description: 'echo', inputSchema: { text: z.string() } }, async ({ text }, extra) => {
-    await server.sendLoggingMessage({ level: 'info', data: 'echo ' + text }, extra.sessionId);
-    return { content: [{ type: 'text', text }] };
-  });
-  server.registerTool('fail', { description: 'fail', inputSchema: {} }, async () =>
-    ({ content: [{ type: 'text', text: 'it failed' }], isError: true }));
-  server.registerTool('secret', { description: 'secret', inputSchema: {} }, async () =>
-    ({ content: [{ type: 'text', text: 'the secret ran' }] }));
-  return server;
-}
-`
-
-const stdioServer = `
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { newServer } from './tools.mjs';
-await newServer().connect(new StdioServerTransport());
-`
-
-// clientCalls runs the test's calls on a connected Client and prints them
-// as JSON.
-const clientCalls = `
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-
-export async function run(transport, done) {
-  const client = new Client({ name: 'test-client', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
-  const logs = [];
-  client.setNotificationHandler(LoggingMessageNotificationSchema, n => { logs.push(n.params.data); });
-  await client.connect(transport);
-  const out = {};
-  out.tools = (await client.listTools()).tools.map(t => t.name).sort();
-  out.echo = await client.callTool({ name: 'echo', arguments: { text: 'hello' } });
-  out.fail = await client.callTool({ name: 'fail', arguments: {} });
-  try {
-    out.secret = await client.callTool({ name: 'secret', arguments: {} });
-  } catch (e) {
-    out.secretError = { code: e.code, message: e.message };
-  }
-  await client.sendRootsListChanged();
-  out.logs = logs;
-  if (done) await done();
-  await client.close();
-  console.log(JSON.stringify(out));
-}
-`
-
-const stdioClient = `
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { run } from './calls.mjs';
-const [command, ...args] = JSON.parse(process.env.MCP_SERVER_CMD);
-await run(new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' }));
-`
-
-// clientResult is what clientCalls prints.
-type clientResult struct {
-	Tools []string
-	Echo  struct {
-		Content []struct{ Type, Text string }
-		IsError bool
-	}
-	Fail struct {
-		Content []struct{ Type, Text string }
-		IsError bool
-	}
-	Secret      json.RawMessage
-	SecretError *struct {
-		Code    int
-		Message string
-	}
-	Logs []string
-}
-
 // checkClient checks what the SDK client got through the proxy.
-func checkClient(t *testing.T, r clientResult, wantLogs bool) {
+func checkClient(t *testing.T, r mcptest.Result, wantLogs bool) {
 	t.Helper()
 	if strings.Join(r.Tools, ",") != "echo,fail,secret" {
 		t.Errorf("tools = %v, want echo, fail, secret", r.Tools)
@@ -288,7 +154,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // with tee on both sides of it: what crosses the proxy is unchanged but
 // for the refused call, and the calls are recorded.
 func TestStdioSDK(t *testing.T) {
-	dir := nodeDir(t, map[string]string{"tools.mjs": serverTools, "server.mjs": stdioServer, "calls.mjs": clientCalls, "client.mjs": stdioClient})
+	dir := mcptest.NodeDir(t, "", map[string]string{"tools.mjs": mcptest.ServerTools, "server.mjs": mcptest.StdioServer, "calls.mjs": mcptest.ClientCalls, "client.mjs": mcptest.StdioClient})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +174,7 @@ func TestStdioSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node client.mjs: %v\n%s", err, out)
 	}
-	var r clientResult
+	var r mcptest.Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("client printed %q: %v", out, err)
 	}
