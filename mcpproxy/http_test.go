@@ -20,53 +20,11 @@ import (
 	"github.com/sandtrail/sandtrail/mcpproxy/mcptest"
 )
 
-// httpServer serves the test tools with the SDK's streamable-HTTP
-// transport on a loopback port, which it prints; argv[2] "json" makes it
-// answer with application/json instead of event streams. It also counts
-// the requests it gets, by method, at /count.
-const httpServer = `
-import http from 'node:http';
-import { randomUUID } from 'node:crypto';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { newServer } from './tools.mjs';
-
-const transport = new StreamableHTTPServerTransport({
-  sessionIdGenerator: () => randomUUID(),
-  enableJsonResponse: process.argv[2] === 'json',
-});
-await newServer().connect(transport);
-const seen = {};
-const srv = http.createServer((req, res) => {
-  if (req.url === '/count') {
-    res.setHeader('Content-Type', 'application/json');
-    res.end(JSON.stringify(seen));
-    return;
-  }
-  seen[req.method] = (seen[req.method] ?? 0) + 1;
-  if (req.headers['authorization'] !== 'Bearer t0ken') {
-    res.statusCode = 401;
-    res.end('no token');
-    return;
-  }
-  transport.handleRequest(req, res);
-});
-srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
-`
-
-const httpClient = `
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { run } from './calls.mjs';
-const transport = new StreamableHTTPClientTransport(new URL(process.env.MCP_URL), {
-  requestInit: { headers: { Authorization: 'Bearer t0ken' } },
-});
-await run(transport, () => transport.terminateSession());
-`
-
 // TestHTTPSDK runs the official SDK's streamable-HTTP client against the
 // proxy in front of the SDK's server, with JSON and with event-stream
 // responses.
 func TestHTTPSDK(t *testing.T) {
-	dir := mcptest.NodeDir(t, "", map[string]string{"tools.mjs": mcptest.ServerTools, "server.mjs": httpServer, "calls.mjs": mcptest.ClientCalls, "client.mjs": httpClient})
+	dir := mcptest.NodeDir(t, "", map[string]string{"tools.mjs": mcptest.ServerTools, "server.mjs": mcptest.HTTPServer, "calls.mjs": mcptest.ClientCalls, "client.mjs": mcptest.HTTPClient})
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
 			upstream := startHTTPServer(t, dir, mode)

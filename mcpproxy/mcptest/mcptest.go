@@ -168,3 +168,47 @@ type Result struct {
 	}
 	Logs []string
 }
+
+// HTTPServer serves the test tools with the SDK's streamable-HTTP
+// transport on a loopback port, which it prints; argv[2] "json" makes it
+// answer with application/json instead of event streams. It also counts
+// the requests it gets, by method, at /count.
+const HTTPServer = `
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { newServer } from './tools.mjs';
+
+const transport = new StreamableHTTPServerTransport({
+  sessionIdGenerator: () => randomUUID(),
+  enableJsonResponse: process.argv[2] === 'json',
+});
+await newServer().connect(transport);
+const seen = {};
+const srv = http.createServer((req, res) => {
+  if (req.url === '/count') {
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify(seen));
+    return;
+  }
+  seen[req.method] = (seen[req.method] ?? 0) + 1;
+  if (req.headers['authorization'] !== 'Bearer t0ken') {
+    res.statusCode = 401;
+    res.end('no token');
+    return;
+  }
+  transport.handleRequest(req, res);
+});
+srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
+`
+
+// HTTPClient runs ClientCalls over the SDK's streamable-HTTP client
+// transport, against MCP_URL, ending with a DELETE of its session.
+const HTTPClient = `
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { run } from './calls.mjs';
+const transport = new StreamableHTTPClientTransport(new URL(process.env.MCP_URL), {
+  requestInit: { headers: { Authorization: 'Bearer t0ken' } },
+});
+await run(transport, () => transport.terminateSession());
+`
