@@ -3,6 +3,7 @@ module github.com/sandtrail/sandtrail
 go 1.26.8
 
 require (
+	filippo.io/age v1.3.2
 	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/ProtonMail/go-crypto v1.5.2
 	github.com/cilium/ebpf v0.22.0
@@ -25,7 +26,6 @@ require (
 )
 
 require (
-	filippo.io/age v1.3.2 // indirect
 	filippo.io/hpke v0.4.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cloudflare/circl v1.6.3 // indirect
