@@ -175,17 +175,8 @@ func Start(cfg *Config, log hclog.Logger, o Options) (d *Daemon, err error) {
 		}
 	}
 	if o.Ingest {
-		if err := d.startIngest(); err != nil {
-			if !o.IngestOptional {
-				return d, err
-			}
-			log.Warn("ingest socket not served; shims cannot send events", "socket", cfg.Socket, "error", err)
-		}
-		if err := d.startAPI(); err != nil {
-			if !o.IngestOptional {
-				return d, err
-			}
-			log.Warn("tool API not served; the MCP proxy and orchestrators cannot post tool events", "socket", cfg.APISocket(), "error", err)
+		if err := d.startSockets(o.IngestOptional); err != nil {
+			return d, err
 		}
 	}
 	if o.Index {
@@ -368,6 +359,24 @@ func LoadPolicy(file string) (*policies.Engine, error) {
 		return nil, fmt.Errorf("compiling policy: %w", err)
 	}
 	return eng, nil
+}
+
+// startSockets serves the ingest socket and the tool API's; with optional,
+// one that cannot be served is logged and skipped.
+func (d *Daemon) startSockets(optional bool) error {
+	if err := d.startIngest(); err != nil {
+		if !optional {
+			return err
+		}
+		d.log.Warn("ingest socket not served; shims cannot send events", "socket", d.cfg.Socket, "error", err)
+	}
+	if err := d.startAPI(); err != nil {
+		if !optional {
+			return err
+		}
+		d.log.Warn("tool API not served; the MCP proxy and orchestrators cannot post tool events", "socket", d.cfg.APISocket(), "error", err)
+	}
+	return nil
 }
 
 // startIngest serves the ingest socket, attributing peers with the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 
@@ -64,11 +65,21 @@ type toolIO struct {
 	pol        *policies.Engine
 	store      *sealed.Store
 	recipients []age.Recipient
+
+	mu sync.Mutex
+	// sealedBy counts the bytes sealed for each session, against
+	// sealQuota.
+	sealedBy map[string]int64
 }
+
+// sealQuota bounds what one session may have sealed: past it, its calls
+// are kept as summaries, so that an agent cannot fill the disk with
+// blobs.
+const sealQuota = 1 << 30
 
 // newToolIO opens the sealed store when the policy keeps anything in full.
 func newToolIO(pol *policies.Engine, dir string) (*toolIO, error) {
-	t := &toolIO{pol: pol}
+	t := &toolIO{pol: pol, sealedBy: map[string]int64{}}
 	p := pol.ToolIO()
 	if len(p.Recipients) == 0 {
 		return t, nil
@@ -83,24 +94,31 @@ func newToolIO(pol *policies.Engine, dir string) (*toolIO, error) {
 	return t, nil
 }
 
-// summaryHead is how much of an input or output a summary is cut from
-// before redaction, and summaryLen how long a summary is.
+// The bounds of what an event keeps: a summary is cut from the first
+// summaryHead bytes (at a boundary no token crosses) and is at most
+// summaryLen long; the other free-text fields at most fieldLen.
 const (
-	summaryHead = 4096
+	summaryHead = 16 << 10
 	summaryLen  = 512
+	fieldLen    = 256
 )
 
 // keep sets e's I/O fields from in and out (the whole input and output,
 // nil when the caller has only summaries) at the verbosity the policy sets
-// for e's tool, sealing them at full. It returns a warning when it kept
-// less than the policy says.
+// for e's tool, sealing them at full, and bounds and redacts the call's
+// other free text. It returns a warning when it kept less than the policy
+// says.
 func (t *toolIO) keep(e *event.Event, in, out *string) string {
 	var io *event.IO
 	name := "model"
 	switch {
 	case e.Tool != nil:
-		io, name = &e.Tool.IO, e.Tool.Name
+		tl := e.Tool
+		tl.Name, tl.Server, tl.Method = bound(tl.Name), bound(tl.Server), bound(tl.Method)
+		tl.Error = bound(tl.Error)
+		io, name = &tl.IO, tl.Name
 	case e.Model != nil:
+		e.Model.Name = bound(e.Model.Name)
 		io = &e.Model.IO
 	default:
 		return ""
@@ -116,22 +134,49 @@ func (t *toolIO) keep(e *event.Event, in, out *string) string {
 	if level != policies.VerbosityFull || in == nil && out == nil {
 		return ""
 	}
-	if t.store == nil {
+	warn := t.seal(e, io, name, deref(in), deref(out))
+	if warn != "" {
 		io.Verbosity = policies.VerbositySummaries
+	}
+	return warn
+}
+
+// seal seals the whole input and output of e into the store, within the
+// session's quota, and names the blob in io.
+func (t *toolIO) seal(e *event.Event, io *event.IO, name, in, out string) string {
+	if t.store == nil {
 		return "tool_io is full but no recipients are set: kept summaries"
 	}
-	ref, err := t.store.Seal(t.recipients, &sealed.Contents{Session: e.SessionID, EventID: e.EventID, Kind: e.Kind, Name: name,
-		Input: deref(in), Output: deref(out)})
+	n := int64(len(in) + len(out))
+	t.mu.Lock()
+	over := t.sealedBy[e.SessionID]+n > sealQuota
+	if !over {
+		t.sealedBy[e.SessionID] += n
+	}
+	t.mu.Unlock()
+	if over {
+		return fmt.Sprintf("the session has sealed %d MiB, its quota: kept summaries", sealQuota>>20)
+	}
+	ref, err := t.store.Seal(t.recipients, &sealed.Contents{Session: e.SessionID, EventID: e.EventID, Kind: e.Kind, Name: name, Input: in, Output: out})
 	if err != nil {
-		io.Verbosity = policies.VerbositySummaries
 		return "sealing failed, kept summaries: " + err.Error()
 	}
 	io.SealedRef = ref
 	return ""
 }
 
+// bound is a redacted free-text field of at most fieldLen bytes.
+func bound(s string) string { return render.Clip(event.Redact(s), fieldLen) }
+
+// jsonEscapes turns the escapes JSON text carries (an MCP call's arguments
+// and results) back into the characters the redaction rules look for at
+// a token's start.
+var jsonEscapes = strings.NewReplacer(`\n`, "\n", `\r`, "\r", `\t`, "\t", `\"`, `"`, `\/`, "/")
+
 // summarize is a redacted summary of whole (or, without it, of the
-// caller's own summary), with whole's length and sha256.
+// caller's own summary), with whole's length and sha256. It redacts
+// before it escapes control characters, and cuts the head it redacts at a
+// space or a delimiter, so that no token is split in two there.
 func summarize(whole *string, claimed string) (summary string, n int64, sum string) {
 	s := claimed
 	if whole != nil {
@@ -141,8 +186,11 @@ func summarize(whole *string, claimed string) (summary string, n int64, sum stri
 	}
 	if len(s) > summaryHead {
 		s = s[:summaryHead]
+		if i := strings.LastIndexAny(s, " \t\r\n\",;:{}[]<>'`()|"); i > 0 {
+			s = s[:i]
+		}
 	}
-	return render.Clip(event.Redact(render.Clean(s, summaryHead)), summaryLen), n, sum
+	return render.Clip(render.Clean(event.Redact(jsonEscapes.Replace(s)), summaryHead), summaryLen), n, sum
 }
 
 func deref(s *string) string {

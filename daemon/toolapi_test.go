@@ -171,3 +171,38 @@ func TestUnsealControlSocket(t *testing.T) {
 		t.Fatalf("journaled unseals = %+v, want one with the peer's uid 0", got)
 	}
 }
+
+// TestToolIORedaction: tokens at a line's start, behind a JSON escape or
+// a tab, and one that the summary's head would cut in two, never reach a
+// summary; the other free text is bounded and redacted at every level.
+func TestToolIORedaction(t *testing.T) {
+	tio, err := newToolIO(toolIOPolicy(t, "tool_io: {verbosity: summaries, tools: [{match: quiet, verbosity: names}]}\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ghp = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+	pem := "-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", 100) + "\n-----END PRIVATE KEY-----\n"
+	for name, in := range map[string]string{
+		"newline":      "line one\n" + ghp,
+		"json escape":  `{"text":"id\nAKIAIOSFODNN7EXAMPLE"}`,
+		"tab":          "a\tsk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+		"cut at head":  strings.Repeat(pem, 5) + strings.Repeat("x ", (summaryHead-5*len(pem))/2-10) + ghp + ghp,
+		"escaped json": `{"a":"` + strings.ReplaceAll("x\n"+ghp, "\n", `\n`) + `"}`,
+	} {
+		e := &event.Event{SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "t", Error: "failed: token=" + ghp + strings.Repeat("!", 1000)}}
+		tio.keep(e, &in, &in)
+		for _, secret := range []string{"ghp_abcdef", "AKIAIOSFODNN7", "sk-ant-api03-abcdef", "ghp_a", "MIIEvQ"} {
+			if strings.Contains(e.Tool.InputSummary, secret) || strings.Contains(e.Tool.Error, secret) {
+				t.Errorf("%s: %q survived: summary %q, error %q", name, secret, e.Tool.InputSummary, e.Tool.Error)
+			}
+		}
+		if len(e.Tool.Error) > fieldLen+8 {
+			t.Errorf("%s: error of %d bytes kept, want at most %d", name, len(e.Tool.Error), fieldLen)
+		}
+	}
+	e := &event.Event{SessionID: "s", Kind: event.KindToolInvoke, Tool: &event.Tool{Name: "quiet", Error: "password=hunter2 " + strings.Repeat("e", 5000)}}
+	tio.keep(e, nil, nil)
+	if strings.Contains(e.Tool.Error, "hunter2") || len(e.Tool.Error) > fieldLen+8 {
+		t.Errorf("at names the error is %q, want it redacted and bounded", e.Tool.Error)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,13 +18,17 @@ import (
 	"github.com/sandtrail/sandtrail/daemon/api"
 	"github.com/sandtrail/sandtrail/mcpproxy"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/render"
 )
 
-func newMCPProxyCmd(g *globals) *cobra.Command {
-	var (
-		name, session, apiSocket, listen, upstream string
-		refuse                                     []string
-	)
+// mcpProxyOpts are mcp-proxy's flags.
+type mcpProxyOpts struct {
+	name, session, apiSocket, listen, upstream string
+	refuse                                     []string
+}
+
+func newMCPProxyCmd(*globals) *cobra.Command {
+	var o mcpProxyOpts
 	cmd := &cobra.Command{
 		Use:   "mcp-proxy [--name NAME] -- CMD ARGS... | mcp-proxy --listen ADDR --upstream URL",
 		Short: "Run an MCP server behind a proxy that records every tool call",
@@ -50,55 +55,59 @@ stream.`,
 		Example: `  sandtrail mcp-proxy --name filesystem -- npx -y @modelcontextprotocol/server-filesystem /work
   sandtrail mcp-proxy --listen 127.0.0.1:8931 --upstream http://127.0.0.1:8930/mcp`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (len(args) == 0) == (listen == "") {
-				return usageErr(errors.New("mcp-proxy: give either -- CMD ARGS (a stdio server) or --listen with --upstream (an HTTP server)"))
-			}
-			for _, r := range refuse {
-				if _, err := path.Match(r, ""); err != nil || r == "" {
-					return usageErr(fmt.Errorf("mcp-proxy: --refuse %q is not a glob", r))
-				}
-			}
-			cl := api.NewUnixClient(apiSocket)
-			ctx := cmd.Context()
-			pol, err := cl.ToolPolicy(ctx)
-			if err != nil {
-				return fmt.Errorf("mcp-proxy: nothing could be recorded, so the server is not run: %w", err)
-			}
-			globs := append(pol.Refuse, refuse...)
-			rec := newAPIRecorder(ctx, cl, session)
-			o := mcpproxy.Options{Server: name, Recorder: rec, Refuse: func(tool string) bool {
-				for _, g := range globs {
-					if ok, _ := path.Match(g, tool); ok {
-						return true
-					}
-				}
-				return false
-			}}
-			if listen != "" {
-				return serveMCPHTTP(ctx, listen, upstream, o)
-			}
-			c := exec.CommandContext(ctx, args[0], args[1:]...)
-			c.Stderr = os.Stderr
-			err = mcpproxy.Stdio(ctx, c, os.Stdin, os.Stdout, o)
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return &exitError{code: ee.ExitCode(), err: fmt.Errorf("mcp-proxy: the server %s", ee)}
-			}
-			return err
+			return o.run(cmd.Context(), args)
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	f := cmd.Flags()
-	f.StringVar(&name, "name", "", "the server's name in the record (default: the name it gives in its initialize result)")
-	f.StringVar(&session, "session", "self", "the session to record in: self (the proxy's own, inside a session) or an id (root outside every session)")
-	f.StringVar(&apiSocket, "api-socket", "/run/sandtrail/api.sock", "the daemon's tool API socket (env SANDTRAIL_API_SOCKET)")
-	f.StringVar(&listen, "listen", "", "serve the streamable-HTTP transport on this address (with --upstream)")
-	f.StringVar(&upstream, "upstream", "", "the HTTP MCP server's endpoint URL (with --listen)")
-	f.StringArrayVar(&refuse, "refuse", nil, "also refuse the tools matching this glob (repeatable), beside the policy's tool_io.refuse")
+	f.StringVar(&o.name, "name", "", "the server's name in the record (default: the name it gives in its initialize result)")
+	f.StringVar(&o.session, "session", "self", "the session to record in: self (the proxy's own, inside a session) or an id (root outside every session)")
+	f.StringVar(&o.apiSocket, "api-socket", "/run/sandtrail/api.sock", "the daemon's tool API socket (env SANDTRAIL_API_SOCKET)")
+	f.StringVar(&o.listen, "listen", "", "serve the streamable-HTTP transport on this address (with --upstream)")
+	f.StringVar(&o.upstream, "upstream", "", "the HTTP MCP server's endpoint URL (with --listen)")
+	f.StringArrayVar(&o.refuse, "refuse", nil, "also refuse the tools matching this glob (repeatable), beside the policy's tool_io.refuse")
 	if v := os.Getenv("SANDTRAIL_API_SOCKET"); v != "" {
 		_ = f.Set("api-socket", v)
 	}
 	return cmd
+}
+
+// run asks the daemon for the tools refused, then runs the stdio server of
+// args, or serves the HTTP transport, recording through the tool API.
+func (o *mcpProxyOpts) run(ctx context.Context, args []string) error {
+	if (len(args) == 0) == (o.listen == "") {
+		return usageErr(errors.New("mcp-proxy: give either -- CMD ARGS (a stdio server) or --listen with --upstream (an HTTP server)"))
+	}
+	for _, r := range o.refuse {
+		if _, err := path.Match(r, ""); err != nil || r == "" {
+			return usageErr(fmt.Errorf("mcp-proxy: --refuse %q is not a glob", r))
+		}
+	}
+	cl := api.NewUnixClient(o.apiSocket)
+	pol, err := cl.ToolPolicy(ctx)
+	if err != nil {
+		return fmt.Errorf("mcp-proxy: nothing could be recorded, so the server is not run: %w", err)
+	}
+	globs := append(pol.Refuse, o.refuse...)
+	po := mcpproxy.Options{Server: o.name, Recorder: newAPIRecorder(ctx, cl, o.session), Refuse: func(tool string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, tool); ok {
+				return true
+			}
+		}
+		return false
+	}}
+	if o.listen != "" {
+		return serveMCPHTTP(ctx, o.listen, o.upstream, po)
+	}
+	c := exec.CommandContext(ctx, args[0], args[1:]...)
+	c.Stderr = os.Stderr
+	err = mcpproxy.Stdio(ctx, c, os.Stdin, os.Stdout, po)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &exitError{code: ee.ExitCode(), err: fmt.Errorf("mcp-proxy: the server %s", ee)}
+	}
+	return err
 }
 
 // serveMCPHTTP serves the proxy's HTTP transport on listen until ctx ends.
@@ -144,10 +153,18 @@ func newAPIRecorder(ctx context.Context, cl *api.Client, session string) *apiRec
 	return &apiRecorder{ctx: context.WithoutCancel(ctx), cl: cl, session: session}
 }
 
+// Record posts c; a post the daemon refuses (too large, say) is posted
+// again without the whole I/O, so that the call is in the record whatever
+// it carried.
 func (r *apiRecorder) Record(c mcpproxy.Call) {
 	p := toolPost(c)
-	if _, err := r.cl.Post(r.ctx, r.session, p); err != nil {
-		fmt.Fprintf(os.Stderr, "sandtrail mcp-proxy: %s %s not recorded: %v\n", c.Method, c.Name, err)
+	_, err := r.cl.Post(r.ctx, r.session, p)
+	if err != nil && (p.Input != nil || p.Output != nil) {
+		withoutIO(p, fmt.Sprintf("the whole I/O (%d bytes) was not taken: %v", len(c.Input)+len(c.Output), err))
+		_, err = r.cl.Post(r.ctx, r.session, p)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandtrail mcp-proxy: %s %s not recorded: %v\n", c.Method, render.Clean(c.Name, 128), err)
 	}
 }
 
@@ -161,6 +178,11 @@ func (r *apiRecorder) Lost(n int) {
 	}
 }
 
+// maxPostIO bounds the input and output one post carries whole: past it
+// the post carries their heads as summaries instead (api.MaxBody bounds
+// the post, and JSON escaping can double the bytes).
+const maxPostIO = api.MaxBody / 3
+
 // toolPost is the tool.invoke of one call the proxy saw.
 func toolPost(c mcpproxy.Call) *api.Post {
 	name := c.Name
@@ -170,18 +192,35 @@ func toolPost(c mcpproxy.Call) *api.Post {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	if len(name) > 256 {
-		name = name[:256]
+	p := &api.Post{Kind: event.KindToolInvoke, TS: c.Start.UTC(), Tool: &event.Tool{Name: render.Clip(strings.ToValidUTF8(name, "?"), 256), Server: c.Server,
+		Method: c.Method, Status: c.Status, Error: c.Error, DurationMS: c.Duration.Milliseconds()}}
+	in, out := string(c.Input), string(c.Output)
+	p.Input, p.Output = &in, &out
+	if c.Input == nil {
+		p.Input = nil
 	}
-	p := &api.Post{Kind: event.KindToolInvoke, TS: c.Start.UTC(), Tool: &event.Tool{Name: name, Server: c.Server, Method: c.Method,
-		Status: c.Status, Error: c.Error, DurationMS: c.Duration.Milliseconds()}}
-	if c.Input != nil {
-		in := string(c.Input)
-		p.Input = &in
+	if c.Output == nil {
+		p.Output = nil
 	}
-	if c.Output != nil {
-		out := string(c.Output)
-		p.Output = &out
+	if len(in)+len(out) > maxPostIO {
+		withoutIO(p, fmt.Sprintf("the whole I/O (%d bytes) is over the %d a post carries", len(in)+len(out), maxPostIO))
 	}
 	return p
+}
+
+// withoutIO drops the whole input and output from p, keeping their heads
+// as the summaries and saying why in the error.
+func withoutIO(p *api.Post, why string) {
+	head := func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return render.Clip(strings.ToValidUTF8(*s, "?"), 4096)
+	}
+	p.Tool.InputSummary, p.Tool.OutputSummary = head(p.Input), head(p.Output)
+	p.Input, p.Output = nil, nil
+	if p.Tool.Error != "" {
+		why = p.Tool.Error + "; " + why
+	}
+	p.Tool.Error = why
 }

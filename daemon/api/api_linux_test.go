@@ -319,6 +319,30 @@ func TestTokens(t *testing.T) {
 	if code, body := do("GET", "/v1/sessions/sess-B/events", tokAll, ""); code != 200 || !strings.Contains(body, `"read_file"`) {
 		t.Errorf("the investigator's token reading B: %d %s, want 200 and B's event", code, body)
 	}
+	// A caller inside session A is held to A over loopback, whatever its
+	// token: B's token is refused there, and the "*" token reaches A only.
+	script := `
+import os, sys, urllib.request
+def go(path, tok, body=None):
+    req = urllib.request.Request("http://" + os.environ["ADDR"] + path, data=body, headers={"Authorization": "Bearer " + tok, "Content-Type": "application/json"})
+    try:
+        print(path, urllib.request.urlopen(req).status)
+    except urllib.error.HTTPError as e:
+        print(path, e.code)
+body = b'{"kind":"tool.invoke","tool":{"name":"x"}}'
+go("/v1/sessions/sess-B/events", os.environ["TOKB"], body)
+go("/v1/sessions/sess-B/events", os.environ["TOKALL"], body)
+go("/v1/sessions/sess-A/events", os.environ["TOKALL"], body)
+go("/v1/sessions/sess-A/events", os.environ["TOKALL"])
+`
+	c := exec.Command(requireTool(t, "python3"), "-c", script)
+	c.SysProcAttr = f.inA(-1).SysProcAttr
+	c.Env = append(os.Environ(), "ADDR="+f.addr, "TOKB="+tokB, "TOKALL="+tokAll)
+	out, err := c.CombinedOutput()
+	want := "/v1/sessions/sess-B/events 403\n/v1/sessions/sess-B/events 403\n/v1/sessions/sess-A/events 201\n/v1/sessions/sess-A/events 403\n"
+	if err != nil || string(out) != want {
+		t.Errorf("tokens used from inside session A over loopback: %v\n%s\nwant\n%s", err, out, want)
+	}
 	if err := os.Chmod(f.tokens, 0o666); err != nil {
 		t.Fatal(err)
 	}

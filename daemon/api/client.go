@@ -41,12 +41,14 @@ func NewTCPClient(base, token string) (*Client, error) {
 
 // Post posts one event to session ("self" for the caller's own).
 func (c *Client) Post(ctx context.Context, session string, p *Post) (*Posted, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "<" stays one byte: a post's size follows its I/O
+	if err := enc.Encode(p); err != nil {
 		return nil, err
 	}
 	var out Posted
-	return &out, c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(session)+"/events", b, http.StatusCreated, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(session)+"/events", b.Bytes(), http.StatusCreated, &out)
 }
 
 // ToolPolicy asks for the policy's tool refusals.

@@ -41,6 +41,8 @@ type Server struct {
 	log    hclog.Logger
 	// follow is how often a followed event stream looks for new entries.
 	follow time.Duration
+	// posts holds a token for each post being read and kept.
+	posts chan struct{}
 
 	mu    sync.Mutex
 	peers map[net.Conn]*attribution.Peer
@@ -54,8 +56,18 @@ func New(b Backend, ids *attribution.Attributor, tokens *TokenFile, log hclog.Lo
 		log = hclog.NewNullLogger()
 	}
 	return &Server{b: b, ids: ids, tokens: tokens, log: log.Named("api"), follow: 200 * time.Millisecond,
-		peers: map[net.Conn]*attribution.Peer{}}
+		peers: map[net.Conn]*attribution.Peer{}, posts: make(chan struct{}, maxPosts)}
 }
+
+// The bounds of a connection: a request's whole body must arrive within
+// readTimeout, and an idle keep-alive connection (holding its peer's
+// pidfd) is closed after idleTimeout. At most maxPosts posts are read and
+// kept at once (each up to MaxBody); more are answered 503.
+const (
+	readTimeout = 2 * time.Minute
+	idleTimeout = 2 * time.Minute
+	maxPosts    = 8
+)
 
 // caller is who sent a request, as the kernel or a token says.
 type caller struct {
@@ -78,7 +90,7 @@ type ctxKey struct{}
 
 // ServeUnix serves the API on ln until Shutdown.
 func (s *Server) ServeUnix(ln *net.UnixListener) error {
-	hs := &http.Server{Handler: s.handler(s.unixCaller), ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: s.handler(s.unixCaller), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: idleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			uc, ok := c.(*net.UnixConn)
 			if !ok {
@@ -112,7 +124,7 @@ func (s *Server) ServeUnix(ln *net.UnixListener) error {
 // ServeTCP serves the API on ln, with TLS when cfg is not nil, until
 // Shutdown. Callers present a bearer token.
 func (s *Server) ServeTCP(ln net.Listener, cfg *tls.Config) error {
-	hs := &http.Server{Handler: s.handler(s.tokenCaller), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: s.handler(s.tokenCaller), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 	if cfg != nil {
 		ln = tls.NewListener(ln, cfg)
 	}
@@ -190,7 +202,11 @@ func (s *Server) tokenCaller(r *http.Request) (*caller, *apiError) {
 	} else {
 		c.session = scope
 	}
-	if in := s.clientSession(r); in != "" {
+	in, e := s.clientSession(r)
+	if e != nil {
+		return nil, e
+	}
+	if in != "" {
 		if c.session != "" && c.session != in {
 			return nil, errorf(http.StatusForbidden, "a caller in session %s may not use a token scoped to session %s", in, c.session)
 		}
@@ -199,23 +215,35 @@ func (s *Server) tokenCaller(r *http.Request) (*caller, *apiError) {
 	return c, nil
 }
 
-// clientSession is the session the kernel places a loopback TCP client in,
-// or "".
-func (s *Server) clientSession(r *http.Request) string {
-	client, err1 := netip.ParseAddrPort(r.RemoteAddr)
+// clientSession is the session the kernel places a TCP client of this
+// host in (sock_diag), "" for a client of another host. A client of this
+// host connects from one of its addresses, so its address is loopback or
+// the very address it reached the listener on; one whose socket the
+// kernel cannot name is refused: it could be in any session.
+func (s *Server) clientSession(r *http.Request) (string, *apiError) {
+	client, err := netip.ParseAddrPort(r.RemoteAddr)
 	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if err1 != nil || la == nil || s.ids == nil {
-		return ""
+	if err != nil || la == nil {
+		return "", errorf(http.StatusForbidden, "the caller's address could not be read")
 	}
 	server, err := netip.ParseAddrPort(la.String())
-	if err != nil || !client.Addr().IsLoopback() {
-		return ""
+	if err != nil {
+		return "", errorf(http.StatusForbidden, "the listener's address could not be read")
+	}
+	if !client.Addr().IsLoopback() && client.Addr().Unmap() != server.Addr().Unmap() {
+		return "", nil
+	}
+	if s.ids == nil {
+		return "", errorf(http.StatusForbidden, "a client of this host cannot be attributed here")
 	}
 	cl, err := s.ids.Socket("tcp", client, server)
-	if err != nil {
-		return ""
+	if err != nil && !errors.Is(err, attribution.ErrNoCgroup) {
+		return "", errorf(http.StatusForbidden, "a client of this host whose socket the kernel cannot name is refused: %v", err)
 	}
-	return cl.Session
+	if errors.Is(err, attribution.ErrNoCgroup) {
+		return "", errorf(http.StatusForbidden, "a client of this host whose cgroup the kernel cannot name is refused")
+	}
+	return cl.Session, nil
 }
 
 // apiError is an error reply: a status and a message.
@@ -295,6 +323,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, c *caller) *apiErr
 	if e != nil {
 		return e
 	}
+	select {
+	case s.posts <- struct{}{}:
+		defer func() { <-s.posts }()
+	default:
+		return errorf(http.StatusServiceUnavailable, "busy: %d posts in flight; try again", maxPosts)
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return errorf(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", render.Clip(ct, 64))
 	}
@@ -348,8 +382,8 @@ func DecodePost(r io.Reader) (*Post, error) {
 		if p.Tool == nil || p.Model != nil {
 			return nil, errors.New("tool.invoke needs tool, and no model")
 		}
-		if p.Tool.Name == "" || len(p.Tool.Name) > 256 {
-			return nil, errors.New("tool.name: 1 to 256 bytes")
+		if p.Tool.Name == "" {
+			return nil, errors.New("tool.name: empty")
 		}
 		if p.Tool.Status != "" && !slices.Contains(event.ToolStatuses, p.Tool.Status) {
 			return nil, fmt.Errorf("tool.status %q: want one of %s", render.Clip(p.Tool.Status, 64), strings.Join(event.ToolStatuses, ", "))
@@ -405,6 +439,12 @@ func (s *Server) facts(w http.ResponseWriter, r *http.Request, c *caller) *apiEr
 	}
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "%v", err)
+	}
+	if c.inSession {
+		// What the record counts of a session is the investigators': an
+		// agent that watched its alerts or its losses rise would learn
+		// what the rules see and when the collector falls behind.
+		f.Events, f.Alerts, f.Lost = 0, 0, 0
 	}
 	writeJSON(w, http.StatusOK, f)
 	return nil

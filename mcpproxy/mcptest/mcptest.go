@@ -5,12 +5,14 @@
 package mcptest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The official MCP SDK that the end-to-end tests run against.
@@ -26,7 +28,7 @@ func SDKModules(t *testing.T) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
+			if os.Getenv("CI") != "" {
 				t.Fatalf("%s is needed for the SDK tests: %v", tool, err)
 			}
 			t.Skipf("%s is not installed: the tests against the official MCP SDK need node and npm", tool)
@@ -38,7 +40,10 @@ func SDKModules(t *testing.T) string {
 	}
 	dir := filepath.Join(cache, "sandtrail-test", "mcp-sdk-"+SDKVersion)
 	modules := filepath.Join(dir, "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, SDKPackage, "package.json")); err == nil {
+	// The marker is written after a whole install: an install cut short
+	// is done again.
+	done := filepath.Join(dir, ".installed")
+	if _, err := os.Stat(done); err == nil {
 		return modules
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -54,12 +59,17 @@ func SDKModules(t *testing.T) string {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(modules, SDKPackage, "package.json")); err == nil {
+	if _, err := os.Stat(done); err == nil {
 		return modules
 	}
-	cmd := exec.Command("npm", "install", "--prefix", dir, "--no-audit", "--no-fund", SDKPackage+"@"+SDKVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", SDKPackage+"@"+SDKVersion)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm install %s@%s: %v\n%s", SDKPackage, SDKVersion, err, out)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return modules
 }

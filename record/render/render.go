@@ -45,14 +45,20 @@ func Clean(s string, max int) string {
 	return b.String()
 }
 
-// Clip returns s cut to its first n bytes, with "…" after a cut. It
-// escapes nothing: it bounds an untrusted value that an error message
-// quotes (%q escapes it), not a line for a terminal (Clean is for that).
+// Clip returns s cut to at most its first n bytes, at the start of a
+// UTF-8 character, with "…" after a cut. It escapes nothing: it bounds an
+// untrusted value that an error message quotes (%q escapes it), not a line
+// for a terminal (Clean is for that).
 func Clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
+		if utf8.RuneStart(s[i]) {
+			return s[:i] + "…"
+		}
+	}
+	return s[:n] + "…"
 }
 
 // OrDash returns s, or "-" when s is empty: the cell of a table that has

@@ -45,7 +45,12 @@ var ErrTampered = errors.New("sealed blob does not match its reference")
 var ErrMissing = errors.New("sealed blob missing")
 
 // MaxBlob bounds a blob the store reads back: the I/O of one call, sealed.
-const MaxBlob = 64 << 20
+// Seal refuses contents whose blob could be larger (maxPlain: age adds 16
+// bytes to each 64 KiB chunk, and a header).
+const (
+	MaxBlob  = 64 << 20
+	maxPlain = MaxBlob - MaxBlob/256
+)
 
 // Contents is what one blob holds, once opened: a call's whole input and
 // output as the caller sent them, and which event they belong to.
@@ -137,9 +142,15 @@ func (s *Store) Seal(recipients []age.Recipient, c *Contents) (string, error) {
 	if len(recipients) == 0 {
 		return "", errors.New("sealing: no recipients")
 	}
-	plain, err := json.Marshal(c)
-	if err != nil {
+	var pb bytes.Buffer
+	enc := json.NewEncoder(&pb)
+	enc.SetEscapeHTML(false) // "<" stays one byte: the blob's size follows the I/O's
+	if err := enc.Encode(c); err != nil {
 		return "", err
+	}
+	plain := pb.Bytes()
+	if len(plain) > maxPlain {
+		return "", fmt.Errorf("sealing: %d bytes of I/O is over the %d a blob holds", len(plain), maxPlain)
 	}
 	var buf bytes.Buffer
 	w, err := age.Encrypt(&buf, recipients...)
@@ -292,13 +303,26 @@ func Find(journalDir, session string, seqs []uint64) ([]Sealed, error) {
 
 // refOf is the sealed reference of a tool or model event, or "".
 func refOf(e *event.Event) string {
-	switch {
-	case e.Tool != nil:
-		return e.Tool.SealedRef
-	case e.Model != nil:
-		return e.Model.SealedRef
+	if io := ioOf(e); io != nil {
+		return io.SealedRef
 	}
 	return ""
+}
+
+// ioOf is the I/O of a tool or model event, or nil.
+func ioOf(e *event.Event) *event.IO {
+	switch {
+	case e.Tool != nil:
+		return &e.Tool.IO
+	case e.Model != nil:
+		return &e.Model.IO
+	}
+	return nil
+}
+
+func hexSum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
 
 // OpenEach reads and opens the blob of each of items with one of ids,
@@ -322,6 +346,11 @@ func (s *Store) OpenEach(items []Sealed, ids []age.Identity) ([]*Contents, strin
 			}
 			if c.Session != it.Event.SessionID || c.EventID != it.Event.EventID {
 				return nil, "", fmt.Errorf("seq %d: %w: the blob was sealed for event %s of session %s", it.Seq, ErrTampered, c.EventID, c.Session)
+			}
+			if io := ioOf(it.Event); io != nil && (io.InputSHA256 != "" && io.InputSHA256 != hexSum(c.Input) || io.OutputSHA256 != "" && io.OutputSHA256 != hexSum(c.Output)) {
+				// Another call's blob under this event's id: the event's
+				// hashes of the whole I/O tell them apart.
+				return nil, "", fmt.Errorf("seq %d: %w: the blob's I/O does not hash to the event's input_sha256 and output_sha256", it.Seq, ErrTampered)
 			}
 			out[i], opened = c, true
 			recipients[Recipient(id)] = true

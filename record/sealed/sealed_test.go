@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"filippo.io/age"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 func identity(t *testing.T) *age.X25519Identity {
@@ -114,5 +116,47 @@ func TestParseRecipients(t *testing.T) {
 	}
 	if _, err := ParseRecipients([]string{hy.Recipient().String()}); err != nil {
 		t.Errorf("hybrid recipient: %v", err)
+	}
+}
+
+// TestSealBounds: I/O of HTML-heavy text seals at its own size, and I/O
+// too large for a blob is refused before anything is written.
+func TestSealBounds(t *testing.T) {
+	inv := identity(t)
+	s, _ := OpenStore(t.TempDir())
+	angle := strings.Repeat("<", 20<<20)
+	ref, err := s.Seal([]age.Recipient{inv.Recipient()}, &Contents{Session: "s", Kind: "tool.invoke", Input: angle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ref); err != nil {
+		t.Errorf("a blob of 20 MiB of '<': %v, want intact", err)
+	}
+	if _, err := s.Seal([]age.Recipient{inv.Recipient()}, &Contents{Session: "s", Kind: "tool.invoke", Input: strings.Repeat("a", MaxBlob)}); err == nil {
+		t.Error("I/O over MaxBlob was sealed")
+	}
+	if ents, _ := os.ReadDir(s.Dir()); len(ents) != 1 {
+		t.Errorf("the store holds %d files, want the one blob", len(ents))
+	}
+}
+
+// TestOpenEachChecksHashes: a blob sealed for the same event id but other
+// I/O (two events sharing a caller-chosen id) does not open as this
+// event's.
+func TestOpenEachChecksHashes(t *testing.T) {
+	inv := identity(t)
+	s, _ := OpenStore(t.TempDir())
+	ref, err := s.Seal([]age.Recipient{inv.Recipient()}, &Contents{Session: "s", EventID: "e", Kind: "tool.invoke", Input: "other", Output: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &event.Event{SessionID: "s", EventID: "e", Kind: "tool.invoke", Tool: &event.Tool{Name: "t", IO: event.IO{SealedRef: ref,
+		InputSHA256: hexSum("mine"), OutputSHA256: hexSum("x")}}}
+	if _, _, err := s.OpenEach([]Sealed{{Seq: 3, Event: ev, Ref: ref}}, []age.Identity{inv}); !errors.Is(err, ErrTampered) {
+		t.Errorf("OpenEach of another call's blob = %v, want ErrTampered", err)
+	}
+	ev.Tool.InputSHA256 = hexSum("other")
+	if got, _, err := s.OpenEach([]Sealed{{Seq: 3, Event: ev, Ref: ref}}, []age.Identity{inv}); err != nil || got[0].Input != "other" {
+		t.Errorf("OpenEach of its own blob = %v, %v", got, err)
 	}
 }
