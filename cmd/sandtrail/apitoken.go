@@ -33,7 +33,7 @@ line to revoke its token.
 A token scoped to a session may post tool and model events to that session
 and read its facts. A '*' token may name any session and read the event
 stream, as root may on the unix socket: give it to orchestrators and
-investigators, never to an agent. A loopback client that the kernel places in
+investigators, never to an agent. A client of this host that the kernel places in
 a session is held to that session whatever its token says.`,
 		Example: `  sandtrail api token --scope sess-7f3a --name orchestrator
   sandtrail api token --scope '*' --name soc-reader`,

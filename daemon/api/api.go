@@ -22,7 +22,7 @@
 // only for its own session, and its events are marked source shim (its
 // own account); root outside every session may name any session (source
 // api); anyone else is refused. On TCP the caller presents a token whose
-// scope is a session or "*"; a loopback client that the kernel places in a
+// scope is a session or "*"; a client of this host that the kernel places in a
 // session (sock_diag) is held to that session whatever its token says. The
 // event stream is the investigators': it is served to root and to "*"
 // tokens, never to a caller inside a session, which would otherwise learn

@@ -183,7 +183,7 @@ func (s *Server) unixCaller(r *http.Request) (*caller, *apiError) {
 }
 
 // tokenCaller authenticates a TCP caller by its bearer token, and holds a
-// loopback client the kernel places in a session to that session.
+// client of this host that the kernel places in a session to that session.
 func (s *Server) tokenCaller(r *http.Request) (*caller, *apiError) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
