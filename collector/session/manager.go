@@ -213,6 +213,9 @@ type Agent struct {
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
+// ValidID reports whether id is a session id as Spec.ID must be.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
 // NewID returns a short, sortable, random session id: 16 lowercase
 // base32 characters, the first 10 the creation time in milliseconds.
 func NewID() string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
@@ -297,25 +298,13 @@ func (c *caller) target(r *http.Request) (string, *apiError) {
 		}
 		return c.session, nil
 	}
-	if !validSessionID(id) {
-		return "", errorf(http.StatusBadRequest, "session id %q: want 1-64 characters of [A-Za-z0-9_.-]", render.Clip(id, 64))
+	if !session.ValidID(id) {
+		return "", errorf(http.StatusBadRequest, "session id %q: want 1-64 characters of [A-Za-z0-9_.-], the first a letter or digit", render.Clip(id, 64))
 	}
 	if !c.any && id != c.session {
 		return "", errorf(http.StatusForbidden, "the caller is in session %s and may not reach session %s", c.session, id)
 	}
 	return id, nil
-}
-
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request, c *caller) *apiError {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandtrail/sandtrail/collector/session"
 )
 
 // ScopeAny is the scope of a token that may name every session and read
@@ -56,7 +58,7 @@ func ParseTokens(name string, b []byte) (*Tokens, error) {
 		scope := f[1]
 		if scope != ScopeAny {
 			id, ok := strings.CutPrefix(scope, "session:")
-			if !ok || !validSessionID(id) {
+			if !ok || !session.ValidID(id) {
 				return nil, fmt.Errorf("%s:%d: scope %q: want * or session:ID", name, n, scope)
 			}
 			scope = id
@@ -151,7 +153,7 @@ func (t *Tokens) Scope(tok string) (string, bool) {
 // NewToken makes a random token and the line of the tokens file that
 // accepts it with scope (ScopeAny or a session id) and name.
 func NewToken(scope, name string) (token, line string, err error) {
-	if scope != ScopeAny && !validSessionID(scope) {
+	if scope != ScopeAny && !session.ValidID(scope) {
 		return "", "", fmt.Errorf("scope %q: want * or a session id", scope)
 	}
 	b := make([]byte, 32)

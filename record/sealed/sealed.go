@@ -237,25 +237,33 @@ func parseRef(ref string) (string, error) {
 // hashing to its reference. It returns how many it checked, and a problem
 // for each that fails; err is for a journal it cannot read.
 func (s *Store) CheckJournal(journalDir string) (checked int, bad []journal.Problem, err error) {
-	err = journal.Scan(journalDir, 0, func(seq uint64, raw []byte) error {
+	err = eachSealed(journalDir, func(seq uint64, _ *event.Event, ref string) {
+		checked++
+		if err := s.Check(ref); err != nil {
+			bad = append(bad, journal.Problem{Seq: &seq, Msg: err.Error()})
+		}
+	})
+	return checked, bad, err
+}
+
+// eachSealed calls fn with each event of the journal in journalDir that
+// names a sealed blob, in seq order. Entries that do not decode are
+// verify's to report.
+func eachSealed(journalDir string, fn func(seq uint64, e *event.Event, ref string)) error {
+	return journal.Scan(journalDir, 0, func(seq uint64, raw []byte) error {
 		if !bytes.Contains(raw, []byte(`"sealed_ref"`)) {
 			return nil
 		}
 		e, err := event.DecodeStored(raw)
 		if err != nil {
-			return nil // verify's own decoding reports it
-		}
-		ref := refOf(e)
-		if ref == "" {
 			return nil
 		}
-		checked++
-		if err := s.Check(ref); err != nil {
-			bad = append(bad, journal.Problem{Seq: &seq, Msg: err.Error()})
+		if ref := refOf(e); ref != "" {
+			e.Seq = seq
+			fn(seq, e, ref)
 		}
 		return nil
 	})
-	return checked, bad, err
 }
 
 // Sealed is one journaled event whose I/O is sealed.
@@ -274,23 +282,13 @@ func Find(journalDir, session string, seqs []uint64) ([]Sealed, error) {
 	for _, s := range seqs {
 		want[s] = true
 	}
+	all := len(seqs) == 0
 	var out []Sealed
-	err := journal.Scan(journalDir, 0, func(seq uint64, raw []byte) error {
-		if len(want) > 0 && !want[seq] || !bytes.Contains(raw, []byte(`"sealed_ref"`)) {
-			return nil
+	err := eachSealed(journalDir, func(seq uint64, e *event.Event, ref string) {
+		if (all || want[seq]) && e.SessionID == session {
+			out = append(out, Sealed{Seq: seq, Event: e, Ref: ref})
+			delete(want, seq)
 		}
-		e, err := event.DecodeStored(raw)
-		if err != nil || e.SessionID != session {
-			return nil
-		}
-		ref := refOf(e)
-		if ref == "" {
-			return nil
-		}
-		e.Seq = seq
-		out = append(out, Sealed{Seq: seq, Event: e, Ref: ref})
-		delete(want, seq)
-		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -1,15 +1,19 @@
 package sealed
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
 
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/journal/journaltest"
 )
 
 func identity(t *testing.T) *age.X25519Identity {
@@ -158,5 +162,41 @@ func TestOpenEachChecksHashes(t *testing.T) {
 	ev.Tool.InputSHA256 = hexSum("other")
 	if got, _, err := s.OpenEach([]Sealed{{Seq: 3, Event: ev, Ref: ref}}, []age.Identity{inv}); err != nil || got[0].Input != "other" {
 		t.Errorf("OpenEach of its own blob = %v, %v", got, err)
+	}
+}
+
+// TestFind: the sealed events of one session, all or those named; a named
+// seq that is not one is an error.
+func TestFind(t *testing.T) {
+	inv := identity(t)
+	j, dir := journaltest.Open(t)
+	s, _ := OpenStore(t.TempDir())
+	for i, sess := range []string{"a", "b", "a", "a"} {
+		ref, err := s.Seal([]age.Recipient{inv.Recipient()}, &Contents{Session: sess, Kind: "tool.invoke", Input: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Append(context.Background(), &event.Event{Kind: event.KindToolInvoke, Source: event.SourceAPI, SessionID: sess,
+			Tool: &event.Tool{Name: "t", IO: event.IO{SealedRef: ref}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs := func(items []Sealed) (out []uint64) {
+		for _, it := range items {
+			out = append(out, it.Seq)
+		}
+		return out
+	}
+	if got, err := Find(dir, "a", nil); err != nil || !slices.Equal(seqs(got), []uint64{0, 2, 3}) {
+		t.Errorf("Find(a) = %v, %v; want seqs 0 2 3", seqs(got), err)
+	}
+	if got, err := Find(dir, "a", []uint64{0}); err != nil || !slices.Equal(seqs(got), []uint64{0}) {
+		t.Errorf("Find(a, 0) = %v, %v; want seq 0 alone", seqs(got), err)
+	}
+	if _, err := Find(dir, "a", []uint64{1}); err == nil {
+		t.Error("Find(a, 1), b's event, = nil error")
+	}
+	if n, bad, err := s.CheckJournal(dir); n != 4 || len(bad) != 0 || err != nil {
+		t.Errorf("CheckJournal = %d, %v, %v; want 4 intact", n, bad, err)
 	}
 }
