@@ -472,9 +472,6 @@ func limits(c *errs, p *Limits) event.Limits {
 // session whose agent runs as uid 0; agent_uid0: allow disables it.
 const AgentRootRule = "agent_uid0"
 
-// Levels are Sigma's levels, lowest first.
-var Levels = []string{"informational", "low", "medium", "high", "critical"}
-
 // detections compiles the detections section: the levels must be Sigma's;
 // whether the rules and names exist is the rule loader's to say, since
 // only it knows the rules. agent_uid0: allow adds AgentRootRule to
@@ -492,8 +489,8 @@ func detections(c *errs, d *Detections, uid0 string) Detections {
 		}
 	}
 	for ref, lv := range d.Levels {
-		if !slices.Contains(Levels, lv) {
-			c.add("detections.levels."+ref, "invalid level %q (want %s)", lv, strings.Join(Levels, ", "))
+		if !slices.Contains(event.AlertLevels, lv) {
+			c.add("detections.levels."+ref, "invalid level %q (want %s)", lv, strings.Join(event.AlertLevels, ", "))
 		}
 		out.Levels[ref] = lv
 	}

@@ -34,6 +34,8 @@ demo() {
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 	want useradd passwd
 	want ip iproute2
+	# The agent's `curl | sh` from a loopback server.
+	want curl curl
 }
 
 # managers: the real package manager of each ecosystem, which the shims'
@@ -67,6 +69,8 @@ test)
 	want curl curl
 	managers
 	want gpgv gpgv
+	# record/report renders the HTML report in headless Chromium.
+	want chromium chromium
 	# record/sink's syslog tests run a real rsyslogd over TLS (gtls).
 	dpkg -s rsyslog >/dev/null 2>&1 || need+=(rsyslog)
 	dpkg -s rsyslog-gnutls >/dev/null 2>&1 || need+=(rsyslog-gnutls)

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandtrail/sandtrail/daemon"
-	"github.com/sandtrail/sandtrail/policies"
 	"github.com/sandtrail/sandtrail/policies/rules"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/pkgview"
@@ -47,8 +47,8 @@ Output (--format):
 			if err := checkFormat(format, "table", "json", "jsonl"); err != nil {
 				return err
 			}
-			if level != "" && !slices.Contains(policies.Levels, level) {
-				return usageErr(fmt.Errorf("--level %q: want one of %s", level, strings.Join(policies.Levels, ", ")))
+			if level != "" && !slices.Contains(event.AlertLevels, level) {
+				return usageErr(fmt.Errorf("--level %q: want one of %s", level, strings.Join(event.AlertLevels, ", ")))
 			}
 			f, err := query.Parse(query.Args{Session: session, Since: since, Until: until, Kind: "alert", Limit: limit}, time.Now())
 			if err != nil {

@@ -12,6 +12,7 @@ const (
 	exitCannotRun = 5 // doctor: a capability that is required is missing here
 	exitFound     = 6 // hunt: a session matches a known-malicious package record
 	exitNoMatch   = 7 // rules test: no event matched
+	exitAlerted   = 8 // report --fail-on: the session has an alert at the level or above
 )
 
 // usageErr wraps err with the usage/IO exit code.

@@ -26,6 +26,7 @@ var commands = []func(*globals) *cobra.Command{
 	newStatusCmd,
 	newSessionsCmd,
 	newTimelineCmd,
+	newReportCmd,
 	newPackagesCmd,
 	newAlertsCmd,
 	newRulesCmd,

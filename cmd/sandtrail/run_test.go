@@ -105,10 +105,11 @@ func TestTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	tl, err := buildTimeline(t.Context(), ix, "S", cfg.ShimDir)
+	r, err := buildTimeline(t.Context(), ix, "S", cfg.ShimDir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tl := r.Timeline
 	if tl.Events != 12 {
 		t.Errorf("timeline events = %d, want 12", tl.Events)
 	}
@@ -130,9 +131,10 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("steps = %q, want %q", kinds, want)
 	}
 	var b strings.Builder
-	writeTimeline(&b, tl)
+	writeTimeline(&b, r, timelineStyle{})
 	out := b.String()
-	for _, want := range []string{"  10 sh -c x  cwd=/w  uid=1000  exit 7", "    11 /bin/echo a 'b c'  cwd=/w  uid=1000  exit 0",
+	// The children's cwd and uid are their parent's, so not repeated.
+	for _, want := range []string{" 10 sh -c x  cwd=/w  uid=1000  exit 7", " ├─ 11 /bin/echo a 'b c'  exit 0", " └─ 12 true  exit 0",
 		"pids: measured 64 count, configured 64 count, throttle", "reason=normal exit_status=7"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("timeline text lacks %q:\n%s", want, out)

@@ -4,40 +4,57 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/report"
 	"github.com/sandtrail/sandtrail/record/timeline"
 )
 
+// maxTimelineFiles bounds the timeline's files section; sandtrail report
+// lists them all.
+const maxTimelineFiles = 30
+
 func newTimelineCmd(g *globals) *cobra.Command {
 	var format string
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "timeline SESSION [--format text|json]",
-		Short: "Print a session's process tree and its lifecycle and limit events",
+		Use:   "timeline SESSION [--all] [--format text|json]",
+		Short: "Print a session's process tree, its lifecycle and limit events, files and packages",
 		Long: `timeline reads one session's events from the index (caught up with the
 journal first) and prints:
 
-  - the process tree: every process the kernel collector saw, its children
-    indented beneath it, with its argv (masked as recorded), cwd, uid, exit
-    code or signal, and how long it ran;
+  - the process tree, drawn with box-drawing characters: every process the
+    kernel collector saw, with its argv (masked as recorded), exit code or
+    signal, and how long it ran; its cwd and uid where they differ from its
+    parent's; install-script processes marked with their package;
   - the session's lifecycle (create, start, pause, resume, terminate,
     cleanup), its limit hits, losses and alerts, in order;
-  - its packages, one line each, joined as sandtrail packages joins them
-    (the shim's claim with what the mirror served; packages --session S
-    shows what their install scripts did).
+  - the files it touched, sensitive ones first (at most 30; sandtrail report
+    lists them all);
+  - its packages, one line each, joined as sandtrail packages joins them.
+
+Package-manager noise is hidden unless --all: file events beneath the
+managers' caches and logs (~/.npm/_cacache, ~/.cache/pip, ...), and the
+failed execs of a PATH search (ENOENT, then the command was found). Each
+hidden kind is counted. Colour is used only when stdout is a terminal and
+NO_COLOR is unset.
 
 A process whose fork or exit was not recorded (it started before the
 session's cgroup was watched, or a loss) is still shown, under its parent
 when the parent is known.`,
 		Example: `  sandtrail timeline 01jd2k3m4n5p6q7r
+  sandtrail timeline 01jd2k3m4n5p6q7r --all | less -R
   sandtrail timeline 01jd2k3m4n5p6q7r --format json | jq '.processes'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,28 +70,41 @@ when the parent is known.`,
 				return err
 			}
 			defer ix.Close()
-			tl, err := buildTimeline(cmd.Context(), ix, id, cfg.ShimDir)
+			r, err := buildTimeline(cmd.Context(), ix, id, cfg.ShimDir, all)
 			if err != nil {
 				return err
 			}
-			if tl.Events == 0 {
+			if r.Facts.Events == 0 {
 				return usageErr(fmt.Errorf("no events recorded for session %q", id))
 			}
 			if format == "json" {
-				return writeJSON(cmd.OutOrStdout(), tl)
+				return writeJSON(cmd.OutOrStdout(), r.Timeline)
 			}
-			writeTimeline(cmd.OutOrStdout(), tl)
+			out := cmd.OutOrStdout()
+			writeTimeline(out, r, timelineStyle{all: all, colour: colourful(out)})
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&all, "all", false, "show package-manager noise too (cache files, PATH-search execs)")
 	return cmd
 }
 
-// buildTimeline reads the session's events from the index; its packages
-// are joined with the shims of shimDir, as sandtrail packages joins them.
-func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string) (*timeline.Timeline, error) {
-	b := timeline.New(id, viewOptions(shimDir)...)
+// colourful reports whether w is a terminal that may have colour.
+func colourful(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
+}
+
+// buildTimeline reads the session's events from the index into its report
+// (whose Timeline is the timeline); its packages are joined with the shims
+// of shimDir, as sandtrail packages joins them.
+func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string, all bool) (*report.Report, error) {
+	opts := []report.Option{report.WithView(viewOptions(shimDir)...)}
+	if all {
+		opts = append(opts, report.WithAll())
+	}
+	b := report.New(id, opts...)
 	err := ix.EachEvent(ctx, query.Filter{Session: id}, func(e *event.Event) error {
 		b.Add(e.Seq, e)
 		return nil
@@ -82,75 +112,206 @@ func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string) (*t
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s: %w", id, err)
 	}
-	return b.Timeline(), nil
+	return b.Report(), nil
 }
 
-// writeTimeline prints tl as text.
-func writeTimeline(w io.Writer, tl *timeline.Timeline) {
+// timelineStyle is how the text is drawn.
+type timelineStyle struct {
+	all, colour bool
+	// pathMisses counts the PATH-search execs left out.
+	pathMisses int
+}
+
+// The SGR sequences of the timeline's colours.
+const (
+	sgrRed    = "\x1b[31m"
+	sgrYellow = "\x1b[33m"
+	sgrDim    = "\x1b[2m"
+	sgrBold   = "\x1b[1m"
+	sgrOff    = "\x1b[0m"
+)
+
+// paint wraps s in sgr when colour is on.
+func (st *timelineStyle) paint(sgr, s string) string {
+	if !st.colour || s == "" {
+		return s
+	}
+	return sgr + s + sgrOff
+}
+
+// writeTimeline prints r's timeline as text.
+func writeTimeline(w io.Writer, r *report.Report, st timelineStyle) {
+	tl := r.Timeline
 	lost := ""
 	if tl.Lost > 0 {
-		lost = fmt.Sprintf(", %d lost (see the collector.loss steps)", tl.Lost)
+		lost = st.paint(sgrRed, fmt.Sprintf(", %d lost (see the collector.loss steps)", tl.Lost))
 	}
-	fmt.Fprintf(w, "session %s: %d events%s\n\nprocesses\n", tl.SessionID, tl.Events, lost)
+	fmt.Fprintf(w, "session %s: %d events%s\n\n%s\n", tl.SessionID, tl.Events, lost, st.paint(sgrBold, "processes"))
 	if len(tl.Processes) == 0 {
 		fmt.Fprintln(w, "  (none recorded)")
 	}
 	for _, p := range tl.Processes {
-		writeProc(w, p, 1)
+		writeProc(w, r, p, nil, "", "", &st)
 	}
-	fmt.Fprintln(w, "\nlifecycle and limits")
+	fmt.Fprintln(w, "\n"+st.paint(sgrBold, "lifecycle and limits"))
 	if len(tl.Steps) == 0 {
 		fmt.Fprintln(w, "  (none recorded)")
 	}
 	for _, s := range tl.Steps {
-		fmt.Fprintf(w, "  %s  %-18s %s\n", s.TS.Local().Format("15:04:05.000"), s.Kind, s.Detail)
+		line := fmt.Sprintf("  %s  %-18s %s", s.TS.Local().Format("15:04:05.000"), s.Kind, s.Detail)
+		if s.Kind == event.KindAlert || s.Kind == event.KindLimitHit || s.Kind == event.KindLoss {
+			line = st.paint(sgrRed, line)
+		}
+		fmt.Fprintln(w, line)
 	}
+	writeTimelineFiles(w, r, &st)
 	if len(tl.Packages) > 0 {
-		fmt.Fprintln(w, "\npackages (sandtrail packages --session "+tl.SessionID+" for the scripts' files and connections)")
+		fmt.Fprintln(w, "\n"+st.paint(sgrBold, "packages")+" (sandtrail packages --session "+tl.SessionID+" for the scripts' files and connections)")
 		for _, p := range tl.Packages {
 			fmt.Fprintf(w, "  %s\n", render.Clean(fmt.Sprintf("%s %s %s  %s%s", p.Ecosystem, p.Name, p.Version, p.Seen, scriptNote(p)), 200))
 		}
 	}
+	if hidden := hiddenNote(r, &st); hidden != "" {
+		fmt.Fprintln(w, "\n"+st.paint(sgrDim, hidden))
+	}
 }
 
-func writeProc(w io.Writer, p *timeline.Proc, depth int) {
-	ind := strings.Repeat("  ", depth)
-	cmd := render.ShellJoin(p.Argv, 160)
-	if cmd == "" {
-		cmd = "[" + render.Clean(p.Comm, 32) + "]"
+// writeTimelineFiles prints the paths the session touched: sensitive ones
+// first, each on its own line; then the others, a directory with more
+// than two of them on one line.
+func writeTimelineFiles(w io.Writer, r *report.Report, st *timelineStyle) {
+	paths := r.Files.Paths
+	if len(paths) == 0 {
+		return
 	}
-	if p.Truncated {
-		cmd += " …(argv truncated)"
+	fmt.Fprintf(w, "\n%s (%d paths)\n", st.paint(sgrBold, "files"), len(paths))
+	lines := fileLines(paths)
+	for _, l := range lines[:min(len(lines), maxTimelineFiles)] {
+		if l.sensitive {
+			l.text = st.paint(sgrRed, l.text+"  [sensitive]")
+		}
+		fmt.Fprintln(w, "  "+l.text)
 	}
-	var attrs []string
-	if p.Cwd != "" {
-		attrs = append(attrs, "cwd="+render.Clean(p.Cwd, 80))
+	if n := len(lines) - maxTimelineFiles; n > 0 {
+		fmt.Fprintf(w, "  … %d more lines (sandtrail report %s --html FILE lists every path)\n", n, r.SessionID)
 	}
-	if p.UID != nil {
-		attrs = append(attrs, fmt.Sprintf("uid=%d", *p.UID))
+}
+
+// fileLine is a line of the files section.
+type fileLine struct {
+	text      string
+	sensitive bool
+}
+
+// fileLines are paths as lines: each sensitive path, then each other path
+// or, for a directory holding more than two of them, the directory with
+// their count and operations, in the order of their first events.
+func fileLines(paths []report.Path) []fileLine {
+	byDir := map[string][]report.Path{}
+	for _, p := range paths {
+		if !p.Sensitive {
+			d := path.Dir(p.Path)
+			byDir[d] = append(byDir[d], p)
+		}
 	}
-	switch {
-	case p.Signal != 0:
-		attrs = append(attrs, fmt.Sprintf("killed by signal %d", p.Signal))
-	case p.ExitCode != nil:
-		attrs = append(attrs, fmt.Sprintf("exit %d", *p.ExitCode))
-	case !p.Exited:
-		attrs = append(attrs, "no exit recorded")
+	var out []fileLine
+	done := map[string]bool{}
+	for _, p := range paths {
+		d := path.Dir(p.Path)
+		switch {
+		case p.Sensitive:
+			out = append(out, fileLine{pathLine(p.Path, p.Ops, p.Errnos), true})
+		case len(byDir[d]) > 2 && !done[d]:
+			done[d] = true
+			var ops, errnos []string
+			for _, q := range byDir[d] {
+				ops, errnos = union(ops, q.Ops), union(errnos, q.Errnos)
+			}
+			out = append(out, fileLine{pathLine(fmt.Sprintf("%s/ (%d paths)", d, len(byDir[d])), ops, errnos), false})
+		case len(byDir[d]) <= 2:
+			out = append(out, fileLine{pathLine(p.Path, p.Ops, p.Errnos), false})
+		}
 	}
-	if d, ok := p.Duration(); ok {
-		attrs = append(attrs, d.Round(time.Microsecond).String())
+	return out
+}
+
+// pathLine is a path, its operations and its errors.
+func pathLine(p string, ops, errnos []string) string {
+	line := fmt.Sprintf("%-40s %s", render.Clean(p, 120), strings.Join(ops, ","))
+	if len(errnos) > 0 {
+		line += " (" + render.Clean(strings.Join(errnos, ","), 40) + ")"
 	}
-	for _, f := range p.Failed {
-		attrs = append(attrs, "exec failed: "+f)
+	return line
+}
+
+// union is a with b's values that it lacks appended.
+func union(a, b []string) []string {
+	for _, v := range b {
+		if !slices.Contains(a, v) {
+			a = append(a, v)
+		}
 	}
+	return a
+}
+
+// hiddenNote says what the timeline left out, and how to see it.
+func hiddenNote(r *report.Report, st *timelineStyle) string {
+	var parts []string
+	if n := r.Files.Hidden; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d file events in package-manager caches", n))
+	}
+	if st.pathMisses > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed execs of PATH searches", st.pathMisses))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "not shown: " + strings.Join(parts, ", ") + " (--all shows them)"
+}
+
+// writeProc prints p and its children beneath parent, drawn with lead
+// (the glyphs of its ancestors) and branch (its own).
+func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, branch string, st *timelineStyle) {
 	start := "            "
 	if !p.Start.IsZero() {
 		start = p.Start.Local().Format("15:04:05.000")
 	}
-	fmt.Fprintf(w, "%s %s%d %s  %s\n", start, ind, p.Pid, cmd, strings.Join(attrs, "  "))
-	for _, c := range p.Children {
-		writeProc(w, c, depth+1)
+	line := fmt.Sprintf("%d %s", p.Pid, p.Command(160))
+	switch {
+	case p.Signal != 0 || p.ExitCode != nil && *p.ExitCode != 0:
+		line = st.paint(sgrRed, line)
+	case r.Scripts[p.ExecSeq] != "" && p.ExecSeq != 0:
+		line = st.paint(sgrYellow, line)
 	}
+	if pkg := r.Scripts[p.ExecSeq]; pkg != "" && p.ExecSeq != 0 {
+		line += st.paint(sgrYellow, "  [install script of "+render.Clean(pkg, 120)+"]")
+	}
+	if a := procAttrs(p, parent, st); a != "" {
+		line += "  " + st.paint(sgrDim, a)
+	}
+	fmt.Fprintf(w, "%s %s%s%s\n", start, lead, branch, line)
+	next := lead
+	switch branch {
+	case "├─ ":
+		next += "│  "
+	case "└─ ":
+		next += "   "
+	}
+	for i, c := range p.Children {
+		b := "├─ "
+		if i == len(p.Children)-1 {
+			b = "└─ "
+		}
+		writeProc(w, r, c, p, next, b, st)
+	}
+}
+
+// procAttrs are p's attributes for its line (timeline.Proc.Attrs beneath
+// parent), counting the PATH-search misses left out.
+func procAttrs(p, parent *timeline.Proc, st *timelineStyle) string {
+	attrs, misses := p.Attrs(parent, st.all)
+	st.pathMisses += misses
+	return strings.Join(attrs, "  ")
 }
 
 // scriptNote says how many script processes a package started.

@@ -184,7 +184,7 @@ func (s *Set) Selects(ref, ruleID string) bool {
 }
 
 // AtLeast reports whether level is min or above, in Sigma's order
-// (policies.Levels); an unknown level is below every known one.
+// (event.AlertLevels); an unknown level is below every known one.
 func AtLeast(level, min string) bool {
-	return slices.Index(policies.Levels, level) >= slices.Index(policies.Levels, min)
+	return slices.Index(event.AlertLevels, level) >= slices.Index(event.AlertLevels, min)
 }

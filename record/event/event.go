@@ -551,7 +551,7 @@ type PipePeer struct {
 type Alert struct {
 	RuleID string `json:"rule_id"`
 	Title  string `json:"title"`
-	// Level is informational, low, medium, high or critical (Sigma's levels).
+	// Level is one of AlertLevels.
 	Level string `json:"level"`
 	// Refs are the sequence numbers of the events that matched.
 	Refs    []uint64 `json:"refs,omitempty"`
@@ -566,6 +566,9 @@ type Alert struct {
 	// it (MAL-2025-1234).
 	Advisory string `json:"advisory,omitempty"`
 }
+
+// AlertLevels are Sigma's levels, which alerts have, lowest first.
+var AlertLevels = []string{"informational", "low", "medium", "high", "critical"}
 
 // Loss records events that a producer dropped instead of blocking.
 type Loss struct {

@@ -133,20 +133,30 @@ func (sum *Summary) add(seq uint64, r Run, e *event.Event) {
 
 // verify verifies the journal from the newest checkpoint before seq from.
 func (sum *Summary) verify(journalDir string, from uint64, verifiers func() (note.Verifiers, error)) {
+	sum.Journal = VerifyJournal(journalDir, from, verifiers)
+}
+
+// VerifyJournal verifies the journal in journalDir from the newest
+// checkpoint before seq from (journal.VerifyFrom) with the verifiers it
+// is given. What fails is said in the summary's Status ("error" when
+// nothing could be verified) and Error, never returned.
+func VerifyJournal(journalDir string, from uint64, verifiers func() (note.Verifiers, error)) JournalSummary {
+	js := JournalSummary{Dir: journalDir}
 	vs, err := verifiers()
 	if err != nil {
-		sum.Journal.Status, sum.Journal.Error = "error", err.Error()
-		return
+		js.Status, js.Error = "error", err.Error()
+		return js
 	}
 	rep, err := journal.VerifyFrom(journalDir, vs, from)
 	if rep != nil {
-		sum.Journal.Status, sum.Journal.Entries, sum.Journal.VerifiedFrom = string(rep.Status), rep.Entries, rep.From
-		sum.Journal.Covered, sum.Journal.Uncovered = rep.Covered, rep.Uncovered
+		js.Status, js.Entries, js.VerifiedFrom = string(rep.Status), rep.Entries, rep.From
+		js.Covered, js.Uncovered = rep.Covered, rep.Uncovered
 	}
 	if err != nil {
 		if rep == nil {
-			sum.Journal.Status = "error"
+			js.Status = "error"
 		}
-		sum.Journal.Error = err.Error()
+		js.Error = err.Error()
 	}
+	return js
 }

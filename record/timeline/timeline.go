@@ -13,7 +13,9 @@
 package timeline
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -34,6 +36,10 @@ type Timeline struct {
 	// Packages are the session's packages, as `sandtrail packages` joins
 	// them (record/pkgview).
 	Packages []*pkgview.Package `json:"packages"`
+	// DerivedAlerts are the alerts the package view's rules raise over
+	// the session's events (pkgview.View.Alerts): not in the record
+	// unless a daemon's watcher journaled them too.
+	DerivedAlerts []*event.Event `json:"derived_alerts,omitempty"`
 }
 
 // Proc is one process of the tree.
@@ -49,11 +55,13 @@ type Proc struct {
 	Cwd       string    `json:"cwd,omitempty"`
 	UID       *uint32   `json:"uid,omitempty"`
 	Execs     int       `json:"execs"`
-	Failed    []string  `json:"exec_failed,omitempty"`
-	ExitCode  *int32    `json:"exit_code,omitempty"`
-	Signal    int32     `json:"signal,omitempty"`
-	Exited    bool      `json:"exited"`
-	Children  []*Proc   `json:"children,omitempty"`
+	// ExecSeq is the seq of its first exec, if one was recorded.
+	ExecSeq   uint64   `json:"exec_seq,omitempty"`
+	Failed    []string `json:"exec_failed,omitempty"`
+	ExitCode  *int32   `json:"exit_code,omitempty"`
+	Signal    int32    `json:"signal,omitempty"`
+	Exited    bool     `json:"exited"`
+	Children  []*Proc  `json:"children,omitempty"`
 	firstSeen uint64
 }
 
@@ -102,6 +110,9 @@ func (b *Builder) Add(seq uint64, e *event.Event) {
 	case pr != nil && e.Kind == event.KindExec:
 		p := b.node(pr, seq)
 		p.PPid, p.Argv, p.Truncated, p.Exe, p.Comm, p.Cwd, p.UID = pr.PPid, pr.Argv, pr.ArgvTruncated, pr.Exe, pr.Comm, pr.Cwd, pr.UID
+		if p.Execs == 0 {
+			p.ExecSeq = seq
+		}
 		p.Execs++
 	case pr != nil && e.Kind == event.KindExecFailed:
 		p := b.node(pr, seq)
@@ -149,7 +160,8 @@ func (b *Builder) node(pr *event.Proc, seq uint64) *Proc {
 // Timeline links each process under the latest process with its parent's
 // pid that was seen before it, and returns the timeline.
 func (b *Builder) Timeline() *Timeline {
-	b.tl.Packages = b.pkgs.View().Packages
+	v := b.pkgs.View()
+	b.tl.Packages, b.tl.DerivedAlerts = v.Packages, v.Alerts
 	if b.tl.Packages == nil {
 		b.tl.Packages = []*pkgview.Package{}
 	}
@@ -169,3 +181,53 @@ func (b *Builder) Timeline() *Timeline {
 	}
 	return b.tl
 }
+
+// Command is the process's command line as a shell would quote it,
+// cleaned and cut at max runes, or its comm in brackets when no exec was
+// recorded; a cut argv says so.
+func (p *Proc) Command(max int) string {
+	cmd := render.ShellJoin(p.Argv, max)
+	if cmd == "" {
+		cmd = "[" + render.Clean(p.Comm, 32) + "]"
+	}
+	if p.Truncated {
+		cmd += " …(argv truncated)"
+	}
+	return cmd
+}
+
+// Attrs are the process's facts for people: cwd and uid (where they
+// differ from parent's, when parent is given), how it ended, how long it
+// ran, and its failed execs. Unless all, the failed execs of a PATH search
+// (ENOENT in a process that then exec'd) are left out and counted in
+// pathMisses.
+func (p *Proc) Attrs(parent *Proc, all bool) (attrs []string, pathMisses int) {
+	if p.Cwd != "" && (parent == nil || parent.Cwd != p.Cwd) {
+		attrs = append(attrs, "cwd="+render.Clean(p.Cwd, 80))
+	}
+	if p.UID != nil && (parent == nil || parent.UID == nil || *parent.UID != *p.UID) {
+		attrs = append(attrs, fmt.Sprintf("uid=%d", *p.UID))
+	}
+	switch {
+	case p.Signal != 0:
+		attrs = append(attrs, fmt.Sprintf("killed by signal %d", p.Signal))
+	case p.ExitCode != nil:
+		attrs = append(attrs, fmt.Sprintf("exit %d", *p.ExitCode))
+	case !p.Exited:
+		attrs = append(attrs, "no exit recorded")
+	}
+	if d, ok := p.Duration(); ok {
+		attrs = append(attrs, d.Round(time.Microsecond).String())
+	}
+	for _, f := range p.Failed {
+		if !all && p.Execs > 0 && strings.HasSuffix(f, "("+enoent+")") {
+			pathMisses++
+			continue
+		}
+		attrs = append(attrs, "exec failed: "+f)
+	}
+	return attrs, pathMisses
+}
+
+// enoent is the errno of a PATH search's miss.
+const enoent = "ENOENT"

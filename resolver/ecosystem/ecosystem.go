@@ -30,13 +30,18 @@ const (
 // which List returns them and messages list them.
 var list = []Info{
 	{Name: NPM, Namespace: Scope, Manager: "npm", Aliases: []string{"npx"},
-		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/", OSV: "npm"},
+		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/", OSV: "npm",
+		CacheDirs: []string{"/.npm/_cacache/", "/.npm/_logs/", "/.npm/_update-notifier-last-checked", "/.npm/_npx/",
+			"/usr/lib/node_modules/npm/", "/usr/share/nodejs/"}},
 	{Name: PyPI, Namespace: NoNamespace, Manager: "pip", Aliases: []string{"pip3"},
-		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/", OSV: "PyPI"},
+		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/", OSV: "PyPI",
+		CacheDirs: []string{"/.cache/pip/", "/tmp/pip-", "/usr/lib/python3/dist-packages/pip/"}},
 	{Name: Cargo, Namespace: NoNamespace, Manager: "cargo",
-		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/", OSV: "crates.io"},
+		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/", OSV: "crates.io",
+		CacheDirs: []string{"/.cargo/registry/cache/", "/.cargo/registry/index/", "/.cargo/.package-cache"}},
 	{Name: Deb, Namespace: Vendor, Manager: "apt", Aliases: []string{"apt-get"},
-		MirrorPrefix: "/debian/", Upstream: "http://deb.debian.org/debian/", OSV: "Debian"},
+		MirrorPrefix: "/debian/", Upstream: "http://deb.debian.org/debian/", OSV: "Debian",
+		CacheDirs: []string{"/var/cache/apt/", "/var/lib/apt/lists/"}},
 	{Name: OCI, Namespace: Path,
 		MirrorPrefix: "/v2/", Upstream: "https://registry-1.docker.io"},
 }
@@ -63,6 +68,26 @@ type Info struct {
 	// OSV is the ecosystem's name in OSV records ("npm", "PyPI",
 	// "crates.io", "Debian"); "" for none (OCI). See FromOSV.
 	OSV string
+	// CacheDirs are the path fragments of the manager's own cache, log
+	// and scratch directories ("/.npm/_cacache/", "/tmp/pip-") and of its
+	// own code as Debian installs it: its bookkeeping, which views of the
+	// record hide unless asked (InCache).
+	CacheDirs []string
+}
+
+// InCache reports whether path is beneath a package manager's cache or log
+// directory (an ecosystem's CacheDirs): file events there are the
+// manager's bookkeeping, not what the agent did. A view that hides them
+// says how many it hid; nothing is dropped from the record.
+func InCache(path string) bool {
+	for _, e := range list {
+		for _, d := range e.CacheDirs {
+			if strings.Contains(path, d) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Commands returns the commands that run the ecosystem's manager, the
@@ -98,6 +123,7 @@ func List() []Info {
 	out := slices.Clone(list)
 	for i := range out {
 		out[i].Aliases = slices.Clone(out[i].Aliases)
+		out[i].CacheDirs = slices.Clone(out[i].CacheDirs)
 	}
 	return out
 }
@@ -111,7 +137,7 @@ func FromOSV(name string) (info Info, ok bool) {
 	base, _, _ := strings.Cut(name, ":")
 	for _, e := range list {
 		if e.OSV != "" && e.OSV == base {
-			e.Aliases = slices.Clone(e.Aliases)
+			e.Aliases, e.CacheDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs)
 			return e, true
 		}
 	}
@@ -122,7 +148,7 @@ func FromOSV(name string) (info Info, ok bool) {
 func Lookup(name string) (info Info, ok bool) {
 	for _, e := range list {
 		if e.Name == name {
-			e.Aliases = slices.Clone(e.Aliases)
+			e.Aliases, e.CacheDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs)
 			return e, true
 		}
 	}

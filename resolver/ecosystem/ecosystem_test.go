@@ -25,3 +25,23 @@ func TestFromOSV(t *testing.T) {
 		})
 	}
 }
+
+func TestInCache(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/home/a/.npm/_cacache/index-v5/ab/cd": true,
+		"/home/a/.npm/_logs/2026-debug-0.log":  true,
+		"/home/a/.cache/pip/http-v2/x":         true,
+		"/root/.cargo/registry/cache/x.crate":  true,
+		"/var/cache/apt/archives/curl.deb":     true,
+		"/home/a/webapp/node_modules/x/a.js":   false,
+		"/home/a/.npmrc":                       false,
+		"/home/a/.cargo/registry/src/x/b.rs":   false,
+		"/home/a/.aws/credentials":             false,
+		"/tmp/pip-unpack-x/a.whl":              true,
+		"/tmp/pipx/a":                          false,
+	} {
+		if got := InCache(path); got != want {
+			t.Errorf("InCache(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
