@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # demo.sh records a small agent session with `sandtrail run` and shows what a
-# security engineer reads afterwards: what the agent installed (the package
-# table), the alerts, what was refused (egress refusals and blocked
-# packages), and that the journal verifies. `make demo` runs
-# `scripts/deps.sh demo` and ./install.sh first. This script then needs
-# root, the installed sandtrail, python3 (for the PyPI fixture index and the
-# agent's probe), ip (iproute2), and the real npm and pip that the agent's
-# shims run, but no daemon (when one is running, run hands the session to
-# it, and the demo works the same).
+# security engineer reads afterwards: the timeline (process tree, lifecycle
+# and limits, files), what the agent installed (the package table), the
+# alerts, that the journal verifies, and the HTML report (written to the
+# current directory). `make demo` runs `scripts/deps.sh demo` and
+# ./install.sh first. This script then needs root, the installed sandtrail,
+# python3 (for the fixture index and the agent's probes), curl, ip
+# (iproute2), and the real npm and pip that the agent's shims run, but no
+# daemon (when one is running, run hands the session to it, and the demo
+# works the same).
 #
-# The agent installs left-pad from the real npm registry and sandtrail-demo
+# The agent (scripts/demo/agent.sh) does one thing of every kind the record
+# holds: installs left-pad from the real npm registry and sandtrail-demo
 # from a PyPI fixture index, both through the shims and the verifying
 # mirror; asks for event-stream@3.3.6, which the default policy's blocklist
-# refuses; and tries the cloud metadata service, which the default egress
-# policy refuses (see "The metadata probe" below).
+# refuses; reports a tool call to the tool API; pipes an "installer" from
+# the loopback fixture server into sh (a rule's alert); reads /etc/shadow
+# (refused) and writes ~/.aws/credentials (an alert); looks up names the
+# demo's policy blocks (answered by the DNS proxy, never sent upstream);
+# tries the cloud metadata service, which the default egress policy
+# refuses (see "The metadata probe" below); and runs a subprocess that the
+# session's memory limit kills. The demo fails, naming it, if the record
+# lacks any of these kinds.
 #
-# Environment: SANDTRAIL (default: sandtrail on PATH).
+# Environment: SANDTRAIL (default: sandtrail on PATH); SANDTRAIL_SOCKET, when
+# set, names the ingest socket, beside which the tool API's socket is. The
+# HTML report is written to the current directory.
 set -euo pipefail
 
 ST="${SANDTRAIL:-sandtrail}"
@@ -79,36 +89,60 @@ port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 python3 "$(dirname "$0")/demo/pypi-fixture.py" "$port" &
 index_pid=$!
 for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/simple/sandtrail-demo/')" 2>/dev/null && break; sleep 0.1; done
-# The embedded default policy, with the fixture index approved; the config
-# makes it the mirror's PyPI upstream.
-"$ST" policy show | sed "/^    pypi:\$/a\      - http://127.0.0.1:$port/" >"$work/policy.yaml"
+# The embedded default policy, with the fixture index approved and the
+# domain the agent looks up blocked; the config makes the index the
+# mirror's PyPI upstream.
+"$ST" policy show | sed -e "/^    pypi:\$/a\      - http://127.0.0.1:$port/" -e 's/^  blocked_domains: \[\]$/  blocked_domains: [exfil.example]/' >"$work/policy.yaml"
+grep -q 'blocked_domains: \[exfil.example\]' "$work/policy.yaml" || { echo "demo: could not block exfil.example in the default policy" >&2; exit 1; }
 { [ -r /etc/sandtrail/config.yaml ] && cat /etc/sandtrail/config.yaml; printf 'mirror:\n  upstreams:\n    pypi: http://127.0.0.1:%s/simple/\n' "$port"; } >"$work/config.yaml"
 export SANDTRAIL_CONFIG="$work/config.yaml"
 
-cp "$(dirname "$0")/demo/agent.sh" "$(dirname "$0")/demo/metadata-probe.py" "$work/"
+cp "$(dirname "$0")/demo/agent.sh" "$(dirname "$0")/demo/metadata-probe.py" "$(dirname "$0")/demo/tool-call.py" "$work/"
+export DEMO_INDEX="http://127.0.0.1:$port"
+# The tool API's socket is api.sock beside the ingest socket (docs/agents.md).
+api_socket="$(dirname "${SANDTRAIL_SOCKET:-/run/sandtrail/ingest.sock}")/api.sock"
 chmod 0755 "$work/agent.sh"
 
 id="demo-$(date -u +%Y%m%d-%H%M%S)"
+report="$PWD/sandtrail-report-$id.html"
 
 step "1. the agent runs in a recorded session"
 echo "sandtrail run runs the agent as an unprivileged uid in cgroups of its own: the kernel"
 echo "records what it runs, reads, writes and connects to; npm and pip are the shims, pointed"
 echo "at the verifying mirror. The summary (on stderr) follows the agent's own output."
-show "$ST" run --session "$id" --policy "$work/policy.yaml" --memory 512M --pids 128 --timeout 3m -- /bin/sh "$work/agent.sh"
+show "$ST" run --session "$id" --policy "$work/policy.yaml" --env "DEMO_INDEX=$DEMO_INDEX" --env "SANDTRAIL_API_SOCKET=$api_socket" --memory 512M --pids 128 --timeout 3m -- /bin/sh "$work/agent.sh"
 
-step "2. what it installed: the shim's account joined with the mirror's"
+step "2. what it did: the process tree, the lifecycle and limits, the files"
+show "$ST" timeline "$id" --depth 3
+
+step "3. what it installed: the shim's account joined with the mirror's"
 show "$ST" packages --session "$id"
 
-step "3. alerts"
-show "$ST" query --session "$id" --kind alert
-
-step "4. what was refused: connections the egress policy blocked, packages the policy blocked"
-printf '%s$ %s query --session %s --kind net.connect,pkg.blocked | grep -e SEQ -e blocked%s\n' "$dim" "$ST" "$id" "$off"
-refused="$("$ST" query --session "$id" --kind net.connect,pkg.blocked | grep -e SEQ -e blocked || true)"
-printf '%s\n' "$refused"
-grep -q "connect tcp $meta:80 .*\[blocked\]" <<<"$refused" || { echo "demo: the metadata probe was not recorded as a blocked connect" >&2; exit 1; }
+step "4. alerts"
+show "$ST" alerts --session "$id"
 
 step "5. the journal verifies against its signed checkpoints"
 show "$ST" verify
 
-printf '\n%sdone.%s More: %s timeline %s; %s query --session %s --format jsonl\n' "$bold" "$off" "$ST" "$id" "$ST" "$id"
+step "6. the report: one page for a browser, one line for CI"
+show "$ST" report "$id" --html "$report"
+
+# Every kind of thing the record holds is in this session's, or the demo
+# fails naming what is missing.
+kinds="$("$ST" query --session "$id" --format jsonl | python3 -c '
+import collections, json, sys
+c = collections.Counter()
+for line in sys.stdin:
+    e = json.loads(line)
+    c[e["kind"].split(".")[0]] += 1
+    c["dns" if e["kind"] == "net.dns" else ""] += 1
+    c["blocked connect" if e["kind"] == "net.connect" and e.get("net", {}).get("verdict") == "blocked" else ""] += 1
+del c[""]
+print(" ".join("%s=%d" % kv for kv in sorted(c.items())))')"
+printf '\nrecorded: %s\n' "$kinds"
+for want in process file net dns "blocked connect" pkg tool session limit alert; do
+	grep -q "\b$want=" <<<"$kinds" || { echo "demo: the session recorded no $want event" >&2; exit 1; }
+done
+
+printf '\n%sdone.%s Open %s in a browser. More: %s timeline %s --all; %s query --session %s --format jsonl\n' \
+	"$bold" "$off" "$report" "$ST" "$id" "$ST" "$id"

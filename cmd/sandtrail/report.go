@@ -110,6 +110,14 @@ func (o *reportOpts) run(ctx context.Context, g *globals, session string, out io
 // its first.
 func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, all bool) (*report.Report, error) {
 	opts := []report.Option{report.WithView(viewOptions(cfg.ShimDir)...)}
+	if set, err := loadRules(cfg.Policy); err == nil {
+		opts = append(opts, report.WithRuleNames(func(id string) string {
+			if r := set.Find(id); r != nil {
+				return r.Name
+			}
+			return ""
+		}))
+	}
 	if all {
 		opts = append(opts, report.WithAll())
 	}

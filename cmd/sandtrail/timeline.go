@@ -23,13 +23,14 @@ import (
 
 // maxTimelineFiles bounds the timeline's files section; sandtrail report
 // lists them all.
-const maxTimelineFiles = 30
+const maxTimelineFiles = 12
 
 func newTimelineCmd(g *globals) *cobra.Command {
 	var format string
 	var all bool
+	var depth int
 	cmd := &cobra.Command{
-		Use:   "timeline SESSION [--all] [--format text|json]",
+		Use:   "timeline SESSION [--all] [--depth N] [--format text|json]",
 		Short: "Print a session's process tree, its lifecycle and limit events, files and packages",
 		Long: `timeline reads one session's events from the index (caught up with the
 journal first) and prints:
@@ -40,9 +41,11 @@ journal first) and prints:
     parent's; install-script processes marked with their package;
   - the session's lifecycle (create, start, pause, resume, terminate,
     cleanup), its limit hits, losses and alerts, in order;
-  - the files it touched, sensitive ones first (at most 30; sandtrail report
+  - the files it touched, sensitive ones first (at most 12 lines; sandtrail report
     lists them all);
   - its packages, one line each, joined as sandtrail packages joins them.
+
+--depth N draws the tree N levels deep and counts the processes beneath.
 
 Package-manager noise is hidden unless --all: file events beneath the
 managers' caches and logs (~/.npm/_cacache, ~/.cache/pip, ...), and the
@@ -60,6 +63,9 @@ when the parent is known.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "text", "json"); err != nil {
 				return err
+			}
+			if depth < 0 {
+				return usageErr(fmt.Errorf("--depth %d: want 0 (no limit) or more", depth))
 			}
 			id, err := query.ParseSession(args[0])
 			if err != nil {
@@ -81,12 +87,13 @@ when the parent is known.`,
 				return writeJSON(cmd.OutOrStdout(), r.Timeline)
 			}
 			out := cmd.OutOrStdout()
-			writeTimeline(out, r, timelineStyle{all: all, colour: colourful(out)})
+			writeTimeline(out, r, timelineStyle{all: all, depth: depth, colour: colourful(out)})
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&all, "all", false, "show package-manager noise too (cache files, PATH-search execs)")
+	cmd.Flags().IntVar(&depth, "depth", 0, "draw the process tree this many levels deep (0: all)")
 	return cmd
 }
 
@@ -118,6 +125,8 @@ func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string, all
 // timelineStyle is how the text is drawn.
 type timelineStyle struct {
 	all, colour bool
+	// depth is how many levels of the tree are drawn; 0 is all.
+	depth int
 	// pathMisses counts the PATH-search execs left out.
 	pathMisses int
 }
@@ -151,7 +160,7 @@ func writeTimeline(w io.Writer, r *report.Report, st timelineStyle) {
 		fmt.Fprintln(w, "  (none recorded)")
 	}
 	for _, p := range tl.Processes {
-		writeProc(w, r, p, nil, "", "", &st)
+		writeProc(w, r, p, nil, "", "", 1, &st)
 	}
 	fmt.Fprintln(w, "\n"+st.paint(sgrBold, "lifecycle and limits"))
 	if len(tl.Steps) == 0 {
@@ -269,9 +278,10 @@ func hiddenNote(r *report.Report, st *timelineStyle) string {
 	return "not shown: " + strings.Join(parts, ", ") + " (--all shows them)"
 }
 
-// writeProc prints p and its children beneath parent, drawn with lead
-// (the glyphs of its ancestors) and branch (its own).
-func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, branch string, st *timelineStyle) {
+// writeProc prints p, at level in the tree, and its children beneath
+// parent, drawn with lead (the glyphs of its ancestors) and branch (its
+// own); below st.depth, it counts them instead.
+func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, branch string, level int, st *timelineStyle) {
 	start := "            "
 	if !p.Start.IsZero() {
 		start = p.Start.Local().Format("15:04:05.000")
@@ -297,13 +307,26 @@ func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, br
 	case "└─ ":
 		next += "   "
 	}
+	if st.depth > 0 && level >= st.depth && len(p.Children) > 0 {
+		fmt.Fprintf(w, "             %s└─ %s\n", next, st.paint(sgrDim, fmt.Sprintf("… %d more processes beneath (--depth)", descendants(p))))
+		return
+	}
 	for i, c := range p.Children {
 		b := "├─ "
 		if i == len(p.Children)-1 {
 			b = "└─ "
 		}
-		writeProc(w, r, c, p, next, b, st)
+		writeProc(w, r, c, p, next, b, level+1, st)
 	}
+}
+
+// descendants counts the processes beneath p.
+func descendants(p *timeline.Proc) int {
+	n := len(p.Children)
+	for _, c := range p.Children {
+		n += descendants(c)
+	}
+	return n
 }
 
 // procAttrs are p's attributes for its line (timeline.Proc.Attrs beneath

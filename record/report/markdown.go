@@ -47,7 +47,7 @@ func (m *mdWriter) alerts(r *Report) {
 		for _, s := range a.Refs {
 			refs = append(refs, fmt.Sprintf("#%d", s))
 		}
-		return []string{a.Level, a.RuleID, a.Title, a.Package, strings.Join(refs, " ")}
+		return []string{a.Level, a.Rule, a.Title, a.Package, strings.Join(refs, " ")}
 	})
 }
 

@@ -65,21 +65,24 @@ func WriteHTML(w io.Writer, r *Report) error {
 		ProcCount int
 		Refs      []refRow
 	}{R: r, Line: Line(r), Chart: r.Chart(), Refs: refs}
-	data.Tree, data.ProcCount = r.tree(r.Processes)
+	data.Tree, data.ProcCount = r.tree(r.Processes, nil)
 	return page.Execute(w, data)
 }
 
-// tree is ps as the page's nodes, and how many there are.
-func (r *Report) tree(ps []*timeline.Proc) ([]node, int) {
+// tree is ps, the children of parent, as the page's nodes, and how many
+// there are. A node's cwd and uid are shown where they differ from its
+// parent's; a PATH search's failed execs are left out, as in the
+// timeline (the record and the JSON report have them).
+func (r *Report) tree(ps []*timeline.Proc, parent *timeline.Proc) ([]node, int) {
 	out, n := make([]node, 0, len(ps)), 0
 	for _, p := range ps {
-		attrs, _ := p.Attrs(nil, true)
+		attrs, _ := p.Attrs(parent, false)
 		nd := node{P: p, Cmd: p.Command(240), Attrs: strings.Join(attrs, "  ")}
 		if p.ExecSeq != 0 {
 			nd.Script = r.Scripts[p.ExecSeq]
 		}
 		var c int
-		nd.Children, c = r.tree(p.Children)
+		nd.Children, c = r.tree(p.Children, p)
 		out, n = append(out, nd), n+1+c
 	}
 	return out, n

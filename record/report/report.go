@@ -138,15 +138,17 @@ type Path struct {
 // Alert is an alert of the session: journaled, or derived from the
 // package view (Derived).
 type Alert struct {
-	Seq     uint64    `json:"seq,omitempty"`
-	TS      time.Time `json:"ts"`
-	RuleID  string    `json:"rule_id"`
-	Title   string    `json:"title"`
-	Level   string    `json:"level"`
-	Summary string    `json:"summary,omitempty"`
-	Package string    `json:"package,omitempty"`
-	Refs    []uint64  `json:"refs,omitempty"`
-	Derived bool      `json:"derived,omitempty"`
+	Seq    uint64    `json:"seq,omitempty"`
+	TS     time.Time `json:"ts"`
+	RuleID string    `json:"rule_id"`
+	// Rule is the rule's name (WithRuleNames), else its id.
+	Rule    string   `json:"rule"`
+	Title   string   `json:"title"`
+	Level   string   `json:"level"`
+	Summary string   `json:"summary,omitempty"`
+	Package string   `json:"package,omitempty"`
+	Refs    []uint64 `json:"refs,omitempty"`
+	Derived bool     `json:"derived,omitempty"`
 }
 
 // Ref is an event an alert names.
@@ -184,6 +186,11 @@ type Option func(*Builder)
 // WithAll keeps the file events beneath package-manager caches.
 func WithAll() Option { return func(b *Builder) { b.all = true } }
 
+// WithRuleNames names the rules of the alerts: name returns a rule's name
+// for its id (a Sigma rule's UUID), or "" for none; an alert whose rule
+// has a name shows it (Alert.Rule), its id beside.
+func WithRuleNames(name func(id string) string) Option { return func(b *Builder) { b.ruleName = name } }
+
 // WithView passes options to the package view (pkgview.WithShimDir).
 func WithView(opts ...pkgview.Option) Option {
 	return func(b *Builder) { b.viewOpts = append(b.viewOpts, opts...) }
@@ -195,6 +202,7 @@ type Builder struct {
 	r        *Report
 	all      bool
 	viewOpts []pkgview.Option
+	ruleName func(string) string
 	tl       *timeline.Builder
 	events   map[uint64]*event.Event // alert refs are resolved from these
 	dests    map[string]*Destination
@@ -418,6 +426,14 @@ func (b *Builder) collect() {
 		return 0
 	})
 	slices.SortStableFunc(r.Alerts, func(x, y Alert) int { return levelRank(y.Level) - levelRank(x.Level) })
+	for i := range r.Alerts {
+		a := &r.Alerts[i]
+		if a.Rule = a.RuleID; b.ruleName != nil {
+			if n := b.ruleName(a.RuleID); n != "" {
+				a.Rule = n
+			}
+		}
+	}
 	r.Refs = map[uint64]Ref{}
 	for _, a := range r.Alerts {
 		for _, s := range a.Refs {

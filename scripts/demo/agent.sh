@@ -1,10 +1,15 @@
 #!/bin/sh
 # The demo's agent (scripts/demo.sh runs it in a session, as the session's
-# own unprivileged uid, in a copy beside metadata-probe.py). It prints one
-# line per thing it does; the package managers' own output goes to logs in
-# its workdir, which the session preserves, and is shown only on failure.
+# own unprivileged uid, in a copy beside metadata-probe.py and
+# tool-call.py; DEMO_INDEX is the loopback fixture server's URL). It prints
+# one line per thing it does; the package managers' own output goes to
+# logs in its workdir, which the session preserves, and is shown only on
+# failure. It does one thing of every kind the record holds: installs
+# through the shims, a blocked package, a tool call, `curl | sh`, a
+# refused read of /etc/shadow, a write of cloud credentials, DNS lookups,
+# a blocked connection, and a subprocess killed by the memory limit.
 say() { echo "agent: $*"; }
-here="$(dirname "$0")"
+here="${0%/*}"
 
 mkdir -p webapp && cd webapp
 echo '{"name":"webapp","version":"1.0.0","private":true}' >package.json
@@ -28,8 +33,29 @@ say "npm install event-stream@3.3.6 (on the default policy's blocklist)"
 if npm install --no-audit --no-fund --no-update-notifier event-stream@3.3.6 >npm-blocked.log 2>&1; then
 	say "  installed: the policy did not refuse it"
 else
-	sed -n "1s/^/agent:   npm: /p" npm-blocked.log
+	say "  npm: $(head -n 1 npm-blocked.log)"
 fi
 
 say "connect to the cloud metadata service (the default egress policy blocks it)"
-python3 "$here/metadata-probe.py" | sed 's/^/agent:   /'
+say "  $(python3 "$here/metadata-probe.py" 2>&1)"
+
+say "report a tool call to the tool API (read_file on the filesystem server)"
+say "  $(python3 "$here/tool-call.py" 2>&1)"
+
+say "curl $DEMO_INDEX/install.sh | sh"
+curl -fsS "$DEMO_INDEX/install.sh" | sh >install.log 2>&1
+say "  $(cat install.log)"
+
+say "cat /etc/shadow (refused: the agent is not root)"
+cat /etc/shadow >/dev/null 2>&1 || say "  refused"
+
+say "write ~/.aws/credentials"
+mkdir -p "$HOME/.aws" && printf '[default]\naws_access_key_id = demo\n' >"$HOME/.aws/credentials" && say "  written"
+
+say "look up exfil.example and a.exfil.example (the demo's policy blocks the domain)"
+getent hosts exfil.example >/dev/null || getent hosts a.exfil.example >/dev/null || say "  neither resolved"
+
+say "allocate 1 GiB in a subprocess (the session's memory limit is 512 MiB)"
+python3 -c 'b = bytearray(1 << 30)' 2>/dev/null
+status=$?
+[ "$status" -eq 137 ] && say "  killed by the kernel's OOM killer (exit $status)" || say "  exit $status"

@@ -6,6 +6,9 @@ cooldown reads it, and flags a file of unknown age). PyPI itself is out of
 reach on sandbox build machines; the demo's mirror uses this index as its
 PyPI upstream.
 
+It also serves /install.sh, the harmless "installer" that the demo's agent
+pipes from curl into sh (which a detection rule catches).
+
 Usage: pypi-fixture.py PORT"""
 import base64, hashlib, http.server, io, json, sys, zipfile
 
@@ -35,6 +38,7 @@ page = json.dumps({"meta": {"api-version": "1.1"}, "name": "sandtrail-demo", "ve
 routes = {
     "/simple/sandtrail-demo/": ("application/vnd.pypi.simple.v1+json", page),
     f"/files/{wheel}": ("application/octet-stream", blob),
+    "/install.sh": ("text/x-shellscript", b'echo "installer: nothing installed (a demo)"\n'),
 }
 
 

@@ -2,11 +2,13 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,10 +65,12 @@ func build(t *testing.T, dir string) (bin, shims string) {
 
 // TestDemo runs scripts/demo.sh and checks its output: both packages
 // installed through the shims and verified by the mirror, the blocklisted
-// one refused, no alert, the metadata probe refused by the egress policy
-// and recorded as a blocked connect, an intact journal, and no warning or
-// error logged on the way. demo.sh itself fails when the probe's blocked
-// connect is missing from the record.
+// one refused, the metadata probe refused by the egress policy, the tool
+// call, the subprocess killed by the memory limit, exactly the two alerts
+// the agent earned (curl | sh, the credentials write) and no other, an
+// intact journal, the HTML report written, and no warning or error logged
+// on the way. demo.sh itself fails when the record lacks any kind of event
+// the agent made.
 func TestDemo(t *testing.T) {
 	needDemo(t)
 	// Not t.TempDir, whose parent is 0700: the agent reaches the shims
@@ -98,8 +102,12 @@ func TestDemo(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, demoScript)
-	cmd.Env = env
+	script, err := filepath.Abs(demoScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Env, cmd.Dir = env, dir
 	b, err := cmd.CombinedOutput()
 	out := string(b)
 	if err != nil {
@@ -111,10 +119,16 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^pypi +sandtrail-demo +\S+ +1\.0 +shim\+mirror +yes +sha256:`),
 		regexp.MustCompile(`(?m)^npm +event-stream +3\.3\.6 +- +blocked `),
 		regexp.MustCompile(`(?m)^agent: +EPERM \(Operation not permitted\): refused by the session's egress policy$`),
-		regexp.MustCompile(`(?m) pkg\.blocked +npm event-stream@3\.3\.6 `),
-		regexp.MustCompile(`(?m) net\.connect +connect tcp \S+:80 \[blocked\] `),
-		regexp.MustCompile(`(?m)^  alerts +none$`),
+		regexp.MustCompile(`(?m)^agent: +recorded tool\.invoke read_file `),
+		regexp.MustCompile(`(?m)^agent: +killed by the kernel's OOM killer \(exit 137\)$`),
+		regexp.MustCompile(`(?m) limit\.hit +memory_oom: `),
+		regexp.MustCompile(`(?m) high +download_piped_to_shell +pid=\d+ sh stdin<-curl\[\d+\]$`),
+		regexp.MustCompile(`(?m) high +credential_write +create \S+/\.aws/credentials `),
+		regexp.MustCompile(`(?m)^\S+ ├─ \d+ npm install `),
+		regexp.MustCompile(`(?m)^  /etc/shadow +read \(EACCES\)  \[sensitive\]$`),
 		regexp.MustCompile(`(?m)^status +intact$`),
+		regexp.MustCompile(`(?m)^sandtrail: session demo-\S+ normal exit=0 .*; alerts 2 high; journal intact$`),
+		regexp.MustCompile(`(?m)^recorded: .*\btool=1\b`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("the demo's output has no line matching %s\n%s", want, out)
@@ -126,13 +140,31 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
-	alerts := exec.Command(bin, "query", "--kind", "alert", "--format", "jsonl")
+	alerts := exec.Command(bin, "alerts", "--format", "jsonl")
 	alerts.Env = env
 	a, err := alerts.Output()
 	if err != nil {
-		t.Fatalf("sandtrail query --kind alert: %v", err)
+		t.Fatalf("sandtrail alerts: %v", err)
 	}
-	if s := strings.TrimSpace(string(a)); s != "" {
-		t.Errorf("the demo raised alerts:\n%s", s)
+	var titles []string
+	for _, line := range strings.Split(strings.TrimSpace(string(a)), "\n") {
+		var e struct {
+			Alert struct{ Title string } `json:"alert"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("sandtrail alerts: %v: %s", err, line)
+		}
+		titles = append(titles, e.Alert.Title)
+	}
+	slices.Sort(titles)
+	if want := []string{"Download piped to a shell or interpreter", "Write to a credential path"}; !slices.Equal(titles, want) {
+		t.Errorf("the demo's alerts are %q, want only %q", titles, want)
+	}
+	reports, _ := filepath.Glob(filepath.Join(dir, "sandtrail-report-demo-*.html"))
+	if len(reports) != 1 {
+		t.Fatalf("the demo wrote %d HTML reports in its directory, want 1", len(reports))
+	}
+	if page, err := os.ReadFile(reports[0]); err != nil || !strings.Contains(string(page), `<tr class="alert"`) {
+		t.Errorf("the HTML report: %v", err)
 	}
 }
