@@ -70,14 +70,16 @@ func TestReportInBrowser(t *testing.T) {
 		re   string
 		n    int
 	}{
-		{"a collapsible node of the process tree (sh, with npm beneath)", `<details open[^>]*>\s*<summary class="proc">`, 1},
+		{"the collapsible nodes of the process tree (sh > npm > the install script)", `<details open[^>]*>\s*<summary class="proc">`, 2},
 		{"the npm process, its hostile argv as text", `<b>101</b> npm install '&lt;script&gt;alert\(1\)&lt;/script&gt;'`, 1},
 		{"no script element", `<script`, 0},
 		{"package rows", `<tr class="package"`, 2},
 		{"alert rows", `<tr class="alert"`, 3},
-		{"links from the alert to its events", `<a href="#ref[67]">`, 2},
-		{"the events the alert names", `<tr class="ref" id="ref[67]">`, 2},
+		{"links from the alert to its events", `<a href="#ref[89]">`, 2},
+		{"the events the alert names", `<tr class="ref" id="ref[89]">`, 2},
 		{"the timeline's process bars", `<rect class="proc"`, 2},
+		{"the install script's bar", `<rect class="script"`, 1},
+		{"the install script under its package", `<tr class="scripts">`, 1},
 		{"the timeline's alert mark", `<rect class="alert"`, 1},
 		{"the sensitive file", `<tr class="file sensitive"`, 1},
 		{"the blocked destination", `<span class="badge blocked">1 blocked</span>`, 1},

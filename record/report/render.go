@@ -33,6 +33,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		return s[0]
 	},
 	"hostport": render.HostPort,
+	"shell":    func(argv []string) string { return render.ShellJoin(argv, 240) },
 	"join":     strings.Join,
 }).Parse(pageSource))
 

@@ -43,6 +43,10 @@ func knownSession() []*event.Event {
 			e.Pkg = &event.Pkg{Manager: "npm", Ecosystem: "npm", Name: "evil-pkg", Requested: "^1.0.0", Resolved: "1.0.1",
 				SourceURL: "https://registry.npmjs.org/evil-pkg/-/evil-pkg-1.0.1.tgz", Hash: "sha512-abc"}
 		}),
+		ev(4, event.KindExec, kern, func(e *event.Event) {
+			e.Proc = p(103, 101, 4, "sh", "-c", "node install.js")
+			e.Proc.Cwd = "/work/node_modules/evil-pkg"
+		}),
 		ev(5, event.KindFileCreate, kern, func(e *event.Event) {
 			e.Proc = p(101, 100, 3, "npm")
 			e.File = &event.File{Op: "create", Path: "/home/agent/.npm/_cacache/index-v5/aa/bb"}
@@ -73,7 +77,7 @@ func knownSession() []*event.Event {
 		}),
 		ev(13, event.KindExit, kern, func(e *event.Event) { e.Proc = p(101, 100, 3, "npm"); e.Proc.ExitCode = &zero }),
 		ev(14, event.KindAlert, event.SourceRules, func(e *event.Event) {
-			e.Alert = &event.Alert{RuleID: "credential_read", Title: "a <b>sensitive</b> file was read", Level: "high", Refs: []uint64{6, 7}}
+			e.Alert = &event.Alert{RuleID: "credential_read", Title: "a <b>sensitive</b> file was read", Level: "high", Refs: []uint64{8, 9}}
 		}),
 		ev(15, event.KindExit, kern, func(e *event.Event) { e.Proc = p(100, 1, 2, "sh"); e.Proc.ExitCode = &zero }),
 		ev(16, event.KindSessionTerminate, event.SourceSession, func(e *event.Event) {
@@ -126,13 +130,13 @@ func TestReport(t *testing.T) {
 	if got := strings.Join(rules, ", "); got != "credential_read derived=false, shim_bypass derived=true, unverified_install derived=true" {
 		t.Errorf("alerts = %s", got)
 	}
-	if ref, ok := r.Refs[7]; !ok || ref.Kind != event.KindFileRead || !strings.Contains(ref.Summary, "/etc/shadow") {
-		t.Errorf("Refs[7] = %+v, %v; want the read of /etc/shadow", ref, ok)
+	if ref, ok := r.Refs[8]; !ok || ref.Kind != event.KindFileRead || !strings.Contains(ref.Summary, "/etc/shadow") {
+		t.Errorf("Refs[8] = %+v, %v; want the read of /etc/shadow", ref, ok)
 	}
 	if r.Facts.Reason != "normal" || r.Facts.Duration() != 15*time.Millisecond || r.Facts.User != "agent" {
 		t.Errorf("facts = %+v", r.Facts)
 	}
-	want := "sandtrail: session S1 normal exit=0 15ms: 17 events, 2 processes, 2 packages (1 refused), 2 destinations (2 blocked), 1 tool calls; alerts 3 high; journal -"
+	want := "sandtrail: session S1 normal exit=0 15ms: 18 events, 3 processes, 2 packages (1 refused), 2 destinations (2 blocked), 1 tool calls; alerts 3 high; journal -"
 	if got := Line(r); got != want {
 		t.Errorf("Line =\n%s\nwant\n%s", got, want)
 	}
@@ -151,7 +155,7 @@ func TestHTMLEscapes(t *testing.T) {
 			t.Errorf("page contains %q", bad)
 		}
 	}
-	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "default-src 'none'", `id="ref7"`, `href="#ref7"`,
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "default-src 'none'", `id="ref8"`, `href="#ref8"`,
 		`class="package"`, "<svg", "<details open", "exfil.example", "read_file", "memory_oom"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -177,9 +181,26 @@ func TestMarkdownEscapes(t *testing.T) {
 	if !strings.Contains(md, `&#64;types/x\|\[y\](http://z)&lt;img&gt;`) {
 		t.Errorf("markdown does not escape the name:\n%s", md)
 	}
-	for _, want := range []string{"**Alerts** (3)", "**Packages** (2)", "**Blocked connections** (1)", "**Sensitive files** (1)", "| high | credential\\_read |"} {
+	for _, want := range []string{"**Alerts** (3)", "**Packages** (3)", "**Blocked connections** (1)", "**Sensitive files** (1)", "| high | credential\\_read |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestInstallScripts: a process that a package's install script started is
+// marked with its package in the tree, and listed under its package.
+func TestInstallScripts(t *testing.T) {
+	r := buildKnown(t)
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{`<span class="badge script">install script of npm evil-pkg 1.0.1</span>`,
+		`<tr class="scripts">`, `what its install scripts did: 1 processes`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }
