@@ -23,6 +23,7 @@ package report
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -254,9 +255,9 @@ func (b *Builder) Add(seq uint64, e *event.Event) {
 }
 
 // maxKept bounds the events a builder keeps to resolve alert refs: an
-// alert names earlier events, so the builder keeps them as they pass. In
-// a session with more, refs beyond it are listed by seq alone.
-const maxKept = 200_000
+// alert names earlier events, so the builder keeps the session's first
+// maxKept as they pass. A ref to another is listed by its seq alone.
+const maxKept = 100_000
 
 func (b *Builder) session(seq uint64, e *event.Event) {
 	s, f := e.Session, &b.r.Facts
@@ -317,8 +318,10 @@ func (b *Builder) net(seq uint64, e *event.Event) {
 	d.BytesOut += n.BytesOut
 	d.BytesIn += n.BytesIn
 	switch e.Kind {
-	case event.KindNetConnect, event.KindNetSend:
+	case event.KindNetConnect:
 		d.Connects++
+	case event.KindNetSend:
+		d.Connects += int(max(n.Count, 1))
 	}
 	if n.Verdict == "blocked" {
 		d.Blocked++
@@ -439,6 +442,8 @@ func (b *Builder) collect() {
 		for _, s := range a.Refs {
 			if e := b.events[s]; e != nil {
 				r.Refs[s] = Ref{Kind: e.Kind, TS: e.TS, Summary: render.Summary(e)}
+			} else {
+				r.Refs[s] = Ref{Summary: "not among the events this report kept: sandtrail prove " + strconv.FormatUint(s, 10) + " shows it"}
 			}
 		}
 	}
