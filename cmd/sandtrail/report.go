@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/sandtrail/sandtrail/policies/rules"
 	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
@@ -106,10 +107,11 @@ func (o *reportOpts) run(ctx context.Context, g *globals, session string, out io
 	return o.failed(r)
 }
 
-// buildReport reads the session's events and verifies the journal from
-// its first.
+// buildReport reads the session's events (sessionReport), names its
+// alerts' rules by the policy's rule set, and verifies the journal from
+// its first event.
 func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, all bool) (*report.Report, error) {
-	opts := []report.Option{report.WithView(viewOptions(cfg.ShimDir)...)}
+	var opts []report.Option
 	if set, err := loadRules(cfg.Policy); err == nil {
 		opts = append(opts, report.WithRuleNames(func(id string) string {
 			if r := set.Find(id); r != nil {
@@ -118,13 +120,30 @@ func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, a
 			return ""
 		}))
 	}
+	r, first, err := sessionReport(ctx, ix, id, cfg.ShimDir, all, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if r.Facts.Events == 0 {
+		return nil, usageErr(fmt.Errorf("no events recorded for session %q (sandtrail sessions lists them)", id))
+	}
+	r.Generated = time.Now()
+	r.Journal = timeline.VerifyJournal(cfg.JournalDir(), first, func() (note.Verifiers, error) { return loadVerifiers(cfg, nil) })
+	return r, nil
+}
+
+// sessionReport reads the session's events from the index into its report
+// (whose Timeline is sandtrail timeline's), its packages joined with the
+// shims of shimDir as sandtrail packages joins them; first is the seq of
+// its first event.
+func sessionReport(ctx context.Context, ix *index.Index, id, shimDir string, all bool, opts ...report.Option) (r *report.Report, first uint64, err error) {
+	opts = append(opts, report.WithView(viewOptions(shimDir)...))
 	if all {
 		opts = append(opts, report.WithAll())
 	}
 	b := report.New(id, opts...)
-	var first uint64
 	n := 0
-	err := ix.EachEvent(ctx, query.Filter{Session: id}, func(e *event.Event) error {
+	err = ix.EachEvent(ctx, query.Filter{Session: id}, func(e *event.Event) error {
 		if n == 0 {
 			first = e.Seq
 		}
@@ -133,15 +152,9 @@ func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, a
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", id, err)
+		return nil, 0, fmt.Errorf("reading session %s: %w", id, err)
 	}
-	if n == 0 {
-		return nil, usageErr(fmt.Errorf("no events recorded for session %q (sandtrail sessions lists them)", id))
-	}
-	r := b.Report()
-	r.Generated = time.Now()
-	r.Journal = timeline.VerifyJournal(cfg.JournalDir(), first, func() (note.Verifiers, error) { return loadVerifiers(cfg, nil) })
-	return r, nil
+	return b.Report(), first, nil
 }
 
 // writeHTMLReport writes the page to path, whole or not at all.
@@ -150,7 +163,8 @@ func writeHTMLReport(path string, r *report.Report) error {
 	if err := report.WriteHTML(&buf, r); err != nil {
 		return fmt.Errorf("rendering the HTML report: %w", err)
 	}
-	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	// 0600: the page holds what the record keeps of tool I/O.
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		return usageErr(fmt.Errorf("--html: %w", err))
 	}
 	abs, _ := filepath.Abs(path)
@@ -174,9 +188,8 @@ func (o *reportOpts) failed(r *report.Report) error {
 	if o.failOn == "" {
 		return nil
 	}
-	floor := slices.Index(event.AlertLevels, o.failOn)
 	for _, a := range r.Alerts {
-		if slices.Index(event.AlertLevels, a.Level) >= floor {
+		if rules.AtLeast(a.Level, o.failOn) {
 			return &exitError{code: exitAlerted, err: fmt.Errorf("session %s has a %s alert (%s), at or above --fail-on %s", r.SessionID, a.Level, a.RuleID, o.failOn)}
 		}
 	}

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"path"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/pkgview"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/render"
@@ -21,9 +17,13 @@ import (
 	"github.com/sandtrail/sandtrail/record/timeline"
 )
 
-// maxTimelineFiles bounds the timeline's files section; sandtrail report
-// lists them all.
+// maxTimelineFiles bounds the lines of the timeline's files section
+// beside the sensitive paths; sandtrail report lists them all.
 const maxTimelineFiles = 12
+
+// maxTimelineIndent bounds the tree's indent: a process deeper than this
+// is drawn at it, its line saying its depth.
+const maxTimelineIndent = 24
 
 func newTimelineCmd(g *globals) *cobra.Command {
 	var format string
@@ -76,7 +76,7 @@ when the parent is known.`,
 				return err
 			}
 			defer ix.Close()
-			r, err := buildTimeline(cmd.Context(), ix, id, cfg.ShimDir, all)
+			r, _, err := sessionReport(cmd.Context(), ix, id, cfg.ShimDir, all)
 			if err != nil {
 				return err
 			}
@@ -101,25 +101,6 @@ when the parent is known.`,
 func colourful(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
-}
-
-// buildTimeline reads the session's events from the index into its report
-// (whose Timeline is the timeline); its packages are joined with the shims
-// of shimDir, as sandtrail packages joins them.
-func buildTimeline(ctx context.Context, ix *index.Index, id, shimDir string, all bool) (*report.Report, error) {
-	opts := []report.Option{report.WithView(viewOptions(shimDir)...)}
-	if all {
-		opts = append(opts, report.WithAll())
-	}
-	b := report.New(id, opts...)
-	err := ix.EachEvent(ctx, query.Filter{Session: id}, func(e *event.Event) error {
-		b.Add(e.Seq, e)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", id, err)
-	}
-	return b.Report(), nil
 }
 
 // timelineStyle is how the text is drawn.
@@ -155,7 +136,7 @@ func writeTimeline(w io.Writer, r *report.Report, st timelineStyle) {
 	if tl.Lost > 0 {
 		lost = st.paint(sgrRed, fmt.Sprintf(", %d lost (see the collector.loss steps)", tl.Lost))
 	}
-	fmt.Fprintf(w, "session %s: %d events%s\n\n%s\n", tl.SessionID, tl.Events, lost, st.paint(sgrBold, "processes"))
+	fmt.Fprintf(w, "session %s: %d events%s\n\n%s\n", render.Clean(tl.SessionID, 64), tl.Events, lost, st.paint(sgrBold, "processes"))
 	if len(tl.Processes) == 0 {
 		fmt.Fprintln(w, "  (none recorded)")
 	}
@@ -175,7 +156,7 @@ func writeTimeline(w io.Writer, r *report.Report, st timelineStyle) {
 	}
 	writeTimelineFiles(w, r, &st)
 	if len(tl.Packages) > 0 {
-		fmt.Fprintln(w, "\n"+st.paint(sgrBold, "packages")+" (sandtrail packages --session "+tl.SessionID+" for the scripts' files and connections)")
+		fmt.Fprintln(w, "\n"+st.paint(sgrBold, "packages")+" (sandtrail packages --session "+render.Clean(tl.SessionID, 64)+" for the scripts' files and connections)")
 		for _, p := range tl.Packages {
 			fmt.Fprintf(w, "  %s\n", render.Clean(fmt.Sprintf("%s %s %s  %s%s", p.Ecosystem, p.Name, p.Version, p.Seen, scriptNote(p)), 200))
 		}
@@ -185,82 +166,25 @@ func writeTimeline(w io.Writer, r *report.Report, st timelineStyle) {
 	}
 }
 
-// writeTimelineFiles prints the paths the session touched: sensitive ones
-// first, each on its own line; then the others, a directory with more
-// than two of them on one line.
+// writeTimelineFiles prints the paths the session touched
+// (report.Files.Lines): every sensitive one, then at most
+// maxTimelineFiles lines of the others.
 func writeTimelineFiles(w io.Writer, r *report.Report, st *timelineStyle) {
-	paths := r.Files.Paths
-	if len(paths) == 0 {
+	if len(r.Files.Paths) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s (%d paths)\n", st.paint(sgrBold, "files"), len(paths))
-	lines := fileLines(paths)
-	for _, l := range lines[:min(len(lines), maxTimelineFiles)] {
-		if l.sensitive {
-			l.text = st.paint(sgrRed, l.text+"  [sensitive]")
+	fmt.Fprintf(w, "\n%s (%d paths)\n", st.paint(sgrBold, "files"), len(r.Files.Paths))
+	lines, more := r.Files.Lines(maxTimelineFiles)
+	for _, l := range lines {
+		text := "  " + render.Clean(l.Text, 200)
+		if l.Sensitive {
+			text = st.paint(sgrRed, text+"  [sensitive]")
 		}
-		fmt.Fprintln(w, "  "+l.text)
+		fmt.Fprintln(w, text)
 	}
-	if n := len(lines) - maxTimelineFiles; n > 0 {
-		fmt.Fprintf(w, "  … %d more lines (sandtrail report %s --html FILE lists every path)\n", n, r.SessionID)
+	if more > 0 {
+		fmt.Fprintf(w, "  … %d more lines (sandtrail report %s --html FILE lists every path)\n", more, render.Clean(r.SessionID, 64))
 	}
-}
-
-// fileLine is a line of the files section.
-type fileLine struct {
-	text      string
-	sensitive bool
-}
-
-// fileLines are paths as lines: each sensitive path, then each other path
-// or, for a directory holding more than two of them, the directory with
-// their count and operations, in the order of their first events.
-func fileLines(paths []report.Path) []fileLine {
-	byDir := map[string][]report.Path{}
-	for _, p := range paths {
-		if !p.Sensitive {
-			d := path.Dir(p.Path)
-			byDir[d] = append(byDir[d], p)
-		}
-	}
-	var out []fileLine
-	done := map[string]bool{}
-	for _, p := range paths {
-		d := path.Dir(p.Path)
-		switch {
-		case p.Sensitive:
-			out = append(out, fileLine{pathLine(p.Path, p.Ops, p.Errnos), true})
-		case len(byDir[d]) > 2 && !done[d]:
-			done[d] = true
-			var ops, errnos []string
-			for _, q := range byDir[d] {
-				ops, errnos = union(ops, q.Ops), union(errnos, q.Errnos)
-			}
-			out = append(out, fileLine{pathLine(fmt.Sprintf("%s/ (%d paths)", d, len(byDir[d])), ops, errnos), false})
-		case len(byDir[d]) <= 2:
-			out = append(out, fileLine{pathLine(p.Path, p.Ops, p.Errnos), false})
-		}
-	}
-	return out
-}
-
-// pathLine is a path, its operations and its errors.
-func pathLine(p string, ops, errnos []string) string {
-	line := fmt.Sprintf("%-40s %s", render.Clean(p, 120), strings.Join(ops, ","))
-	if len(errnos) > 0 {
-		line += " (" + render.Clean(strings.Join(errnos, ","), 40) + ")"
-	}
-	return line
-}
-
-// union is a with b's values that it lacks appended.
-func union(a, b []string) []string {
-	for _, v := range b {
-		if !slices.Contains(a, v) {
-			a = append(a, v)
-		}
-	}
-	return a
 }
 
 // hiddenNote says what the timeline left out, and how to see it.
@@ -299,16 +223,21 @@ func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, br
 	if a := procAttrs(p, parent, st); a != "" {
 		line += "  " + st.paint(sgrDim, a)
 	}
+	if level > maxTimelineIndent {
+		line = fmt.Sprintf("[depth %d] %s", level, line)
+	}
 	fmt.Fprintf(w, "%s %s%s%s\n", start, lead, branch, line)
 	next := lead
-	switch branch {
-	case "├─ ":
-		next += "│  "
-	case "└─ ":
-		next += "   "
+	if level <= maxTimelineIndent {
+		switch branch {
+		case "├─ ":
+			next += "│  "
+		case "└─ ":
+			next += "   "
+		}
 	}
 	if st.depth > 0 && level >= st.depth && len(p.Children) > 0 {
-		fmt.Fprintf(w, "             %s└─ %s\n", next, st.paint(sgrDim, fmt.Sprintf("… %d more processes beneath (--depth)", descendants(p))))
+		fmt.Fprintf(w, "             %s└─ %s\n", next, st.paint(sgrDim, "… "+beneathNote(r, p)+" (--depth)"))
 		return
 	}
 	for i, c := range p.Children {
@@ -320,13 +249,24 @@ func writeProc(w io.Writer, r *report.Report, p, parent *timeline.Proc, lead, br
 	}
 }
 
-// descendants counts the processes beneath p.
-func descendants(p *timeline.Proc) int {
-	n := len(p.Children)
-	for _, c := range p.Children {
-		n += descendants(c)
+// beneathNote counts the processes beneath p, and among them the install
+// scripts' and those that failed or were killed.
+func beneathNote(r *report.Report, p *timeline.Proc) string {
+	var scripts, failed int
+	var walk func(ps []*timeline.Proc)
+	walk = func(ps []*timeline.Proc) {
+		for _, c := range ps {
+			if c.ExecSeq != 0 && r.Scripts[c.ExecSeq] != "" {
+				scripts++
+			}
+			if c.Signal != 0 || c.ExitCode != nil && *c.ExitCode != 0 {
+				failed++
+			}
+			walk(c.Children)
+		}
 	}
-	return n
+	walk(p.Children)
+	return fmt.Sprintf("%d more processes beneath (%d install-script processes, %d failed or killed)", p.Descendants(), scripts, failed)
 }
 
 // procAttrs are p's attributes for its line (timeline.Proc.Attrs beneath

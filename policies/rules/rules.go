@@ -186,5 +186,5 @@ func (s *Set) Selects(ref, ruleID string) bool {
 // AtLeast reports whether level is min or above, in Sigma's order
 // (event.AlertLevels); an unknown level is below every known one.
 func AtLeast(level, min string) bool {
-	return slices.Index(event.AlertLevels, level) >= slices.Index(event.AlertLevels, min)
+	return event.LevelRank(level) >= event.LevelRank(min)
 }

@@ -570,6 +570,10 @@ type Alert struct {
 // AlertLevels are Sigma's levels, which alerts have, lowest first.
 var AlertLevels = []string{"informational", "low", "medium", "high", "critical"}
 
+// LevelRank is level's place in AlertLevels, -1 for an unknown level
+// (below every known one).
+func LevelRank(level string) int { return slices.Index(AlertLevels, level) }
+
 // Loss records events that a producer dropped instead of blocking.
 type Loss struct {
 	Count  uint64 `json:"count"`

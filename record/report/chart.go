@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"time"
 
@@ -48,13 +49,18 @@ type ChartTick struct {
 	Label, Anchor string
 }
 
-// spans lists the processes' runs, depth first, then the marks.
+// spans lists the runs of the first chartMaxRows processes, depth first
+// (counting the others in chartMore), then the marks.
 func (b *Builder) spans() []Span {
 	var out []Span
 	var walk func(ps []*timeline.Proc, depth int)
 	walk = func(ps []*timeline.Proc, depth int) {
 		for _, p := range ps {
-			label := fmt.Sprintf("%*s%d %s", depth, "", p.Pid, procName(p))
+			if len(out) >= chartMaxRows {
+				b.r.chartMore += 1 + p.Descendants()
+				continue
+			}
+			label := fmt.Sprintf("%*s%d %s", min(depth, chartMaxIndent), "", p.Pid, procName(p))
 			cls := "proc"
 			if _, ok := b.r.Scripts[p.ExecSeq]; ok && p.ExecSeq != 0 {
 				cls = "script"
@@ -67,18 +73,14 @@ func (b *Builder) spans() []Span {
 	return append(out, b.marks...)
 }
 
+// chartMaxIndent bounds a label's indent, however deep its process.
+const chartMaxIndent = 12
+
 // procName is a process's name for a label: its argv[0]'s base, else its
 // comm.
 func procName(p *timeline.Proc) string {
 	if len(p.Argv) > 0 {
-		a := p.Argv[0]
-		for i := len(a) - 1; i >= 0; i-- {
-			if a[i] == '/' {
-				a = a[i+1:]
-				break
-			}
-		}
-		if a != "" {
+		if a := path.Base(p.Argv[0]); a != "" && a != "." && a != "/" {
 			return render.Clean(a, 24)
 		}
 	}
@@ -86,8 +88,10 @@ func procName(p *timeline.Proc) string {
 }
 
 // Chart lays out the report's spans between the session's first and last
-// times: one row per process (at most chartMaxRows), then one row per kind
-// of mark.
+// times as the host and the kernel wrote them: one row per process (at
+// most chartMaxRows), then one row per kind of mark. A mark's time can
+// be the agent's (a tool call's, a shim's), so a mark outside the session
+// is drawn at its edge, and says so.
 func (r *Report) Chart() Chart {
 	t0, t1 := r.bounds()
 	span := t1.Sub(t0)
@@ -95,34 +99,25 @@ func (r *Report) Chart() Chart {
 		span = time.Millisecond
 	}
 	x := func(t time.Time) float64 {
-		if t.IsZero() {
-			return chartLabelW
-		}
-		return chartLabelW + float64(chartWidth-chartLabelW-8)*float64(t.Sub(t0))/float64(span)
+		f := float64(t.Sub(t0)) / float64(span)
+		return chartLabelW + float64(chartWidth-chartLabelW-8)*min(max(f, 0), 1)
 	}
-	c := Chart{Width: chartWidth}
+	c := Chart{Width: chartWidth, More: r.chartMore}
 	rowOf := map[string]int{}
-	procs := 0
 	for _, s := range r.Spans {
-		isProc := s.Class == "proc" || s.Class == "script"
 		i, ok := rowOf[s.Row]
 		if !ok {
-			if isProc && procs >= chartMaxRows {
-				c.More++
-				continue
-			}
-			if isProc {
-				procs++
-			}
 			i = len(c.Rows)
 			rowOf[s.Row] = i
 			c.Rows = append(c.Rows, ChartRow{Y: 24 + i*chartRowH, Label: s.Row})
 		}
-		c.Rows[i].Bars = append(c.Rows[i].Bars, bar(s, x, t1))
+		if br, ok := bar(s, x, t0, t1); ok {
+			c.Rows[i].Bars = append(c.Rows[i].Bars, br)
+		}
 	}
 	c.Height = 24 + len(c.Rows)*chartRowH + 8
 	for i := 0; i <= 4; i++ {
-		t := t0.Add(span * time.Duration(i) / 4)
+		t := t0.Add(time.Duration(float64(span) * float64(i) / 4))
 		anchor := "middle"
 		if i == 4 {
 			anchor = "end"
@@ -132,22 +127,30 @@ func (r *Report) Chart() Chart {
 	return c
 }
 
-// bar is the bar of s; a run with no recorded end is drawn to end.
-func bar(s Span, x func(time.Time) float64, end time.Time) ChartBar {
-	from := x(s.Start)
+// bar is the bar of s between the chart's times t0 and t1; a run with no
+// recorded end is drawn to t1, one with no recorded start is not drawn.
+func bar(s Span, x func(time.Time) float64, t0, t1 time.Time) (ChartBar, bool) {
+	at := s.Start.UTC().Format("15:04:05.000")
 	if s.Class != "proc" && s.Class != "script" {
-		return ChartBar{X: from - 2, W: 4, Class: s.Class, Title: s.Class + " at " + s.Start.UTC().Format("15:04:05.000")}
+		title := s.Class + " at " + at
+		if s.Start.Before(t0) || s.Start.After(t1) {
+			title += " (a time outside the session's, drawn at its edge)"
+		}
+		return ChartBar{X: x(s.Start) - 2, W: 4, Class: s.Class, Title: title}, true
 	}
-	to, title := s.End, ""
+	if s.Start.IsZero() {
+		return ChartBar{}, false
+	}
+	to, note := s.End, ""
 	if to.IsZero() {
-		to, title = end, " (no exit recorded)"
+		to, note = t1, " (no exit recorded)"
 	}
-	w := max(x(to)-from, 1.5)
-	return ChartBar{X: from, W: w, Class: s.Class, Title: s.Row + ": " + to.Sub(s.Start).Round(time.Microsecond).String() + title}
+	from := x(s.Start)
+	return ChartBar{X: from, W: max(x(to)-from, 1.5), Class: s.Class, Title: s.Row + ": " + to.Sub(s.Start).Round(time.Microsecond).String() + note}, true
 }
 
-// bounds are the earliest and latest times of the session's spans and
-// facts.
+// bounds are the session's first and last times as the host and the
+// kernel wrote them: its start and end, and its processes' runs.
 func (r *Report) bounds() (t0, t1 time.Time) {
 	var ts []time.Time
 	for _, t := range []time.Time{r.Facts.Start, r.Facts.End} {
@@ -156,10 +159,18 @@ func (r *Report) bounds() (t0, t1 time.Time) {
 		}
 	}
 	for _, s := range r.Spans {
+		if s.Class != "proc" && s.Class != "script" {
+			continue
+		}
 		for _, t := range []time.Time{s.Start, s.End} {
 			if !t.IsZero() {
 				ts = append(ts, t)
 			}
+		}
+	}
+	if len(ts) == 0 {
+		for _, s := range r.Spans {
+			ts = append(ts, s.Start)
 		}
 	}
 	if len(ts) == 0 {

@@ -88,7 +88,27 @@ func checkPage(t *testing.T, page []byte) {
 	}
 }
 
-// checkMarkdown fails on a table row with more cells than its header.
+// splitCells splits a table row at its unescaped "|", trimmed.
+func splitCells(line string) []string {
+	var cells []string
+	cur := ""
+	for i := 0; i < len(line); i++ {
+		switch {
+		case line[i] == '\\' && i+1 < len(line) && line[i+1] == '|':
+			cur += `\|`
+			i++
+		case line[i] == '|':
+			cells = append(cells, strings.TrimSpace(cur))
+			cur = ""
+		default:
+			cur += string(line[i])
+		}
+	}
+	return cells[1:]
+}
+
+// checkMarkdown fails on a table row with more cells than its header, or
+// a cell that is not a code span (the header's excepted).
 func checkMarkdown(t *testing.T, md string) {
 	cells := 0
 	for _, line := range strings.Split(md, "\n") {
@@ -97,10 +117,17 @@ func checkMarkdown(t *testing.T, md string) {
 			continue
 		}
 		n := strings.Count(line, "|") - strings.Count(line, `\|`)
-		if cells == 0 {
+		switch {
+		case cells == 0:
 			cells = n
-		} else if n != cells {
+		case n != cells:
 			t.Fatalf("a Markdown row has %d cell separators, its table %d: %q", n, cells, line)
+		case !strings.HasPrefix(line, "| ---"):
+			for _, cell := range splitCells(line) {
+				if cell != "" && !strings.HasPrefix(cell, "`") {
+					t.Fatalf("a Markdown cell is not a code span: %q in %q", cell, line)
+				}
+			}
 		}
 	}
 }

@@ -17,8 +17,8 @@ const maxMarkdownRows = 30
 // hits, the tool calls and the journal's status.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	m := &mdWriter{w: w}
-	m.printf("### sandtrail: session `%s`\n\n", md(r.SessionID, 64))
-	m.printf("%s\n", md(Line(r), 400))
+	m.printf("### sandtrail: session %s\n\n", md(r.SessionID, 64))
+	m.printf("%s\n", md(Line(r), 600))
 	m.alerts(r)
 	m.packages(r)
 	m.network(r)
@@ -40,6 +40,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	return m.err
 }
 
+// alerts writes the alerts table.
 func (m *mdWriter) alerts(r *Report) {
 	m.table("Alerts", []string{"level", "rule", "title", "package", "events"}, len(r.Alerts), func(i int) []string {
 		a := r.Alerts[i]
@@ -51,6 +52,7 @@ func (m *mdWriter) alerts(r *Report) {
 	})
 }
 
+// packages writes the packages table.
 func (m *mdWriter) packages(r *Report) {
 	m.table("Packages", []string{"ecosystem", "name", "requested", "resolved", "verdict", "mirror", "source"}, len(r.Packages), func(i int) []string {
 		p := r.Packages[i]
@@ -58,6 +60,7 @@ func (m *mdWriter) packages(r *Report) {
 	})
 }
 
+// network writes the blocked destinations.
 func (m *mdWriter) network(r *Report) {
 	var blocked []Destination
 	for _, d := range r.Network.Destinations {
@@ -71,6 +74,7 @@ func (m *mdWriter) network(r *Report) {
 	})
 }
 
+// files writes the sensitive paths.
 func (m *mdWriter) files(r *Report) {
 	var sens []Path
 	for _, p := range r.Files.Paths {
@@ -90,6 +94,7 @@ type mdWriter struct {
 	err error
 }
 
+// printf writes unless an earlier write failed.
 func (m *mdWriter) printf(format string, v ...any) {
 	if m.err == nil {
 		_, m.err = fmt.Fprintf(m.w, format, v...)
@@ -115,15 +120,27 @@ func (m *mdWriter) table(title string, head []string, n int, row func(int) []str
 	}
 }
 
-// mdEscaper escapes what Markdown (and the HTML that GitHub's Markdown
-// allows) would read as markup.
-var mdEscaper = strings.NewReplacer(
-	`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`, "|", `\|`,
-	"<", "&lt;", ">", "&gt;", "&", "&amp;", "#", `\#`, "!", `\!`, "~", `\~`, "@", "&#64;",
-)
-
 // md is an untrusted value for one line of Markdown: cleaned of control
-// characters, cut at max runes and escaped.
-func md(s string, max int) string {
-	return mdEscaper.Replace(render.Clean(s, max))
+// characters, cut at max runes, and set as a code span, in which Markdown
+// reads no emphasis, link, autolink (www.x, https://x), mention, image or
+// HTML. Its fence is longer than any run of backticks in the value, and a
+// "|" is escaped, which a table reads as part of the cell (GFM); "" stays
+// empty.
+func md(s string, n int) string {
+	s = render.Clean(s, n)
+	if s == "" {
+		return ""
+	}
+	run, longest := 0, 0
+	for _, c := range s {
+		if c == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return fence + " " + s + " " + fence
 }

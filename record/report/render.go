@@ -58,35 +58,86 @@ func WriteHTML(w io.Writer, r *Report) error {
 	for _, s := range slices.Sorted(maps.Keys(r.Refs)) {
 		refs = append(refs, refRow{s, r.Refs[s]})
 	}
+	t := &treeBuilder{r: r}
 	data := struct {
-		R         *Report
-		Line      string
-		Chart     Chart
-		Tree      []node
-		ProcCount int
-		Refs      []refRow
-	}{R: r, Line: Line(r), Chart: r.Chart(), Refs: refs}
-	data.Tree, data.ProcCount = r.tree(r.Processes, nil)
+		R          *Report
+		Line       string
+		Chart      Chart
+		Tree       []node
+		ProcCount  int
+		PathMisses int
+		Refs       []refRow
+	}{R: r, Line: Line(r), Chart: r.Chart(), Tree: t.nodes(r.Processes, nil, 0), Refs: refs}
+	data.ProcCount, data.PathMisses = t.count, t.pathMisses
 	return page.Execute(w, data)
 }
 
-// tree is ps, the children of parent, as the page's nodes, and how many
-// there are. A node's cwd and uid are shown where they differ from its
-// parent's; a PATH search's failed execs are left out, as in the
-// timeline (the record and the JSON report have them).
-func (r *Report) tree(ps []*timeline.Proc, parent *timeline.Proc) ([]node, int) {
-	out, n := make([]node, 0, len(ps)), 0
+// maxTreeDepth bounds the nesting of the page's tree: the processes
+// beneath a node this deep are listed flat under it, each with its depth.
+const maxTreeDepth = 48
+
+// treeBuilder builds the page's tree, counting its processes and the
+// PATH-search misses it leaves out.
+type treeBuilder struct {
+	r                 *Report
+	count, pathMisses int
+}
+
+// nodes is ps, the children of parent at depth, as the page's nodes. A
+// node's cwd and uid are shown where they differ from its parent's; a PATH
+// search's failed execs are left out unless the report was built WithAll,
+// as in the timeline.
+func (t *treeBuilder) nodes(ps []*timeline.Proc, parent *timeline.Proc, depth int) []node {
+	out := make([]node, 0, len(ps))
 	for _, p := range ps {
-		attrs, _ := p.Attrs(parent, false)
-		nd := node{P: p, Cmd: p.Command(240), Attrs: strings.Join(attrs, "  ")}
-		if p.ExecSeq != 0 {
-			nd.Script = r.Scripts[p.ExecSeq]
+		nd := t.node(p, parent, "")
+		if depth+1 < maxTreeDepth {
+			nd.Children = t.nodes(p.Children, p, depth+1)
+		} else {
+			nd.Children = t.flat(p, depth+1)
 		}
-		var c int
-		nd.Children, c = r.tree(p.Children, p)
-		out, n = append(out, nd), n+1+c
+		out = append(out, nd)
 	}
-	return out, n
+	return out
+}
+
+// flat lists the processes beneath p, at depth and below, as leaves.
+func (t *treeBuilder) flat(p *timeline.Proc, depth int) []node {
+	type pending struct {
+		p, parent *timeline.Proc
+		depth     int
+	}
+	var out []node
+	var stack []pending
+	push := func(parent *timeline.Proc, depth int) {
+		for i := len(parent.Children) - 1; i >= 0; i-- {
+			stack = append(stack, pending{parent.Children[i], parent, depth})
+		}
+	}
+	push(p, depth)
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		out = append(out, t.node(s.p, s.parent, fmt.Sprintf("depth %d", s.depth)))
+		push(s.p, s.depth+1)
+	}
+	return out
+}
+
+// node is p's node without its children; note goes first in its
+// attributes.
+func (t *treeBuilder) node(p, parent *timeline.Proc, note string) node {
+	attrs, misses := p.Attrs(parent, t.r.all)
+	if note != "" {
+		attrs = append([]string{note}, attrs...)
+	}
+	t.count++
+	t.pathMisses += misses
+	nd := node{P: p, Cmd: p.Command(240), Attrs: strings.Join(attrs, "  ")}
+	if p.ExecSeq != 0 {
+		nd.Script = t.r.Scripts[p.ExecSeq]
+	}
+	return nd
 }
 
 // Line is the report in one line, for a CI log: the session, how it ended,
@@ -110,22 +161,18 @@ func Line(r *Report) string {
 			blocked++
 		}
 	}
-	fmt.Fprintf(&b, ": %d events, %d processes, %d packages (%d refused), %d destinations (%d blocked), %d tool calls",
-		f.Events, count(r.Processes), len(r.Packages), blocked, len(r.Network.Destinations), r.Network.Blocked, len(r.Tools))
+	procs := len(r.Processes)
+	for _, p := range r.Processes {
+		procs += p.Descendants()
+	}
+	fmt.Fprintf(&b, ": %d events, %d processes, %d packages (%d refused), %d destinations (%d blocked), %d names blocked, %d tool calls",
+		f.Events, procs, len(r.Packages), blocked, len(r.Network.Destinations)+r.Omitted["destinations"],
+		r.Network.BlockedDestinations(), r.Network.BlockedNames, f.ByCategory["tool"]+f.ByCategory["model"])
 	fmt.Fprintf(&b, "; alerts %s; journal %s", alertCounts(r.Alerts), render.OrDash(r.Journal.Status))
 	if f.Lost > 0 {
 		fmt.Fprintf(&b, "; %d events lost", f.Lost)
 	}
 	return b.String()
-}
-
-// count is how many processes the tree ps holds.
-func count(ps []*timeline.Proc) int {
-	n := len(ps)
-	for _, p := range ps {
-		n += count(p.Children)
-	}
-	return n
 }
 
 // alertCounts is "none", or the alerts counted by level, highest first.
@@ -150,6 +197,7 @@ func alertCounts(as []Alert) string {
 	return strings.Join(parts, ", ")
 }
 
+// fmtTime is t in UTC to the millisecond, or "-" when unknown.
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -157,6 +205,7 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 }
 
+// limitsText is a session's limits for people.
 func limitsText(l *event.Limits) string {
 	var parts []string
 	if l.MemoryBytes > 0 {

@@ -24,6 +24,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -55,8 +56,15 @@ type Report struct {
 	Tools     []Tool          `json:"tools"`
 	// Refs are the events that alerts name, by seq.
 	Refs map[uint64]Ref `json:"refs,omitempty"`
-	// Spans are what the SVG timeline draws.
-	Spans []Span `json:"-"`
+	// Omitted counts what each list left out beyond its bound (maxRows):
+	// "files", "names", "destinations", "tools", "marks".
+	Omitted map[string]int `json:"omitted,omitempty"`
+	// Spans are what the SVG timeline draws; chartMore counts the
+	// processes it leaves out.
+	Spans     []Span `json:"-"`
+	chartMore int
+	// all: built WithAll.
+	all bool
 	// Timeline is the session's timeline, from which the report's tree,
 	// steps and packages come (the view of `sandtrail timeline`).
 	Timeline *timeline.Timeline `json:"-"`
@@ -91,7 +99,21 @@ func (f Facts) Duration() time.Duration {
 type Network struct {
 	Domains      []Domain      `json:"domains"`
 	Destinations []Destination `json:"destinations"`
-	Blocked      int           `json:"blocked"`
+	// Blocked counts the blocked connection attempts, BlockedNames the
+	// names whose lookups were blocked.
+	Blocked      int `json:"blocked"`
+	BlockedNames int `json:"blocked_names"`
+}
+
+// BlockedDestinations counts the destinations with a blocked attempt.
+func (n Network) BlockedDestinations() int {
+	c := 0
+	for _, d := range n.Destinations {
+		if d.Blocked > 0 {
+			c++
+		}
+	}
+	return c
 }
 
 // Domain is one name the session looked up.
@@ -128,7 +150,9 @@ type Files struct {
 
 // Path is one path and what was done to it.
 type Path struct {
-	Path      string   `json:"path"`
+	Path string `json:"path"`
+	// To is a rename's new path or a link's target.
+	To        string   `json:"to,omitempty"`
 	Ops       []string `json:"ops"`
 	Events    int      `json:"events"`
 	Errnos    []string `json:"errnos,omitempty"`
@@ -205,34 +229,36 @@ type Builder struct {
 	viewOpts []pkgview.Option
 	ruleName func(string) string
 	tl       *timeline.Builder
-	events   map[uint64]*event.Event // alert refs are resolved from these
+	refs     map[uint64]Ref // alert refs are resolved from these
 	dests    map[string]*Destination
 	domains  map[string]*Domain
 	paths    map[string]*Path
 	marks    []Span
+	marksIn  map[string]int
+	// links are the paths of the links the session made (at most
+	// maxRows).
+	links []string
+	// marksOmitted counts the marks beyond maxRows in a row.
+	marksOmitted int
 }
 
 // New starts the report of session id.
 func New(id string, opts ...Option) *Builder {
 	b := &Builder{r: &Report{SessionID: id, Facts: Facts{ByCategory: map[string]uint64{}}},
-		events: map[uint64]*event.Event{}, dests: map[string]*Destination{}, domains: map[string]*Domain{},
-		paths: map[string]*Path{}}
+		refs: map[uint64]Ref{}, dests: map[string]*Destination{}, domains: map[string]*Domain{},
+		paths: map[string]*Path{}, marksIn: map[string]int{}}
 	for _, o := range opts {
 		o(b)
 	}
 	b.tl = timeline.New(id, b.viewOpts...)
+	b.r.all = b.all
 	return b
 }
 
 // Add adds the session's event at seq.
 func (b *Builder) Add(seq uint64, e *event.Event) {
 	b.tl.Add(seq, e)
-	f := &b.r.Facts
-	f.Events++
-	f.ByCategory[e.Category()]++
-	if e.Loss != nil {
-		f.Lost += e.Loss.Count
-	}
+	b.r.Facts.ByCategory[e.Category()]++
 	switch {
 	case e.Session != nil:
 		b.session(seq, e)
@@ -245,20 +271,52 @@ func (b *Builder) Add(seq uint64, e *event.Event) {
 	case e.Alert != nil:
 		b.alert(seq, e)
 	case e.Limit != nil:
-		b.marks = append(b.marks, Span{Row: "limits", Start: e.TS, Class: "limit"})
+		b.mark("limits", e.TS, "limit")
 	case e.Pkg != nil:
-		b.marks = append(b.marks, Span{Row: "packages", Start: e.TS, Class: "pkg"})
+		b.mark("packages", e.TS, "pkg")
 	}
-	if len(b.events) < maxKept {
-		b.events[seq] = e
+	if len(b.refs) < maxKept {
+		b.refs[seq] = Ref{Kind: e.Kind, TS: e.TS, Summary: render.Summary(e)}
 	}
 }
 
-// maxKept bounds the events a builder keeps to resolve alert refs: an
-// alert names earlier events, so the builder keeps the session's first
-// maxKept as they pass. A ref to another is listed by its seq alone.
+// throughLink reports whether either path is a link the session made or
+// beneath one: what a link in a cache leads to (~/.ssh, say) is never
+// noise.
+func (b *Builder) throughLink(paths ...string) bool {
+	for _, l := range b.links {
+		for _, p := range paths {
+			if p == l || strings.HasPrefix(p, l+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mark adds an instant to the chart's row, up to maxRows per row (then
+// counted in marks).
+func (b *Builder) mark(row string, ts time.Time, class string) {
+	if b.marksIn[row] >= maxRows {
+		b.marksOmitted++
+		return
+	}
+	b.marksIn[row]++
+	b.marks = append(b.marks, Span{Row: row, Start: ts, Class: class})
+}
+
+// maxKept bounds the events a builder describes to resolve alert refs: an
+// alert names earlier events, so the builder keeps a line for each of the
+// session's first maxKept as they pass. A ref to another names the
+// command that shows it.
 const maxKept = 100_000
 
+// maxRows bounds each list of the report (paths, destinations, names,
+// tool calls) and each row of marks of its chart; what is left out is
+// counted in Report.Omitted. Sensitive paths are kept first.
+const maxRows = 2000
+
+// session takes the session's facts from its lifecycle events.
 func (b *Builder) session(seq uint64, e *event.Event) {
 	s, f := e.Session, &b.r.Facts
 	switch s.Op {
@@ -276,19 +334,29 @@ func (b *Builder) session(seq uint64, e *event.Event) {
 	}
 }
 
+// file adds a file event to its path's row, unless it is noise.
 func (b *Builder) file(seq uint64, e *event.Event) {
 	fl := e.File
-	sensitive := pkgview.Sensitive(fl.Path) || pkgview.Sensitive(fl.NewPath)
-	if !b.all && !sensitive && ecosystem.InCache(fl.Path) && (fl.NewPath == "" || ecosystem.InCache(fl.NewPath)) {
-		b.r.Files.Hidden++
+	n := int(max(fl.Count, 1))
+	sensitive := pkgview.Sensitive(fl.Path) || pkgview.Sensitive(fl.NewPath) || pkgview.Sensitive(fl.Target)
+	if fl.Op == "link" && len(b.links) < maxRows {
+		b.links = append(b.links, strings.TrimSuffix(fl.Path, "/"))
+	}
+	if !b.all && !sensitive && ecosystem.Noise(fl.Op, fl.Path, fl.NewPath) && !b.throughLink(fl.Path, fl.NewPath) {
+		b.r.Files.Hidden += n
 		return
 	}
-	p := b.paths[fl.Path]
-	if p == nil {
-		p = &Path{Path: fl.Path, Seq: seq, Sensitive: sensitive}
-		b.paths[fl.Path] = p
+	to := fl.NewPath
+	if to == "" {
+		to = fl.Target
 	}
-	p.Events++
+	key := fl.Path + "\x00" + to
+	p := b.paths[key]
+	if p == nil {
+		p = &Path{Path: fl.Path, To: to, Seq: seq, Sensitive: sensitive}
+		b.paths[key] = p
+	}
+	p.Events += n
 	if !slices.Contains(p.Ops, fl.Op) {
 		p.Ops = append(p.Ops, fl.Op)
 	}
@@ -297,6 +365,8 @@ func (b *Builder) file(seq uint64, e *event.Event) {
 	}
 }
 
+// net adds a connection or send to its destination's row, a lookup to
+// its name's.
 func (b *Builder) net(seq uint64, e *event.Event) {
 	n := e.Net
 	if n.DNS != nil {
@@ -327,10 +397,11 @@ func (b *Builder) net(seq uint64, e *event.Event) {
 		d.Blocked++
 		d.Reason = n.Reason
 		b.r.Network.Blocked++
-		b.marks = append(b.marks, Span{Row: "network", Start: e.TS, Class: "blocked"})
+		b.mark("network", e.TS, "blocked")
 	}
 }
 
+// lookup adds a DNS lookup to its name's row.
 func (b *Builder) lookup(seq uint64, n *event.Net) {
 	q := n.DNS
 	d := b.domains[q.Query]
@@ -347,12 +418,13 @@ func (b *Builder) lookup(seq uint64, n *event.Net) {
 			d.Answers = append(d.Answers, a.Data)
 		}
 	}
-	if n.Verdict == "blocked" {
+	if n.Verdict == "blocked" && !d.Blocked {
 		d.Blocked = true
-		b.r.Network.Blocked++
+		b.r.Network.BlockedNames++
 	}
 }
 
+// tool adds a tool invocation or model call.
 func (b *Builder) tool(seq uint64, e *event.Event) {
 	t := Tool{Seq: seq, TS: e.TS, Kind: e.Kind}
 	var io event.IO
@@ -363,14 +435,15 @@ func (b *Builder) tool(seq uint64, e *event.Event) {
 	}
 	t.Input, t.Output, t.Sealed = io.InputSummary, io.OutputSummary, io.SealedRef != ""
 	b.r.Tools = append(b.r.Tools, t)
-	b.marks = append(b.marks, Span{Row: "tools", Start: e.TS, Class: "tool"})
+	b.mark("tools", e.TS, "tool")
 }
 
+// alert adds a journaled alert.
 func (b *Builder) alert(seq uint64, e *event.Event) {
 	a := e.Alert
 	b.r.Alerts = append(b.r.Alerts, Alert{Seq: seq, TS: e.TS, RuleID: a.RuleID, Title: a.Title, Level: a.Level,
 		Summary: a.Summary, Package: a.Package, Refs: a.Refs})
-	b.marks = append(b.marks, Span{Row: "alerts", Start: e.TS, Class: "alert"})
+	b.mark("alerts", e.TS, "alert")
 }
 
 // Report returns the report, its verification left for the caller to
@@ -379,6 +452,7 @@ func (b *Builder) Report() *Report {
 	tl := b.tl.Timeline()
 	r := b.r
 	r.Timeline, r.Processes, r.Packages = tl, tl.Processes, tl.Packages
+	r.Facts.Events, r.Facts.Lost = tl.Events, tl.Lost
 	r.Scripts = map[uint64]string{}
 	for _, p := range tl.Packages {
 		for _, sp := range p.Processes {
@@ -419,16 +493,16 @@ func (b *Builder) collect() {
 	r.Network.Domains = sorted(b.domains, func(d *Domain) uint64 { return d.Seq })
 	r.Network.Destinations = sorted(b.dests, func(d *Destination) uint64 { return d.Seq })
 	r.Files.Paths = sorted(b.paths, func(p *Path) uint64 { return p.Seq })
-	slices.SortStableFunc(r.Files.Paths, func(x, y Path) int {
-		if x.Sensitive != y.Sensitive {
-			if x.Sensitive {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
-	slices.SortStableFunc(r.Alerts, func(x, y Alert) int { return levelRank(y.Level) - levelRank(x.Level) })
+	slices.SortStableFunc(r.Files.Paths, func(x, y Path) int { return cmp.Compare(x.interest(), y.interest()) })
+	r.Omitted = map[string]int{}
+	r.Files.Paths = bound(r, "files", r.Files.Paths)
+	r.Network.Domains = bound(r, "names", r.Network.Domains)
+	r.Network.Destinations = bound(r, "destinations", r.Network.Destinations)
+	r.Tools = bound(r, "tools", r.Tools)
+	if b.marksOmitted > 0 {
+		r.Omitted["marks"] = b.marksOmitted
+	}
+	slices.SortStableFunc(r.Alerts, func(x, y Alert) int { return event.LevelRank(y.Level) - event.LevelRank(x.Level) })
 	for i := range r.Alerts {
 		a := &r.Alerts[i]
 		if a.Rule = a.RuleID; b.ruleName != nil {
@@ -440,8 +514,8 @@ func (b *Builder) collect() {
 	r.Refs = map[uint64]Ref{}
 	for _, a := range r.Alerts {
 		for _, s := range a.Refs {
-			if e := b.events[s]; e != nil {
-				r.Refs[s] = Ref{Kind: e.Kind, TS: e.TS, Summary: render.Summary(e)}
+			if ref, ok := b.refs[s]; ok {
+				r.Refs[s] = ref
 			} else {
 				r.Refs[s] = Ref{Summary: "not among the events this report kept: sandtrail prove " + strconv.FormatUint(s, 10) + " shows it"}
 			}
@@ -456,6 +530,28 @@ func (b *Builder) collect() {
 	}
 }
 
+// interest orders paths for people: sensitive ones that succeeded, then
+// sensitive ones that failed, then the rest.
+func (p Path) interest() int {
+	switch {
+	case p.Sensitive && len(p.Errnos) == 0:
+		return 0
+	case p.Sensitive:
+		return 1
+	}
+	return 2
+}
+
+// bound keeps the first maxRows of list, counting the rest in
+// r.Omitted[name].
+func bound[T any](r *Report, name string, list []T) []T {
+	if len(list) <= maxRows {
+		return list
+	}
+	r.Omitted[name] = len(list) - maxRows
+	return list[:maxRows]
+}
+
 // sorted returns m's values in the order of key.
 func sorted[T any](m map[string]*T, key func(*T) uint64) []T {
 	out := make([]*T, 0, len(m))
@@ -468,9 +564,4 @@ func sorted[T any](m map[string]*T, key func(*T) uint64) []T {
 		vals[i] = *v
 	}
 	return vals
-}
-
-// levelRank orders Sigma's levels, critical highest.
-func levelRank(l string) int {
-	return slices.Index(event.AlertLevels, l)
 }

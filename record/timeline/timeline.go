@@ -182,6 +182,15 @@ func (b *Builder) Timeline() *Timeline {
 	return b.tl
 }
 
+// Descendants counts the processes beneath p.
+func (p *Proc) Descendants() int {
+	n := len(p.Children)
+	for _, c := range p.Children {
+		n += c.Descendants()
+	}
+	return n
+}
+
 // Command is the process's command line as a shell would quote it,
 // cleaned and cut at max runes, or its comm in brackets when no exec was
 // recorded; a cut argv says so.

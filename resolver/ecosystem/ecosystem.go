@@ -31,11 +31,12 @@ const (
 var list = []Info{
 	{Name: NPM, Namespace: Scope, Manager: "npm", Aliases: []string{"npx"},
 		MirrorPrefix: "/npm/", Upstream: "https://registry.npmjs.org/", OSV: "npm",
-		CacheDirs: []string{"/.npm/_cacache/", "/.npm/_logs/", "/.npm/_update-notifier-last-checked", "/.npm/_npx/",
-			"/usr/lib/node_modules/npm/", "/usr/share/nodejs/"}},
+		CacheDirs: []string{"/.npm/_cacache/", "/.npm/_logs/", "/.npm/_update-notifier-last-checked"},
+		CodeDirs:  []string{"/usr/lib/node_modules/npm/", "/usr/share/nodejs/"}},
 	{Name: PyPI, Namespace: NoNamespace, Manager: "pip", Aliases: []string{"pip3"},
 		MirrorPrefix: "/pypi/", Upstream: "https://pypi.org/simple/", OSV: "PyPI",
-		CacheDirs: []string{"/.cache/pip/", "/tmp/pip-", "/usr/lib/python3/dist-packages/pip/"}},
+		CacheDirs: []string{"/.cache/pip/", "/tmp/pip-"},
+		CodeDirs:  []string{"/usr/lib/python3/dist-packages/pip/"}},
 	{Name: Cargo, Namespace: NoNamespace, Manager: "cargo",
 		MirrorPrefix: "/crates/", Upstream: "https://index.crates.io/", OSV: "crates.io",
 		CacheDirs: []string{"/.cargo/registry/cache/", "/.cargo/registry/index/", "/.cargo/.package-cache"}},
@@ -68,23 +69,46 @@ type Info struct {
 	// OSV is the ecosystem's name in OSV records ("npm", "PyPI",
 	// "crates.io", "Debian"); "" for none (OCI). See FromOSV.
 	OSV string
-	// CacheDirs are the path fragments of the manager's own cache, log
-	// and scratch directories ("/.npm/_cacache/", "/tmp/pip-") and of its
-	// own code as Debian installs it: its bookkeeping, which views of the
-	// record hide unless asked (InCache).
-	CacheDirs []string
+	// CacheDirs are the manager's own cache, log and scratch directories
+	// ("/.npm/_cacache/", "/tmp/pip-"), CodeDirs its own code as Debian
+	// installs it: see Noise. An entry that begins "/." is beneath a home
+	// directory, anywhere in a path; any other is a path's prefix.
+	CacheDirs, CodeDirs []string
 }
 
-// InCache reports whether path is beneath a package manager's cache or log
-// directory (an ecosystem's CacheDirs): file events there are the
-// manager's bookkeeping, not what the agent did. A view that hides them
-// says how many it hid; nothing is dropped from the record.
-func InCache(path string) bool {
+// Noise reports whether a file event (its op, path, and a rename's new
+// path) is a package manager's bookkeeping, which views of the record hide
+// unless asked (and count): a create, write, read, truncate or delete
+// beneath a manager's cache, log or scratch directory, a rename within
+// them, or a read of a manager's own code. Never a link or chmod, a rename
+// into or out of them, nor a write of a manager's code. A view decides
+// sensitivity first (a sensitive path is never noise) and keeps what a
+// link the session made leads to. Nothing is dropped from the record.
+func Noise(op, path, newPath string) bool {
 	for _, e := range list {
-		for _, d := range e.CacheDirs {
-			if strings.Contains(path, d) {
+		switch op {
+		case "create", "write", "read", "truncate", "delete":
+			if beneath(path, e.CacheDirs) {
 				return true
 			}
+		case "rename":
+			if beneath(path, e.CacheDirs) && beneath(newPath, e.CacheDirs) {
+				return true
+			}
+		}
+		if op == "read" && beneath(path, e.CodeDirs) {
+			return true
+		}
+	}
+	return false
+}
+
+// beneath reports whether path is beneath one of dirs, as CacheDirs and
+// CodeDirs name them.
+func beneath(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(d, "/.") && strings.Contains(path, d) || strings.HasPrefix(path, d) {
+			return true
 		}
 	}
 	return false
@@ -123,7 +147,7 @@ func List() []Info {
 	out := slices.Clone(list)
 	for i := range out {
 		out[i].Aliases = slices.Clone(out[i].Aliases)
-		out[i].CacheDirs = slices.Clone(out[i].CacheDirs)
+		out[i].CacheDirs, out[i].CodeDirs = slices.Clone(out[i].CacheDirs), slices.Clone(out[i].CodeDirs)
 	}
 	return out
 }
@@ -137,7 +161,7 @@ func FromOSV(name string) (info Info, ok bool) {
 	base, _, _ := strings.Cut(name, ":")
 	for _, e := range list {
 		if e.OSV != "" && e.OSV == base {
-			e.Aliases, e.CacheDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs)
+			e.Aliases, e.CacheDirs, e.CodeDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs), slices.Clone(e.CodeDirs)
 			return e, true
 		}
 	}
@@ -148,7 +172,7 @@ func FromOSV(name string) (info Info, ok bool) {
 func Lookup(name string) (info Info, ok bool) {
 	for _, e := range list {
 		if e.Name == name {
-			e.Aliases, e.CacheDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs)
+			e.Aliases, e.CacheDirs, e.CodeDirs = slices.Clone(e.Aliases), slices.Clone(e.CacheDirs), slices.Clone(e.CodeDirs)
 			return e, true
 		}
 	}
