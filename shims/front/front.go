@@ -52,8 +52,9 @@ var (
 // command the shim stands in for (a test checks).
 func Commands() []string { return []string{"npm", "pip", "pip3", "cargo", "apt", "apt-get"} }
 
-// readOnly is the allowlist of command name.
-func readOnly(name string) [][]string {
+// Forms is the allowlist of command name, nil for one it has none for.
+// The slices are the allowlist's own: callers must not change them.
+func Forms(name string) [][]string {
 	switch name {
 	case "npm":
 		return npmReadOnly
@@ -72,7 +73,7 @@ func readOnly(name string) [][]string {
 // directory, environment and configuration. It is false for a name the
 // shim does not stand in for.
 func ReadOnly(name string, args []string) bool {
-	for _, form := range readOnly(name) {
+	for _, form := range Forms(name) {
 		if matches(form, args) {
 			return true
 		}
