@@ -27,7 +27,6 @@ import (
 	"github.com/sandtrail/sandtrail/shims"
 	"github.com/sandtrail/sandtrail/shims/apt"
 	"github.com/sandtrail/sandtrail/shims/cargo"
-	"github.com/sandtrail/sandtrail/shims/front"
 	"github.com/sandtrail/sandtrail/shims/npm"
 	"github.com/sandtrail/sandtrail/shims/pip"
 
@@ -73,7 +72,7 @@ func main() {
 }
 
 func run(argv []string) int {
-	name := front.Name(argv[0])
+	name := filepath.Base(argv[0])
 	for _, m := range managers {
 		if m.Name == name {
 			self, err := os.Executable()
