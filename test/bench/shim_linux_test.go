@@ -16,7 +16,9 @@ import (
 // through sandtrail-shim (linked as each, first on PATH) against the real
 // binary called directly, alternating, in the same run. It reports the
 // medians and the shim's added milliseconds (target: ≤3 ms). Those calls
-// take the fast path (shims/front); `install-intent` times the path every
+// take the fast path (shims/front); `fixture` is `npm --version` with a
+// copy of /bin/true as the real npm (the shim's cost without node's
+// spread), and `install-intent` times the path every
 // install takes up to the real manager (the planner, a policy check that
 // finds no daemon, the exec), with a fixture manager that exits at once,
 // against the fixture called directly.
@@ -53,8 +55,15 @@ func BenchmarkShimVersion(b *testing.B) {
 		b.ReportMetric(float64((s-d).Microseconds())/1000, "added-ms")
 	})
 	b.Run("install-intent", func(b *testing.B) { benchInstallIntent(b, shim) })
-	for _, tc := range []struct{ name, real string }{
-		{"npm", "/usr/bin/npm"}, {"pip", "/usr/bin/pip"}, {"cargo", cargoPath()},
+	// fixture is `npm --version` with a copy of /bin/true as the real npm:
+	// the shim's own cost, without node's run-to-run spread.
+	fixture := filepath.Join(dir, "fixture", "npm")
+	if err := copyFile("/bin/true", fixture); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, cmd, real string }{
+		{"fixture", "npm", fixture}, {"npm", "npm", "/usr/bin/npm"}, {"pip", "pip", "/usr/bin/pip"},
+		{"cargo", "cargo", cargoPath()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if tc.real == "" {
@@ -63,7 +72,7 @@ func BenchmarkShimVersion(b *testing.B) {
 			if _, err := os.Stat(tc.real); err != nil {
 				b.Skipf("%s is not installed: %v", tc.name, err)
 			}
-			link := filepath.Join(shims, tc.name)
+			link := filepath.Join(shims, tc.cmd)
 			env := append(os.Environ(), "PATH="+shims+":"+filepath.Dir(tc.real)+":/usr/bin:/bin")
 			run := func(path string) time.Duration {
 				cmd := exec.Command(path, "--version")
@@ -128,6 +137,18 @@ func benchInstallIntent(b *testing.B, shim string) {
 	b.ReportMetric(float64(d.Microseconds())/1000, "direct-ms")
 	b.ReportMetric(float64(s.Microseconds())/1000, "shim-ms")
 	b.ReportMetric(float64((s-d).Microseconds())/1000, "added-ms")
+}
+
+// copyFile copies the executable src to dst, making dst's directory.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // cargoPath is cargo on PATH, or "".
