@@ -15,7 +15,7 @@ import (
 // something to find: manifests with dependencies, lockfiles, requirement
 // files, npmrc and pip.conf naming another registry, and cargo aliases
 // of every command word (in config.toml and CARGO_ALIAS_*) that install.
-func hostile(t *testing.T) shims.Context {
+func hostile(t testing.TB) shims.Context {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
@@ -146,4 +146,27 @@ func TestFastPathCommands(t *testing.T) {
 	if strings.Join(front.Commands(), " ") == "" {
 		t.Error("front.Commands() is empty")
 	}
+}
+
+// FuzzFastPathAgreesWithPlans: whatever the arguments, a call the fast
+// path takes is one its manager's planner plans as no install, in the
+// hostile directory and environment. The input is a command and its
+// arguments, NUL-separated.
+func FuzzFastPathAgreesWithPlans(f *testing.F) {
+	for _, m := range managers {
+		for _, args := range fastCalls(m.Name) {
+			f.Add(strings.Join(append([]string{m.Name}, args...), "\x00"))
+		}
+	}
+	c := hostile(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		argv := strings.Split(in, "\x00")
+		i := slices.IndexFunc(managers, func(m shims.Manager) bool { return m.Name == argv[0] })
+		if i < 0 || !front.ReadOnly(argv[0], argv[1:]) {
+			return
+		}
+		if p, err := managers[i].Plan(argv[1:], c); p != nil || err != nil {
+			t.Errorf("%s %q takes the fast path, but its planner gives plan %v, error %v", argv[0], argv[1:], p != nil, err)
+		}
+	})
 }
