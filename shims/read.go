@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"sync"
 	"syscall"
 )
 
@@ -56,4 +58,11 @@ func ReadFile(name string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: larger than %d bytes", name, max)
 	}
 	return b, nil
+}
+
+// LazyRegexp returns a function that returns expr compiled, compiling it
+// on its first call: the shim starts before every package-manager call,
+// and most of them never match an expression.
+func LazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

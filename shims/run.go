@@ -14,6 +14,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
 	"github.com/sandtrail/sandtrail/resolver/purl"
+	"github.com/sandtrail/sandtrail/shims/front"
 )
 
 // ExitRefused is the exit code of an install the shim refused: the policy
@@ -278,31 +279,23 @@ func (s *Shim) client() (*ingest.Client, error) {
 
 // FindReal finds the real manager name: the SANDTRAIL_REAL_<NAME> path when
 // set, else the first executable of that name on PATH that is not the shim
-// itself.
+// itself (front.Lookup, which the fast path uses too).
 func (s *Shim) FindReal(name string) (string, error) {
-	key := "SANDTRAIL_REAL_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+	key := front.RealEnv(name)
 	if p := s.Getenv(key); p != "" {
 		if !filepath.IsAbs(p) {
 			return "", fmt.Errorf("%s=%s: the real %s must be an absolute path", key, p, name)
 		}
 		return p, nil
 	}
-	for _, dir := range filepath.SplitList(s.Getenv("PATH")) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // the shim never runs what a relative PATH entry names
-		}
-		p := filepath.Join(dir, name)
-		fi, err := os.Stat(p)
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			continue
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil && r == s.Self {
-			continue
-		}
+	self, err := os.Stat(s.Self)
+	if err != nil {
+		return "", fmt.Errorf("finding the real %s: %w", name, err)
+	}
+	if p, ok := front.Lookup(name, s.Getenv("PATH"), self); ok {
 		return p, nil
 	}
-	return "", fmt.Errorf("the real %s is not on PATH after the shim (set SANDTRAIL_REAL_%s to its path)", name,
-		strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name)))
+	return "", fmt.Errorf("the real %s is not on PATH after the shim (set %s to its path)", name, key)
 }
 
 func (s *Shim) say(format string, args ...any) {

@@ -1,22 +1,23 @@
 package npm
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/sandtrail/sandtrail/shims"
 )
 
-// The classification follows npm-package-arg (npa.js) of npm 11.
+// The classification follows npm-package-arg (npa.js) of npm 11. The
+// expressions compile on first use: the shim runs before every npm call,
+// and most of them parse no spec.
 var (
-	isURL      = regexp.MustCompile(`(?i)^(?:git[+])?[a-z]+:`)
-	isGit      = regexp.MustCompile(`(?i)^[^@]+@[^:.]+\.[^:]+:.+$`)
-	isFileType = regexp.MustCompile(`(?i)[.](?:tgz|tar\.gz|tar)$`)
-	isFile     = regexp.MustCompile(`^(?:[.]|~[/]|[/]|[a-zA-Z]:)`)
-	exactRe    = regexp.MustCompile(`^\s*[v=]*\s*(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?)\s*$`)
+	isURL      = shims.LazyRegexp(`(?i)^(?:git[+])?[a-z]+:`)
+	isGit      = shims.LazyRegexp(`(?i)^[^@]+@[^:.]+\.[^:]+:.+$`)
+	isFileType = shims.LazyRegexp(`(?i)[.](?:tgz|tar\.gz|tar)$`)
+	isFile     = shims.LazyRegexp(`^(?:[.]|~[/]|[/]|[a-zA-Z]:)`)
+	exactRe    = shims.LazyRegexp(`^\s*[v=]*\s*(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?)\s*$`)
 	// validName is validate-npm-package-name's validForOldPackages,
 	// loosely: url-safe characters, no leading dot or underscore.
-	validName = regexp.MustCompile(`^(?:@[A-Za-z0-9~*!'()-][A-Za-z0-9._~*!'()-]*/)?[A-Za-z0-9~*!'()-][A-Za-z0-9._~*!'()-]*$`)
+	validName = shims.LazyRegexp(`^(?:@[A-Za-z0-9~*!'()-][A-Za-z0-9._~*!'()-]*/)?[A-Za-z0-9~*!'()-][A-Za-z0-9._~*!'()-]*$`)
 )
 
 // parseSpec reads one argv package spec ("left-pad@^1", "@s/p@tag",
@@ -34,15 +35,15 @@ func parseSpec(arg string) (r shims.Request, alias string) {
 		namePart = arg[:nameEnds]
 	}
 	switch {
-	case isURL.MatchString(arg), isGit.MatchString(arg):
+	case isURL().MatchString(arg), isGit().MatchString(arg):
 		return shims.Request{Source: arg}, ""
-	case !strings.HasPrefix(namePart, "@") && (strings.Contains(namePart, "/") || isFileType.MatchString(namePart)):
+	case !strings.HasPrefix(namePart, "@") && (strings.Contains(namePart, "/") || isFileType().MatchString(namePart)):
 		return shims.Request{Source: arg}, ""
 	case nameEnds > 0:
 		return resolveSpec(namePart, arg[nameEnds+1:])
-	case validName.MatchString(arg):
+	case validName().MatchString(arg):
 		return resolveSpec(arg, "")
-	case isFile.MatchString(arg):
+	case isFile().MatchString(arg):
 		return shims.Request{Source: arg}, ""
 	}
 	return shims.Request{Source: arg}, ""
@@ -53,7 +54,7 @@ func parseSpec(arg string) (r shims.Request, alias string) {
 // under the name it is installed as; alias is set for an npm: alias.
 func resolveSpec(name, spec string) (shims.Request, string) {
 	switch {
-	case strings.HasPrefix(strings.ToLower(spec), "file:"), isFile.MatchString(spec):
+	case strings.HasPrefix(strings.ToLower(spec), "file:"), isFile().MatchString(spec):
 		return shims.Request{Name: name, Source: spec}, ""
 	case strings.HasPrefix(strings.ToLower(spec), "npm:"):
 		sub, _ := parseSpec(spec[4:])
@@ -65,11 +66,11 @@ func resolveSpec(name, spec string) (shims.Request, string) {
 			return sub, ""
 		}
 		return sub, name
-	case isURL.MatchString(spec), strings.Contains(spec, "/"), isFileType.MatchString(spec):
+	case isURL().MatchString(spec), strings.Contains(spec, "/"), isFileType().MatchString(spec):
 		return shims.Request{Name: name, Source: spec}, ""
 	}
 	r := shims.Request{Name: name, Spec: spec}
-	if m := exactRe.FindStringSubmatch(spec); m != nil {
+	if m := exactRe().FindStringSubmatch(spec); m != nil {
 		r.Exact = m[1]
 	}
 	return r, ""

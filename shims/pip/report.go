@@ -105,7 +105,7 @@ func dependents(items []item) map[int][]int {
 	out := map[int][]int{}
 	for i, it := range items {
 		for _, d := range it.Metadata.RequiresDist {
-			m := nameRe.FindStringSubmatch(strings.TrimSpace(d))
+			m := nameRe().FindStringSubmatch(strings.TrimSpace(d))
 			if m == nil {
 				continue
 			}

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/sandtrail/sandtrail/shims"
 )
@@ -35,12 +33,12 @@ type Located struct{ Value, Origin string }
 const maxDepth = 32
 
 var (
-	commentRe  = regexp.MustCompile(`(^|\s+)#.*$`)
-	envVarRe   = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
-	nameRe     = regexp.MustCompile(`^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[^\]]*\])?\s*`)
-	schemeRe   = regexp.MustCompile(`^(?:[A-Za-z][A-Za-z0-9+.-]*://|(?i:git|hg|svn|bzr)\+)`)
-	archiveRe  = regexp.MustCompile(`(?i)\.(?:whl|zip|tar\.gz|tgz|tar|tar\.bz2|tbz|tar\.xz|txz)$`)
-	eggRe      = regexp.MustCompile(`[#&]egg=([A-Za-z0-9._-]+)`)
+	commentRe  = shims.LazyRegexp(`(^|\s+)#.*$`)
+	envVarRe   = shims.LazyRegexp(`\$\{([A-Z0-9_]+)\}`)
+	nameRe     = shims.LazyRegexp(`^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[^\]]*\])?\s*`)
+	schemeRe   = shims.LazyRegexp(`^(?:[A-Za-z][A-Za-z0-9+.-]*://|(?i:git|hg|svn|bzr)\+)`)
+	archiveRe  = shims.LazyRegexp(`(?i)\.(?:whl|zip|tar\.gz|tgz|tar|tar\.bz2|tbz|tar\.xz|txz)$`)
+	eggRe      = shims.LazyRegexp(`[#&]egg=([A-Za-z0-9._-]+)`)
 	ErrURLFile = errors.New("pip: a requirements file at a URL cannot be checked")
 )
 
@@ -88,8 +86,8 @@ func (p *reqParser) file(name string, constraint bool, depth int) error {
 func (p *reqParser) parse(name string, data []byte, constraint bool, depth int) error {
 	p.seen[name]++
 	for _, ln := range logicalLines(string(data)) {
-		line := commentRe.ReplaceAllString(ln.text, "")
-		line = envVarRe.ReplaceAllStringFunc(line, func(m string) string { return p.getenv(m[2 : len(m)-1]) })
+		line := commentRe().ReplaceAllString(ln.text, "")
+		line = envVarRe().ReplaceAllStringFunc(line, func(m string) string { return p.getenv(m[2 : len(m)-1]) })
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
@@ -218,7 +216,7 @@ func nestedPath(from, ref string) (string, error) {
 // editable is the request of -e X: a path or VCS URL, named by #egg=.
 func editable(v string) shims.Request {
 	r := shims.Request{Source: v}
-	if m := eggRe.FindStringSubmatch(v); m != nil {
+	if m := eggRe().FindStringSubmatch(v); m != nil {
 		r.Name = m[1]
 	}
 	return r
@@ -230,15 +228,15 @@ func editable(v string) shims.Request {
 func parseRequirement(s string) shims.Request {
 	req, _, _ := strings.Cut(s, ";")
 	req = strings.TrimSpace(req)
-	if schemeRe.MatchString(req) {
+	if schemeRe().MatchString(req) {
 		r := shims.Request{Source: req}
-		if m := eggRe.FindStringSubmatch(req); m != nil {
+		if m := eggRe().FindStringSubmatch(req); m != nil {
 			r.Name = m[1]
 		}
 		return r
 	}
-	m := nameRe.FindStringSubmatch(req)
-	looksPath := strings.ContainsAny(req, `/\`) || strings.HasPrefix(req, ".") || archiveRe.MatchString(req)
+	m := nameRe().FindStringSubmatch(req)
+	looksPath := strings.ContainsAny(req, `/\`) || strings.HasPrefix(req, ".") || archiveRe().MatchString(req)
 	if m == nil || (looksPath && !strings.Contains(req, "@")) {
 		return shims.Request{Source: req}
 	}
@@ -257,9 +255,7 @@ func parseRequirement(s string) shims.Request {
 	return r
 }
 
-var specRe = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(?:,|$))*$`)
-})
+var specRe = shims.LazyRegexp(`^(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(?:,|$))*$`)
 
 // exact is the version a specifier pins: ==X without a wildcard, or
 // ===X.
@@ -282,4 +278,4 @@ func normalize(name string) string {
 	return strings.ToLower(sepRe().ReplaceAllString(name, "-"))
 }
 
-var sepRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[-_.]+`) })
+var sepRe = shims.LazyRegexp(`[-_.]+`)
