@@ -122,7 +122,8 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^agent: +recorded tool\.invoke read_file `),
 		regexp.MustCompile(`(?m)^agent: +killed by the kernel's OOM killer \(exit 137\)$`),
 		regexp.MustCompile(`(?m) limit\.hit +memory_oom: `),
-		regexp.MustCompile(`(?m) high +download_piped_to_shell +pid=\d+ sh stdin<-curl\[\d+\]$`),
+		// Whichever end of the pipe the rule saw exec second names the other.
+		regexp.MustCompile(`(?m) high +download_piped_to_shell +pid=\d+ (sh stdin<-curl|curl .* stdout->sh)\[\d+\]$`),
 		regexp.MustCompile(`(?m) high +credential_write +create \S+/\.aws/credentials `),
 		regexp.MustCompile(`(?m)^\S+ ├─ \d+ npm install `),
 		regexp.MustCompile(`(?m)^  /etc/shadow +read \(EACCES\)  \[sensitive\]$`),
