@@ -80,7 +80,10 @@ func (c *Collector) takeSyncs() {
 func (c *Collector) settleSyncs() {
 	n := 0
 	for _, w := range c.waiting {
-		if !w.reached && c.readBytes >= w.target {
+		// An empty ring buffer after the Sync was taken has been read past
+		// its records too (and a discarded record, which the reader skips
+		// unseen, cannot keep a Sync waiting).
+		if !w.reached && (c.readBytes >= w.target || c.rd.AvailableBytes() == 0) {
 			w.reached, w.held = true, c.heldIn
 		}
 		if !w.reached || c.heldOut < w.held {
