@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,13 @@ type Collector struct {
 	haveFinal bool
 
 	closeOnce sync.Once
+	// closeFlushed is set when Close flushes the ring buffer to stop the
+	// reader; a flush before it is a Sync's.
+	closeFlushed atomic.Bool
+	// syncs are the Syncs for the reader to take; sent counts the events
+	// sent on out.
+	syncs chan *syncWait
+	sent  atomic.Uint64
 
 	received, kernelDrops, queueDrops, decodeErrors atomic.Uint64
 
@@ -70,6 +78,11 @@ type Collector struct {
 	batch       []*event.Event // events read and not yet sent (emit)
 	seenMisses  map[*ebpf.Program]uint64
 	nextAccount time.Time
+	// waiting are the Syncs taken; readBytes counts the ring buffer's
+	// bytes read, heldIn and heldOut the events into and out of held.
+	waiting         []*syncWait
+	readBytes       uint64
+	heldIn, heldOut uint64
 
 	// held are the events waiting behind an exec being hashed, in order;
 	// hashing, the held execs still waiting (true once hashed); late,
@@ -181,6 +194,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		out:      make(chan *event.Event, o.queueSize),
 		done:     make(chan struct{}),
 		closing:  make(chan struct{}),
+		syncs:    make(chan *syncWait, 64),
 		sessions: make(map[uint64]string),
 		removed:  make(map[uint64]time.Time),
 		lost:     make(map[lossKey]uint64),
@@ -193,10 +207,12 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		c.dec.env[n] = struct{}{}
 	}
 
+	t0 := time.Now()
 	if err := c.load(); err != nil {
 		c.teardown()
 		return nil, err
 	}
+	loaded := time.Now()
 	rd, err := ringbuf.NewReader(c.objs.Events)
 	if err != nil {
 		c.teardown()
@@ -208,7 +224,7 @@ func New(log hclog.Logger, opts ...Option) (*Collector, error) {
 		return nil, err
 	}
 	c.hash = newExeHasher()
-	log.Debug("collector started", "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide, "wakeup_bytes", o.wakeupBytes, "poll", o.poll)
+	log.Debug("collector started", "load", loaded.Sub(t0), "attach", time.Since(loaded), "links", len(c.links), "ring_buffer_bytes", o.ringSize, "queue", o.queueSize, "host_wide", o.hostWide, "wakeup_bytes", o.wakeupBytes, "poll", o.poll)
 	go c.run()
 	return c, nil
 }
@@ -266,25 +282,94 @@ func bootOffset() (int64, error) {
 	return off, nil
 }
 
+// load loads process.c and the parts. The verifier's work is most of a
+// collector's start (process.c's handle_exec and file.c's file_exit check
+// about 370,000 instructions each), and it runs on the loading thread: so
+// the maps that every object shares are made first, and process.c,
+// file.c and the rest (net.c before unix.c and rate.c, which use its
+// maps) load at the same time, on as many CPUs.
 func (c *Collector) load() error {
+	spec, err := c.processSpec()
+	if err != nil {
+		return err
+	}
+	shared, err := sharedMaps(spec)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, m := range shared.MapReplacements {
+			m.Close() // the objects hold their own copies
+		}
+	}()
+	chains := [][]part{{&c.file}, {&c.net, &c.unix, &c.rate, &c.deny}}
+	errs := make([]error, len(chains)+1)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = c.loadProcess(spec, shared) })
+	for i, ps := range chains {
+		wg.Go(func() { errs[i+1] = c.loadParts(ps, shared) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, p := range c.parts() {
+		c.progs = append(c.progs, p.programs()...)
+		c.counters = append(c.counters, p.counters()...)
+	}
+	return nil
+}
+
+// processSpec is process.c's spec for this kernel, with its maps sized.
+func (c *Collector) processSpec() (*ebpf.CollectionSpec, error) {
 	load := loadProcess
 	if !has(c.kernel, event.CapBTFCast) {
 		load = loadProcessCompat
 	}
 	spec, err := load()
 	if err != nil {
-		return fmt.Errorf("loading bpf spec: %w", err)
+		return nil, fmt.Errorf("loading bpf spec: %w", err)
 	}
 	spec.Maps[processMapEvents].MaxEntries = uint32(c.opts.ringSize)
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
-		return fmt.Errorf("counting possible cpus: %w", err)
+		return nil, fmt.Errorf("counting possible cpus: %w", err)
 	}
 	spec.Maps[processMapExecScratch].MaxEntries = uint32(ncpu)
-	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+	return spec, nil
+}
+
+// sharedProcessMaps are process.c's maps that every object uses
+// (shared.h).
+var sharedProcessMaps = []string{processMapEvents, processMapDrops, processMapCgroupDrops, processMapWatched,
+	processMapSettings, processMapWokenAt}
+
+// sharedMaps makes the maps of sharedProcessMaps from process.c's spec,
+// for every object to load with. The caller closes them.
+func sharedMaps(spec *ebpf.CollectionSpec) (*ebpf.CollectionOptions, error) {
+	shared := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for _, name := range sharedProcessMaps {
+		m, err := ebpf.NewMap(spec.Maps[name])
+		if err != nil {
+			for _, m := range shared.MapReplacements {
+				m.Close()
+			}
+			return nil, fmt.Errorf("creating bpf map %s: %w", name, err)
+		}
+		shared.MapReplacements[name] = m
+	}
+	return shared, nil
+}
+
+// loadProcess loads process.c with the shared maps and writes its
+// settings.
+func (c *Collector) loadProcess(spec *ebpf.CollectionSpec, shared *ebpf.CollectionOptions) error {
+	t0 := time.Now()
+	if err := spec.LoadAndAssign(&c.objs, shared); err != nil {
 		c.verifierError(err)
 		return fmt.Errorf("loading bpf objects: %w", err)
 	}
+	c.log.Debug("bpf object loaded", "object", "process", "took", time.Since(t0))
 	var on uint32
 	if c.opts.hostWide {
 		on = 1
@@ -311,23 +396,22 @@ func (c *Collector) load() error {
 		{c.objs.ExitExecve, processEventKindKIND_EXEC_FAILED},
 		{c.objs.ExitExecveat, processEventKindKIND_EXEC_FAILED},
 	}
-	shared := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		processMapEvents:      c.objs.Events,
-		processMapDrops:       c.objs.Drops,
-		processMapCgroupDrops: c.objs.CgroupDrops,
-		processMapWatched:     c.objs.Watched,
-		processMapSettings:    c.objs.Settings,
-		processMapWokenAt:     c.objs.WokenAt,
-	}}
 	for k := 1; k < numKinds; k++ {
 		c.counters = append(c.counters, &lossCounter{m: c.objs.Drops, key: uint32(k), kind: kindName[k], source: LossSourceRingbuf})
 	}
-	for _, p := range c.parts() {
+	return nil
+}
+
+// loadParts loads the parts ps, in order, with the shared maps; it stops
+// at the first that fails.
+func (c *Collector) loadParts(ps []part, shared *ebpf.CollectionOptions) error {
+	for _, p := range ps {
+		t0 := time.Now()
 		if err := p.load(c, shared); err != nil {
 			return err
 		}
-		c.progs = append(c.progs, p.programs()...)
-		c.counters = append(c.counters, p.counters()...)
+		c.log.Debug("bpf object loaded", "object", strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", p), "*collector."), "Collector"),
+			"took", time.Since(t0))
 	}
 	return nil
 }
@@ -372,10 +456,7 @@ func (c *Collector) attach() error {
 // teardown detaches and unloads everything. It is safe on a partly built
 // collector.
 func (c *Collector) teardown() {
-	for _, l := range c.links {
-		l.Close()
-	}
-	c.links = nil
+	c.detach()
 	if c.rd != nil {
 		c.rd.Close()
 	}
@@ -383,6 +464,20 @@ func (c *Collector) teardown() {
 		p.close()
 	}
 	c.objs.Close()
+}
+
+// detach closes every link at once. Each tracepoint's detach waits for the
+// kernel's RCU grace periods (tracepoint_synchronize_unregister, about
+// 45 ms here): one after the other, the 50-odd links took 2.5 s; closed
+// concurrently, they share the grace periods. A program is detached when
+// detach returns.
+func (c *Collector) detach() {
+	var wg sync.WaitGroup
+	for _, l := range c.links {
+		wg.Go(func() { l.Close() })
+	}
+	wg.Wait()
+	c.links = nil
 }
 
 // Watch records the processes in the v2 cgroup cgroupID (the inode number of
@@ -506,19 +601,21 @@ func (c *Collector) Close() error {
 		c.closed = true
 		c.mu.Unlock()
 		close(c.closing)
-		for _, l := range c.links {
-			l.Close()
-		}
-		c.links = nil
+		t0 := time.Now()
+		c.detach()
+		t1 := time.Now()
 		// Read what is in the ring buffer, then stop.
+		c.closeFlushed.Store(true)
 		c.rd.Flush()
 		<-c.done
+		t2 := time.Now()
 		c.hash.close()
 		final := c.progStats()
 		c.mu.Lock()
 		c.final, c.haveFinal = final, true
 		c.mu.Unlock()
 		c.teardown()
+		c.log.Debug("collector closed", "detach", t1.Sub(t0), "drain", t2.Sub(t1), "unload", time.Since(t2))
 	})
 	return nil
 }
@@ -545,15 +642,20 @@ func (c *Collector) run() {
 		c.drainHashes()
 		c.releaseHeld(now, false)
 		c.rate.tick(c, now) // net_rate limit hits
+		c.takeSyncs()
 		if len(c.batch) > 0 && c.rd.AvailableBytes() == 0 {
 			c.flushBatch() // the burst is read: hand it over before waiting
 		}
-		c.rd.SetDeadline(now.Add(c.opts.poll))
+		c.settleSyncs()
+		c.rd.SetDeadline(c.pollDeadline(now))
 		err := c.rd.ReadInto(&rec)
 		switch {
 		case err == nil:
+			c.read(rec.RawSample)
 			c.handle(rec.RawSample)
 		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, ringbuf.ErrFlushed) && !c.closeFlushed.Load():
+			// A Sync woke the reader.
 		case errors.Is(err, ringbuf.ErrFlushed) && c.rd.AvailableBytes() > 0:
 			// A program that was already running when its link closed
 			// wrote after the flush.
@@ -686,6 +788,7 @@ func (c *Collector) hold(ev *event.Event, hashing bool) {
 		c.hashing[ev] = false
 	}
 	c.held = append(c.held, h)
+	c.heldIn++
 	if len(c.held) > maxHeldBehindHash {
 		c.releaseHeld(time.Now(), false)
 	}
@@ -712,6 +815,7 @@ func (c *Collector) releaseHeld(now time.Time, all bool) {
 			}
 		}
 		c.batch = append(c.batch, h.ev)
+		c.heldOut++
 		c.held[n] = heldEvent{}
 		if len(c.batch) >= maxBatch {
 			c.flushBatch()
@@ -768,10 +872,13 @@ func (c *Collector) emit(ev *event.Event) {
 // full it counts the drop (a merged file event counts for every operation it
 // stands for).
 func (c *Collector) flushBatch() {
+	var sent uint64
+	defer func() { c.sent.Add(sent) }()
 	for i, ev := range c.batch {
 		c.batch[i] = nil
 		select {
 		case c.out <- ev:
+			sent++
 		default:
 			n := uint64(1)
 			if ev.File != nil && ev.File.Count > 1 {

@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"context"
 	"net/netip"
 	"time"
 
@@ -30,6 +31,9 @@ func (c *Collector) Kernel() *event.Kernel { return nil }
 
 // Watch returns ErrNotSupported.
 func (c *Collector) Watch(cgroupID uint64, sessionID string) error { return ErrNotSupported }
+
+// Sync returns ErrNotSupported.
+func (c *Collector) Sync(ctx context.Context) (uint64, error) { return 0, ErrNotSupported }
 
 // Unwatch returns ErrNotSupported.
 func (c *Collector) Unwatch(cgroupID uint64) error { return ErrNotSupported }

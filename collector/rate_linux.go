@@ -82,14 +82,14 @@ const (
 // second of traffic, and at least minNetBurst.
 func netBurst(rate int64) uint64 { return uint64(max(rate/8, minNetBurst)) }
 
-func (r *rateCollector) load(c *Collector, _ *ebpf.CollectionOptions) error {
+func (r *rateCollector) load(c *Collector, shared *ebpf.CollectionOptions) error {
 	spec, err := loadRate()
 	if err != nil {
 		return fmt.Errorf("loading rate bpf spec: %w", err)
 	}
 	// The UDP byte counts: net.c's flows, of process.c's watched cgroups.
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		rateMapWatched: c.objs.Watched, rateMapUdpFlows: c.net.objs.UdpFlows}}
+		rateMapWatched: shared.MapReplacements[processMapWatched], rateMapUdpFlows: c.net.objs.UdpFlows}}
 	if err := spec.LoadAndAssign(&r.objs, opts); err != nil {
 		c.verifierError(err)
 		return fmt.Errorf("loading rate bpf objects: %w", err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -81,6 +82,8 @@ type Daemon struct {
 	// proxy's answers cannot name.
 	upstreams upstreamNames
 	forwarded chan struct{}
+	// emitted counts the collector's events forwarded into the queue.
+	emitted   atomic.Uint64
 	served    chan error
 	stopIndex context.CancelFunc
 	indexed   chan struct{}
@@ -211,6 +214,7 @@ func (d *Daemon) startCollector() error {
 		defer close(d.forwarded)
 		for e := range d.col.Events() {
 			d.q.Emit(e)
+			d.emitted.Add(1)
 		}
 	}()
 	return d.checkKernel(d.pol.Require())
@@ -421,6 +425,7 @@ var _ control.Daemon = (*Daemon)(nil)
 // redirects its DNS lookups to the proxy, before anything can run in it. A
 // spec without a seccomp filter gets the policy's (sandbox.seccomp.allow).
 func (d *Daemon) CreateSession(ctx context.Context, spec session.Spec) (*session.Session, error) {
+	t0 := time.Now()
 	if spec.Seccomp == nil {
 		f, err := seccomp.New(d.pol.SeccompAllow())
 		if err != nil {
@@ -439,6 +444,7 @@ func (d *Daemon) CreateSession(ctx context.Context, spec session.Spec) (*session
 		_ = d.col.Unwatch(s.CgroupID())
 		return nil, err
 	}
+	d.log.Debug("session created", "session_id", s.ID(), "took", time.Since(t0))
 	return s, nil
 }
 
@@ -471,6 +477,8 @@ func (d *Daemon) record(s *session.Session) error {
 // CleanupSession cleans a terminated session up and then stops watching
 // its cgroup (which ends its DNS redirect) and closes its DNS listeners.
 func (d *Daemon) CleanupSession(ctx context.Context, s *session.Session, fsState string) error {
+	t0 := time.Now()
+	defer func() { d.log.Debug("session cleaned up", "session_id", s.ID(), "took", time.Since(t0)) }()
 	err := s.Cleanup(ctx, fsState)
 	if err != nil {
 		return fmt.Errorf("cleaning up session %s: %w", s.ID(), err)
@@ -481,17 +489,30 @@ func (d *Daemon) CleanupSession(ctx context.Context, s *session.Session, fsState
 	return d.releaseDNS(s.ID())
 }
 
-// flush waits until every event produced so far is in the journal. The
-// collector's reader may still hold the last records of a session that
-// just ended; they arrive within its poll interval, so flush first waits
-// that long.
+// flush waits until every event produced so far is in the journal: the
+// collector's from the records its ring buffer holds now (collector.Sync),
+// once they are forwarded into the queue, and then the queue's.
 func (d *Daemon) flush(ctx context.Context) error {
-	select {
-	case <-time.After(2 * collector.DefaultPollInterval):
-	case <-ctx.Done():
+	n, err := d.col.Sync(ctx)
+	if err != nil {
+		return fmt.Errorf("syncing the collector: %w", err)
+	}
+	for d.emitted.Load() < n {
+		select {
+		case <-d.forwarded:
+			return d.q.Flush(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(forwardPoll):
+		}
 	}
 	return d.q.Flush(ctx)
 }
+
+// forwardPoll is how often flush looks whether the collector's events it
+// waits for are in the queue; the forwarder takes them at once, so it
+// rarely looks twice.
+const forwardPoll = 100 * time.Microsecond
 
 // SessionEnv points a session's shims at the daemon's ingest socket and its
 // package managers at the daemon's mirror.
@@ -571,74 +592,123 @@ func (d *Daemon) Close() error {
 
 func (d *Daemon) closeParts() {
 	var errs []error
+	took := make([]any, 0, 16)
+	step := func(name string, stop func() error) {
+		t0 := time.Now()
+		if err := stop(); err != nil {
+			errs = append(errs, err)
+		}
+		took = append(took, name, time.Since(t0))
+	}
+	step("ingest", d.closeSockets)
+	step("dns", d.closeDNS)
+	step("collector", d.closeCollector)
+	step("queue", d.closeQueue)
+	step("index", func() error {
+		if d.stopIndex != nil {
+			d.stopIndex()
+			<-d.indexed
+		}
+		return nil
+	})
+	step("sinks", d.closeSinks)
+	step("journal", func() error {
+		if d.j == nil {
+			return nil
+		}
+		if err := d.j.Close(); err != nil {
+			return fmt.Errorf("closing journal: %w", err)
+		}
+		return nil
+	})
+	d.log.Debug("host stopped", took...)
+	d.closeErr = errors.Join(errs...)
+}
+
+// closeSockets stops the tool API, the ingest server, the apt broker and
+// the mirror, and removes their sockets.
+func (d *Daemon) closeSockets() error {
+	var errs []error
 	if d.api != nil {
 		drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, d.api.Shutdown(drain))
 		cancel()
-		if err := os.Remove(d.cfg.APISocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.log.Warn("removing socket", "error", err)
-		}
+		d.removeSocket(d.cfg.APISocket())
 	}
 	if d.srv != nil {
 		drain, cancel := context.WithTimeout(context.Background(), d.cfg.Ingest.DrainTimeout)
 		errs = append(errs, d.srv.Shutdown(drain))
 		cancel()
-		if err := os.Remove(d.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.log.Warn("removing socket", "error", err)
-		}
+		d.removeSocket(d.cfg.Socket)
 		LogStats(d.log, "ingest stopped", d.srv.Stats())
 	}
 	if d.apt != nil {
 		// Installs in flight are ended: their sessions are ending too.
 		errs = append(errs, d.apt.Close())
-		if err := os.Remove(d.cfg.AptSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.log.Warn("removing socket", "error", err)
-		}
+		d.removeSocket(d.cfg.AptSocket())
 	}
 	if d.mir != nil {
 		errs = append(errs, d.mir.Close())
 	}
-	if d.dns != nil {
-		if err := d.dns.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		st := d.dns.Stats()
-		d.log.Debug("dns proxy stopped", "queries", st.Queries, "blocked", st.Blocked, "upstream_failures", st.UpstreamFailures,
-			"shed", st.Shed, "malformed", st.Malformed)
+	return errors.Join(errs...)
+}
+
+// removeSocket removes a socket the daemon served.
+func (d *Daemon) removeSocket(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Warn("removing socket", "error", err)
 	}
-	if d.col != nil {
-		if err := d.col.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing collector: %w", err))
-		}
-		<-d.forwarded
-		st := d.col.Stats()
-		d.log.Debug("collector stopped", "received", st.Received, "kernel_drops", st.KernelDrops, "queue_drops", st.QueueDrops)
+}
+
+// closeDNS stops the DNS proxy.
+func (d *Daemon) closeDNS() error {
+	if d.dns == nil {
+		return nil
 	}
-	if d.q != nil {
-		if err := d.q.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		st := d.q.Stats()
-		d.log.Debug("queue stopped", "appended", st.Appended, "dropped", st.Dropped, "loss_events", st.LossEvents, "invalid", st.Invalid, "failed", st.Failed)
+	err := d.dns.Close()
+	st := d.dns.Stats()
+	d.log.Debug("dns proxy stopped", "queries", st.Queries, "blocked", st.Blocked, "upstream_failures", st.UpstreamFailures,
+		"shed", st.Shed, "malformed", st.Malformed)
+	return err
+}
+
+// closeCollector stops the collector, which delivers what is left in its
+// ring buffer, and waits until its events are in the queue.
+func (d *Daemon) closeCollector() error {
+	if d.col == nil {
+		return nil
 	}
-	if d.stopIndex != nil {
-		d.stopIndex()
-		<-d.indexed
+	var err error
+	if cerr := d.col.Close(); cerr != nil {
+		err = fmt.Errorf("closing collector: %w", cerr)
 	}
+	<-d.forwarded
+	st := d.col.Stats()
+	d.log.Debug("collector stopped", "received", st.Received, "kernel_drops", st.KernelDrops, "queue_drops", st.QueueDrops)
+	return err
+}
+
+// closeQueue drains the queue into the journal and stops it.
+func (d *Daemon) closeQueue() error {
+	if d.q == nil {
+		return nil
+	}
+	err := d.q.Close()
+	st := d.q.Stats()
+	d.log.Debug("queue stopped", "appended", st.Appended, "dropped", st.Dropped, "loss_events", st.LossEvents, "invalid", st.Invalid, "failed", st.Failed)
+	return err
+}
+
+// closeSinks signs a checkpoint of everything for the sinks to carry
+// off-host, and stops them.
+func (d *Daemon) closeSinks() error {
 	if d.j != nil && len(d.sinks) > 0 {
-		// A checkpoint of everything, for the sinks to carry off-host
-		// before they stop.
 		if _, err := d.j.Checkpoint(context.Background()); err != nil {
 			d.log.Warn("signing the checkpoint for the sinks failed", "error", err)
 		}
 	}
 	if err := d.stopSinks(5 * time.Second); err != nil {
-		errs = append(errs, fmt.Errorf("stopping sinks: %w", err))
+		return fmt.Errorf("stopping sinks: %w", err)
 	}
-	if d.j != nil {
-		if err := d.j.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing journal: %w", err))
-		}
-	}
-	d.closeErr = errors.Join(errs...)
+	return nil
 }

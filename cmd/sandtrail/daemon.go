@@ -118,6 +118,7 @@ wait:
 	ctlErr := ctl.Close()
 	start, size := time.Now(), h.JournalSize()
 	closeErr := h.Close()
-	log.Info("journal closed", "entries", size, "took", time.Since(start))
+	// What each part took is logged at debug level ("host stopped").
+	log.Info("host closed", "entries", size, "took", time.Since(start))
 	return errors.Join(serveErr, ctlErr, closeErr)
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -257,6 +258,7 @@ func (l *limitFlags) apply(base event.Limits, f *pflag.FlagSet) (event.Limits, e
 // process, prints the summary and returns an exitError with CMD's status.
 func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Request, format string, stderr io.Writer) error {
 	live, stopLive := liveAlerts(stderr)
+	t0 := time.Now()
 	res, err := control.Run(ctx, cfg.ControlSocket(), req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, live)
 	hosted := hostedByDaemon
 	var opened uint64
@@ -272,7 +274,9 @@ func runRun(ctx context.Context, cfg *Config, log hclog.Logger, req *launch.Requ
 	if hosted == hostedHere {
 		kernelFrom = opened
 	}
+	ran := time.Now()
 	sum := summarize(ctx, cfg, res, hosted, kernelFrom)
+	log.Debug("run timing", "hosted_by", hosted, "run", ran.Sub(t0), "summary", time.Since(ran))
 	if err != nil {
 		sum.Errors = append(sum.Errors, err.Error())
 	}

@@ -14,11 +14,14 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/collector/session/launch"
+	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Dial connects to the daemon's control socket at path; ErrNoDaemon when
-// there is none.
+// there is none, and ErrNotRoot when the process that serves it is not
+// root's (SO_PEERCRED): a request, and run's descriptors, go only to a
+// daemon.
 func Dial(path string) (*net.UnixConn, error) {
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -26,6 +29,14 @@ func Dial(path string) (*net.UnixConn, error) {
 			return nil, ErrNoDaemon
 		}
 		return nil, fmt.Errorf("connecting to the daemon's control socket %s: %w", path, err)
+	}
+	cr, err := peercred.Read(conn, false)
+	if err == nil && cr.UID != 0 {
+		err = fmt.Errorf("%w: %s is served by uid %d (pid %d)", ErrNotRoot, path, cr.UID, cr.Pid)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	return conn, nil
 }

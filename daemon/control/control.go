@@ -20,7 +20,11 @@
 // actor recorded for pause and resume is the peer's user name and uid, and
 // the uid recorded with a legal hold or release is the peer's
 // (SO_PEERCRED), never one the request names: so only root outside every
-// session places or lifts a hold, and the record says who.
+// session places or lifts a hold, and the record says who. The client, in
+// turn, talks only to a server that is root's (Dial checks SO_PEERCRED):
+// a control socket that another user serves, at a path that user could
+// write (a data dir beneath /tmp, SANDTRAIL_SOCKET), gets neither a
+// request nor run's descriptors.
 package control
 
 import (
@@ -67,6 +71,10 @@ const (
 
 // ErrNoDaemon is returned when no daemon serves the control socket.
 var ErrNoDaemon = errors.New("no sandtrail daemon is running (its control socket is absent or refuses connections)")
+
+// ErrNotRoot is returned by Dial when the control socket's server is not
+// root's.
+var ErrNotRoot = errors.New("control: the control socket's server is not root")
 
 // maxRequest bounds a request's size.
 const maxRequest = 4 << 20

@@ -34,6 +34,7 @@ func (c *Server) run(k *call) {
 	}()
 	var cs *ctlSession
 	stopAlerts := func() {}
+	t0 := time.Now()
 	res, err := launch.Run(ctx, c.d, k.req.Spec, [3]*os.File(k.files), func(id string) {
 		s, _ := c.d.Session(id)
 		cs = &ctlSession{s: s, created: time.Now(), started: time.Now(), argv: k.req.Spec.Argv}
@@ -46,10 +47,12 @@ func (c *Server) run(k *call) {
 	if cs != nil {
 		c.markCleaned(cs)
 	}
+	ran := time.Now()
 	if err == nil {
 		// The client reads its session back and verifies the journal.
 		err = c.d.Sync(c.ctx)
 	}
+	c.log.Debug("run session ended", "session_id", sessionID(res), "run", ran.Sub(t0), "sync", time.Since(ran))
 	// After Sync: the alerts of the session's last events are raised.
 	stopAlerts()
 	if err != nil && res == nil {
@@ -91,4 +94,12 @@ func forwardAlerts(k *call, d Daemon, id string) (stop func()) {
 		close(ch)
 		<-done
 	}
+}
+
+// sessionID is the id of res's session, "" without one.
+func sessionID(res *launch.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.SessionID
 }
