@@ -59,7 +59,7 @@ type Handler struct {
 	keys       *keyring
 
 	mu          sync.Mutex
-	renders     map[string][]byte // rendered packuments (rendered)
+	renders     map[renderKey][]byte // rendered packuments (rendered)
 	renderBytes int
 }
 
@@ -73,7 +73,7 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 		u.Path += "/"
 	}
 	h := &Handler{env: env, upstream: &u, prefix: prefix, packuments: fetch.NewDocs[*packument](env, maxParsed),
-		artifacts: fetch.NewArtifacts(env), renders: map[string][]byte{}}
+		artifacts: fetch.NewArtifacts(env), renders: map[renderKey][]byte{}}
 	h.keys = &keyring{h: h}
 	return h
 }

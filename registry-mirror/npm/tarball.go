@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"path"
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
@@ -38,7 +37,8 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.Tarball, h.upstream.String(), in.Integrity
 	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.Scripts, in.Bundles, p.stale
 	rec.Provenance, rec.ProvenanceLost = &in.Attested, p.lostProvenance(v)
-	out, d := h.decide(ctx, p, v)
+	vd := h.verdicts(ctx, p).decided[v]
+	out, d := vd.outcome, vd.d
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
@@ -77,12 +77,11 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // byFile finds the version whose tarball is file.
 func (p *packument) byFile(file string) (string, *listing.Manifest) {
-	for v, in := range p.Versions {
-		if path.Base(in.Tarball) == file {
-			return v, in
-		}
+	v, ok := p.files[file]
+	if !ok {
+		return "", nil
 	}
-	return "", nil
+	return v, p.Versions[v]
 }
 
 // digests are a version's published digests: its integrity and shasum.
