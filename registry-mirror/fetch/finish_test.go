@@ -3,8 +3,7 @@ package fetch
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,16 +35,19 @@ func (w *firstWrite) Write(b []byte) (int, error) { w.once(); return w.ResponseR
 func TestServeRecorded(t *testing.T) {
 	var recs []Record
 	env := &Env{Record: func(r *Record) { recs = append(recs, *r) }}
-	p := filepath.Join(t.TempDir(), "blob")
-	if err := os.WriteFile(p, []byte("the artifact"), 0o644); err != nil {
+	c, err := cache.Open(t.TempDir(), 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(p)
+	art, err := c.Put("https://up/a/-/a-1.0.0.tgz", strings.NewReader("the artifact"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.OpenBody(art.SHA256)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	art := cache.Artifact{SHA256: "ab", Size: 12}
 	rec := &Record{Ecosystem: "npm", Name: "a", Version: "1.0.0", Start: time.Now().Add(-time.Second)}
 	rec.ServedArtifact(art, false)
 	w := &firstWrite{ResponseRecorder: httptest.NewRecorder()}
