@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -208,8 +209,19 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	if p.stale {
 		w.Header().Set("Warning", `110 sandtrail "stale: the upstream registry could not be reached"`)
 	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	serveBytes(w, r, b)
 	return nil
+}
+
+// serveBytes writes b, whole: one write of a rendered packument, where
+// http.ServeContent copies it in 32 kB pieces (ranges, which npm does not
+// ask of packuments, are not served).
+func serveBytes(w http.ResponseWriter, r *http.Request, b []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
 }
 
 // serveVersion serves the document of one version of name, named by its
