@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -61,6 +62,7 @@ type Handler struct {
 	mu          sync.Mutex
 	renders     map[renderKey][]byte // rendered packuments (rendered)
 	renderBytes int
+	rendering   cache.Group[[]byte]
 }
 
 // maxParsed bounds the parsed packuments kept in memory.

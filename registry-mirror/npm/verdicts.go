@@ -2,6 +2,7 @@ package npm
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -115,8 +116,9 @@ func (h *Handler) decideAll(ctx context.Context, p *packument, gen fetch.Generat
 }
 
 // rendered is render, remembered by all that the bytes depend on
-// (renderKey). The handler keeps at most maxRendered bytes of renderings,
-// and forgets them all past it.
+// (renderKey), and rendered once however many ask for it at the same
+// time. The handler keeps at most maxRendered bytes of renderings, and
+// forgets them all past it.
 func (h *Handler) rendered(p *packument, v *verdicts, abbrev bool, base string) ([]byte, error) {
 	key := renderKey{doc: p.memo.doc, abbrev: abbrev, base: base, gone: v.gone}
 	h.mu.Lock()
@@ -125,19 +127,28 @@ func (h *Handler) rendered(p *packument, v *verdicts, abbrev bool, base string) 
 	if ok {
 		return b, nil
 	}
-	b, err := h.render(p, v.removed, abbrev, base)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.renderBytes+len(b) > maxRendered {
-		clear(h.renders)
-		h.renderBytes = 0
-	}
-	h.renders[key] = b
-	h.renderBytes += len(b)
-	return b, nil
+	b, err, _ := h.rendering.Do(fmt.Sprintf("%d\x00%v\x00%s\x00%s", key.doc, key.abbrev, key.base, key.gone), func() ([]byte, error) {
+		h.mu.Lock()
+		b, ok := h.renders[key]
+		h.mu.Unlock()
+		if ok {
+			return b, nil
+		}
+		b, err := h.render(p, v.removed, abbrev, base)
+		if err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.renderBytes+len(b) > maxRendered {
+			clear(h.renders)
+			h.renderBytes = 0
+		}
+		h.renders[key] = b
+		h.renderBytes += len(b)
+		return b, nil
+	})
+	return b, err
 }
 
 // maxRendered bounds the bytes of the rendered packuments kept.
