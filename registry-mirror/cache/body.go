@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // ErrChanged is returned for a blob whose file is no longer the one the
@@ -58,11 +59,18 @@ const (
 	maxSmallTotal = 64 << 20
 )
 
-// small is a blob kept in memory.
+// small is a blob kept in memory, and when its file was last found
+// unchanged.
 type small struct {
-	sum string
-	b   []byte
+	sum     string
+	b       []byte
+	checked time.Time
 }
+
+// smallCheckEvery is how often the file of a blob served from memory is
+// checked: its bytes are the verified ones whatever happens to the file,
+// and the check only finds a file that changed (and removes the blob).
+const smallCheckEvery = time.Second
 
 // OpenBody opens the blob sum, checked against what the cache knows of
 // it, and marks it used. Its file must still be the file the cache stored
@@ -70,10 +78,15 @@ type small struct {
 // it committed the blob, or found them when it opened the directory). A
 // blob of maxSmall bytes or less comes from memory: its file is read once
 // and hashed, and its bytes kept only when they hash to sum; its file is
-// still checked on each open (one stat). Otherwise it returns ErrChanged
-// and removes the blob; ErrNotFound when there is no such blob.
+// still checked, at most once a smallCheckEvery (one stat). Otherwise it
+// returns ErrChanged and removes the blob; ErrNotFound when there is no
+// such blob.
 func (c *Cache) OpenBody(sum string) (*Body, error) {
-	if b, ok := c.smallBytes(sum); ok {
+	if b, check, ok := c.smallBytes(sum); ok {
+		if !check {
+			c.used(sum)
+			return &Body{r: bytes.NewReader(b)}, nil
+		}
 		fi, err := os.Stat(c.blobPath(sum))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -129,7 +142,7 @@ func (c *Cache) readSmall(sum string, f *os.File, size int64) ([]byte, error) {
 		return b, nil // evicted meanwhile: served, not kept
 	}
 	if _, ok := c.small[sum]; !ok {
-		c.small[sum] = c.smallLRU.PushFront(&small{sum: sum, b: b})
+		c.small[sum] = c.smallLRU.PushFront(&small{sum: sum, b: b, checked: time.Now()})
 		c.smallTotal += int64(len(b))
 	}
 	for c.smallTotal > maxSmallTotal {
@@ -138,16 +151,22 @@ func (c *Cache) readSmall(sum string, f *os.File, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// smallBytes returns the blob sum from memory.
-func (c *Cache) smallBytes(sum string) ([]byte, bool) {
+// smallBytes returns the blob sum from memory, and whether its file is
+// due a check (which it then counts as made).
+func (c *Cache) smallBytes(sum string) (b []byte, check, ok bool) {
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.small[sum]
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	c.smallLRU.MoveToFront(e)
-	return e.Value.(*small).b, true
+	s := e.Value.(*small)
+	if check = now.Sub(s.checked) >= smallCheckEvery; check {
+		s.checked = now
+	}
+	return s.b, check, true
 }
 
 // dropSmall forgets the blob in memory at e; c.mu is held.

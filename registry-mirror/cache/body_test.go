@@ -12,7 +12,8 @@ import (
 // TestOpenBody: a blob is served with its bytes, a small one from memory;
 // a blob whose file changed after it was committed (written in place,
 // replaced, truncated, with its modification time put back or not) is
-// ErrChanged and removed, never served.
+// ErrChanged and removed, never served; a small blob's verified bytes in
+// memory are served until its file's next check finds it changed.
 func TestOpenBody(t *testing.T) {
 	smallData := bytes.Repeat([]byte("s"), 1000)
 	largeData := bytes.Repeat([]byte("L"), maxSmall+1)
@@ -20,6 +21,7 @@ func TestOpenBody(t *testing.T) {
 		name     string
 		data     []byte
 		warm     bool // served once before the change: in memory when small
+		due      bool // its file due its check after the change
 		change   func(t *testing.T, path string)
 		memory   bool
 		wantErr  error
@@ -30,7 +32,9 @@ func TestOpenBody(t *testing.T) {
 		{name: "large, written in place", data: largeData, change: writeInPlace, wantErr: ErrChanged, wantGone: true},
 		{name: "large, written in place, times put back", data: largeData, change: writeKeepTimes, wantErr: ErrChanged, wantGone: true},
 		{name: "large, replaced, times put back", data: largeData, change: replaceKeepTimes, wantErr: ErrChanged, wantGone: true},
-		{name: "small, truncated after it was read", data: smallData, warm: true, change: truncate, wantErr: ErrChanged, wantGone: true},
+		{name: "small, truncated after it was read", data: smallData, warm: true, due: true, change: truncate, wantErr: ErrChanged, wantGone: true},
+		// Its verified bytes, from memory, until its file's next check.
+		{name: "small, truncated after it was read, not yet checked", data: smallData, warm: true, change: truncate, memory: true},
 		{name: "small, written in place, times put back", data: smallData, change: writeKeepTimes, wantErr: ErrChanged, wantGone: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +55,11 @@ func TestOpenBody(t *testing.T) {
 			}
 			if tt.change != nil {
 				tt.change(t, c.blobPath(a.SHA256))
+			}
+			if tt.due {
+				c.mu.Lock()
+				c.small[a.SHA256].Value.(*small).checked = time.Time{} // due its check
+				c.mu.Unlock()
 			}
 			b, err := c.OpenBody(a.SHA256)
 			if !errors.Is(err, tt.wantErr) {

@@ -44,11 +44,13 @@ type verdict struct {
 
 // memo is what the handler derives from one parsed packument, shared by
 // every copy of it (get): its identity among the handler's renderings,
-// and the verdicts in force, decided at most once at a time.
+// the verdicts in force, decided at most once at a time, and its
+// versions' facts (versionFacts).
 type memo struct {
 	doc    uint64
 	v      atomic.Pointer[verdicts]
 	decide sync.Mutex // held while deciding
+	facts  sync.Map   // version → *versionFacts
 }
 
 // docs numbers the parsed packuments (memo.doc).
