@@ -296,7 +296,9 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"session_id", c.SessionID, "client", c.Addr.String(), "error", e.Err)
 		return
 	}
-	m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
+	if m.log.IsTrace() {
+		m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
+	}
 }
 
 // npmRootTarball reports whether the path p is an npm tarball's path on

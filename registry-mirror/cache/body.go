@@ -30,6 +30,15 @@ type Body struct {
 // File is the blob's open file, nil for a blob served from memory.
 func (b *Body) File() *os.File { return b.f }
 
+// Size is the number of bytes of a blob served from memory that are yet
+// to be read; -1 for one served from its file.
+func (b *Body) Size() int64 {
+	if b.f != nil {
+		return -1
+	}
+	return int64(b.r.Len())
+}
+
 func (b *Body) Read(p []byte) (int, error) {
 	if b.f != nil {
 		return b.f.Read(p)
@@ -42,6 +51,14 @@ func (b *Body) Seek(offset int64, whence int) (int64, error) {
 		return b.f.Seek(offset, whence)
 	}
 	return b.r.Seek(offset, whence)
+}
+
+// WriteTo writes the rest of the blob to w: from memory in one write.
+func (b *Body) WriteTo(w io.Writer) (int64, error) {
+	if b.f != nil {
+		return io.Copy(w, b.f)
+	}
+	return b.r.WriteTo(w)
 }
 
 // Close closes the blob's file, if it has one.
