@@ -160,3 +160,28 @@ func TestVerdictsCooldownEnds(t *testing.T) {
 		t.Errorf("the upstream saw %d packument requests, want 1", n)
 	}
 }
+
+// TestVerdictsConcurrent: many clients asking at once for a packument and
+// a tarball whose decisions are being made and whose packument is being
+// rendered all get the same answer (run with -race).
+func TestVerdictsConcurrent(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	reg := npmtest.Start(t, fixture()...)
+	m, _ := clockedMirror(t, reg, clk, "cooldown:\n  min_age: 48h\n  action: block\n")
+	var wg sync.WaitGroup
+	got := make([][]string, 16)
+	for i := range got {
+		wg.Go(func() {
+			got[i] = m.versionsServed(t, "left-pad")
+			if code, b, _ := m.get(t, "/npm/left-pad/-/left-pad-1.3.0.tgz", ""); code != 200 {
+				t.Errorf("GET tarball = %d %s", code, b)
+			}
+		})
+	}
+	wg.Wait()
+	for i, g := range got {
+		if !slices.Equal(g, []string{"1.2.0", "1.3.0"}) {
+			t.Errorf("client %d was served versions %q, want 1.2.0 and 1.3.0", i, g)
+		}
+	}
+}
