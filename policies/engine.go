@@ -94,6 +94,11 @@ type Decision struct {
 	Rule string `json:"rule,omitempty"`
 	// Checks are the individual checks of a package decision, in order.
 	Checks []Check `json:"checks,omitempty"`
+	// Until is when a package decision may next change by the passing of
+	// time alone (the end of the cooldown of a version inside it); zero
+	// when nothing it depends on changes with the time. The mirror keeps
+	// its decisions no longer.
+	Until time.Time `json:"-"`
 }
 
 // Check is the outcome of one check of a package decision.
@@ -166,21 +171,19 @@ type PackageRequest struct {
 func (e *Engine) Package(ctx context.Context, req PackageRequest) Decision {
 	_ = ctx
 	req.Ecosystem = strings.ToLower(req.Ecosystem)
-	var checks []Check
 	if req.Ecosystem == "" || req.Name == "" {
-		checks = append(checks, Check{Name: CheckRequest, Verdict: Block, Reason: "the request names no ecosystem or package"})
-	} else {
-		checks = append(checks,
-			e.checkBlocklist(req, false),
-			e.checkSource(req),
-			e.checkCooldown(req),
-			e.checkScripts(req),
-		)
-		if req.ProvenanceLost {
-			checks = append(checks, e.checkProvenance(req))
-		}
+		return combine([]Check{{Name: CheckRequest, Verdict: Block, Reason: "the request names no ecosystem or package"}})
 	}
-	return combine(checks)
+	cooldown := e.checkCooldown(req)
+	checks := []Check{e.checkBlocklist(req, false), e.checkSource(req), cooldown, e.checkScripts(req)}
+	if req.ProvenanceLost {
+		checks = append(checks, e.checkProvenance(req))
+	}
+	d := combine(checks)
+	if cooldown.Rule == "cooldown.min_age" && cooldown.Verdict != Allow {
+		d.Until = req.Published.Add(e.c.minAge)
+	}
+	return d
 }
 
 // PreInstall decides a request before its package manager runs, when only

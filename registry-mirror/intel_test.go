@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/sandtrail/sandtrail/policies/intel"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch/fetchtest"
+	"github.com/sandtrail/sandtrail/registry-mirror/npm/npmtest"
 	"github.com/sandtrail/sandtrail/registry-mirror/pypi/pypitest"
 )
 
@@ -84,5 +86,57 @@ func TestPipKnownMalicious(t *testing.T) {
 	f := rec.await(t, fetchOf("tiny-pkg", "1.1"))
 	if f == nil || f.Pkg.Outcome != "blocked" || f.Pkg.Rule != intel.Rule || !strings.Contains(f.Pkg.Reason, "MAL-2026-501") {
 		t.Errorf("pkg.fetch of 1.1's wheel = %+v, want blocked by known_malicious naming MAL-2026-501", f)
+	}
+}
+
+// TestNpmImportedAfterServing: a record imported into the intel store
+// while the mirror runs takes the version it lists out of the next
+// packument the mirror serves, though the mirror had decided on every
+// version of it, and refuses its tarball (the guard's generation moved);
+// a reload (SetPolicy) that approves nothing the mirror serves is refused
+// and changes nothing.
+func TestNpmImportedAfterServing(t *testing.T) {
+	dir := t.TempDir()
+	store, err := intel.Open(filepath.Join(dir, "intel.db"), intel.WithRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	reg := npmtest.Start(t, npmtest.Package{Name: "left-pad", Versions: []npmtest.Version{
+		{Version: "1.2.0", Published: time.Now().Add(-72 * time.Hour)}, {Version: "1.3.0", Published: time.Now().Add(-72 * time.Hour)}}})
+	eng := fetchtest.Policy(t, "sources:\n  registries:\n    npm: ["+reg.URL+"/]\n")
+	m, err := New(Config{CacheDir: t.TempDir(), Upstreams: map[string]string{"npm": reg.URL}, Policy: intel.Guard(eng, store),
+		Emit: func(*event.Event) {}, Log: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	served := func() string {
+		_, b, _ := fetchtest.Get(t, srv.URL+"/npm/left-pad", "Accept", "application/vnd.npm.install-v1+json")
+		return string(b)
+	}
+	if b := served(); !strings.Contains(b, `"1.3.0"`) {
+		t.Fatalf("packument before the import = %s, want 1.3.0 in it", b)
+	}
+	src := filepath.Join(dir, "MAL-2026-502.json")
+	rec := `{"id":"MAL-2026-502","modified":"2026-11-30T00:00:00Z","affected":[{"package":{"ecosystem":"npm","name":"left-pad"},"versions":["1.3.0"]}]}`
+	if err := os.WriteFile(src, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Import(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	if b := served(); strings.Contains(b, `"1.3.0"`) || !strings.Contains(b, `"1.2.0"`) {
+		t.Errorf("packument after the import = %s, want 1.2.0 and not 1.3.0", b)
+	}
+	if code, b, _ := fetchtest.Get(t, srv.URL+"/npm/left-pad/-/left-pad-1.3.0.tgz"); code != 403 || !strings.Contains(string(b), intel.Rule) {
+		t.Errorf("tarball of 1.3.0 after the import = %d %s, want a 403 by %s", code, b, intel.Rule)
+	}
+	if err := m.SetPolicy(fetchtest.Policy(t, "sources:\n  registries:\n    npm: [https://elsewhere.example/]\n")); err == nil {
+		t.Error("SetPolicy of a policy that approves no upstream served = nil, want an error")
+	}
+	if b := served(); !strings.Contains(b, `"1.2.0"`) {
+		t.Errorf("packument after a refused reload = %s, want 1.2.0 still served", b)
 	}
 }

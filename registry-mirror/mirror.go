@@ -54,10 +54,12 @@ type Processes interface {
 
 // Mirror serves the ecosystems.
 type Mirror struct {
-	env     *fetch.Env
-	log     hclog.Logger
-	clients *attribution.Attributor // the attribution step over Config.Sessions; nil without
-	procs   Processes
+	env       *fetch.Env
+	policy    *fetch.Switch
+	upstreams map[string]string // Config.Upstreams
+	log       hclog.Logger
+	clients   *attribution.Attributor // the attribution step over Config.Sessions; nil without
+	procs     Processes
 	// bypass says which (session, pid) already has its shim_bypass alert.
 	bypassMu sync.Mutex
 	bypassed map[bypassKey]bool
@@ -126,8 +128,8 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{}
-	env := &fetch.Env{Cache: c, Policy: cfg.Policy, Log: cfg.Log.Named("mirror"), Now: time.Now,
+	m := &Mirror{policy: fetch.NewSwitch(cfg.Policy), upstreams: cfg.Upstreams}
+	env := &fetch.Env{Cache: c, Policy: m.policy, Log: cfg.Log.Named("mirror"), Now: time.Now,
 		MetaTTL: or(cfg.MetaTTL, 5*time.Minute), MaxArtifact: or(cfg.MaxArtifact, 1<<30),
 		Upstream: &fetch.Upstream{HTTP: cfg.HTTP, MaxMeta: or(cfg.MaxMeta, 64<<20), UserAgent: "sandtrail-mirror"},
 		Record: func(r *fetch.Record) {
@@ -248,6 +250,22 @@ func or[T comparable](v, def T) T {
 	return v
 }
 
+// SetPolicy puts p in force in place of the mirror's policy (a reload):
+// a request that begins after it returns is decided by p, none by a
+// decision remembered from the policy before. It returns an error, and keeps the policy in
+// force, when p does not approve an upstream the mirror serves
+// (checkApproved, as New).
+func (m *Mirror) SetPolicy(p fetch.Policy) error {
+	if p == nil {
+		return errors.New("mirror: no policy")
+	}
+	if err := checkApproved(p, m.upstreams); err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
+	m.policy.Set(p)
+	return nil
+}
+
 // Cache returns the mirror's cache.
 func (m *Mirror) Cache() *cache.Cache { return m.env.Cache }
 
@@ -278,7 +296,9 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"session_id", c.SessionID, "client", c.Addr.String(), "error", e.Err)
 		return
 	}
-	m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
+	if m.log.IsTrace() {
+		m.log.Trace("request served", "url", r.URL.String(), "session_id", c.SessionID, "took", time.Since(start))
+	}
 }
 
 // npmRootTarball reports whether the path p is an npm tarball's path on

@@ -2,6 +2,8 @@ package mirror
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
@@ -75,11 +77,46 @@ func filterEvent(f *fetch.Filtered, host string, now time.Time) *event.Event {
 // redacts what it records; the ecosystems fill their records with the URLs
 // as they fetch them.
 func redact(p *event.Pkg) {
-	p.SourceURL, p.Registry = event.RedactURL(p.SourceURL), event.RedactURL(p.Registry)
-	p.Reason = event.Redact(p.Reason)
+	p.SourceURL, p.Registry = redactedURLs.of(p.SourceURL), redactedURLs.of(p.Registry)
+	p.Reason = redactedTexts.of(p.Reason)
 	for i := range p.Removed {
-		p.Removed[i].Reason = event.Redact(p.Removed[i].Reason)
+		p.Removed[i].Reason = redactedTexts.of(p.Removed[i].Reason)
 	}
+}
+
+// redactedURLs and redactedTexts remember event.RedactURL and event.Redact
+// of what the mirror records over and over (the URLs of the artifacts it
+// serves again, its registries, the policy's reasons), which run their
+// patterns on each.
+var (
+	redactedURLs  = &redactions{redact: event.RedactURL}
+	redactedTexts = &redactions{redact: event.Redact}
+)
+
+// redactions is a redaction, remembered, forgetting all past
+// maxRedactions.
+type redactions struct {
+	redact func(string) string
+	m      sync.Map
+	n      atomic.Int64
+}
+
+const maxRedactions = 1 << 16
+
+func (r *redactions) of(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := r.m.Load(s); ok {
+		return v.(string)
+	}
+	v := r.redact(s)
+	if r.n.Add(1) > maxRedactions {
+		r.m.Clear()
+		r.n.Store(0)
+	}
+	r.m.Store(s, v)
+	return v
 }
 
 func clientAddr(c fetch.Client) string {

@@ -51,3 +51,8 @@ func (g *guarded) Package(ctx context.Context, req policies.PackageRequest) poli
 	return policies.Decision{Verdict: policies.Block, Reason: c.Reason, Rule: c.Rule,
 		Checks: append([]policies.Check{c}, d.Checks...)}
 }
+
+// Generation moves with every import into the store, as its lookups see
+// it (the mirror's fetch.Generational): the mirror decides again on the
+// versions it decided on before an import.
+func (g *guarded) Generation() uint64 { return uint64(g.s.current().generation) }

@@ -42,14 +42,24 @@ type Cache struct {
 	blobs map[string]*list.Element // by hex sha256
 	total int64
 	keys  map[string]Artifact // the key index, as read or written
+
+	// The small blobs' bytes (OpenBody), most recently used first.
+	smallLRU   *list.List
+	small      map[string]*list.Element
+	smallTotal int64
 }
 
 type blob struct {
 	sum  string
 	size int64
-	// touched is when its file's times were last set (for the order of
-	// eviction after a restart).
-	touched time.Time
+	// id is its file as the cache committed it, or found it at Open.
+	id identity
+}
+
+// identity is what identifies a blob's file (identityOf).
+type identity struct {
+	ino                uint64
+	size, mtime, ctime int64
 }
 
 // maxKeys bounds the key index kept in memory.
@@ -67,14 +77,17 @@ func Open(dir string, max int64) (*Cache, error) {
 	for _, t := range tmps {
 		os.Remove(filepath.Join(dir, "tmp", t.Name()))
 	}
-	c := &Cache{dir: dir, max: max, lru: list.New(), blobs: map[string]*list.Element{}, keys: map[string]Artifact{}}
+	c := &Cache{dir: dir, max: max, lru: list.New(), blobs: map[string]*list.Element{}, keys: map[string]Artifact{},
+		smallLRU: list.New(), small: map[string]*list.Element{}}
 	if err := c.load(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// load reads the blobs that exist, oldest access first.
+// load reads the blobs that exist, oldest access first, and takes their
+// files as they are (identityOf): `sandtrail mirror verify-cache` is what
+// re-hashes them.
 func (c *Cache) load() error {
 	type found struct {
 		blob
@@ -90,7 +103,7 @@ func (c *Cache) load() error {
 		if err != nil {
 			return err
 		}
-		all = append(all, found{blob{sum: d.Name(), size: fi.Size()}, fi.ModTime()})
+		all = append(all, found{blob{sum: d.Name(), size: fi.Size(), id: identityOf(fi)}, accessTime(fi)})
 		return nil
 	})
 	if err != nil {
@@ -98,7 +111,7 @@ func (c *Cache) load() error {
 	}
 	sortByTime(all, func(f found) time.Time { return f.at })
 	for _, f := range all {
-		c.blobs[f.sum] = c.lru.PushFront(&blob{sum: f.sum, size: f.size, touched: f.at})
+		c.blobs[f.sum] = c.lru.PushFront(&blob{sum: f.sum, size: f.size, id: f.id})
 		c.total += f.size
 	}
 	return nil
@@ -165,7 +178,11 @@ func (c *Cache) PutFrom(key, source string, r io.Reader, digests []string) (Arti
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		return Artifact{}, fmt.Errorf("cache: committing a blob: %w", err)
 	}
-	c.added(a.SHA256, n)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("cache: committing a blob: %w", err)
+	}
+	c.added(a.SHA256, n, identityOf(fi))
 	if err := c.writeJSON("keys", key, a); err != nil {
 		return Artifact{}, err
 	}
@@ -173,41 +190,61 @@ func (c *Cache) PutFrom(key, source string, r io.Reader, digests []string) (Arti
 	return a, nil
 }
 
-// added accounts a new blob and evicts past the bound.
-func (c *Cache) added(sum string, size int64) {
+// added accounts a new blob, its file id, and evicts past the bound.
+func (c *Cache) added(sum string, size int64, id identity) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.blobs[sum]; ok {
+		e.Value.(*blob).id = id // committed again: a new file
 		c.lru.MoveToFront(e)
 		return
 	}
-	c.blobs[sum] = c.lru.PushFront(&blob{sum: sum, size: size, touched: time.Now()})
+	c.blobs[sum] = c.lru.PushFront(&blob{sum: sum, size: size, id: id})
 	c.total += size
 	for c.max > 0 && c.total > c.max && c.lru.Len() > 1 {
-		e := c.lru.Back()
-		b := e.Value.(*blob)
-		c.lru.Remove(e)
-		delete(c.blobs, b.sum)
-		c.total -= b.size
-		os.Remove(c.blobPath(b.sum))
+		c.forget(c.lru.Back().Value.(*blob).sum)
 	}
+}
+
+// forget drops the blob sum, and its file; c.mu is held.
+func (c *Cache) forget(sum string) {
+	if e, ok := c.blobs[sum]; ok {
+		c.total -= e.Value.(*blob).size
+		c.lru.Remove(e)
+		delete(c.blobs, sum)
+	}
+	if e, ok := c.small[sum]; ok {
+		c.dropSmall(e)
+	}
+	os.Remove(c.blobPath(sum))
 }
 
 // Get returns the artifact stored under key and its blob, open for
 // reading; ErrNotFound when there is none (or its blob was evicted). The
 // caller closes the file.
 func (c *Cache) Get(key string) (Artifact, *os.File, error) {
-	c.mu.Lock()
-	a, ok := c.keys[key]
-	c.mu.Unlock()
-	if !ok {
-		if err := c.readJSON("keys", key, &a); err != nil {
-			return a, nil, err
-		}
-		c.remember(key, a)
+	a, err := c.Lookup(key)
+	if err != nil {
+		return a, nil, err
 	}
 	f, err := c.Open(a.SHA256)
 	return a, f, err
+}
+
+// Lookup returns the artifact stored under key, without opening its blob;
+// ErrNotFound when there is none.
+func (c *Cache) Lookup(key string) (Artifact, error) {
+	c.mu.Lock()
+	a, ok := c.keys[key]
+	c.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	if err := c.readJSON("keys", key, &a); err != nil {
+		return a, err
+	}
+	c.remember(key, a)
+	return a, nil
 }
 
 // remember keeps a key's artifact in memory, forgetting them all past
@@ -221,7 +258,8 @@ func (c *Cache) remember(key string, a Artifact) {
 	c.keys[key] = a
 }
 
-// Open opens the blob with the hex sha256 sum and marks it used.
+// Open opens the blob with the hex sha256 sum and marks it used. It does
+// not check the file (OpenBody does).
 func (c *Cache) Open(sum string) (*os.File, error) {
 	if len(sum) != 64 {
 		return nil, ErrNotFound
@@ -233,20 +271,20 @@ func (c *Cache) Open(sum string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	now := time.Now()
-	touch := false
+	c.used(sum)
+	return f, nil
+}
+
+// used marks the blob sum used: first in the eviction order. The cache
+// sets none of its file's times, which are part of its identity
+// (OpenBody); after a restart, the order is the files' access times, as
+// the kernel keeps them (with relatime, to the day).
+func (c *Cache) used(sum string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if e, ok := c.blobs[sum]; ok {
 		c.lru.MoveToFront(e)
-		if b := e.Value.(*blob); now.Sub(b.touched) > time.Minute {
-			b.touched, touch = now, true
-		}
 	}
-	c.mu.Unlock()
-	if touch {
-		_ = os.Chtimes(c.blobPath(sum), now, now)
-	}
-	return f, nil
 }
 
 // Meta is metadata kept by the cache.
@@ -373,10 +411,5 @@ func (c *Cache) check(sum string) (bool, error) {
 func (c *Cache) remove(sum string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.blobs[sum]; ok {
-		c.total -= e.Value.(*blob).size
-		c.lru.Remove(e)
-		delete(c.blobs, sum)
-	}
-	os.Remove(c.blobPath(sum))
+	c.forget(sum)
 }

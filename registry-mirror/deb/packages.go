@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -127,7 +126,7 @@ func (h *Handler) serveDeb(w http.ResponseWriter, r *http.Request, a *archive, p
 }
 
 // deb does serveDeb's work up to the bytes, verified, filling rec.
-func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Record) (cache.Artifact, *os.File, error) {
+func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Record) (cache.Artifact, *cache.Body, error) {
 	var none cache.Artifact
 	e, ok := h.pool.lookup(ctx, a, p)
 	if !ok {

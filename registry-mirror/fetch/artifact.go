@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -74,12 +76,21 @@ type Want struct {
 	Ecosystem, Name string
 }
 
-// Get returns the artifact w names and its bytes, open for reading. hit
-// says it came from the cache, where it was stored after it had been
+// Get returns the artifact w names and its bytes, open for reading
+// (cache.OpenBody: a small artifact's from memory, a larger one's file).
+// hit says it came from the cache, where it was stored after it had been
 // verified against exactly these digests; a cache hit passes the size
 // checks a fetch would too. An error that wraps verify.ErrMismatch,
 // ErrTooLarge or ErrSize means the upstream's bytes did not match.
-func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, bool, error) {
+//
+// The digests are checked as the bytes enter the cache, not each time they
+// are served: the cache's files are root's (0600, in directories of mode
+// 0700), out of the agent's reach, and a blob whose file is no longer the
+// one the cache committed (another inode, size or modification time), or
+// whose bytes, read into memory, do not hash to its name, is fetched and
+// verified again (cache.ErrChanged). `sandtrail mirror verify-cache`
+// re-hashes every blob.
+func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *cache.Body, bool, error) {
 	if art, f, ok, err := a.cached(w); err != nil || ok {
 		return art, f, ok, err
 	}
@@ -113,7 +124,7 @@ func (a *Artifacts) Get(ctx context.Context, w Want) (cache.Artifact, *os.File, 
 	if err != nil {
 		return art, nil, false, err
 	}
-	f, err := a.env.Cache.Open(art.SHA256)
+	f, err := a.env.Cache.OpenBody(art.SHA256)
 	return art, f, false, err
 }
 
@@ -134,36 +145,54 @@ func (a *Artifacts) bound(w Want) (max int64, exact bool) {
 // another size than w gives is an ErrSize, one past w's bound an
 // ErrTooLarge (a size the metadata gives can change while the digest
 // stays: an OCI blob first fetched with no manifest naming it). A blob
-// whose file is not the size it was stored with is a miss, fetched again.
-func (a *Artifacts) cached(w Want) (cache.Artifact, *os.File, bool, error) {
-	art, f, err := a.env.Cache.Get(w.URL)
-	if err != nil {
-		return art, nil, false, nil
-	}
-	if !slices.Equal(art.Digests, w.Names) {
-		f.Close()
-		return art, nil, false, nil
-	}
-	if fi, err := f.Stat(); err != nil || fi.Size() != art.Size {
-		f.Close()
+// that is gone, or changed since it was stored (OpenBody), is a miss,
+// fetched again.
+func (a *Artifacts) cached(w Want) (cache.Artifact, *cache.Body, bool, error) {
+	art, err := a.env.Cache.Lookup(w.URL)
+	if err != nil || !slices.Equal(art.Digests, w.Names) {
 		return art, nil, false, nil
 	}
 	switch max, exact := a.bound(w); {
 	case exact && art.Size != max:
-		f.Close()
 		return art, nil, false, fmt.Errorf("%w: the cached artifact has %d bytes, its metadata gives %d", verify.ErrSize, art.Size, max)
 	case art.Size > max:
-		f.Close()
 		return art, nil, false, fmt.Errorf("%w: the cached artifact has %d bytes, more than %d", verify.ErrTooLarge, art.Size, max)
+	}
+	f, err := a.env.Cache.OpenBody(art.SHA256)
+	if err != nil {
+		if errors.Is(err, cache.ErrChanged) {
+			a.env.Log.Warn("a cached artifact changed since it was verified; fetching it again", "url", event.RedactURL(w.URL), "sha256", art.SHA256)
+		}
+		return art, nil, false, nil
 	}
 	return art, f, true, nil
 }
 
-// Serve writes an artifact's bytes, with its sha256 as the ETag.
-func Serve(w http.ResponseWriter, r *http.Request, art cache.Artifact, f *os.File, contentType string) {
+// Serve writes an artifact's bytes, with its sha256 as the ETag: from
+// memory, or from its file with sendfile (http.ServeContent of an
+// *os.File onto the connection, w being the server's own writer).
+func Serve(w http.ResponseWriter, r *http.Request, art cache.Artifact, body *cache.Body, contentType string) {
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("ETag", `"`+art.SHA256+`"`)
-	http.ServeContent(w, r, "", time.Time{}, f)
+	switch {
+	case body.File() != nil:
+		http.ServeContent(w, r, "", time.Time{}, body.File())
+	case plain(r):
+		// From memory, whole: what ServeContent would do, with less work.
+		w.Header().Set("Content-Length", strconv.FormatInt(body.Size(), 10))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			io.Copy(w, body)
+		}
+	default:
+		http.ServeContent(w, r, "", time.Time{}, body)
+	}
+}
+
+// plain reports whether r asks for a whole artifact, unconditionally.
+func plain(r *http.Request) bool {
+	h := r.Header
+	return h.Get("Range") == "" && h.Get("If-Match") == "" && h.Get("If-None-Match") == "" && h.Get("If-Range") == ""
 }
 
 // Mismatch reports whether err says the upstream's bytes did not match.

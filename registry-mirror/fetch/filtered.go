@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"slices"
 	"sort"
 	"sync"
 )
@@ -15,8 +16,10 @@ type FilterLog struct {
 // maxSeen bounds the FilterLog's memory; past it, it starts again.
 const maxSeen = 1 << 16
 
-// Record passes f, its removals sorted by version, to env.Filter, unless
-// it removed nothing or its session and package were recorded before.
+// Record passes f, with a copy of its removals sorted by version, to
+// env.Filter, unless it removed nothing or its session and package were
+// recorded before. It does not change f.Removed, which the caller may
+// share.
 func (l *FilterLog) Record(env *Env, f *Filtered) {
 	if len(f.Removed) == 0 || env.Filter == nil {
 		return
@@ -34,6 +37,8 @@ func (l *FilterLog) Record(env *Env, f *Filtered) {
 	if seen {
 		return
 	}
-	sort.Slice(f.Removed, func(i, j int) bool { return f.Removed[i].Version < f.Removed[j].Version })
-	env.Filter(f)
+	g := *f
+	g.Removed = slices.Clone(f.Removed)
+	sort.Slice(g.Removed, func(i, j int) bool { return g.Removed[i].Version < g.Removed[j].Version })
+	env.Filter(&g)
 }

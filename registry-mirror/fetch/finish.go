@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
@@ -50,9 +49,9 @@ func (env *Env) Finish(rec *Record, start time.Time, err error) {
 // after the claim of a small package's quick install: an unverified
 // install in the package view. The deb handler records before serving
 // too. Finish after it records nothing more.
-func (env *Env) ServeRecorded(w http.ResponseWriter, r *http.Request, rec *Record, art cache.Artifact, f *os.File, contentType string) {
+func (env *Env) ServeRecorded(w http.ResponseWriter, r *http.Request, rec *Record, art cache.Artifact, body *cache.Body, contentType string) {
 	env.Finish(rec, rec.Start, nil)
-	Serve(w, r, art, f, contentType)
+	Serve(w, r, art, body, contentType)
 }
 
 // refusedBy makes rec a block by the mirror's check rule.

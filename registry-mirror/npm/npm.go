@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -59,8 +60,9 @@ type Handler struct {
 	keys       *keyring
 
 	mu          sync.Mutex
-	renders     map[string][]byte // rendered packuments (rendered)
+	renders     map[renderKey][]byte // rendered packuments (rendered)
 	renderBytes int
+	rendering   cache.Group[[]byte]
 }
 
 // maxParsed bounds the parsed packuments kept in memory.
@@ -73,7 +75,7 @@ func New(env *fetch.Env, upstream *url.URL, prefix string) *Handler {
 		u.Path += "/"
 	}
 	h := &Handler{env: env, upstream: &u, prefix: prefix, packuments: fetch.NewDocs[*packument](env, maxParsed),
-		artifacts: fetch.NewArtifacts(env), renders: map[string][]byte{}}
+		artifacts: fetch.NewArtifacts(env), renders: map[renderKey][]byte{}}
 	h.keys = &keyring{h: h}
 	return h
 }

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +25,11 @@ type packument struct {
 	fetched time.Time
 	stale   bool     // served from the cache because the upstream failed
 	order   []string // the versions that parse, lowest first
+	// files are the versions by tarball file name; lost those that lost
+	// the attestations of a version before them (lostProvenance).
+	files map[string]string
+	lost  map[string]bool
+	memo  *memo
 }
 
 // parsePackument reads a full packument of name (listing.ParsePackument:
@@ -35,13 +40,19 @@ func parsePackument(name string, b []byte, fetched time.Time) (*packument, error
 	if err != nil {
 		return nil, err
 	}
-	p := &packument{Packument: lp, fetched: fetched}
-	for v := range p.Versions {
+	p := &packument{Packument: lp, fetched: fetched, files: make(map[string]string, len(lp.Versions)), memo: newMemo()}
+	for v, in := range p.Versions {
 		if _, err := semver.ParseVersion(v, semver.NPM); err == nil {
 			p.order = append(p.order, v)
 		}
+		if f := path.Base(in.Tarball); in.Tarball != "" {
+			if o, dup := p.files[f]; !dup || v < o {
+				p.files[f] = v
+			}
+		}
 	}
 	sort.Slice(p.order, func(i, j int) bool { return compare(p.order[i], p.order[j]) < 0 })
+	p.markLost()
 	return p, nil
 }
 
@@ -53,20 +64,28 @@ func compare(a, b string) int {
 }
 
 // lostProvenance reports whether a version lower than v had attestations
-// that v lacks.
-func (p *packument) lostProvenance(v string) bool {
-	if p.Versions[v] == nil || p.Versions[v].Attested {
-		return false
-	}
+// that v lacks (a version that does not parse is above every one that
+// does).
+func (p *packument) lostProvenance(v string) bool { return p.lost[v] }
+
+// markLost finds the versions that lostProvenance reports.
+func (p *packument) markLost() {
+	p.lost = map[string]bool{}
+	attested := false
+	parses := make(map[string]bool, len(p.order))
 	for _, o := range p.order {
-		if o == v {
-			return false
-		}
+		parses[o] = true
 		if p.Versions[o].Attested {
-			return true
+			attested = true
+		} else if attested {
+			p.lost[o] = true
 		}
 	}
-	return false
+	for v, in := range p.Versions {
+		if attested && !parses[v] && !in.Attested {
+			p.lost[v] = true
+		}
+	}
 }
 
 // get returns the packument of name, through the mirror's documents: from
@@ -92,17 +111,6 @@ func (h *Handler) decide(ctx context.Context, p *packument, v string) (string, p
 	return h.env.Decide(ctx, policies.PackageRequest{Ecosystem: Ecosystem, Name: p.Name, Version: v,
 		Source: in.Tarball, Registry: h.upstream.String(), Published: in.Published, InstallScripts: len(in.Scripts) > 0,
 		ProvenanceLost: p.lostProvenance(v)})
-}
-
-// filter returns the versions of p the policy removes.
-func (h *Handler) filter(ctx context.Context, p *packument) map[string]fetch.Removal {
-	removed := map[string]fetch.Removal{}
-	for v := range p.Versions {
-		if out, d := h.decide(ctx, p, v); out != fetch.Served {
-			removed[v] = fetch.Removal{Version: v, Outcome: out, Rule: d.Rule, Reason: d.Reason}
-		}
-	}
-	return removed
 }
 
 // repairTags points each dist-tag that names a removed version at the
@@ -183,10 +191,10 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	if err != nil {
 		return err
 	}
-	removed := h.filter(r.Context(), p)
-	h.recordFilter(r.Context(), p, removed)
+	v := h.verdicts(r.Context(), p)
+	h.recordFilter(r.Context(), p, v)
 	abbrev := strings.Contains(r.Header.Get("Accept"), abbreviated)
-	b, err := h.rendered(p, removed, abbrev, h.tarballBase(r))
+	b, err := h.rendered(p, v, abbrev, h.tarballBase(r))
 	if err != nil {
 		return err
 	}
@@ -201,8 +209,19 @@ func (h *Handler) servePackument(w http.ResponseWriter, r *http.Request, name st
 	if p.stale {
 		w.Header().Set("Warning", `110 sandtrail "stale: the upstream registry could not be reached"`)
 	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	serveBytes(w, r, b)
 	return nil
+}
+
+// serveBytes writes b, whole: one write of a rendered packument, where
+// http.ServeContent copies it in 32 kB pieces (ranges, which npm does not
+// ask of packuments, are not served).
+func serveBytes(w http.ResponseWriter, r *http.Request, b []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
 }
 
 // serveVersion serves the document of one version of name, named by its
@@ -214,15 +233,15 @@ func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver
 	if err != nil {
 		return err
 	}
-	removed := h.filter(r.Context(), p)
-	h.recordFilter(r.Context(), p, removed)
-	if v, ok := p.repairTags(removed)[ver]; ok {
+	vs := h.verdicts(r.Context(), p)
+	h.recordFilter(r.Context(), p, vs)
+	if v, ok := vs.tags[ver]; ok {
 		ver = v
 	}
 	in, ok := p.Versions[ver]
-	if _, gone := removed[ver]; !ok || gone {
+	if _, gone := vs.removed[ver]; !ok || gone {
 		if gone {
-			rm := removed[ver]
+			rm := vs.removed[ver]
 			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, render.Clip(ver, 120), rm.Reason)
 		}
 		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, render.Clip(ver, 120))
@@ -241,40 +260,6 @@ func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 	return nil
 }
-
-// rendered is render, remembered: by the packument (its name and fetch
-// time), the form, the base URL and the versions removed, which is all
-// that the bytes depend on.
-func (h *Handler) rendered(p *packument, removed map[string]fetch.Removal, abbrev bool, base string) ([]byte, error) {
-	gone := make([]string, 0, len(removed))
-	for v := range removed {
-		gone = append(gone, v)
-	}
-	sort.Strings(gone)
-	key := fmt.Sprintf("%s\x00%d\x00%v\x00%v\x00%s\x00%s", p.Name, p.fetched.UnixNano(), p.stale, abbrev, base, strings.Join(gone, ","))
-	h.mu.Lock()
-	b, ok := h.renders[key]
-	h.mu.Unlock()
-	if ok {
-		return b, nil
-	}
-	b, err := h.render(p, removed, abbrev, base)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	if h.renderBytes+len(b) > maxRendered {
-		clear(h.renders)
-		h.renderBytes = 0
-	}
-	h.renders[key] = b
-	h.renderBytes += len(b)
-	h.mu.Unlock()
-	return b, nil
-}
-
-// maxRendered bounds the bytes of the rendered packuments kept.
-const maxRendered = 64 << 20
 
 // abbrevFields are the fields of a version in the abbreviated packument.
 var abbrevFields = []string{"name", "version", "deprecated", "dependencies", "optionalDependencies", "devDependencies",
@@ -352,14 +337,4 @@ func (h *Handler) rewriteVersion(p *packument, v string, raw json.RawMessage, ab
 		m = keep
 	}
 	return json.Marshal(m)
-}
-
-// recordFilter records, once per session and package, the versions the
-// policy removed from what the client was served.
-func (h *Handler) recordFilter(ctx context.Context, p *packument, removed map[string]fetch.Removal) {
-	f := &fetch.Filtered{Ecosystem: Ecosystem, Name: p.Name, Registry: h.upstream.String(), Client: ctxClient(ctx)}
-	for _, r := range removed {
-		f.Removed = append(f.Removed, r)
-	}
-	h.filterLog.Record(h.env, f)
 }

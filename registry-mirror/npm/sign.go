@@ -156,13 +156,13 @@ func (k *keyring) load(ctx context.Context) (map[string]*ecdsa.PublicKey, map[st
 
 // verifySignature checks that a signature of a known, unexpired key covers
 // "name@version:integrity". It returns the key id. A signature verified
-// once is remembered, by the signed message and the signatures.
-func (h *Handler) verifySignature(ctx context.Context, name, v string, in *listing.Manifest) (string, error) {
+// once is remembered, by memo (signatureMemo: the signed message and the
+// signatures).
+func (h *Handler) verifySignature(ctx context.Context, name, v string, in *listing.Manifest, memo string) (string, error) {
 	keys, exp, _, err := h.keys.load(ctx)
 	if err != nil {
 		return "", err
 	}
-	memo := name + "@" + v + ":" + in.Integrity + "\x00" + fmt.Sprint(in.Signatures)
 	if id, ok := h.keys.verified.Load(memo); ok {
 		return id.(string), nil
 	}
@@ -175,6 +175,12 @@ func (h *Handler) verifySignature(ctx context.Context, name, v string, in *listi
 		h.keys.verified.Store(memo, id)
 	}
 	return id, err
+}
+
+// signatureMemo is what verifySignature remembers a version's verified
+// signature by: all that the check reads of the version.
+func signatureMemo(name, v string, in *listing.Manifest) string {
+	return name + "@" + v + ":" + in.Integrity + "\x00" + fmt.Sprint(in.Signatures)
 }
 
 // maxVerified bounds the remembered signatures.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"path"
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
@@ -38,7 +37,8 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.Tarball, h.upstream.String(), in.Integrity
 	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.Scripts, in.Bundles, p.stale
 	rec.Provenance, rec.ProvenanceLost = &in.Attested, p.lostProvenance(v)
-	out, d := h.decide(ctx, p, v)
+	vd := h.verdicts(ctx, p).decided[v]
+	out, d := vd.outcome, vd.d
 	rec.Verdict = string(d.Verdict)
 	if d.Verdict != policies.Allow {
 		rec.Reason, rec.Rule = d.Reason, d.Rule
@@ -47,7 +47,8 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 		rec.Outcome = out
 		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", name, v, d.Rule, d.Reason)
 	}
-	switch _, err := h.verifySignature(ctx, name, v, in); {
+	facts := p.facts(v, in)
+	switch _, err := h.verifySignature(ctx, name, v, in, facts.signatureMemo); {
 	case errors.Is(err, ErrUnsigned):
 		rec.Signature = fetch.SignatureUnavailable
 	case err != nil:
@@ -56,12 +57,11 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	default:
 		rec.Signature = fetch.SignatureVerified
 	}
-	ds, names, err := digests(in)
-	if err != nil {
+	if err := facts.digestsErr; err != nil {
 		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
 		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
 	}
-	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.Tarball, Digests: ds, Names: names, Ecosystem: Ecosystem, Name: name})
+	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.Tarball, Digests: facts.digests, Names: facts.names, Ecosystem: Ecosystem, Name: name})
 	if err != nil {
 		if fetch.Mismatch(err) {
 			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
@@ -77,12 +77,33 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // byFile finds the version whose tarball is file.
 func (p *packument) byFile(file string) (string, *listing.Manifest) {
-	for v, in := range p.Versions {
-		if path.Base(in.Tarball) == file {
-			return v, in
-		}
+	v, ok := p.files[file]
+	if !ok {
+		return "", nil
 	}
-	return "", nil
+	return v, p.Versions[v]
+}
+
+// versionFacts are what a tarball request needs of a version that its
+// packument alone determines, worked out once: its published digests,
+// parsed (digests), and what its signature check is remembered by.
+type versionFacts struct {
+	digests       []verify.Digest
+	names         []string
+	digestsErr    error
+	signatureMemo string
+}
+
+// facts returns version v's facts (in is its manifest), remembered with
+// the parsed packument.
+func (p *packument) facts(v string, in *listing.Manifest) *versionFacts {
+	if f, ok := p.memo.facts.Load(v); ok {
+		return f.(*versionFacts)
+	}
+	f := &versionFacts{signatureMemo: signatureMemo(p.Name, v, in)}
+	f.digests, f.names, f.digestsErr = digests(in)
+	p.memo.facts.Store(v, f)
+	return f
 }
 
 // digests are a version's published digests: its integrity and shasum.

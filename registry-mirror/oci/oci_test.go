@@ -539,10 +539,12 @@ func TestCachedBlobSize(t *testing.T) {
 }
 
 // TestTamperedCachedBlobRefetched: a cached blob whose file is no longer the size
-// it was stored with is not served: it is fetched again.
+// it was stored with is not served: it is fetched again. (The blob is
+// large enough to be served from its file; cache.TestOpenBody has the
+// small ones, served from memory.)
 func TestTamperedCachedBlobRefetched(t *testing.T) {
 	reg := ocitest.Start(t)
-	img := ocitest.Image(t, 2048, 1)
+	img := ocitest.Image(t, 128<<10, 1)
 	reg.Push(t, "library/alpine:3.19", img)
 	layer := digestsOf(t, img)[2]
 	path := ocitest.BlobPath("library/alpine", layer)
