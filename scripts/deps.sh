@@ -85,6 +85,7 @@ bench)
 	want hyperfine hyperfine
 	want auditctl auditd
 	want wrk wrk
+	want strace strace
 	want nginx nginx-light
 	;;
 generate)

@@ -34,6 +34,7 @@ test/bench   BenchmarkCollectorExecStorm  1x
 test/bench   BenchmarkCollectorFiles      1x
 test/bench   BenchmarkCollectorHTTP       1x
 test/bench   BenchmarkCollectorSyscalls   1x
+test/bench   BenchmarkCollectorTracers    1x
 test/bench   BenchmarkShimVersion         1x
 test/bench   BenchmarkShimInstall         1x
 test/bench   BenchmarkMirrorInstall       1x
