@@ -148,7 +148,7 @@ func (r *report) group(key string, match func(string) bool) (string, bool, error
 	if bars := ratioBars(rs, units); len(bars) > 0 {
 		name := chartName(key)
 		r.written[name] = ratioChart(key+": ratios against the same run's baseline", bars)
-		body += fmt.Sprintf("\n![%s: ratios against the same run's baseline](%s/%s)\n", cell(key), r.chartsLink, name)
+		body += fmt.Sprintf("\n![the ratios of the table against the same run's baseline](%s/%s)\n", r.chartsLink, name)
 	}
 	return body, true, nil
 }

@@ -17,8 +17,8 @@ type row struct {
 }
 
 // rows returns a row for each benchmark of run whose name match accepts,
-// in the order of the run, and the units of all their metrics, in the
-// order they first appear.
+// in the order of the run, and the units of all their metrics: the ratios,
+// then the others, then ns/op, each in the order they first appear.
 func rows(run *Run, match func(name string) bool) ([]row, []string) {
 	var names, units []string
 	samples := map[string]map[string][]float64{}
@@ -39,6 +39,9 @@ func rows(run *Run, match func(name string) bool) ([]row, []string) {
 			samples[r.Name][m.Unit] = append(samples[r.Name][m.Unit], m.Value)
 		}
 	}
+	// The ratios first, what the reader looks for; ns/op, of little
+	// meaning for a benchmark that interleaves rounds of its own, last.
+	slices.SortStableFunc(units, func(a, b string) int { return unitRank(a) - unitRank(b) })
 	rs := make([]row, 0, len(names))
 	for _, n := range names {
 		r := row{name: n, lines: lines[n], metrics: map[string]float64{}}
@@ -48,6 +51,18 @@ func rows(run *Run, match func(name string) bool) ([]row, []string) {
 		rs = append(rs, r)
 	}
 	return rs, units
+}
+
+// unitRank orders a table's columns: ratios, then other metrics, then
+// ns/op.
+func unitRank(unit string) int {
+	switch {
+	case isRatio(unit):
+		return 0
+	case unit == "ns/op":
+		return 2
+	}
+	return 1
 }
 
 // median returns the median of vs (not empty).
