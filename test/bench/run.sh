@@ -33,15 +33,15 @@ cd "$(dirname "$0")/../.."
 # that the whole plan takes under 20 minutes on the project's 2-core
 # machine; SANDTRAIL_BENCH_PAIRS, when set, overrides them).
 plan='
-test/bench   BenchmarkCollectorExecStorm  1x
-test/bench   BenchmarkCollectorFiles      1x
-test/bench   BenchmarkCollectorHTTP       1x
-test/bench   BenchmarkCollectorSyscalls   1x
+test/bench   BenchmarkCollectorExecStorm  1x  SANDTRAIL_BENCH_SLICES=10
+test/bench   BenchmarkCollectorFiles      1x  SANDTRAIL_BENCH_PAIRS=3
+test/bench   BenchmarkCollectorHTTP       1x  SANDTRAIL_BENCH_WRK_DURATION=3s
+test/bench   BenchmarkCollectorSyscalls   1x  SANDTRAIL_BENCH_PAIRS=3
 test/bench   BenchmarkCollectorTracers    1x
-test/bench   BenchmarkShimVersion         1x
-test/bench   BenchmarkShimInstall         1x
-test/bench   BenchmarkMirrorInstall       1x
-test/bench   BenchmarkMirrorThroughput    1x
+test/bench   BenchmarkShimVersion         3x
+test/bench   BenchmarkShimInstall         5x
+test/bench   BenchmarkMirrorInstall       1x  SANDTRAIL_BENCH_PAIRS=3
+test/bench   BenchmarkMirrorThroughput    1x  SANDTRAIL_BENCH_WRK_DURATION=3s
 test/bench   BenchmarkIngest              1x
 test/bench   BenchmarkJournalAppend       1x
 test/bench   BenchmarkJournalVerify       2x
@@ -50,7 +50,7 @@ test/bench   BenchmarkHunt                5x
 test/bench   BenchmarkSessionLifecycle    100x
 test/bench   BenchmarkSessionPauseResume  100x
 test/bench   BenchmarkRunJournalSize      1x
-test/bench   BenchmarkRunNpmInstall       1x
+test/bench   BenchmarkRunNpmInstall       1x  SANDTRAIL_BENCH_PAIRS=3
 test/bench   BenchmarkDetectorAdd         20000x
 test/bench   BenchmarkAlertLatency        5000x
 test/bench   BenchmarkWatcherAdd          1000000x
