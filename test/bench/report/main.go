@@ -6,9 +6,9 @@
 // each generated region of the document, the lines between
 // "<!-- bench:KEY -->" and "<!-- /bench -->", leaving the prose around
 // them as it is. KEY is a regexp of benchmark names: the region becomes a
-// table with one row per benchmark it matches and one column per metric
-// (so a benchmark that reports a new metric gets a new column, with no
-// change here), followed by a bar chart of the ratios (the x-… metrics,
+// table for each top-level benchmark it matches, with a row per
+// sub-benchmark and a column per metric (so a benchmark that reports a new
+// metric gets a new column, with no change here), followed by a bar chart of the ratios (the x-… metrics,
 // against the same run's baseline) written as a self-contained SVG into
 // the charts directory. Three keys are special: "targets" (each target of
 // the issues, the metric that measures it and whether it is met),
@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -144,13 +145,37 @@ func (r *report) group(key string, match func(string) bool) (string, bool, error
 		}
 		return "", false, fmt.Errorf("no benchmark of the run matches (run with -partial for a part of the benchmarks)")
 	}
-	body := markdownTable(rs, units)
+	var tables []string
+	for _, top := range topLevel(rs) {
+		trs, tunits := rows(r.run, func(name string) bool { return match(name) && topName(name) == top })
+		tables = append(tables, markdownTable(trs, tunits))
+	}
+	body := strings.Join(tables, "\n")
 	if bars := ratioBars(rs, units); len(bars) > 0 {
 		name := chartName(key)
 		r.written[name] = ratioChart(key+": ratios against the same run's baseline", bars)
 		body += fmt.Sprintf("\n![the ratios of the table against the same run's baseline](%s/%s)\n", r.chartsLink, name)
 	}
 	return body, true, nil
+}
+
+// topName is the top-level benchmark of a result's name: the part before
+// the first "/".
+func topName(name string) string {
+	top, _, _ := strings.Cut(name, "/")
+	return top
+}
+
+// topLevel returns the top-level benchmarks of rs, in order: each gets a
+// table of its own, with the columns of its own metrics.
+func topLevel(rs []row) []string {
+	var tops []string
+	for _, r := range rs {
+		if t := topName(r.name); !slices.Contains(tops, t) {
+			tops = append(tops, t)
+		}
+	}
+	return tops
 }
 
 // chartName is the file name of a region's chart.
