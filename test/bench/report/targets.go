@@ -49,7 +49,7 @@ var targets = []target{
 	{"npm install in a daemon's session ≤1.10× outside one", "BenchmarkRunNpmInstall/daemon", "x-session", "<=", 1.10},
 	{"rule engine ≤10% of an event's path into the journal (16 µs)", "BenchmarkDetectorAdd/detector", "ns/op", "<=", 1600},
 	{"alert within 1 s of its event, p99", "BenchmarkAlertLatency", "p99_us", "<=", 1_000_000},
-	{"event to the jsonl sink p99 ≤1 s at 10k events/s", "BenchmarkSinkLatency", "jsonl_p99_us", "<=", 1_000_000},
+	{"event to the jsonl file sink p99 ≤1 s at 10k events/s", "BenchmarkSinkLatency", "file_p99_us", "<=", 1_000_000},
 	{"journal ingest with 3 sinks ≥0.9 of none", "BenchmarkIngestWithSinks", "ratio", ">=", 0.9},
 	{"MCP proxy adds ≤1 ms per tools/call at p50 (100 B)", "BenchmarkMCPProxy/100B", "added-p50-us", "<=", 1000},
 }
@@ -70,7 +70,7 @@ func (t target) met(v float64) bool {
 // whose benchmark or metric is not in the run says so.
 func targetsTable(run *Run) string {
 	var b strings.Builder
-	b.WriteString("| target | benchmark | metric | measured | met |\n|---|---|---|---:|---|\n")
+	b.WriteString("| target | benchmark | metric | figure | measured | met |\n|---|---|---|---|---:|---|\n")
 	for _, t := range targets {
 		rs, _ := rows(run, func(name string) bool { return name == t.bench })
 		measured, met := "not in this run", "—"
@@ -83,8 +83,8 @@ func targetsTable(run *Run) string {
 			}
 		}
 		sym := map[string]string{"<=": "≤", "<": "&lt;", ">=": "≥"}[t.op]
-		fmt.Fprintf(&b, "| %s (%s %s) | %s | %s | %s | %s |\n", cell(t.goal), sym, formatValue(t.limit),
-			cell(strings.TrimPrefix(t.bench, "Benchmark")), cell(t.metric), measured, met)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s %s | %s | %s |\n", cell(t.goal),
+			cell(strings.TrimPrefix(t.bench, "Benchmark")), cell(t.metric), sym, formatValue(t.limit), measured, met)
 	}
 	return b.String()
 }
