@@ -48,7 +48,7 @@ kernels: ## Boot Debian's 5.10, 6.1 and 6.12 cloud kernels under qemu and check 
 	$(GO) test $(GOTESTFLAGS) -run TestKernelMatrix -v ./test/kernels/
 
 .PHONY: bench
-bench: ## Run the benchmarks (test/bench) and print their results; see docs/benchmarks.md
+bench: ## Run every benchmark (test/bench/run.sh) and regenerate the tables of docs/benchmarks.md and its charts in docs/bench/
 	scripts/deps.sh bench
 	test/bench/run.sh
 

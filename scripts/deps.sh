@@ -89,6 +89,7 @@ bench)
 	want hyperfine hyperfine
 	want auditctl auditd
 	want wrk wrk
+	want strace strace
 	want nginx nginx-light
 	;;
 generate)
@@ -127,8 +128,11 @@ verdaccio() {
 # deb-systemd-invoke honour it); it is there only during the install, and
 # only when none was there before (containers often have one). The service
 # stays enabled, as on any Debian machine with rsyslog, for the next boot.
+# The same holds for the benchmarks' nginx and auditd: a system nginx
+# would sit on port 80 for nothing, and a system auditd would hold the
+# kernel's audit socket that the exec storm's own auditd registers on.
 hold_services() {
-	case " ${need[*]} " in *" rsyslog "*) ;; *) return 0 ;; esac
+	case " ${need[*]} " in *" rsyslog "* | *" nginx-light "* | *" auditd "*) ;; *) return 0 ;; esac
 	[ -e /usr/sbin/policy-rc.d ] && return 0
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
 	chmod 755 /usr/sbin/policy-rc.d

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -92,7 +91,7 @@ func startVerdaccio(b *testing.B, up string) registry {
 
 // startNginx serves the files of root (dumped from a warm server by
 // dumpRegistry) with nginx on addr.
-func startNginx(b *testing.B, root, addr string) registry {
+func startNginx(b testing.TB, root, addr string) registry {
 	b.Helper()
 	ngx, err := exec.LookPath("nginx")
 	if err != nil {
@@ -110,36 +109,6 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000; cl
 	os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644)
 	cmd := exec.Command(ngx, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
 	return startServer(b, "nginx", "http://"+addr+"/npm/", addr, cmd)
-}
-
-// startServer starts cmd and waits until addr accepts connections.
-func startServer(b *testing.B, name, url, addr string, cmd *exec.Cmd) registry {
-	b.Helper()
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting %s: %v", name, err)
-	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	b.Cleanup(stop)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s did not listen on %s", name, addr)
-		}
-	}
-	return registry{name: name, url: url, stop: stop}
-}
-
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // dumpRegistry writes what the warm server at from serves for the tree
