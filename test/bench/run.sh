@@ -50,6 +50,7 @@ test/bench   BenchmarkHunt                5x
 test/bench   BenchmarkSessionLifecycle    100x
 test/bench   BenchmarkSessionPauseResume  100x
 test/bench   BenchmarkRunJournalSize      1x
+test/bench   BenchmarkRunTrue             5x
 test/bench   BenchmarkRunNpmInstall       1x  SANDTRAIL_BENCH_PAIRS=3
 test/bench   BenchmarkDetectorAdd         20000x
 test/bench   BenchmarkAlertLatency        5000x
