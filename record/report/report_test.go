@@ -60,7 +60,7 @@ func knownSession() []*event.Event {
 		}),
 		ev(8, event.KindNetConnect, kern, func(e *event.Event) {
 			e.Proc = p(100, 1, 2, "sh")
-			e.Net = &event.Net{Op: "connect", Proto: "tcp", DstIP: "169.254.169.254", DstPort: 80, Verdict: "blocked", Reason: "blocked_cidrs"}
+			e.Net = &event.Net{Op: "connect", Proto: "tcp", DstIP: "192.0.2.254", DstPort: 80, Verdict: "blocked", Reason: "blocked_cidrs"}
 		}),
 		ev(9, event.KindNetClose, kern, func(e *event.Event) {
 			e.Net = &event.Net{Op: "close", Proto: "tcp", DstIP: "127.0.0.1", DstPort: 4873, BytesOut: 300, BytesIn: 9000}

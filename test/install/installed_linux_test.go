@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -390,22 +391,44 @@ func TestInstalledCleanInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := sys.cmd(demo).CombinedOutput()
+	// The demo writes its HTML report to its working directory.
+	c := sys.cmd(demo)
+	c.Dir = t.TempDir()
+	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("scripts/demo.sh on the installed layout: %v\n%s", err, out)
 	}
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^npm +left-pad +\^1\.3\.0 +1\.3\.0 +shim\+mirror +yes +sha512-`),
 		regexp.MustCompile(`(?m)^pypi +sandtrail-demo +\S+ +1\.0 +shim\+mirror +yes +sha256:`),
-		regexp.MustCompile(`(?m)^  alerts +none$`),
+		regexp.MustCompile(`(?m)^  alerts +2$`),
 		regexp.MustCompile(`(?m)^status +intact$`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("scripts/demo.sh on the installed layout: no line matching %s\n%s", want, out)
 		}
 	}
+	// The clean installs raised no alert; the demo's agent earned two (its
+	// curl | sh and its credentials write), and nothing else.
+	demoID := regexp.MustCompile(`(?m)^sandtrail: session (demo-\S+) ended`).FindSubmatch(out)
+	if demoID == nil {
+		t.Fatalf("scripts/demo.sh: no session ended line\n%s", out)
+	}
+	var demoAlerts []string
 	for _, a := range queryAlerts(t, sys, "") {
-		t.Errorf("alert in the record after the demo:\n%s", a)
+		if !strings.Contains(a, `"session_id":"`+string(demoID[1])+`"`) {
+			t.Errorf("alert in the record of clean work:\n%s", a)
+			continue
+		}
+		var e event.Event
+		if err := json.Unmarshal([]byte(a), &e); err != nil || e.Alert == nil {
+			t.Fatalf("an alert: %v\n%s", err, a)
+		}
+		demoAlerts = append(demoAlerts, e.Alert.Title)
+	}
+	slices.Sort(demoAlerts)
+	if want := []string{"Download piped to a shell or interpreter", "Write to a credential path"}; !slices.Equal(demoAlerts, want) {
+		t.Errorf("the demo's alerts are %q, want only %q", demoAlerts, want)
 	}
 }
 
