@@ -97,7 +97,7 @@ grep -q 'blocked_domains: \[exfil.example\]' "$work/policy.yaml" || { echo "demo
 { [ -r /etc/sandtrail/config.yaml ] && cat /etc/sandtrail/config.yaml; printf 'mirror:\n  upstreams:\n    pypi: http://127.0.0.1:%s/simple/\n' "$port"; } >"$work/config.yaml"
 export SANDTRAIL_CONFIG="$work/config.yaml"
 
-cp "$(dirname "$0")/demo/agent.sh" "$(dirname "$0")/demo/metadata-probe.py" "$(dirname "$0")/demo/tool-call.py" "$work/"
+cp "$(dirname "$0")/demo/agent.sh" "$(dirname "$0")/demo/metadata-probe.py" "$(dirname "$0")/../docs/examples/tool_events.py" "$work/"
 export DEMO_INDEX="http://127.0.0.1:$port"
 # The tool API's socket is api.sock beside the ingest socket (docs/agents.md).
 api_socket="$(dirname "${SANDTRAIL_SOCKET:-/run/sandtrail/ingest.sock}")/api.sock"

@@ -3,6 +3,7 @@ standard library only. Run it inside a session (the session is the caller's
 own: "self"), or as root outside every session naming one:
 
     SANDTRAIL_SESSION=sess-7f3a python3 tool_events.py
+    python3 tool_events.py '{"kind": "tool.invoke", "tool": {"name": "read_file"}}'
 
 The daemon keeps of "input" and "output" what the policy's tool_io says
 (names, summaries, or full I/O sealed to the investigators).
@@ -11,6 +12,7 @@ import http.client
 import json
 import os
 import socket
+import sys
 import urllib.parse
 
 SOCKET = os.environ.get("SANDTRAIL_API_SOCKET", "/run/sandtrail/api.sock")
@@ -40,10 +42,12 @@ def post(body):
     return json.loads(text)
 
 
-posted = post({
+# The event to post: the JSON body given as the first argument, else an
+# example model call.
+body = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {
     "kind": "model.io",
     "model": {"name": "claude-sonnet-4", "tokens": 1834},
     "input": "user: add lodash and use debounce in search.ts",
     "output": "tool_use bash: npm install lodash@^4.17.0",
-})
-print(json.dumps(posted))
+}
+print(json.dumps(post(body)))

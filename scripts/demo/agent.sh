@@ -1,13 +1,14 @@
 #!/bin/sh
 # The demo's agent (scripts/demo.sh runs it in a session, as the session's
 # own unprivileged uid, in a copy beside metadata-probe.py and
-# tool-call.py; DEMO_INDEX is the loopback fixture server's URL). It prints
-# one line per thing it does; the package managers' own output goes to
-# logs in its workdir, which the session preserves, and is shown only on
-# failure. It does one thing of every kind the record holds: installs
-# through the shims, a blocked package, a tool call, `curl | sh`, a
-# refused read of /etc/shadow, a write of cloud credentials, DNS lookups,
-# a blocked connection, and a subprocess killed by the memory limit.
+# docs/examples/tool_events.py; DEMO_INDEX is the loopback fixture
+# server's URL). It prints one line per thing it does; the package
+# managers' own output goes to logs in its workdir, which the session
+# preserves, and is shown only on failure. It does one thing of every kind
+# the record holds: installs through the shims, a blocked package, a tool
+# call, `curl | sh`, a refused read of /etc/shadow, a write of cloud
+# credentials, DNS lookups, a blocked connection, and a subprocess killed
+# by the memory limit.
 say() { echo "agent: $*"; }
 here="${0%/*}"
 
@@ -40,7 +41,9 @@ say "connect to the cloud metadata service (the default egress policy blocks it)
 say "  $(python3 "$here/metadata-probe.py" 2>&1)"
 
 say "report a tool call to the tool API (read_file on the filesystem server)"
-say "  $(python3 "$here/tool-call.py" 2>&1)"
+tool='{"kind": "tool.invoke", "tool": {"name": "read_file", "server": "filesystem", "method": "tools/call",
+  "status": "ok", "duration_ms": 3}, "input": "{\"path\": \"index.js\"}", "output": "console.log(...)"}'
+say "  recorded: $(python3 "$here/tool_events.py" "$tool" 2>&1)"
 
 say "curl $DEMO_INDEX/install.sh | sh"
 curl -fsS "$DEMO_INDEX/install.sh" | sh >install.log 2>&1

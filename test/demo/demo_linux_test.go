@@ -119,7 +119,7 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^pypi +sandtrail-demo +\S+ +1\.0 +shim\+mirror +yes +sha256:`),
 		regexp.MustCompile(`(?m)^npm +event-stream +3\.3\.6 +- +blocked `),
 		regexp.MustCompile(`(?m)^agent: +EPERM \(Operation not permitted\): refused by the session's egress policy$`),
-		regexp.MustCompile(`(?m)^agent: +recorded tool\.invoke read_file `),
+		regexp.MustCompile(`(?m)^agent: +recorded: \{"seq": \d+, `),
 		regexp.MustCompile(`(?m)^agent: +killed by the kernel's OOM killer \(exit 137\)$`),
 		regexp.MustCompile(`(?m) limit\.hit +memory_oom: `),
 		// Whichever end of the pipe the rule saw exec second names the other.
