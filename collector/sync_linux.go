@@ -31,8 +31,10 @@ type syncWait struct {
 // many events the collector has sent on Events so far, those among them: a
 // consumer that has taken that many from Events has them all. Events held
 // behind an exec whose file is being hashed wait for it, at most hashWait.
-// Merged repeats of a file operation (WithMergeWindow) follow when their
-// window ends, as they do without Sync. After Close it returns at once.
+// Merged repeats of a file operation (WithMergeWindow) held so far are
+// sent too, their merge ended early (a later repeat starts a new one), so
+// that a session's last file events are in before its end is checkpointed.
+// After Close it returns at once.
 // It returns ctx's error when ctx is done first.
 //
 // A session's processes write their records before the session's cgroup
@@ -91,6 +93,9 @@ func (c *Collector) settleSyncs() {
 			n++
 			continue
 		}
+		// The merged repeats held so far end their merge now: a session's
+		// last file events are not left to its merge window.
+		c.file.flush(c, time.Time{})
 		c.flushBatch()
 		w.done <- c.sent.Load()
 	}

@@ -558,6 +558,12 @@ func (d *Daemon) Sync(ctx context.Context) error {
 	if err := d.flush(ctx); err != nil {
 		return err
 	}
+	// The rules' alerts about the events just journaled went back into
+	// the queue as they were appended (the tap): journal them too. Rules
+	// ignore the alerts fed back, so one more flush is all.
+	if err := d.q.Flush(ctx); err != nil {
+		return err
+	}
 	_, err := d.j.Checkpoint(ctx)
 	return err
 }
