@@ -25,6 +25,7 @@ var targets = []target{
 	{"file workload, stricter (untar, walk, read, rm) ≤1.05×", "BenchmarkCollectorFiles/untar-walk-read-rm", "x-sandtrail-wall", "<=", 1.05},
 	{"loopback HTTP keep-alive (wrk) ≤1.05×", "BenchmarkCollectorHTTP/keepalive", "x-sandtrail-wall", "<=", 1.05},
 	{"loopback HTTP, Connection: close ≤1.05×", "BenchmarkCollectorHTTP/close", "x-sandtrail-wall", "<=", 1.05},
+	{"shim's own cost ≤3 ms (a fixture manager: /bin/true)", "BenchmarkShimVersion/fixture", "added-ms", "<=", 3},
 	{"shim adds ≤3 ms to cargo --version", "BenchmarkShimVersion/cargo", "added-ms", "<=", 3},
 	{"shim adds ≤3 ms to npm --version", "BenchmarkShimVersion/npm", "added-ms", "<=", 3},
 	{"shim adds ≤3 ms to pip --version", "BenchmarkShimVersion/pip", "added-ms", "<=", 3},
