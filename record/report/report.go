@@ -11,13 +11,14 @@
 // Everything in a report but its own labels came from the record, which
 // the agent wrote much of (argv, paths, domains, tool names): the HTML is
 // built by html/template, which escapes every value for its context, and
-// the Markdown and the line go through render.Clean and escape
-// Markdown's own characters.
+// the Markdown sets every value as a code span after render.Clean, and
+// the line goes through render.Clean.
 //
-// File events beneath a package manager's cache, log or scratch directory
-// (ecosystem.InCache) are its bookkeeping: the report counts them
-// (Files.Hidden) and leaves them out unless built WithAll. A sensitive
-// path (pkgview.Sensitive) is never left out, wherever it is.
+// File events that are a package manager's bookkeeping (ecosystem.Noise)
+// are counted (Files.Hidden) and left out unless built WithAll. A
+// sensitive path (pkgview.Sensitive, by its path, new path or link
+// target), and anything at or beneath a link the session made, is never
+// left out. Each list is bounded (maxRows), saying what it left out.
 package report
 
 import (
