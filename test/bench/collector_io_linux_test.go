@@ -507,22 +507,7 @@ rm -rf ` + ioTreeProject + " " + ioTreeSecrets + "\n", ""},
 // (x-sandtrail-child-cpu); then one more run with BPF statistics on for the
 // time spent in the programs, per file.
 func BenchmarkCollectorFiles(b *testing.B) {
-	ioRequireRoot(b)
-	for _, tool := range []string{"sh", "tar", "du", "find", "cat", "rm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Skipf("skipping: %s is not installed", tool)
-		}
-	}
-	tarball, files := ioTree(b)
-	tarball, err := filepath.Abs(tarball)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cg := cgrouptest.New(b)
-	home := filepath.Join(ioFilesDir(b), "home")
-	if err := os.Mkdir(home, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	tarball, files, cg, home := ioFilesSetup(b)
 	for _, w := range ioFilesWorkloads {
 		b.Run(w.name, func(b *testing.B) {
 			ioFiles(b, cg, tarball, home, files, w.script, w.cleanup)
@@ -891,4 +876,27 @@ Transfer/sec:      9.40MB
 			}
 		})
 	}
+}
+
+// ioFilesSetup is what the file workloads need, as root: the tools (the
+// workloads' and extra), the tree's tarball (its absolute path) and its
+// file count, a cgroup of the benchmark's own, and a home directory.
+func ioFilesSetup(b *testing.B, extra ...string) (tarball string, files int, cg *cgrouptest.Cgroup, home string) {
+	ioRequireRoot(b)
+	for _, tool := range append([]string{"sh", "tar", "du", "find", "cat", "rm"}, extra...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Skipf("skipping: %s is not installed (scripts/deps.sh bench)", tool)
+		}
+	}
+	tarball, files = ioTree(b)
+	tarball, err := filepath.Abs(tarball)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cg = cgrouptest.New(b)
+	home = filepath.Join(ioFilesDir(b), "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return tarball, files, cg, home
 }

@@ -2,9 +2,7 @@ package bench
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,22 +33,7 @@ var tracerStrace = []string{"strace", "-f", "-qq", "-o", "/dev/null", "-e", "tra
 // (overhead-vs-strace-wall). auditd, which sees only the execs, is
 // compared in BenchmarkCollectorExecStorm.
 func BenchmarkCollectorTracers(b *testing.B) {
-	ioRequireRoot(b)
-	for _, tool := range []string{"strace", "sh", "tar", "du", "find", "cat", "rm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Skipf("skipping: %s is not installed (scripts/deps.sh bench)", tool)
-		}
-	}
-	tarball, _ := ioTree(b)
-	tarball, err := filepath.Abs(tarball)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cg := cgrouptest.New(b)
-	home := filepath.Join(ioFilesDir(b), "home")
-	if err := os.Mkdir(home, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	tarball, _, cg, home := ioFilesSetup(b, "strace")
 	// The issue's file workload (untar and walk) only: under strace the
 	// stricter one takes half a minute a run.
 	workloads := []struct{ name, script, cleanup string }{{"exec-storm", tracerStormScript, ""}, ioFilesWorkloads[0]}
