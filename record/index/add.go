@@ -7,21 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/query"
-	"github.com/sandtrail/sandtrail/resolver"
-	"github.com/sandtrail/sandtrail/resolver/purl"
 )
-
-// sessionAgg accumulates one batch's changes to a session summary.
-type sessionAgg struct {
-	first, last                              int64
-	events, procs, files, nets, pkgs, alerts int64
-	lost                                     int64 // the counts of its loss events
-	endTS                                    int64
-	ended                                    bool
-	endReason                                string
-	exitStatus                               *int32
-}
 
 // Add indexes a batch of entries in one transaction. Entries already
 // indexed are skipped. An entry that does not decode as an event is
@@ -162,7 +148,7 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 		return err
 	}
 	defer st.close()
-	aggs := map[int64]*sessionAgg{}
+	aggs := map[int64]*Summary{}
 	rolls := map[rollKey]bool{}
 	var maxNext uint64
 	for _, en := range batch {
@@ -178,15 +164,15 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 	}
 	for sid, a := range aggs {
 		var exit any
-		if a.exitStatus != nil {
-			exit = int64(*a.exitStatus)
+		if a.ExitStatus != nil {
+			exit = int64(*a.ExitStatus)
 		}
 		var reason any
-		if a.endReason != "" {
-			reason = a.endReason
+		if a.EndReason != "" {
+			reason = a.EndReason
 		}
-		if _, err := st.sessUpd.ExecContext(ctx, a.first, a.last, a.events, a.procs, a.files, a.nets, a.pkgs, a.alerts,
-			a.ended, a.endTS, reason, exit, sid, a.lost); err != nil {
+		if _, err := st.sessUpd.ExecContext(ctx, a.First, a.Last, a.Events, a.Procs, a.Files, a.Nets, a.Pkgs, a.Alerts,
+			a.Ended, a.EndTS, reason, exit, sid, a.Lost); err != nil {
 			return fmt.Errorf("updating session summary: %w", err)
 		}
 	}
@@ -199,7 +185,7 @@ func (ix *Index) add(ctx context.Context, tx *sql.Tx, batch []Entry) error {
 
 // addEntry indexes one entry, or records it as skipped when it does not
 // decode, and gathers its session summary and rollup changes.
-func (ix *Index) addEntry(ctx context.Context, st *stmts, en Entry, aggs map[int64]*sessionAgg, rolls map[rollKey]bool) error {
+func (ix *Index) addEntry(ctx context.Context, st *stmts, en Entry, aggs map[int64]*Summary, rolls map[rollKey]bool) error {
 	ev, err := event.DecodeStored(en.Raw)
 	if err != nil {
 		if _, err := st.skip.ExecContext(ctx, int64(en.Seq), err.Error(), int64(en.Seq)); err != nil {
@@ -234,36 +220,11 @@ func (ix *Index) addEntry(ctx context.Context, st *stmts, en Entry, aggs map[int
 	}
 	a := aggs[sid]
 	if a == nil {
-		a = &sessionAgg{first: ts, last: ts}
+		a = &Summary{}
 		aggs[sid] = a
 	}
-	a.add(ev, ts)
+	a.Add(ev, ts)
 	return nil
-}
-
-func (a *sessionAgg) add(ev *event.Event, ts int64) {
-	a.first, a.last = min(a.first, ts), max(a.last, ts)
-	a.events++
-	switch ev.Category() {
-	case "process":
-		a.procs++
-	case "file":
-		a.files++
-	case "net":
-		a.nets++
-	case "pkg":
-		a.pkgs++
-	case "alert":
-		a.alerts++
-	}
-	if ev.Loss != nil {
-		a.lost += int64(ev.Loss.Count)
-	}
-	if ev.Session != nil && (ev.Kind == event.KindSessionTerminate || ev.Session.Op == "terminate") {
-		if !a.ended || ts >= a.endTS {
-			a.ended, a.endTS, a.endReason, a.exitStatus = true, ts, ev.Session.Reason, ev.Session.ExitStatus
-		}
-	}
 }
 
 // rollKey is one (key, session) pair of a rollup, gathered per batch.
@@ -273,45 +234,32 @@ type rollKey struct {
 }
 
 func (ix *Index) insertSide(ctx context.Context, st *stmts, rolls map[rollKey]bool, seq, sid, ts int64, ev *event.Event) error {
-	if f := ev.File; f != nil {
-		for i, p := range []string{f.Path, f.NewPath} {
-			if p == "" || i == 1 && p == f.Path {
-				continue
-			}
-			id, err := ix.idOf(ctx, st, dictPath, p)
-			if err != nil {
-				return err
-			}
-			if _, err := st.file.ExecContext(ctx, seq, sid, ts, id); err != nil {
-				return err
-			}
-			rolls[rollKey{dictPath, id, sid}] = true
+	k := KeysOf(ev)
+	for _, p := range k.Paths {
+		id, err := ix.idOf(ctx, st, dictPath, p)
+		if err != nil {
+			return err
 		}
+		if _, err := st.file.ExecContext(ctx, seq, sid, ts, id); err != nil {
+			return err
+		}
+		rolls[rollKey{dictPath, id, sid}] = true
 	}
-	if n := ev.Net; n != nil {
-		var names []string
-		if d := query.NormalizeDomain(n.Domain); d != "" {
-			names = append(names, d)
-		}
-		if n.DNS != nil {
-			if d := query.NormalizeDomain(n.DNS.Query); d != "" && (len(names) == 0 || names[0] != d) {
-				names = append(names, d)
-			}
-		}
+	if k.Net {
 		var ip, port any
-		if n.DstIP != "" {
-			ip = n.DstIP
+		if k.IP != "" {
+			ip = k.IP
 		}
-		if n.DstPort != 0 {
-			port = int64(n.DstPort)
+		if k.Port != 0 {
+			port = k.Port
 		}
-		if len(names) == 0 {
+		if len(k.Domains) == 0 {
 			if _, err := st.net.ExecContext(ctx, seq, sid, ts, nil, ip, port); err != nil {
 				return err
 			}
 		}
-		for _, d := range names {
-			id, err := ix.idOf(ctx, st, dictDomain, query.ReverseDomain(d))
+		for _, d := range k.Domains {
+			id, err := ix.idOf(ctx, st, dictDomain, d)
 			if err != nil {
 				return err
 			}
@@ -321,32 +269,19 @@ func (ix *Index) insertSide(ctx context.Context, st *stmts, rolls map[rollKey]bo
 			rolls[rollKey{dictDomain, id, sid}] = true
 		}
 	}
-	if p := ev.Pkg; p != nil {
-		eco, name, version := strings.ToLower(p.Ecosystem), p.Name, p.Resolved
-		if (eco == "" || name == "") && p.Purl != "" {
-			if pu, err := purl.Parse(p.Purl); err == nil {
-				if e, n, err := resolver.FromPurl(pu); err == nil {
-					eco, name = e.Name(), n
-					if version == "" {
-						version = pu.Version
-					}
-				}
-			}
+	if p := k.Package; p != nil {
+		var purl any
+		if k.Purl != "" {
+			purl = k.Purl
 		}
-		if eco != "" && name != "" {
-			var purl any
-			if p.Purl != "" {
-				purl = p.Purl
-			}
-			id, err := ix.idOf(ctx, st, dictPackage, eco, resolver.NormalizeName(eco, name), version)
-			if err != nil {
-				return err
-			}
-			if _, err := st.pkg.ExecContext(ctx, seq, sid, ts, id, purl); err != nil {
-				return err
-			}
-			rolls[rollKey{dictPackage, id, sid}] = true
+		id, err := ix.idOf(ctx, st, dictPackage, p.Ecosystem, p.Name, p.Version)
+		if err != nil {
+			return err
 		}
+		if _, err := st.pkg.ExecContext(ctx, seq, sid, ts, id, purl); err != nil {
+			return err
+		}
+		rolls[rollKey{dictPackage, id, sid}] = true
 	}
 	return nil
 }

@@ -23,8 +23,8 @@ func (h *Hit) Event() (*event.Event, error) {
 // (timeline, the package view, run's summary) get its events. An entry
 // that does not decode is passed over, as the index passed it over when
 // it was added. An error from fn stops the iteration and is returned as is.
-func (ix *Index) EachEvent(ctx context.Context, f query.Filter, fn func(*event.Event) error) error {
-	return ix.Each(ctx, f, func(h Hit) error {
+func (r *Reader) EachEvent(ctx context.Context, f query.Filter, fn func(*event.Event) error) error {
+	return r.Each(ctx, f, func(h Hit) error {
 		e, err := h.Event()
 		if err != nil {
 			return nil
@@ -36,10 +36,10 @@ func (ix *Index) EachEvent(ctx context.Context, f query.Filter, fn func(*event.E
 // NewestKernel returns the payload of the newest collector.capabilities
 // journaled before seq before (what the kernel collector of the host could
 // see and enforce), or nil when the index has none.
-func (ix *Index) NewestKernel(ctx context.Context, before uint64) (*event.Kernel, error) {
+func (r *Reader) NewestKernel(ctx context.Context, before uint64) (*event.Kernel, error) {
 	var k *event.Kernel
 	var newest uint64
-	err := ix.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindCapabilities}}}, func(e *event.Event) error {
+	err := r.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindCapabilities}}}, func(e *event.Event) error {
 		if e.Seq >= before || (k != nil && e.Seq < newest) || e.Kernel == nil {
 			return nil
 		}
@@ -51,8 +51,8 @@ func (ix *Index) NewestKernel(ctx context.Context, before uint64) (*event.Kernel
 
 // NewestSession returns the id of the session that began last among those
 // with an event matching f, or "" when there is none.
-func (ix *Index) NewestSession(ctx context.Context, f query.Filter) (string, error) {
-	ss, err := ix.Sessions(ctx, f)
+func (r *Reader) NewestSession(ctx context.Context, f query.Filter) (string, error) {
+	ss, err := r.Sessions(ctx, f)
 	if err != nil || len(ss) == 0 {
 		return "", err
 	}

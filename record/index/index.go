@@ -118,7 +118,8 @@ func WithCacheSize(kib int) Option { return func(o *options) { o.cache = kib } }
 // Index is an open index file. Its methods are safe for concurrent use;
 // writes are serialized.
 type Index struct {
-	db   *sql.DB
+	// Reader answers the questions over the index's tables.
+	Reader
 	path string
 	log  hclog.Logger
 	o    options
@@ -160,7 +161,7 @@ func Open(path string, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
 	}
-	ix := &Index{db: db, path: path, log: o.log.Named("index"), o: o}
+	ix := &Index{Reader: Reader{db: db, d: SQLite}, path: path, log: o.log.Named("index"), o: o}
 	for i := range ix.dicts {
 		ix.dicts[i] = newDict()
 	}

@@ -87,54 +87,54 @@ func rangeSQL(col string, rs []query.Range) (string, []any) {
 // decide (a glob, a version range) is decided here in Go over the
 // dictionary's candidate keys, which are few next to the rows; the side
 // rows are then found by key. none is set when no key matches.
-func (ix *Index) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bool, err error) {
+func (r *Reader) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bool, err error) {
 	switch {
 	case f.Path != nil && !f.Path.Glob:
 		w, a := rangeSQL("path", f.Path.Ranges())
-		return filesSide("(SELECT id FROM paths WHERE "+w+")", a), false, nil
+		return r.filesSide("(SELECT id FROM paths WHERE "+w+")", a), false, nil
 	case f.Path != nil:
 		w, a := rangeSQL("path", f.Path.Ranges())
-		ids, err := ix.keys(ctx, "SELECT id, path FROM paths WHERE "+w, a, f.Path.Match)
+		ids, err := r.keys(ctx, "SELECT id, path FROM paths WHERE "+w, a, f.Path.Match)
 		if err != nil || len(ids) == 0 {
 			return nil, err == nil, err
 		}
-		return filesSide("(SELECT value FROM json_each(?))", []any{ids}), false, nil
+		return r.filesSide(r.d.ids, []any{ids}), false, nil
 	case f.Domain != nil:
 		w, a := rangeSQL("rdomain", []query.Range{f.Domain.Range()})
-		return &side{table: "nets x INDEXED BY nets_domain", rollup: "domain_sessions", key: "domain_id",
+		return &side{table: r.d.table("nets", "x", "nets_domain"), rollup: "domain_sessions", key: "domain_id",
 			keys: "(SELECT id FROM domains WHERE " + w + ")", args: a}, false, nil
 	case f.Package != nil:
 		p := f.Package
 		switch {
 		case p.Range != "":
-			ids, err := ix.keys(ctx, "SELECT id, version FROM packages WHERE ecosystem = ? AND name = ?",
+			ids, err := r.keys(ctx, "SELECT id, version FROM packages WHERE ecosystem = ? AND name = ?",
 				[]any{p.Ecosystem, p.Name}, p.MatchVersion)
 			if err != nil || len(ids) == 0 {
 				return nil, err == nil, err
 			}
-			return pkgsSide("(SELECT value FROM json_each(?))", []any{ids}), false, nil
+			return r.pkgsSide(r.d.ids, []any{ids}), false, nil
 		case p.Version != "":
-			return pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?)",
+			return r.pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ? AND version = ?)",
 				[]any{p.Ecosystem, p.Name, p.Version}), false, nil
 		default:
-			return pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ?)", []any{p.Ecosystem, p.Name}), false, nil
+			return r.pkgsSide("(SELECT id FROM packages WHERE ecosystem = ? AND name = ?)", []any{p.Ecosystem, p.Name}), false, nil
 		}
 	}
 	return nil, false, nil
 }
 
-func filesSide(keys string, args []any) *side {
-	return &side{table: "files x INDEXED BY files_path", rollup: "path_sessions", key: "path_id", keys: keys, args: args}
+func (r *Reader) filesSide(keys string, args []any) *side {
+	return &side{table: r.d.table("files", "x", "files_path"), rollup: "path_sessions", key: "path_id", keys: keys, args: args}
 }
 
-func pkgsSide(keys string, args []any) *side {
-	return &side{table: "pkgs x INDEXED BY pkgs_pkg", rollup: "pkg_sessions", key: "pkg_id", keys: keys, args: args}
+func (r *Reader) pkgsSide(keys string, args []any) *side {
+	return &side{table: r.d.table("pkgs", "x", "pkgs_pkg"), rollup: "pkg_sessions", key: "pkg_id", keys: keys, args: args}
 }
 
 // keys runs q for (id, value) rows and returns, as a JSON array for
 // json_each, the ids whose value keep accepts.
-func (ix *Index) keys(ctx context.Context, q string, args []any, keep func(string) bool) (string, error) {
-	rows, err := ix.db.QueryContext(ctx, q, args...)
+func (r *Reader) keys(ctx context.Context, q string, args []any, keep func(string) bool) (string, error) {
+	rows, err := r.query(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("querying index: %w", err)
 	}
@@ -180,9 +180,9 @@ func kindSQL(ks []query.Kind) (string, []any) {
 
 // sid resolves a session id; ok is false when the index has no such
 // session.
-func (ix *Index) sid(ctx context.Context, id string) (int64, bool, error) {
+func (r *Reader) sid(ctx context.Context, id string) (int64, bool, error) {
 	var sid int64
-	err := ix.db.QueryRowContext(ctx, `SELECT sid FROM sessions WHERE session_id = ?`, id).Scan(&sid)
+	err := r.queryRow(ctx, `SELECT sid FROM sessions WHERE session_id = ?`, id).Scan(&sid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -241,20 +241,20 @@ func limit(q string, args []any, f *query.Filter) (string, []any) {
 
 // filterSID resolves the filter's session; ok is false when the filter
 // names a session the index does not have.
-func (ix *Index) filterSID(ctx context.Context, f *query.Filter) (sid int64, ok bool, err error) {
+func (r *Reader) filterSID(ctx context.Context, f *query.Filter) (sid int64, ok bool, err error) {
 	if f.Session == "" {
 		return 0, true, nil
 	}
-	return ix.sid(ctx, f.Session)
+	return r.sid(ctx, f.Session)
 }
 
 // eventPlan compiles f into a query for events, ordered by time.
-func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) {
-	sd, none, err := ix.sideOf(ctx, f)
+func (r *Reader) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) {
+	sd, none, err := r.sideOf(ctx, f)
 	if err != nil || none {
 		return &plan{none: none}, err
 	}
-	sid, ok, err := ix.filterSID(ctx, f)
+	sid, ok, err := r.filterSID(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +263,9 @@ func (ix *Index) eventPlan(ctx context.Context, f *query.Filter) (*plan, error) 
 	}
 	env := envelopeConds(f, sd, sid)
 	if sd == nil {
-		return eventsPlan(f, env), nil
+		return eventsPlan(r.d, f, env), nil
 	}
-	return sideEventsPlan(f, sd, env), nil
+	return sideEventsPlan(r.d, f, sd, env), nil
 }
 
 // envelopeConds are the conditions on the event's envelope, under alias
@@ -288,16 +288,19 @@ func envelopeConds(f *query.Filter, sd *side, sid int64) conds {
 	return c
 }
 
-const eventCols = "SELECT e.seq, e.ts, s.session_id, e.kind, e.source, e.raw FROM "
+// eventCols are the columns a Hit is read from, with the entry's host.
+func eventCols(d *Dialect) string {
+	return "SELECT e.seq, e.ts, s.session_id, e.kind, e.source, e.raw, " + d.host("e") + " FROM "
+}
 
 // eventsPlan reads the events table alone, in time order.
-func eventsPlan(f *query.Filter, env conds) *plan {
+func eventsPlan(d *Dialect, f *query.Filter, env conds) *plan {
 	env.and(eventConds(f))
-	p := &plan{q: eventCols + "events e JOIN sessions s ON s.sid = e.sid"}
+	p := &plan{q: eventCols(d) + "events e JOIN sessions s ON s.sid = e.sid"}
 	if len(env.where) > 0 {
 		p.q += " WHERE " + env.sql()
 	}
-	p.q, p.args = limit(p.q+" ORDER BY e.ts, e.seq", env.args, f)
+	p.q, p.args = limit(p.q+" ORDER BY "+d.order("e"), env.args, f)
 	return p
 }
 
@@ -307,16 +310,17 @@ func eventsPlan(f *query.Filter, env conds) *plan {
 // order and cut to the limit first, small as they are; the events' JSON is
 // read only for those that are kept. DISTINCT folds a rename's two matching
 // paths into one event.
-func sideEventsPlan(f *query.Filter, sd *side, env conds) *plan {
+func sideEventsPlan(d *Dialect, f *query.Filter, sd *side, env conds) *plan {
 	from := sd.table
 	if ev := eventConds(f); len(ev.where) > 0 {
-		from += " CROSS JOIN events e ON e.seq = x.seq"
+		from += " " + d.cross + " events e ON " + d.join("e", "x")
 		env.and(ev)
 	}
-	inner, args := limit("SELECT DISTINCT x.seq AS seq, x.ts AS ts FROM "+from+" WHERE "+env.sql()+
-		" ORDER BY x.ts, x.seq", env.args, f)
+	inner, args := limit("SELECT DISTINCT "+d.key("x")+", x.ts AS ts FROM "+from+" WHERE "+env.sql()+
+		" ORDER BY "+d.order("x"), env.args, f)
 	return &plan{
-		q:    eventCols + "(" + inner + ") k CROSS JOIN events e ON e.seq = k.seq JOIN sessions s ON s.sid = e.sid ORDER BY k.ts, k.seq",
+		q: eventCols(d) + "(" + inner + ") k " + d.cross + " events e ON " + d.join("e", "k") +
+			" JOIN sessions s ON s.sid = e.sid ORDER BY " + d.order("k"),
 		args: args,
 	}
 }
@@ -324,32 +328,32 @@ func sideEventsPlan(f *query.Filter, sd *side, env conds) *plan {
 // Each calls fn for every event that matches f, in time order (then seq),
 // at most f.Limit of them when it is set. An error from fn stops the
 // iteration and is returned as is.
-func (ix *Index) Each(ctx context.Context, f query.Filter, fn func(Hit) error) error {
-	p, err := ix.eventPlan(ctx, &f)
+func (r *Reader) Each(ctx context.Context, f query.Filter, fn func(Hit) error) error {
+	p, err := r.eventPlan(ctx, &f)
 	if err != nil {
 		return err
 	}
 	if p.none {
 		return nil
 	}
-	rows, err := ix.db.QueryContext(ctx, p.q, p.args...)
+	rows, err := r.query(ctx, p.q, p.args...)
 	if err != nil {
 		return fmt.Errorf("querying index: %w", err)
 	}
 	defer rows.Close()
 	var n int
-	var last int64 = -1
+	last := [2]int64{-1, -1}
 	for rows.Next() {
 		var h Hit
-		var seq, ts int64
+		var seq, ts, hid int64
 		var raw []byte
-		if err := rows.Scan(&seq, &ts, &h.SessionID, &h.Kind, &h.Source, &raw); err != nil {
+		if err := rows.Scan(&seq, &ts, &h.SessionID, &h.Kind, &h.Source, &raw, &hid); err != nil {
 			return fmt.Errorf("reading index: %w", err)
 		}
-		if seq == last {
+		if [2]int64{hid, seq} == last {
 			continue
 		}
-		last = seq
+		last = [2]int64{hid, seq}
 		h.Seq, h.TS, h.Raw = uint64(seq), time.Unix(0, ts).UTC(), raw
 		if err := fn(h); err != nil {
 			return err
@@ -366,9 +370,9 @@ func (ix *Index) Each(ctx context.Context, f query.Filter, fn func(Hit) error) e
 }
 
 // Query returns the events that match f, in time order (then seq).
-func (ix *Index) Query(ctx context.Context, f query.Filter) ([]Hit, error) {
+func (r *Reader) Query(ctx context.Context, f query.Filter) ([]Hit, error) {
 	var out []Hit
-	err := ix.Each(ctx, f, func(h Hit) error {
+	err := r.Each(ctx, f, func(h Hit) error {
 		out = append(out, h)
 		return nil
 	})
@@ -382,21 +386,21 @@ const sessionCols = `s.session_id, s.first_ts, s.last_ts, s.events, s.procs, s.f
 // journal.recovered, a host-wide collector.loss) have no session: the
 // sessions table keeps them under the empty session id, which is never
 // listed.
-func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error) {
-	sid, ok, err := ix.filterSID(ctx, f)
+func (r *Reader) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error) {
+	sid, ok, err := r.filterSID(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return &plan{none: true}, nil
 	}
-	sd, none, err := ix.sideOf(ctx, f)
+	sd, none, err := r.sideOf(ctx, f)
 	if err != nil || none {
 		return &plan{none: none}, err
 	}
 	var c conds
 	c.add("s.session_id <> ''")
-	if w, a := sessionMatch(f, sd, sid); w != "" {
+	if w, a := sessionMatch(r.d, f, sd, sid); w != "" {
 		c.add(w, a...)
 	}
 	if f.Session != "" {
@@ -413,7 +417,7 @@ func (ix *Index) sessionPlan(ctx context.Context, f *query.Filter) (*plan, error
 // sessionMatch is the condition on s, the sessions table, that it has an
 // event matching f's event conditions (on e, events, or x, the side table
 // sd), or "" when f has none.
-func sessionMatch(f *query.Filter, sd *side, sid int64) (string, []any) {
+func sessionMatch(d *Dialect, f *query.Filter, sd *side, sid int64) (string, []any) {
 	var ev conds
 	alias := "e"
 	if sd != nil {
@@ -432,14 +436,14 @@ func sessionMatch(f *query.Filter, sd *side, sid int64) (string, []any) {
 	case sd != nil:
 		from := sd.table
 		if needEvents {
-			from += " JOIN events e ON e.seq = x.seq"
+			from += " JOIN events e ON " + d.join("e", "x")
 		}
 		cond := append([]string{sd.where()}, ev.where...)
 		cargs := append(append([]any(nil), sd.args...), ev.args...)
 		return "s.sid IN (SELECT x.sid FROM " + from + " WHERE " + strings.Join(cond, " AND ") + ")", cargs
 	case len(f.Kinds) > 0:
 		// The kind index holds the session: find the sessions through it.
-		return "s.sid IN (SELECT e.sid FROM events e INDEXED BY events_kind WHERE " + ev.sql() + ")", ev.args
+		return "s.sid IN (SELECT e.sid FROM " + d.table("events", "e", "events_kind") + " WHERE " + ev.sql() + ")", ev.args
 	case len(ev.where) > 0:
 		// A time window (and a pid): probe each session's events by time.
 		return "EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND " + ev.sql() + ")", ev.args
@@ -451,19 +455,19 @@ func sessionMatch(f *query.Filter, sd *side, sid int64) (string, []any) {
 // (every session for the zero Filter), ordered by their first event, at
 // most f.Limit of them when it is set. Events without a session (the
 // host's own) are in no session's row and make none of their own.
-func (ix *Index) Sessions(ctx context.Context, f query.Filter) ([]Session, error) {
-	p, err := ix.sessionPlan(ctx, &f)
+func (r *Reader) Sessions(ctx context.Context, f query.Filter) ([]Session, error) {
+	p, err := r.sessionPlan(ctx, &f)
 	if err != nil {
 		return nil, err
 	}
 	if p.none {
 		return nil, nil
 	}
-	return ix.readSessions(ctx, p.q, p.args...)
+	return r.readSessions(ctx, p.q, p.args...)
 }
 
-func (ix *Index) readSessions(ctx context.Context, q string, args ...any) ([]Session, error) {
-	rows, err := ix.db.QueryContext(ctx, q, args...)
+func (r *Reader) readSessions(ctx context.Context, q string, args ...any) ([]Session, error) {
+	rows, err := r.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("querying index: %w", err)
 	}
