@@ -41,7 +41,7 @@ var (
 	// SQLite is the index file's (modernc.org/sqlite).
 	SQLite = &Dialect{hints: true, ids: "(SELECT value FROM json_each(?))", cross: "CROSS JOIN"}
 	// Postgres is the central store's (pgx): the planner needs no hints,
-	// an entry is keyed by host and seq, and a join on the event's ts as
+	// an entry is keyed by host and seq, and a join on the entry's day as
 	// well lets it look in one day's partition.
 	Postgres = &Dialect{hosts: true, ids: "(SELECT jsonb_array_elements_text(?::jsonb)::bigint)", numbered: true, cross: "JOIN"}
 )
@@ -58,7 +58,7 @@ func (d *Dialect) table(name, alias, index string) string {
 // join is the condition that rows a and b are of one entry.
 func (d *Dialect) join(a, b string) string {
 	if d.hosts {
-		return a + ".hid = " + b + ".hid AND " + a + ".seq = " + b + ".seq AND " + a + ".ts = " + b + ".ts"
+		return a + ".hid = " + b + ".hid AND " + a + ".seq = " + b + ".seq AND " + a + ".day = " + b + ".day"
 	}
 	return a + ".seq = " + b + ".seq"
 }
@@ -66,7 +66,7 @@ func (d *Dialect) join(a, b string) string {
 // key is the columns that name an entry of alias, as a select list.
 func (d *Dialect) key(alias string) string {
 	if d.hosts {
-		return alias + ".hid AS hid, " + alias + ".seq AS seq"
+		return alias + ".hid AS hid, " + alias + ".seq AS seq, " + alias + ".day AS day"
 	}
 	return alias + ".seq AS seq"
 }
