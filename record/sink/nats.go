@@ -90,15 +90,75 @@ func token(s string) string {
 // MsgID is the Nats-Msg-Id of entry seq of host.
 func MsgID(host string, seq uint64) string { return token(host) + "-" + strconv.FormatUint(seq, 10) }
 
+// checkpointID is the Nats-Msg-Id of host's checkpoint of size size.
+func checkpointID(host string, size uint64) string {
+	return token(host) + "-checkpoint-" + strconv.FormatUint(size, 10)
+}
+
+// Subject is the subject of an entry of kind from host.
+func Subject(host, kind string) string { return "sandtrail." + token(host) + "." + token(kind) }
+
+// NATSMessage is what a message of the stream says it is, read from its
+// subject and message id: an entry (Seq) or a checkpoint (Checkpoint, its
+// size) of Host.
+type NATSMessage struct {
+	Host       string
+	Kind       string
+	Seq        uint64
+	Checkpoint uint64
+}
+
+// ParseNATSMessage reads the subject and Nats-Msg-Id of a message a NATS
+// sink published. The two must name one host.
+func ParseNATSMessage(subject, id string) (NATSMessage, error) {
+	var m NATSMessage
+	parts := strings.Split(subject, ".")
+	if len(parts) != 3 || parts[0] != "sandtrail" || parts[1] == "" || parts[2] == "" {
+		return m, fmt.Errorf("subject %q: want sandtrail.<host>.<kind>", clipID(subject))
+	}
+	m.Host, m.Kind = parts[1], parts[2]
+	if token(m.Host) != m.Host || token(m.Kind) != m.Kind {
+		return m, fmt.Errorf("subject %q: host and kind must be single tokens", clipID(subject))
+	}
+	rest, ok := strings.CutPrefix(id, m.Host+"-")
+	if !ok {
+		return m, fmt.Errorf("message id %q does not name the subject's host %s", clipID(id), m.Host)
+	}
+	num, isCheckpoint := strings.CutPrefix(rest, "checkpoint-")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || strconv.FormatUint(n, 10) != num {
+		return m, fmt.Errorf("message id %q: want <host>-<seq> or <host>-checkpoint-<size>", clipID(id))
+	}
+	if isCheckpoint != (m.Kind == "checkpoint") {
+		return m, fmt.Errorf("message id %q on subject %q: a checkpoint needs both", clipID(id), clipID(subject))
+	}
+	if isCheckpoint {
+		if n == 0 {
+			return m, fmt.Errorf("message id %q: a checkpoint of size 0", clipID(id))
+		}
+		m.Checkpoint, m.Seq = n, n-1
+	} else {
+		m.Seq = n
+	}
+	return m, nil
+}
+
+func clipID(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
 // Write publishes the batch asynchronously and returns once the stream
 // acknowledged every entry, or with the first error.
 func (s *NATS) Write(ctx context.Context, batch []Entry) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, e := range batch {
-		msg := &nats.Msg{Subject: "sandtrail." + s.host + "." + token(e.Kind), Data: e.Line}
+		msg := &nats.Msg{Subject: Subject(s.host, e.Kind), Data: e.Line}
 		id := MsgID(s.host, e.Seq)
 		if e.Checkpoint != 0 {
-			id = s.host + "-checkpoint-" + strconv.FormatUint(e.Checkpoint, 10)
+			id = checkpointID(s.host, e.Checkpoint)
 		}
 		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 		if err != nil {

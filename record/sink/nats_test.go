@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,52 @@ func TestNATSSinkRestart(t *testing.T) {
 	if MsgID("host.one", 7) != "host_one-"+strconv.Itoa(7) {
 		t.Errorf("MsgID = %q", MsgID("host.one", 7))
 	}
+}
+
+func TestParseNATSMessage(t *testing.T) {
+	for _, c := range []struct {
+		subject, id string
+		want        NATSMessage
+		err         string
+	}{
+		{Subject("web-1.example", "process.exec"), MsgID("web-1.example", 42), NATSMessage{Host: "web-1_example", Kind: "process_exec", Seq: 42}, ""},
+		{Subject("h", "checkpoint"), checkpointID("h", 10), NATSMessage{Host: "h", Kind: "checkpoint", Seq: 9, Checkpoint: 10}, ""},
+		{"sandtrail.h.process_exec", "other-42", NATSMessage{}, "does not name"},
+		{"sandtrail.h.process_exec", "h-042", NATSMessage{}, "want <host>-<seq>"},
+		{"sandtrail.h.process_exec", "h-checkpoint-3", NATSMessage{}, "needs both"},
+		{"sandtrail.h.checkpoint", "h-3", NATSMessage{}, "needs both"},
+		{"sandtrail.h.checkpoint", "h-checkpoint-0", NATSMessage{}, "size 0"},
+		{"sandtrail.h", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"other.h.k", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"sandtrail..k", "-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
+	} {
+		got, err := ParseNATSMessage(c.subject, c.id)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseNATSMessage(%q, %q) error = %v, want %q", c.subject, c.id, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseNATSMessage(%q, %q) = %+v, %v, want %+v", c.subject, c.id, got, err, c.want)
+		}
+	}
+}
+
+func FuzzParseNATSMessage(f *testing.F) {
+	f.Add("sandtrail.h.process_exec", "h-1")
+	f.Add("sandtrail.h.checkpoint", "h-checkpoint-9")
+	f.Fuzz(func(t *testing.T, subject, id string) {
+		m, err := ParseNATSMessage(subject, id)
+		if err != nil {
+			return
+		}
+		want := MsgID(m.Host, m.Seq)
+		if m.Checkpoint != 0 {
+			want = checkpointID(m.Host, m.Checkpoint)
+		}
+		if Subject(m.Host, m.Kind) != subject || want != id {
+			t.Errorf("ParseNATSMessage(%q, %q) = %+v, which does not give them back", subject, id, m)
+		}
+	})
 }
