@@ -30,6 +30,11 @@ type Config struct {
 	Host string `mapstructure:"host"`
 	// Origin is the checkpoint origin line.
 	Origin string `mapstructure:"origin"`
+	// Store is the record store that the read commands (query, sessions,
+	// timeline, packages, alerts, report, export) read: empty for the data
+	// directory's index, or the postgres:// URL of a central store that
+	// `sandtrail aggregate` writes.
+	Store string `mapstructure:"store"`
 	// Policy is the policy file the host enforces and records with (egress,
 	// sensitive files, blocked domains, default limits); empty means the
 	// embedded default policy.

@@ -38,7 +38,9 @@ alerts at that level or above (informational, low, medium, high, critical).
 Output (--format):
   table   one line per alert (default)
   json    one JSON array of the alert events
-  jsonl   one alert event per line`,
+  jsonl   one alert event per line
+
+` + storeHelp + ``,
 		Example: `  sandtrail alerts --since 24h
   sandtrail alerts --session sess-42 --level high
   sandtrail alerts --rule download_piped_to_shell --format json`,
@@ -54,7 +56,7 @@ Output (--format):
 			if err != nil {
 				return usageErr(err)
 			}
-			cfg, ix, err := g.loadIndex(cmd.Context())
+			cfg, ix, err := g.loadStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -66,7 +68,7 @@ Output (--format):
 			if rule != "" && set.Find(rule) == nil && !slices.Contains(goRules, rule) {
 				return usageErr(fmt.Errorf("--rule %q: no rule has this id or name (sandtrail rules list)", rule))
 			}
-			return printAlerts(cmd.Context(), cmd.OutOrStdout(), ix, f, set, alertSelect{rule: rule, level: level}, format)
+			return printAlerts(cmd.Context(), cmd.OutOrStdout(), ix.Reader, f, set, alertSelect{rule: rule, level: level}, format)
 		},
 	}
 	fl := cmd.Flags()
@@ -77,6 +79,7 @@ Output (--format):
 	fl.StringVar(&level, "level", "", "only alerts at this level or above")
 	fl.StringVar(&limit, "limit", "", "at most this many alerts (0: no limit)")
 	fl.StringVar(&format, "format", "table", "output format: table, json or jsonl")
+	storeFlag(g, cmd)
 	return cmd
 }
 
@@ -98,7 +101,7 @@ func loadRules(policyFile string) (*rules.Set, error) {
 type alertSelect struct{ rule, level string }
 
 // printAlerts streams the alerts of f that sel keeps, in the format.
-func printAlerts(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, set *rules.Set, sel alertSelect, format string) error {
+func printAlerts(ctx context.Context, out io.Writer, ix *index.Reader, f query.Filter, set *rules.Set, sel alertSelect, format string) error {
 	hw := newHitWriter(out, format, "SEQ\tTIME\tSESSION\tLEVEL\tRULE\tSUMMARY")
 	err := ix.Each(ctx, f, func(h index.Hit) error {
 		ev, err := h.Event()

@@ -31,6 +31,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("log_level", "info")
 	v.SetDefault("host", "")
 	v.SetDefault("origin", "")
+	v.SetDefault("store", "")
 	v.SetDefault("policy", "")
 	v.SetDefault("shim_dir", launch.ShimDir)
 	v.SetDefault("checkpoint.every", 4096)

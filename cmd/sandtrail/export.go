@@ -35,7 +35,7 @@ For a stream as events are journaled, configure a sink (docs/sinks.md).
 			if err != nil {
 				return usageErr(err)
 			}
-			_, ix, err := g.loadIndex(cmd.Context())
+			_, ix, err := g.loadStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -49,11 +49,12 @@ For a stream as events are journaled, configure a sink (docs/sinks.md).
 				defer file.Close()
 				w = file
 			}
-			return printEvents(cmd.Context(), w, ix, f, format)
+			return printEvents(cmd.Context(), w, ix.Reader, f, format)
 		},
 	}
 	args = filterFlags(cmd)
 	cmd.Flags().StringVar(&format, "format", "ocsf", "output format: ocsf or jsonl")
 	cmd.Flags().StringVar(&out, "out", "", "write to this file (0600) instead of standard output")
+	storeFlag(g, cmd)
 	return cmd
 }

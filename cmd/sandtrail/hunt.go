@@ -143,7 +143,7 @@ func withScripts(ctx context.Context, ix *index.Index, shimDir string, fs []inte
 			v := views[f.SessionID]
 			if v == nil {
 				var err error
-				if v, _, err = buildPackages(ctx, ix, f.SessionID, shimDir); err != nil {
+				if v, _, err = buildPackages(ctx, &ix.Reader, f.SessionID, shimDir); err != nil {
 					return nil, err
 				}
 				views[f.SessionID] = v

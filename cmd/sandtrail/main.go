@@ -35,6 +35,7 @@ var commands = []func(*globals) *cobra.Command{
 	newVerifyCmd,
 	newProveCmd,
 	newArchiveCmd,
+	newAggregateCmd,
 	newReindexCmd,
 	newRetentionCmd,
 	newHoldCmd,

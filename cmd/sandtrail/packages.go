@@ -78,7 +78,9 @@ Output (--format):
              session got (not blocked requests nor refused fetches)
   ocsf       the same packages as one OCSF 1.8.0 Software Inventory Info
              event (class 5020: an sbom of software components), for a
-             SIEM (docs/ocsf.md)`,
+             SIEM (docs/ocsf.md)
+
+` + storeHelp + ``,
 		Example: `  # the newest session's packages and what their install scripts did
   sandtrail packages
   # one session's npm packages that only the shim claims
@@ -102,6 +104,7 @@ Output (--format):
 	f.StringVar(&fl.name, "name", "", "only packages of this name (compared as the ecosystem compares names)")
 	f.StringVar(&fl.seen, "seen", "", "only rows seen so: "+strings.Join(pkgview.Seens, ", "))
 	f.StringVar(&fl.format, "format", "table", "output format: table, json, cyclonedx or ocsf")
+	storeFlag(g, cmd)
 	return cmd
 }
 
@@ -123,18 +126,18 @@ func runPackages(cmd *cobra.Command, g *globals, fl packagesFlags) error {
 		}
 	}
 	ctx := cmd.Context()
-	cfg, ix, err := g.loadIndex(ctx)
+	cfg, ix, err := g.loadStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
 	if id == "" {
-		if id, err = newestSession(ctx, ix); err != nil {
+		if id, err = newestSession(ctx, ix.Reader); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "session %s (the newest; --session chooses)\n", render.Clean(id, 128))
 	}
-	v, n, err := buildPackages(ctx, ix, id, cfg.ShimDir)
+	v, n, err := buildPackages(ctx, ix.Reader, id, cfg.ShimDir)
 	if err != nil {
 		return err
 	}
@@ -162,7 +165,7 @@ func (fl packagesFlags) keep(p *pkgview.Package) bool {
 
 // newestSession is the session that began last among those with pkg
 // events, or among all when none has any.
-func newestSession(ctx context.Context, ix *index.Index) (string, error) {
+func newestSession(ctx context.Context, ix *index.Reader) (string, error) {
 	pkg, err := query.ParseKinds("pkg")
 	if err != nil {
 		return "", err
@@ -183,7 +186,7 @@ const packagesKinds = "process,file,net.connect,net.send,net.dns,pkg"
 // view, with the shims of shimDir (the configured shim_dir, as the daemon's
 // live rules have it) and the host's bundled wheels; n counts the events
 // read.
-func buildPackages(ctx context.Context, ix *index.Index, id, shimDir string) (v *pkgview.View, n int, err error) {
+func buildPackages(ctx context.Context, ix *index.Reader, id, shimDir string) (v *pkgview.View, n int, err error) {
 	kinds, err := query.ParseKinds(packagesKinds)
 	if err != nil {
 		return nil, 0, err

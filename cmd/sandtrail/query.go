@@ -47,7 +47,9 @@ const filterHelp = `Filters (all optional; together they must all hold for an ev
   --limit N           at most N results (0: no limit)
 
 The index (<data_dir>/index.db) is caught up with the journal
-(<data_dir>/journal) first, so answers are never stale.`
+(<data_dir>/journal) first, so answers are never stale.
+
+` + storeHelp
 
 // filterFlags registers the filter flags and returns where they land.
 func filterFlags(cmd *cobra.Command) *query.Args {
@@ -109,13 +111,14 @@ Output (--format):
 	}
 	args = filterFlags(cmd)
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json or jsonl")
+	storeFlag(g, cmd)
 	return cmd
 }
 
 // runFiltered is query and sessions: it checks the format, parses the
 // filter flags, catches the index up with the journal and prints with show.
 func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string, formats []string,
-	show func(context.Context, io.Writer, *index.Index, query.Filter, string) error) error {
+	show func(context.Context, io.Writer, *index.Reader, query.Filter, string) error) error {
 	if err := checkFormat(format, formats...); err != nil {
 		return err
 	}
@@ -123,16 +126,16 @@ func runFiltered(cmd *cobra.Command, g *globals, args *query.Args, format string
 	if err != nil {
 		return err
 	}
-	_, ix, err := g.loadIndex(cmd.Context())
+	_, st, err := g.loadStore(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
-	return show(cmd.Context(), cmd.OutOrStdout(), ix, f, format)
+	defer st.Close()
+	return show(cmd.Context(), cmd.OutOrStdout(), st.Reader, f, format)
 }
 
 // printEvents streams the matching events in the format.
-func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, format string) error {
+func printEvents(ctx context.Context, out io.Writer, ix *index.Reader, f query.Filter, format string) error {
 	if format == "ocsf" {
 		return printOCSF(ctx, out, ix, f)
 	}
@@ -156,7 +159,7 @@ func printEvents(ctx context.Context, out io.Writer, ix *index.Index, f query.Fi
 
 // printOCSF streams the matching events as OCSF JSON lines, and says on
 // stderr how many had no OCSF class.
-func printOCSF(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter) error {
+func printOCSF(ctx context.Context, out io.Writer, ix *index.Reader, f query.Filter) error {
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/policies/rules"
 	"github.com/sandtrail/sandtrail/record/atomicfile"
@@ -20,7 +19,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/query"
 	"github.com/sandtrail/sandtrail/record/report"
-	"github.com/sandtrail/sandtrail/record/timeline"
 )
 
 // reportOpts are sandtrail report's flags.
@@ -59,7 +57,9 @@ File events beneath the package managers' caches and logs (~/.npm/_cacache,
 ~/.cache/pip, /var/cache/apt, ...) are counted but not listed unless --all.
 
 --fail-on LEVEL exits 8 when the session has an alert at LEVEL or above
-(informational, low, medium, high, critical): a CI step fails on it.`,
+(informational, low, medium, high, critical): a CI step fails on it.
+
+` + storeHelp + ``,
 		Example: `  sandtrail report 01jd2k3m4n5p6q7r --html session.html
   sandtrail report "$SESSION" --format md >> "$GITHUB_STEP_SUMMARY"
   sandtrail report "$SESSION" --fail-on high`,
@@ -73,6 +73,7 @@ File events beneath the package managers' caches and logs (~/.npm/_cacache,
 	fl.StringVar(&o.format, "format", "line", "what goes to stdout: line, md or json")
 	fl.BoolVar(&o.all, "all", false, "list file events in package-manager caches too")
 	fl.StringVar(&o.failOn, "fail-on", "", "exit 8 when an alert is at this level or above")
+	storeFlag(g, cmd)
 	return cmd
 }
 
@@ -87,12 +88,12 @@ func (o *reportOpts) run(ctx context.Context, g *globals, session string, out io
 	if err != nil {
 		return usageErr(err)
 	}
-	cfg, ix, err := g.loadIndex(ctx)
+	cfg, st, err := g.loadStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
-	r, err := buildReport(ctx, ix, id, cfg, o.all)
+	defer st.Close()
+	r, err := buildReport(ctx, st, id, cfg, o.all)
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (o *reportOpts) run(ctx context.Context, g *globals, session string, out io
 // buildReport reads the session's events (sessionReport), names its
 // alerts' rules by the policy's rule set, and verifies the journal from
 // its first event.
-func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, all bool) (*report.Report, error) {
+func buildReport(ctx context.Context, st *recordStore, id string, cfg *Config, all bool) (*report.Report, error) {
 	var opts []report.Option
 	if set, err := loadRules(cfg.Policy); err == nil {
 		opts = append(opts, report.WithRuleNames(func(id string) string {
@@ -120,7 +121,7 @@ func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, a
 			return ""
 		}))
 	}
-	r, first, err := sessionReport(ctx, ix, id, cfg.ShimDir, all, opts...)
+	r, first, err := sessionReport(ctx, st.Reader, id, cfg.ShimDir, all, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, a
 		return nil, usageErr(fmt.Errorf("no events recorded for session %q (sandtrail sessions lists them)", id))
 	}
 	r.Generated = time.Now()
-	r.Journal = timeline.VerifyJournal(cfg.JournalDir(), first, func() (note.Verifiers, error) { return loadVerifiers(cfg, nil) })
+	r.Journal = st.journal(ctx, id, first)
 	return r, nil
 }
 
@@ -136,7 +137,7 @@ func buildReport(ctx context.Context, ix *index.Index, id string, cfg *Config, a
 // (whose Timeline is sandtrail timeline's), its packages joined with the
 // shims of shimDir as sandtrail packages joins them; first is the seq of
 // its first event.
-func sessionReport(ctx context.Context, ix *index.Index, id, shimDir string, all bool, opts ...report.Option) (r *report.Report, first uint64, err error) {
+func sessionReport(ctx context.Context, ix *index.Reader, id, shimDir string, all bool, opts ...report.Option) (r *report.Report, first uint64, err error) {
 	opts = append(opts, report.WithView(viewOptions(shimDir)...))
 	if all {
 		opts = append(opts, report.WithAll())

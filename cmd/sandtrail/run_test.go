@@ -105,7 +105,7 @@ func TestTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	r, _, err := sessionReport(t.Context(), ix, "S", cfg.ShimDir, false)
+	r, _, err := sessionReport(t.Context(), &ix.Reader, "S", cfg.ShimDir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ Output (--format):
 	}
 	args = filterFlags(cmd)
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json or jsonl")
+	storeFlag(g, cmd)
 	return cmd
 }
 
@@ -84,7 +85,7 @@ func toSessionJSON(s index.Session) sessionJSON {
 		EndReason: s.EndReason, ExitStatus: s.ExitStatus}
 }
 
-func printSessions(ctx context.Context, out io.Writer, ix *index.Index, f query.Filter, format string) error {
+func printSessions(ctx context.Context, out io.Writer, ix *index.Reader, f query.Filter, format string) error {
 	ss, err := ix.Sessions(ctx, f)
 	if err != nil {
 		return err

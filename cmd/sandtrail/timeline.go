@@ -55,7 +55,9 @@ NO_COLOR is unset.
 
 A process whose fork or exit was not recorded (it started before the
 session's cgroup was watched, or a loss) is still shown, under its parent
-when the parent is known.`,
+when the parent is known.
+
+` + storeHelp + ``,
 		Example: `  sandtrail timeline 01jd2k3m4n5p6q7r
   sandtrail timeline 01jd2k3m4n5p6q7r --all | less -R
   sandtrail timeline 01jd2k3m4n5p6q7r --format json | jq '.processes'`,
@@ -71,12 +73,12 @@ when the parent is known.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			cfg, ix, err := g.loadIndex(cmd.Context())
+			cfg, ix, err := g.loadStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer ix.Close()
-			r, _, err := sessionReport(cmd.Context(), ix, id, cfg.ShimDir, all)
+			r, _, err := sessionReport(cmd.Context(), ix.Reader, id, cfg.ShimDir, all)
 			if err != nil {
 				return err
 			}
@@ -94,6 +96,7 @@ when the parent is known.`,
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&all, "all", false, "show package-manager noise too (cache files, PATH-search execs)")
 	cmd.Flags().IntVar(&depth, "depth", 0, "draw the process tree this many levels deep (0: all)")
+	storeFlag(g, cmd)
 	return cmd
 }
 

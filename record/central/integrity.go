@@ -34,6 +34,10 @@ const (
 	// ProblemGap: entries a signed checkpoint covers that have not arrived
 	// within the grace period.
 	ProblemGap = "gap"
+	// ProblemUnreadable: a message of the stream that no host's sink
+	// sends (a subject or message id of another form), or an entry the
+	// store refuses.
+	ProblemUnreadable = "unreadable"
 )
 
 // IntegrityRule is the rule id of the integrity alerts.

@@ -265,3 +265,40 @@ func (s *Store) Chains(ctx context.Context) ([]Chain, error) {
 	}
 	return out, nil
 }
+
+// SessionChain is how far the chain verification vouches for one
+// session's entries.
+type SessionChain struct {
+	Host string
+	// Entries counts the session's entries, Covered those a verified
+	// checkpoint covers.
+	Entries, Covered uint64
+	// Broken is the host's chain's, Problems the integrity problems raised
+	// about the host.
+	Broken   string
+	Problems int
+}
+
+// SessionChain returns the verification's account of session's entries.
+func (s *Store) SessionChain(ctx context.Context, session string) (SessionChain, error) {
+	var sc SessionChain
+	var verified, entries, covered int64
+	var broken *string
+	var problems int
+	err := s.pool.QueryRow(ctx, `SELECT h.host, coalesce(c.verified, 0), c.broken, count(*), count(*) FILTER (WHERE e.seq < coalesce(c.verified, 0)),
+		(SELECT count(*) FROM integrity i WHERE i.hid = e.hid)
+		FROM sessions s JOIN events e ON e.sid = s.sid JOIN hosts h ON h.hid = e.hid LEFT JOIN chains c ON c.hid = e.hid
+		WHERE s.session_id = $1 AND e.hid <> 0 GROUP BY h.host, e.hid, c.verified, c.broken ORDER BY count(*) DESC LIMIT 1`, session).
+		Scan(&sc.Host, &verified, &broken, &entries, &covered, &problems)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sc, nil
+	}
+	if err != nil {
+		return sc, fmt.Errorf("central store: reading the chain of session %s: %w", session, err)
+	}
+	sc.Entries, sc.Covered, sc.Problems = uint64(entries), uint64(covered), problems
+	if broken != nil {
+		sc.Broken = *broken
+	}
+	return sc, nil
+}

@@ -1,0 +1,351 @@
+// Package aggregate is `sandtrail aggregate`: it reads the hosts' records
+// from their JetStream stream (the NATS sinks' subjects sandtrail.<host>.
+// <kind>) through a durable pull consumer, writes them into the central
+// store (record/central), and verifies each host's Merkle chain against its
+// signed checkpoints as they arrive.
+//
+// It scales out by running more instances on the same durable consumer:
+// JetStream hands each message to one of them, the store's writes are
+// idempotent on (host, seq), and a host's chain has one verifier at a time.
+// A message is acknowledged only once its entry is committed, so an
+// aggregator killed at any point loses nothing: what it had not
+// acknowledged is delivered again, to it when it restarts or to another.
+//
+// Trust: a message names its host by its subject, which the stream's
+// permissions should bind to the host's credentials (docs/deployment.md);
+// the aggregator believes nothing a message says until the host's signed
+// checkpoint covers it. A message it cannot read is not retried for ever:
+// it is acknowledged, and raises an integrity alert.
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sandtrail/sandtrail/record/central"
+	"github.com/sandtrail/sandtrail/record/sink"
+)
+
+// Config configures an Aggregator.
+type Config struct {
+	// URL is the NATS server, or several, comma-separated.
+	URL string
+	// Stream is the hosts' stream (default "SANDTRAIL"), Consumer the
+	// durable consumer the instances share (default "sandtrail-aggregate").
+	Stream, Consumer string
+	// Batch bounds the messages of one fetch and one write (default 1000).
+	Batch int
+	// VerifyEvery is how often every host's chain is verified again, for
+	// the gaps that no arriving entry reports (default 10 s).
+	VerifyEvery time.Duration
+	// AckWait is how long JetStream waits for an acknowledgement before it
+	// delivers a message again (default 60 s).
+	AckWait time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Stream == "" {
+		c.Stream = "SANDTRAIL"
+	}
+	if c.Consumer == "" {
+		c.Consumer = "sandtrail-aggregate"
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	if c.VerifyEvery <= 0 {
+		c.VerifyEvery = 10 * time.Second
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = time.Minute
+	}
+}
+
+// Status is an Aggregator's account of itself.
+type Status struct {
+	// Messages counts the messages handled, Added the entries it stored,
+	// Duplicates those the store held already, Checkpoints the checkpoints,
+	// Unreadable the messages it could not read.
+	Messages, Added, Duplicates, Checkpoints, Unreadable uint64
+	// Pending is what the consumer has not yet delivered to any instance.
+	Pending uint64
+	// LastError is the last failed write's, until one succeeds.
+	LastError string
+}
+
+// Aggregator moves the stream into the store.
+type Aggregator struct {
+	cfg   Config
+	store *central.Store
+	log   hclog.Logger
+	nc    *nats.Conn
+	cons  jetstream.Consumer
+
+	mu sync.Mutex
+	st Status
+}
+
+// New connects to NATS and makes sure the durable consumer exists. It
+// waits for the stream, which the hosts' sinks create, until ctx ends.
+func New(ctx context.Context, cfg Config, store *central.Store, log hclog.Logger) (*Aggregator, error) {
+	cfg.defaults()
+	nc, err := nats.Connect(cfg.URL, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
+		nats.Name("sandtrail-aggregate"))
+	if err != nil {
+		return nil, fmt.Errorf("aggregate: connecting to %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("aggregate: %w", err)
+	}
+	a := &Aggregator{cfg: cfg, store: store, log: log.Named("aggregate"), nc: nc}
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		a.cons, err = js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
+			Durable: cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait,
+			DeliverPolicy: jetstream.DeliverAllPolicy, FilterSubject: "sandtrail.>", MaxAckPending: 20 * cfg.Batch,
+			MaxDeliver: -1,
+		})
+		if err == nil {
+			return a, nil
+		}
+		a.log.Info("waiting for the stream", "stream", cfg.Stream, "error", err)
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return nil, fmt.Errorf("aggregate: consumer %s of stream %s: %w", cfg.Consumer, cfg.Stream, err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Close closes the NATS connection.
+func (a *Aggregator) Close() error {
+	a.nc.Close()
+	return nil
+}
+
+// Status returns the aggregator's counts.
+func (a *Aggregator) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st
+}
+
+// Run moves messages into the store until ctx ends, verifying every host's
+// chain each VerifyEvery. A failed write is retried (its messages are not
+// acknowledged), with a growing pause.
+func (a *Aggregator) Run(ctx context.Context) error {
+	next := time.Now().Add(a.cfg.VerifyEvery)
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		batch, err := a.cons.Fetch(a.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			a.fail(ctx, err, &backoff)
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+			a.fail(ctx, err, &backoff)
+			continue
+		}
+		if err := a.handle(ctx, msgs); err != nil {
+			for _, m := range msgs {
+				_ = m.Nak()
+			}
+			a.fail(ctx, err, &backoff)
+			continue
+		}
+		backoff = 0
+		if time.Now().After(next) {
+			a.verifyAll(ctx)
+			next = time.Now().Add(a.cfg.VerifyEvery)
+		}
+	}
+	return nil
+}
+
+// fail records err and pauses before the next try.
+func (a *Aggregator) fail(ctx context.Context, err error, backoff *time.Duration) {
+	if ctx.Err() != nil {
+		return
+	}
+	a.mu.Lock()
+	a.st.LastError = err.Error()
+	a.mu.Unlock()
+	*backoff = min(max(2**backoff, 100*time.Millisecond), 10*time.Second)
+	a.log.Warn("aggregating failed; retrying", "error", err, "in", *backoff)
+	select {
+	case <-ctx.Done():
+	case <-time.After(*backoff):
+	}
+}
+
+// handle writes one fetch's messages and acknowledges them.
+func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var entries []central.Entry
+	var cps []checkpoint
+	var unreadable []central.Problem
+	for _, m := range msgs {
+		e, cp, p := read(m)
+		switch {
+		case p != nil:
+			unreadable = append(unreadable, *p)
+		case cp != nil:
+			cps = append(cps, *cp)
+		default:
+			entries = append(entries, e)
+		}
+	}
+	res, err := a.write(ctx, entries)
+	if err != nil {
+		return err
+	}
+	hosts := res.Hosts
+	for _, cp := range cps {
+		if err := a.store.AddCheckpoint(ctx, cp.host, cp.note, cp.size); err != nil {
+			return err
+		}
+		if !slices.Contains(hosts, cp.host) {
+			hosts = append(hosts, cp.host)
+		}
+	}
+	for _, p := range unreadable {
+		if err := a.store.Raise(ctx, p); err != nil {
+			return err
+		}
+	}
+	for _, h := range hosts {
+		if err := a.store.Verify(ctx, h); err != nil {
+			return err
+		}
+	}
+	for _, m := range msgs {
+		_ = m.Ack()
+	}
+	a.mu.Lock()
+	a.st.Messages += uint64(len(msgs))
+	a.st.Added += uint64(res.Added)
+	a.st.Duplicates += uint64(res.Duplicates)
+	a.st.Checkpoints += uint64(len(cps))
+	a.st.Unreadable += uint64(len(unreadable))
+	a.st.LastError = ""
+	a.mu.Unlock()
+	return nil
+}
+
+// write writes entries; when the store refuses the batch's data (not its
+// connection), it writes them one at a time and raises each one it still
+// refuses, so that one bad entry cannot hold the stream up.
+func (a *Aggregator) write(ctx context.Context, entries []central.Entry) (central.Result, error) {
+	res, err := a.store.Write(ctx, entries)
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || !dataError(pe) {
+		return res, err
+	}
+	res = central.Result{}
+	for _, e := range entries {
+		r, err := a.store.Write(ctx, []central.Entry{e})
+		if errors.As(err, &pe) && dataError(pe) {
+			err = a.store.Raise(ctx, central.Problem{Host: e.Host, Seq: e.Seq, Kind: central.ProblemUnreadable,
+				Detail: fmt.Sprintf("the store refused host %s entry %d: %v", e.Host, e.Seq, err)})
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Added += r.Added
+		res.Duplicates += r.Duplicates
+		for _, h := range r.Hosts {
+			if !slices.Contains(res.Hosts, h) {
+				res.Hosts = append(res.Hosts, h)
+			}
+		}
+	}
+	return res, nil
+}
+
+// dataError says whether PostgreSQL refused the data itself (SQLSTATE
+// class 22, data exception, or 23, integrity constraint violation), which
+// no retry mends.
+func dataError(pe *pgconn.PgError) bool {
+	return len(pe.Code) == 5 && (pe.Code[:2] == "22" || pe.Code[:2] == "23")
+}
+
+// checkpoint is a checkpoint message's content.
+type checkpoint struct {
+	host string
+	size uint64
+	note []byte
+}
+
+// read reads one message: an entry, a checkpoint, or a problem.
+func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
+	id := m.Headers().Get(jetstream.MsgIDHeader)
+	nm, err := sink.ParseNATSMessage(m.Subject(), id)
+	if err != nil {
+		host := "?"
+		if nm.Host != "" {
+			host = nm.Host
+		}
+		return central.Entry{}, nil, unreadable(host, nm.Seq, m, err)
+	}
+	if nm.Checkpoint == 0 {
+		return central.Entry{Host: nm.Host, Seq: nm.Seq, Raw: m.Data()}, nil, nil
+	}
+	var l sink.CheckpointLine
+	if err := json.Unmarshal(m.Data(), &l); err != nil || l.Checkpoint.Size != nm.Checkpoint {
+		if err == nil {
+			err = fmt.Errorf("it carries checkpoint %d", l.Checkpoint.Size)
+		}
+		return central.Entry{}, nil, unreadable(nm.Host, nm.Seq, m, err)
+	}
+	return central.Entry{}, &checkpoint{host: nm.Host, size: nm.Checkpoint, note: []byte(l.Checkpoint.Note)}, nil
+}
+
+func unreadable(host string, seq uint64, m jetstream.Msg, err error) *central.Problem {
+	var streamSeq uint64
+	if md, mdErr := m.Metadata(); mdErr == nil {
+		streamSeq = md.Sequence.Stream
+	}
+	return &central.Problem{Host: host, Seq: seq, Kind: central.ProblemUnreadable,
+		Detail: fmt.Sprintf("stream message %d on %q is not one a host's sink sends: %v", streamSeq, m.Subject(), err)}
+}
+
+// verifyAll verifies every host's chain, for the gaps that only time
+// reveals.
+func (a *Aggregator) verifyAll(ctx context.Context) {
+	chains, err := a.store.Chains(ctx)
+	if err != nil {
+		a.log.Warn("reading chains", "error", err)
+		return
+	}
+	for _, c := range chains {
+		if c.Broken != "" || c.Next >= c.Received && c.StalledSince.IsZero() {
+			continue
+		}
+		if err := a.store.Verify(ctx, c.Host); err != nil {
+			a.log.Warn("verifying", "host", c.Host, "error", err)
+		}
+	}
+	if info, err := a.cons.Info(ctx); err == nil {
+		a.mu.Lock()
+		a.st.Pending = info.NumPending
+		a.mu.Unlock()
+	}
+}
