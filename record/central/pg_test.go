@@ -1,29 +1,19 @@
 package central_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/sandtrail/sandtrail/record/central/centraltest"
 )
 
 var dbs atomic.Int64
 
-// newDatabase returns the DSN of a fresh database.
+// newDatabase starts a PostgreSQL server for the test and returns the DSN
+// of a fresh database in it.
 func newDatabase(t *testing.T) string {
 	t.Helper()
-	base := "postgres://sandtrail@127.0.0.1:55432/"
-	name := fmt.Sprintf("t%d_%d", dbs.Add(1), os.Getpid())
-	c, err := pgx.Connect(context.Background(), base+"postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	if _, err := c.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	return base + name + "?sslmode=disable"
+	pg := centraltest.StartPostgres(t)
+	return pg.CreateDatabase(t, fmt.Sprintf("t%d", dbs.Add(1)))
 }
