@@ -79,6 +79,17 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 		}
 		sum.Add(r.ev, ts)
 	}
+	if err := copyRows(ctx, tx, evs, files, nets, pkgRows, skipped); err != nil {
+		return err
+	}
+	if err := insertRollups(ctx, tx, rolls); err != nil {
+		return err
+	}
+	return updateSummaries(ctx, tx, sums)
+}
+
+// copyRows copies the rows of the events, the side tables and skipped.
+func copyRows(ctx context.Context, tx pgx.Tx, evs, files, nets, pkgs, skipped [][]any) error {
 	for _, c := range []struct {
 		table string
 		cols  []string
@@ -87,7 +98,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 		{"events", []string{"hid", "seq", "day", "ts", "sid", "kind", "source", "pid", "exe", "raw"}, evs},
 		{"files", []string{"hid", "seq", "day", "sid", "ts", "path_id"}, files},
 		{"nets", []string{"hid", "seq", "day", "sid", "ts", "domain_id", "dst_ip", "dst_port"}, nets},
-		{"pkgs", []string{"hid", "seq", "day", "sid", "ts", "pkg_id", "purl"}, pkgRows},
+		{"pkgs", []string{"hid", "seq", "day", "sid", "ts", "pkg_id", "purl"}, pkgs},
 		{"skipped", []string{"hid", "seq", "error"}, skipped},
 	} {
 		if len(c.rows) == 0 {
@@ -97,10 +108,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 			return fmt.Errorf("copying %s: %w", c.table, err)
 		}
 	}
-	if err := insertRollups(ctx, tx, rolls); err != nil {
-		return err
-	}
-	return updateSummaries(ctx, tx, sums)
+	return nil
 }
 
 // insertRollups adds the (key, sid) pairs, in order, so that two
