@@ -45,10 +45,15 @@ type SinkConfig struct {
 	Compression string            `mapstructure:"compression"`
 	// URL is a nats sink's server (nats://127.0.0.1:4222, several
 	// comma-separated); Stream its JetStream stream (SANDTRAIL),
-	// Replicas the stream's replicas (1).
-	URL      string `mapstructure:"url"`
-	Stream   string `mapstructure:"stream"`
-	Replicas int    `mapstructure:"replicas"`
+	// Replicas the stream's replicas (1), Duplicates the stream's
+	// duplicate window (10m), CredsFile the host's NATS credentials (a
+	// .creds file: the account's JWT and the host's nkey), and ca_file
+	// the CA of a tls:// server.
+	URL        string        `mapstructure:"url"`
+	Stream     string        `mapstructure:"stream"`
+	Replicas   int           `mapstructure:"replicas"`
+	Duplicates time.Duration `mapstructure:"duplicates"`
+	CredsFile  string        `mapstructure:"creds_file"`
 	// A syslog sink's (sink.SyslogConfig): RFC 5424 to Address
 	// (host:port) over TCP, or with TLS verified against ca_file and
 	// server_name, presenting cert_file and key_file when set.
@@ -110,7 +115,8 @@ func newSink(ctx context.Context, sc SinkConfig, host string) (sink.Sink, error)
 		if sc.URL == "" {
 			return nil, fmt.Errorf("sink %s: a nats sink needs url", sc.Name)
 		}
-		return sink.NewNATS(ctx, sink.NATSConfig{URL: sc.URL, Stream: sc.Stream, Replicas: sc.Replicas, Host: host})
+		return sink.NewNATS(ctx, sink.NATSConfig{URL: sc.URL, Stream: sc.Stream, Replicas: sc.Replicas, Host: host,
+			Duplicates: sc.Duplicates, CredsFile: sc.CredsFile, CAFile: sc.CAFile})
 	case "syslog":
 		return newSyslogSink(sc, host)
 	}

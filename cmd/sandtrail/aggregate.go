@@ -60,6 +60,8 @@ docs/deployment.md has the topology, sizing and recovery.`,
 	f.StringVar(&cfg.URL, "nats", "", "NATS server URL, or several comma-separated")
 	f.StringVar(&dsn, "postgres", "", "the central store: postgres://USER@HOST[:PORT]/DB")
 	f.StringVar(&keysDir, "keys", "", "directory of <host>.pub journal verifier keys")
+	f.StringVar(&cfg.CredsFile, "nats-creds", "", "the aggregator's NATS credentials (.creds file)")
+	f.StringVar(&cfg.CAFile, "nats-ca", "", "the CA of a tls:// NATS server")
 	f.StringVar(&cfg.Stream, "stream", "SANDTRAIL", "the hosts' JetStream stream")
 	f.StringVar(&cfg.Consumer, "consumer", "sandtrail-aggregate", "the durable consumer that the instances share")
 	f.IntVar(&cfg.Batch, "batch", 1000, "messages fetched and written at a time")
@@ -109,15 +111,15 @@ func runAggregate(ctx context.Context, c *Config, cfg aggregate.Config, dsn, key
 }
 
 func newAggregateStatusCmd() *cobra.Command {
-	var dsn, format string
+	var dsn, format, keysDir string
 	cmd := &cobra.Command{
-		Use:   "status --postgres DSN [--format table|json]",
+		Use:   "status --postgres DSN [--keys DIR] [--format table|json]",
 		Short: "Show how far each host's chain is verified in the central store",
 		Long: `status reads the central store (read-only, so an investigator's role will do)
 and prints, for each host: the entries received, how many are folded into its
 Merkle tree, the size of the newest signed checkpoint they matched and when,
 whether the verification waits on missing entries, and why it stopped, if it
-did. A host without a key is marked unknown.`,
+did. With --keys, a host without a key there is marked unknown.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
@@ -126,7 +128,15 @@ did. A host without a key is marked unknown.`,
 			if !central.IsDSN(dsn) {
 				return usageErr(fmt.Errorf("--postgres %q: want a postgres:// URL", dsn))
 			}
-			store, err := central.Open(cmd.Context(), dsn, central.ReadOnly())
+			opts := []central.Option{central.ReadOnly()}
+			if keysDir != "" {
+				keys, err := central.LoadKeys(keysDir)
+				if err != nil {
+					return usageErr(err)
+				}
+				opts = append(opts, central.WithKeys(keys))
+			}
+			store, err := central.Open(cmd.Context(), dsn, opts...)
 			if err != nil {
 				return err
 			}
@@ -139,7 +149,7 @@ did. A host without a key is marked unknown.`,
 				return writeJSON(cmd.OutOrStdout(), chains)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "HOST\tRECEIVED\tFOLDED\tVERIFIED\tVERIFIED AT\tSTALLED SINCE\tBROKEN")
+			fmt.Fprintln(tw, "HOST\tKEY\tRECEIVED\tFOLDED\tVERIFIED\tVERIFIED AT\tSTALLED SINCE\tBROKEN")
 			for _, c := range chains {
 				at, stalled := "-", "-"
 				if !c.VerifiedAt.IsZero() {
@@ -148,13 +158,21 @@ did. A host without a key is marked unknown.`,
 				if !c.StalledSince.IsZero() {
 					stalled = c.StalledSince.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", render.Clean(c.Host, 40), c.Received, c.Next, c.Verified, at, stalled,
+				key := "-"
+				switch {
+				case keysDir != "" && c.Known:
+					key = "known"
+				case keysDir != "":
+					key = "unknown"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", render.Clean(c.Host, 40), key, c.Received, c.Next, c.Verified, at, stalled,
 					render.OrDash(render.Clean(c.Broken, 100)))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "postgres", "", "the central store: postgres://USER@HOST[:PORT]/DB")
+	cmd.Flags().StringVar(&keysDir, "keys", "", "directory of <host>.pub keys, to mark the hosts without one")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	return cmd
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// AckWait is how long JetStream waits for an acknowledgement before it
 	// delivers a message again (default 60 s).
 	AckWait time.Duration
+	// CredsFile is the aggregator's NATS credentials, CAFile the CA of a
+	// tls:// server; none when empty.
+	CredsFile, CAFile string
 }
 
 func (c *Config) defaults() {
@@ -99,8 +102,7 @@ type Aggregator struct {
 // waits for the stream, which the hosts' sinks create, until ctx ends.
 func New(ctx context.Context, cfg Config, store *central.Store, log hclog.Logger) (*Aggregator, error) {
 	cfg.defaults()
-	nc, err := nats.Connect(cfg.URL, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
-		nats.Name("sandtrail-aggregate"))
+	nc, err := nats.Connect(cfg.URL, sink.NATSOptions("sandtrail-aggregate", cfg.CredsFile, cfg.CAFile)...)
 	if err != nil {
 		return nil, fmt.Errorf("aggregate: connecting to %s: %w", cfg.URL, err)
 	}

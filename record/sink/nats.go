@@ -41,6 +41,22 @@ type NATSConfig struct {
 	// Duplicates is the stream's duplicate window (default 10 minutes):
 	// a batch retried within it is not stored twice.
 	Duplicates time.Duration
+	// CredsFile is the host's NATS credentials (a .creds file), CAFile
+	// the CA of a tls:// server; none when empty.
+	CredsFile, CAFile string
+}
+
+// NATSOptions are the connection options of a sandtrail NATS client: it
+// reconnects for ever, with the credentials and CA given.
+func NATSOptions(name, credsFile, caFile string) []nats.Option {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(200 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+	if credsFile != "" {
+		opts = append(opts, nats.UserCredentials(credsFile))
+	}
+	if caFile != "" {
+		opts = append(opts, nats.RootCAs(caFile))
+	}
+	return opts
 }
 
 // NewNATS connects to the server, reconnecting for ever when it goes away,
@@ -55,7 +71,7 @@ func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 	if c.Duplicates <= 0 {
 		c.Duplicates = 10 * time.Minute
 	}
-	nc, err := nats.Connect(c.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(c.URL, NATSOptions("sandtrail "+c.Host, c.CredsFile, c.CAFile)...)
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: connecting to %s: %w", c.URL, err)
 	}
