@@ -2,8 +2,8 @@ package central_test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
