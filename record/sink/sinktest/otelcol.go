@@ -3,7 +3,10 @@
 // the OpenTelemetry Collector of test/otelcol (a module of its own: the
 // otlp receiver and the file exporter), built once into the user's cache
 // under the hash of its go.mod, go.sum and main.go; Debian's rsyslogd over
-// TLS, with a test CA (WriteCerts); and nats-server with JetStream.
+// TLS, with a test CA (WriteCerts); nats-server with JetStream, in
+// process (StartNATS); and a JetStream cluster of nats-server processes
+// (StartNATSCluster), the nats-server of the version go.mod requires,
+// built once into the user's cache under that version.
 package sinktest
 
 import (
@@ -16,29 +19,66 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
+// cachedBuild is a binary built once per test process into the user's
+// cache, under a name that says what it was built from.
+type cachedBuild struct {
+	what  string // for messages: "the test collector (test/otelcol)"
+	build func() (string, error)
+	once  sync.Once
+	bin   string
+	err   error
+}
 
-// collectorBinary returns the built collector. A failed build fails tb
-// under CI=true and skips it, saying why, elsewhere.
-func collectorBinary(tb testing.TB) string {
+var collectorBuild = &cachedBuild{what: "the test collector (test/otelcol)", build: buildCollector}
+
+// binary returns the built binary. A failed build fails tb under CI=true
+// and skips it, saying why, elsewhere.
+func (b *cachedBuild) binary(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() { built, buildErr = buildCollector() })
-	if buildErr != nil {
+	b.once.Do(func() { b.bin, b.err = b.build() })
+	if b.err != nil {
 		if os.Getenv("CI") == "true" {
-			tb.Fatalf("building the test collector: %v", buildErr)
+			tb.Fatalf("building %s: %v", b.what, b.err)
 		}
-		tb.Skipf("building the test collector (test/otelcol) failed, and CI is not set: %v", buildErr)
+		tb.Skipf("building %s failed, and CI is not set: %v", b.what, b.err)
 	}
-	return built
+	return b.bin
+}
+
+// cachePath is the path of the binary name in the user's cache.
+func cachePath(name string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "sandtrail-test", name), nil
+}
+
+// goBuild builds bin, unless it is there, with go build -C dir -o bin
+// args..., through a temporary name, so that a failed or concurrent
+// build leaves no half binary.
+func goBuild(bin, dir string, args ...string) error {
+	if _, err := os.Stat(bin); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
+	t0 := time.Now()
+	out, err := exec.Command("go", append([]string{"build", "-C", dir, "-o", tmp}, args...)...).CombinedOutput()
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("go build -C %s %s: %v\n%s", dir, strings.Join(args, " "), err, out)
+	}
+	fmt.Fprintf(os.Stderr, "built %s in %s\n", bin, time.Since(t0).Round(100*time.Millisecond))
+	return os.Rename(tmp, bin)
 }
 
 // collectorSource is test/otelcol, found from this file's place in the
@@ -65,26 +105,11 @@ func buildCollector() (string, error) {
 		fmt.Fprintf(h, "%s %d\n", name, len(b))
 		h.Write(b)
 	}
-	cache, err := os.UserCacheDir()
+	bin, err := cachePath("otelcol-" + hex.EncodeToString(h.Sum(nil))[:16])
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, "sandtrail-test", "otelcol-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", err
-	}
-	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	t0 := time.Now()
-	out, err := exec.Command("go", "build", "-C", src, "-o", tmp, ".").CombinedOutput()
-	if err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("go build -C %s: %v\n%s", src, err, out)
-	}
-	fmt.Fprintf(os.Stderr, "built the test collector in %s: %s\n", time.Since(t0).Round(time.Second), bin)
-	return bin, os.Rename(tmp, bin)
+	return bin, goBuild(bin, src, ".")
 }
 
 // collectorConfig: the otlp receiver (http only) on the port, the file
@@ -129,7 +154,7 @@ type Collector struct {
 // tb kills it.
 func StartCollector(tb testing.TB) *Collector {
 	tb.Helper()
-	c := &Collector{tb: tb, bin: collectorBinary(tb), dir: tb.TempDir(), port: freePort(tb)}
+	c := &Collector{tb: tb, bin: collectorBuild.binary(tb), dir: tb.TempDir(), port: freePort(tb)}
 	c.Start()
 	tb.Cleanup(c.Kill)
 	return c
