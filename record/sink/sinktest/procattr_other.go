@@ -1,0 +1,8 @@
+//go:build !linux
+
+package sinktest
+
+import "syscall"
+
+// setParentDeathSignal does nothing: only Linux has a parent-death signal.
+func setParentDeathSignal(*syscall.SysProcAttr) {}
