@@ -59,6 +59,15 @@ kernels() {
 	want xz xz-utils
 }
 
+# postgres_server: Debian's PostgreSQL 15 server binaries, which
+# record/central/centraltest runs (initdb and postgres in a scratch cluster
+# on a loopback port) for the central store's tests, the scale-out test and
+# the benchmarks. They are not on PATH (Debian keeps them beneath
+# /usr/lib/postgresql/15/bin).
+postgres_server() {
+	[ -x /usr/lib/postgresql/15/bin/initdb ] && [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+}
+
 case "${1:-test}" in
 test)
 	want dpkg dpkg
@@ -76,6 +85,7 @@ test)
 	dpkg -s rsyslog-gnutls >/dev/null 2>&1 || need+=(rsyslog-gnutls)
 	# The deb mirror checks Debian's archive against this keyring.
 	[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+	postgres_server
 	kernels
 	agent_user=1
 	;;
@@ -91,6 +101,7 @@ bench)
 	want wrk wrk
 	want strace strace
 	want nginx nginx-light
+	postgres_server
 	;;
 generate)
 	want clang clang
@@ -130,9 +141,11 @@ verdaccio() {
 # stays enabled, as on any Debian machine with rsyslog, for the next boot.
 # The same holds for the benchmarks' nginx and auditd: a system nginx
 # would sit on port 80 for nothing, and a system auditd would hold the
-# kernel's audit socket that the exec storm's own auditd registers on.
+# kernel's audit socket that the exec storm's own auditd registers on; and
+# for postgresql-15, whose package would start its main cluster on port
+# 5432 (the tests run their own server, as centraltest says).
 hold_services() {
-	case " ${need[*]} " in *" rsyslog "* | *" nginx-light "* | *" auditd "*) ;; *) return 0 ;; esac
+	case " ${need[*]} " in *" rsyslog "* | *" nginx-light "* | *" auditd "* | *" postgresql-15 "*) ;; *) return 0 ;; esac
 	[ -e /usr/sbin/policy-rc.d ] && return 0
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
 	chmod 755 /usr/sbin/policy-rc.d
