@@ -97,14 +97,16 @@ func StartPostgres(tb testing.TB, opts ...Option) *Postgres {
 			tb.Fatal(err)
 		}
 	}
+	t0 := time.Now()
 	if err := p.initdb(); err != nil {
 		tb.Fatal(err)
 	}
-	t0 := time.Now()
+	t1 := time.Now()
 	if err := p.start(cfg.settings); err != nil {
 		tb.Fatalf("starting postgres: %v\nthe server's log ends:\n%s", err, p.LogTail())
 	}
-	tb.Logf("postgres ready on 127.0.0.1:%d in %s", p.port, time.Since(t0).Round(time.Millisecond))
+	tb.Logf("postgres on 127.0.0.1:%d: initdb %s, ready %s later", p.port,
+		t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 	if err := p.exec("postgres", "CREATE DATABASE "+role); err != nil {
 		tb.Fatal(err)
 	}

@@ -26,6 +26,12 @@ func TestPostgres(t *testing.T) {
 		checkServer(t, p)
 		checkCreateDatabase(t, p)
 	})
+	t.Run("setting", func(t *testing.T) {
+		conn := connect(t, StartPostgres(t, WithSetting("fsync", "off")).DSN())
+		if got := query(t, conn, "SHOW fsync"); got != "off" {
+			t.Errorf("with WithSetting(fsync, off), SHOW fsync = %q, want off", got)
+		}
+	})
 	if p == nil {
 		return
 	}

@@ -56,7 +56,9 @@ const (
 
 // NATSCluster is a JetStream cluster of nats-server processes that a test
 // started on loopback, each in its own process group, with its own client
-// and cluster ports and its own store directory, named n1..nN.
+// and cluster ports and its own store directory, named n1..nN. Its
+// methods are for the test's goroutine: Kill and Restart are not safe to
+// call concurrently.
 type NATSCluster struct {
 	tb    testing.TB
 	bin   string
