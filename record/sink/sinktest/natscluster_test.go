@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,10 +17,13 @@ import (
 )
 
 // TestNATSClusterDedupAcrossAKilledLeader publishes 1000 messages, each
-// with its Nats-Msg-Id, to an R3 file stream, SIGKILLs the stream's
-// leader a third of the way through and restarts it at two thirds,
-// retrying every publish that fails; the stream must hold each message
-// exactly once, and the end of the test must leave no node running.
+// with its Nats-Msg-Id, to an R3 file stream, in batches of 50 in flight
+// at once; it SIGKILLs the stream's leader a third of the way through,
+// with a batch in flight, and restarts it at two thirds, publishing again
+// every message whose ack did not come. The stream must hold each
+// message exactly once, a message published again after the failover
+// must be acked as a duplicate, and the end of the test must leave no
+// node running.
 func TestNATSClusterDedupAcrossAKilledLeader(t *testing.T) {
 	var pids []int
 	t.Run("cluster", func(t *testing.T) {
@@ -44,13 +48,15 @@ func TestNATSClusterDedupAcrossAKilledLeader(t *testing.T) {
 	}
 }
 
+const published = 1000
+
 func publishThroughAKill(t *testing.T, c *NATSCluster) {
 	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,41 +69,87 @@ func publishThroughAKill(t *testing.T, c *NATSCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const total = 1000
-	killed, retries := -1, 0
-	for i := range total {
-		switch i {
-		case total / 3:
+	const batch = 50
+	killed, retried, dups := -1, 0, 0
+	for first := 0; first < published; first += batch {
+		kill := first <= published/3 && published/3 < first+batch
+		if kill {
 			killed = streamLeader(t, ctx, stream)
-			c.Kill(killed)
-		case 2 * total / 3:
+		}
+		if first <= 2*published/3 && 2*published/3 < first+batch {
 			c.Restart(killed)
 		}
-		retries += publishUntilAcked(t, ctx, js, i)
+		unacked := publishBatch(t, js, first, batch, func() {
+			if kill {
+				c.Kill(killed)
+			}
+		})
+		for _, i := range unacked {
+			if publishUntilAcked(t, ctx, js, i).Duplicate {
+				dups++
+			}
+		}
+		retried += len(unacked)
 	}
-	t.Logf("killed and restarted n%d, the stream's leader; %d publishes retried", killed+1, retries)
+	t.Logf("killed and restarted n%d, the stream's leader; %d messages published again, %d of which the stream had already stored", killed+1, retried, dups)
+	for _, i := range []int{0, published/3 - 1, published - 1} {
+		if ack := publishUntilAcked(t, ctx, js, i); !ack.Duplicate {
+			t.Errorf("message %d, published again after the failover, was acked as new (seq %d), want a duplicate", i, ack.Sequence)
+		}
+	}
 	info, err := stream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != total || info.State.LastSeq != total {
-		t.Errorf("the stream holds %d messages, last seq %d; want %d and %d", info.State.Msgs, info.State.LastSeq, total, total)
+	if info.State.Msgs != published || info.State.LastSeq != published {
+		t.Errorf("the stream holds %d messages, last seq %d; want %d and %d", info.State.Msgs, info.State.LastSeq, published, published)
 	}
 	waitReplicasCurrent(t, ctx, stream)
 }
 
+// publish sends message i, with its Nats-Msg-Id, asynchronously.
+func publish(js jetstream.JetStream, i int) (jetstream.PubAckFuture, error) {
+	return js.PublishAsync("events.test", []byte(strconv.Itoa(i)), jetstream.WithMsgID(fmt.Sprintf("msg-%d", i)))
+}
+
+// publishBatch sends messages first..first+n-1 at once, calls inFlight,
+// and returns those whose ack did not come.
+func publishBatch(t *testing.T, js jetstream.JetStream, first, n int, inFlight func()) []int {
+	futures := make(map[int]jetstream.PubAckFuture, n)
+	var unacked []int
+	for i := first; i < first+n && i < published; i++ {
+		f, err := publish(js, i)
+		if err != nil {
+			unacked = append(unacked, i)
+			continue
+		}
+		futures[i] = f
+	}
+	inFlight()
+	for _, i := range slices.Sorted(maps.Keys(futures)) {
+		select {
+		case <-futures[i].Ok():
+		case <-futures[i].Err():
+			unacked = append(unacked, i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("message %d: neither an ack nor an error within 10 s", i)
+		}
+	}
+	return unacked
+}
+
 // publishUntilAcked publishes message i until the stream acks it, and
-// returns how many attempts failed.
-func publishUntilAcked(t *testing.T, ctx context.Context, js jetstream.JetStream, i int) int {
-	for failed := 0; ; failed++ {
+// returns the ack.
+func publishUntilAcked(t *testing.T, ctx context.Context, js jetstream.JetStream, i int) *jetstream.PubAck {
+	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.Publish(pctx, "events.test", []byte(strconv.Itoa(i)), jetstream.WithMsgID(fmt.Sprintf("msg-%d", i)))
+		ack, err := js.Publish(pctx, "events.test", []byte(strconv.Itoa(i)), jetstream.WithMsgID(fmt.Sprintf("msg-%d", i)))
 		cancel()
 		if err == nil {
-			return failed
+			return ack
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("publishing message %d: %v (after %d attempts)", i, err, failed+1)
+			t.Fatalf("publishing message %d: %v (after %d attempts)", i, err, attempt)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
