@@ -49,6 +49,11 @@ docs/deployment.md has the topology, sizing and recovery.`,
 			if cfg.URL == "" || dsn == "" || keysDir == "" {
 				return usageErr(fmt.Errorf("aggregate needs --nats, --postgres and --keys"))
 			}
+			if grace <= cfg.AckWait {
+				// What a killed aggregator fetched comes again only after
+				// the ack wait: a shorter grace raises gaps that are not.
+				return usageErr(fmt.Errorf("--gap-grace %s must be longer than --ack-wait %s", grace, cfg.AckWait))
+			}
 			c, err := g.load()
 			if err != nil {
 				return usageErr(err)
@@ -66,7 +71,8 @@ docs/deployment.md has the topology, sizing and recovery.`,
 	f.StringVar(&cfg.Consumer, "consumer", "sandtrail-aggregate", "the durable consumer that the instances share")
 	f.IntVar(&cfg.Batch, "batch", 1000, "messages fetched and written at a time")
 	f.DurationVar(&cfg.VerifyEvery, "verify-every", 10*time.Second, "how often every host's chain is verified again")
-	f.DurationVar(&grace, "gap-grace", 2*time.Minute, "how long entries under a signed checkpoint may be missing before a gap is raised")
+	f.DurationVar(&cfg.AckWait, "ack-wait", time.Minute, "how long JetStream waits for an aggregator's acknowledgement before it delivers a message again")
+	f.DurationVar(&grace, "gap-grace", 2*time.Minute, "how long entries under a signed checkpoint may be missing before a gap is raised (more than --ack-wait)")
 	cmd.AddCommand(newAggregateStatusCmd())
 	return cmd
 }

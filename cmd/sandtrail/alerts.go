@@ -13,6 +13,7 @@ import (
 	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/policies/rules"
 	"github.com/sandtrail/sandtrail/record/event"
+	"github.com/sandtrail/sandtrail/record/central"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/pkgview"
@@ -84,8 +85,9 @@ Output (--format):
 }
 
 // goRules are the rules written in Go rather than Sigma, whose alerts name
-// them by name.
-var goRules = append(slices.Clone(pkgview.Rules), server.RuleForgedKind)
+// them by name: the package view's, the ingest socket's and the central
+// store's chain verification's.
+var goRules = append(slices.Clone(pkgview.Rules), server.RuleForgedKind, central.IntegrityRule)
 
 // loadRules loads the detection rules that the policy file (the embedded
 // default when empty) runs.
