@@ -12,8 +12,8 @@ import (
 
 	"github.com/sandtrail/sandtrail/daemon"
 	"github.com/sandtrail/sandtrail/policies/rules"
-	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/central"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/ingest/server"
 	"github.com/sandtrail/sandtrail/record/pkgview"
