@@ -127,10 +127,10 @@ func wantAlert(t *testing.T, alerts []string, parts ...string) {
 	t.Errorf("no integrity alert with %q among %q", parts, alerts)
 }
 
-// TestChainVerification publishes honest and dishonest records and checks
+// TestTamperChain publishes honest and dishonest records and checks
 // that the honest ones verify with no alert and that each dishonest one
 // raises its own alert naming the host and the seq.
-func TestChainVerification(t *testing.T) {
+func TestTamperChain(t *testing.T) {
 	honest, tampered, forked, gapped, badsig, otherkey := record(t, "h1", 40), record(t, "h2", 40), record(t, "h3", 20),
 		record(t, "h4", 30), record(t, "h5", 10), record(t, "h6", 10)
 	fake := record(t, "fake", 5)
