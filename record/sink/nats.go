@@ -60,7 +60,7 @@ func NATSOptions(name, credsFile, caFile string) []nats.Option {
 }
 
 // NewNATS connects to the server, reconnecting for ever when it goes away,
-// and makes sure the stream exists.
+// and makes sure the stream exists, creating it when it is missing.
 func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 	if c.Stream == "" {
 		c.Stream = "SANDTRAIL"
@@ -80,8 +80,18 @@ func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats sink: %w", err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: c.Stream, Subjects: []string{"sandtrail.>"},
-		Storage: jetstream.FileStorage, Replicas: c.Replicas, Duplicates: c.Duplicates})
+	// An existing stream is used as it is: a host may publish to it, but
+	// changing it (its retention, replicas) is its operator's, and the
+	// deployment's NATS permissions give hosts no more than the stream's
+	// info (docs/deployment.md).
+	_, err = js.Stream(ctx, c.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: c.Stream, Subjects: []string{"sandtrail.>"},
+			Storage: jetstream.FileStorage, Replicas: c.Replicas, Duplicates: c.Duplicates})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			_, err = js.Stream(ctx, c.Stream) // another host made it first
+		}
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats sink: stream %s: %w", c.Stream, err)
