@@ -1,6 +1,10 @@
 package central
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sandtrail/sandtrail/record/index"
+)
 
 // maxDict bounds each dictionary cache; past it the cache starts over.
 const maxDict = 1 << 17
@@ -36,19 +40,26 @@ const maxKey = 2000
 // text makes s storable as PostgreSQL text: no NUL (the kernel's paths
 // have none; a forged event's may), at most maxKey bytes, cut at a rune.
 // s is valid UTF-8, as encoding/json decodes it.
-func text(s string) string {
+func text(s string) string { return clip(s, maxKey) }
+
+func clip(s string, n int) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
-	if len(s) <= maxKey {
+	if len(s) <= n {
 		return s
 	}
-	n := maxKey
 	for n > 0 && s[n]&0xC0 == 0x80 {
 		n--
 	}
 	return s[:n]
 }
 
-// packageKey is a package's dictionary key.
-func packageKey(eco, name, version string) string { return eco + "\x00" + name + "\x00" + version }
+// pathText makes a path storable whole: PostgreSQL's text holds no NUL.
+func pathText(s string) string { return clip(s, len(s)) }
+
+// packageKey is a package's dictionary key: its three columns, which
+// share one btree key, clipped so that together they fit in one.
+func packageKeyOf(p *index.PackageKey) string {
+	return clip(p.Ecosystem, 64) + "\x00" + clip(p.Name, maxKey/3) + "\x00" + clip(p.Version, maxKey/3)
+}

@@ -42,7 +42,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 		evs = append(evs, []any{r.hid, r.seq, day, ts, r.sid, text(r.ev.Kind), text(string(r.ev.Source)), pid, exe, string(r.raw)})
 		k := r.keys
 		for _, p := range k.Paths {
-			id := paths[text(p)]
+			id := paths[pathText(p)]
 			files = append(files, []any{r.hid, r.seq, day, r.sid, ts, id})
 			rolls["path_sessions"][[2]int64{id, r.sid}] = true
 		}
@@ -64,7 +64,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 			}
 		}
 		if p := k.Package; p != nil {
-			id := pkgs[packageKey(text(p.Ecosystem), text(p.Name), text(p.Version))]
+			id := pkgs[packageKeyOf(p)]
 			var purl any
 			if k.Purl != "" {
 				purl = text(k.Purl)
@@ -194,16 +194,16 @@ func (s *Store) keyIDs(ctx context.Context, tx pgx.Tx, fresh []*row) (paths, dom
 	wp, wd, wk := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, r := range fresh {
 		for _, p := range r.keys.Paths {
-			wp[text(p)] = true
+			wp[pathText(p)] = true
 		}
 		for _, d := range r.keys.Domains {
 			wd[text(d)] = true
 		}
 		if p := r.keys.Package; p != nil {
-			wk[packageKey(text(p.Ecosystem), text(p.Name), text(p.Version))] = true
+			wk[packageKeyOf(p)] = true
 		}
 	}
-	if paths, err = s.ids(ctx, tx, s.dicts.paths, "paths", "id", []string{"path"}, wp); err != nil {
+	if paths, err = s.pathIDs(ctx, tx, wp); err != nil {
 		return
 	}
 	if domains, err = s.ids(ctx, tx, s.dicts.domains, "domains", "id", []string{"rdomain"}, wd); err != nil {
@@ -283,4 +283,61 @@ func prefixed(p string, cols []string) string {
 		out[i] = p + c
 	}
 	return strings.Join(out, ", ")
+}
+
+// pathIDs returns the ids of the paths want, from cache or the table,
+// adding those that are new. The table is found by path_key, whose index
+// holds a long path's beginning only, and the whole path decides.
+func (s *Store) pathIDs(ctx context.Context, tx pgx.Tx, want map[string]bool) (map[string]int64, error) {
+	out := make(map[string]int64, len(want))
+	var missing []string
+	s.mu.Lock()
+	for p := range want {
+		if id, ok := s.dicts.paths[p]; ok {
+			out[p] = id
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	sort.Strings(missing)
+	added := map[string]int64{}
+	collect := func(q pgx.Rows) error {
+		var id int64
+		var p string
+		_, err := pgx.ForEachRow(q, []any{&id, &p}, func() error { added[p] = id; return nil })
+		return err
+	}
+	q, err := tx.Query(ctx, `SELECT t.id, t.path FROM paths t JOIN unnest($1::text[]) AS u(p) ON t.path_key = left(u.p, $2) AND t.path = u.p`, missing, index.PathKey)
+	if err == nil {
+		err = collect(q)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading paths: %w", err)
+	}
+	var fresh []string
+	for _, p := range missing {
+		if _, ok := added[p]; !ok {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) > 0 {
+		q, err := tx.Query(ctx, `INSERT INTO paths(path) SELECT unnest($1::text[]) RETURNING id, path`, fresh)
+		if err == nil {
+			err = collect(q)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("adding paths: %w", err)
+		}
+	}
+	for p, id := range added {
+		out[p] = id
+	}
+	s.mu.Lock()
+	keep(s.dicts.paths, added)
+	s.mu.Unlock()
+	return out, nil
 }

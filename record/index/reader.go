@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"strconv"
 	"strings"
+
+	"github.com/sandtrail/sandtrail/record/query"
 )
 
 // Reader answers the incident questions over a store's tables. The
@@ -34,6 +36,9 @@ type Dialect struct {
 	numbered bool
 	// cross joins in the order written.
 	cross string
+	// pathKey, when not 0, is the length in characters of the paths'
+	// key column, path_key, the part of a path that an index holds.
+	pathKey int
 }
 
 // The dialects.
@@ -43,8 +48,55 @@ var (
 	// Postgres is the central store's (pgx): the planner needs no hints,
 	// an entry is keyed by host and seq, and a join on the entry's day as
 	// well lets it look in one day's partition.
-	Postgres = &Dialect{hosts: true, ids: "(SELECT jsonb_array_elements_text(?::jsonb)::bigint)", numbered: true, cross: "JOIN"}
+	Postgres = &Dialect{hosts: true, ids: "(SELECT jsonb_array_elements_text(?::jsonb)::bigint)", numbered: true, cross: "JOIN",
+		pathKey: PathKey}
 )
+
+// PathKey is how many characters of a path the central store's index of
+// paths holds (path_key, left(path, PathKey)): PostgreSQL's btree holds a
+// key of at most about 2,700 bytes, and a kernel path may have 4,096.
+const PathKey = 600
+
+// pathRange is the condition that a path is in one of rs. Where the
+// index holds only a path's key, the condition is on the key, which finds
+// the candidates through the index, and on the path, which decides:
+// a path p in [lo, hi) has left(p) in [left(lo), left(hi)] (a prefix of
+// a string sorts at or before it, and cutting keeps the order).
+func (d *Dialect) pathRange(rs []query.Range) (string, []any) {
+	w, a := rangeSQL("path", rs)
+	if d.pathKey == 0 {
+		return w, a
+	}
+	var parts []string
+	var args []any
+	for _, r := range rs {
+		lo := leftRunes(r.Lo, d.pathKey)
+		switch {
+		case r.Exact:
+			parts = append(parts, "path_key = ?")
+			args = append(args, lo)
+		case r.Hi == "":
+			parts = append(parts, "path_key >= ?")
+			args = append(args, lo)
+		default:
+			parts = append(parts, "(path_key >= ? AND path_key <= ?)")
+			args = append(args, lo, leftRunes(r.Hi, d.pathKey))
+		}
+	}
+	return "(" + strings.Join(parts, " OR ") + ") AND " + w, append(args, a...)
+}
+
+// leftRunes is PostgreSQL's left(s, n): the first n characters of s.
+func leftRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
 
 // table is table name with alias, and the index to use where hints are
 // wanted.

@@ -90,10 +90,10 @@ func rangeSQL(col string, rs []query.Range) (string, []any) {
 func (r *Reader) sideOf(ctx context.Context, f *query.Filter) (sd *side, none bool, err error) {
 	switch {
 	case f.Path != nil && !f.Path.Glob:
-		w, a := rangeSQL("path", f.Path.Ranges())
+		w, a := r.d.pathRange(f.Path.Ranges())
 		return r.filesSide("(SELECT id FROM paths WHERE "+w+")", a), false, nil
 	case f.Path != nil:
-		w, a := rangeSQL("path", f.Path.Ranges())
+		w, a := r.d.pathRange(f.Path.Ranges())
 		ids, err := r.keys(ctx, "SELECT id, path FROM paths WHERE "+w, a, f.Path.Match)
 		if err != nil || len(ids) == 0 {
 			return nil, err == nil, err

@@ -54,7 +54,14 @@ CREATE INDEX events_sid_ts ON events(sid, ts);
 CREATE INDEX events_ts ON events(ts);
 CREATE INDEX events_kind ON events(kind, ts, sid);
 
-CREATE TABLE paths(id bigserial PRIMARY KEY, path text COLLATE "C" NOT NULL UNIQUE);
+-- A path can be longer than a btree key may be (4,096 bytes against about
+-- 2,700): the index holds its first 600 characters (path_key, which
+-- index.PathKey names), and a question checks the whole path beside it.
+-- The paths are not unique: two aggregators adding one path at once may
+-- give it two ids, which every question treats as one path.
+CREATE TABLE paths(id bigserial PRIMARY KEY, path text COLLATE "C" NOT NULL,
+	path_key text COLLATE "C" GENERATED ALWAYS AS (left(path, 600)) STORED);
+CREATE INDEX paths_key ON paths(path_key);
 CREATE TABLE domains(id bigserial PRIMARY KEY, rdomain text COLLATE "C" NOT NULL UNIQUE);
 CREATE TABLE packages(id bigserial PRIMARY KEY, ecosystem text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
 	version text COLLATE "C" NOT NULL, UNIQUE(ecosystem, name, version));
