@@ -301,11 +301,9 @@ func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
 	id := m.Headers().Get(jetstream.MsgIDHeader)
 	nm, err := sink.ParseNATSMessage(m.Subject(), id)
 	if err != nil {
-		host := "?"
-		if nm.Host != "" {
-			host = nm.Host
-		}
-		return central.Entry{}, nil, unreadable(host, nm.Seq, m, err)
+		// A subject that names no host makes a problem of the store's
+		// own (host ""), which no subject can name.
+		return central.Entry{}, nil, unreadable(nm.Host, nm.Seq, m, err)
 	}
 	if nm.Checkpoint == 0 {
 		return central.Entry{Host: nm.Host, Seq: nm.Seq, Raw: m.Data()}, nil, nil
@@ -324,6 +322,9 @@ func unreadable(host string, seq uint64, m jetstream.Msg, err error) *central.Pr
 	var streamSeq uint64
 	if md, mdErr := m.Metadata(); mdErr == nil {
 		streamSeq = md.Sequence.Stream
+	}
+	if host == "" {
+		seq = streamSeq // raised once per such message, not once in all
 	}
 	return &central.Problem{Host: host, Seq: seq, Kind: central.ProblemUnreadable,
 		Detail: fmt.Sprintf("stream message %d on %q is not one a host's sink sends: %v", streamSeq, m.Subject(), err)}

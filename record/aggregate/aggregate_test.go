@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/sandtrail/sandtrail/record/aggregate"
@@ -157,5 +160,72 @@ func TestAggregatorResumes(t *testing.T) {
 	alerts, err := store.Query(context.Background(), query.Filter{Kinds: []query.Kind{{Name: event.KindAlert}}})
 	if err != nil || len(alerts) != 0 {
 		t.Errorf("alerts = %d %v, want none", len(alerts), err)
+	}
+}
+
+// TestAggregatorUnreadable: messages that no sink sends (an id of another
+// form, a checkpoint line that is not one, a subject with no kind) are
+// acknowledged, each raising an unreadable integrity alert, and do not
+// hold back the host's entries behind them.
+func TestAggregatorUnreadable(t *testing.T) {
+	srv := sinktest.StartNATS(t, 0, t.TempDir())
+	url := srv.ClientURL()
+	pg := centraltest.StartPostgres(t)
+	h := startHost(t, "h1", url)
+	store, err := central.Open(context.Background(), pg.DSN(), central.WithKeys(central.Keys{"h1": h.key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h.record(t, "s1", 10)
+	time.Sleep(200 * time.Millisecond) // the stream exists
+	for _, m := range []struct{ subject, id, data string }{
+		{"sandtrail.h1.process_exec", "nope", "{}"},
+		{"sandtrail.h1.checkpoint", "h1-checkpoint-5", "not a checkpoint line"},
+		{"sandtrail.h1", "h1-99", "{}"},
+	} {
+		msg := &nats.Msg{Subject: m.subject, Data: []byte(m.data), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, m.id)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.record(t, "s1", 10)
+	stop := runAggregator(t, url, store)
+	defer stop()
+	h.stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var unreadable int
+		err := store.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindAlert}}}, func(e *event.Event) error {
+			if strings.Contains(e.Alert.Title, central.ProblemUnreadable) {
+				unreadable++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains, err := store.Chains(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unreadable == 3 && len(chains) == 1 && chains[0].Verified == h.j.Size() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unreadable alerts %d, chains %+v; want 3 and h1 verified to %d", unreadable, chains, h.j.Size())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
