@@ -19,9 +19,11 @@ import (
 // again; a signed checkpoint goes to sandtrail.<host>.checkpoint as
 // <host>-checkpoint-<size>.
 type NATS struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	host string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	host    string
+	cfg     NATSConfig
+	ensured bool // the stream is known to exist; Write is not called concurrently
 }
 
 var _ Sink = (*NATS)(nil)
@@ -60,7 +62,10 @@ func NATSOptions(name, credsFile, caFile string) []nats.Option {
 }
 
 // NewNATS connects to the server, reconnecting for ever when it goes away,
-// and makes sure the stream exists, creating it when it is missing.
+// and makes sure the stream exists, creating it when it is missing. A
+// server that is not reachable yet, or a cluster that cannot place the
+// stream yet, is no error: the sink lags, and its first write makes sure
+// of the stream again (the error is the write's, in the sink's status).
 func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 	if c.Stream == "" {
 		c.Stream = "SANDTRAIL"
@@ -80,23 +85,36 @@ func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats sink: %w", err)
 	}
-	// An existing stream is used as it is: a host may publish to it, but
-	// changing it (its retention, replicas) is its operator's, and the
-	// deployment's NATS permissions give hosts no more than the stream's
-	// info (docs/deployment.md).
-	_, err = js.Stream(ctx, c.Stream)
+	s := &NATS{nc: nc, js: js, host: token(c.Host), cfg: c}
+	_ = s.ensureStream(ctx)
+	return s, nil
+}
+
+// ensureStream makes sure the stream exists, once. An existing stream is
+// used as it is: a host may publish to it, but changing it (its
+// retention, replicas) is its operator's, and the deployment's NATS
+// permissions give hosts no more than the stream's info
+// (docs/deployment.md).
+func (s *NATS) ensureStream(ctx context.Context) error {
+	if s.ensured {
+		return nil
+	}
+	c := s.cfg
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.js.Stream(ctx, c.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: c.Stream, Subjects: []string{"sandtrail.>"},
+		_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: c.Stream, Subjects: []string{"sandtrail.>"},
 			Storage: jetstream.FileStorage, Replicas: c.Replicas, Duplicates: c.Duplicates})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			_, err = js.Stream(ctx, c.Stream) // another host made it first
+			_, err = s.js.Stream(ctx, c.Stream) // another host made it first
 		}
 	}
 	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("nats sink: stream %s: %w", c.Stream, err)
+		return fmt.Errorf("nats sink: stream %s: %w", c.Stream, err)
 	}
-	return &NATS{nc: nc, js: js, host: token(c.Host)}, nil
+	s.ensured = true
+	return nil
 }
 
 // token makes s a single subject token: no dots, spaces, wildcards.
@@ -179,6 +197,9 @@ func clipID(s string) string {
 // Write publishes the batch asynchronously and returns once the stream
 // acknowledged every entry, or with the first error.
 func (s *NATS) Write(ctx context.Context, batch []Entry) error {
+	if err := s.ensureStream(ctx); err != nil {
+		return err
+	}
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, e := range batch {
 		msg := &nats.Msg{Subject: Subject(s.host, e.Kind), Data: e.Line}
