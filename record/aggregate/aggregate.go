@@ -165,10 +165,10 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			continue
 		}
 		if err := a.handle(ctx, msgs); err != nil {
-			for _, m := range msgs {
-				_ = m.Nak()
-			}
 			a.fail(ctx, err, &backoff)
+			for _, m := range msgs {
+				_ = m.NakWithDelay(backoff)
+			}
 			continue
 		}
 		backoff = 0
@@ -203,12 +203,19 @@ func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	var entries []central.Entry
 	var cps []checkpoint
-	var unreadable []central.Problem
+	var bad []central.Problem
 	for _, m := range msgs {
 		e, cp, p := read(m)
+		if p == nil && delivered(m) > maxDeliveries {
+			// A backstop: whatever keeps failing is not retried for ever.
+			p = unreadable(e.Host, e.Seq, m, fmt.Errorf("delivered %d times and never stored", delivered(m)))
+			if cp != nil {
+				p.Host, p.Seq = cp.host, cp.size-1
+			}
+		}
 		switch {
 		case p != nil:
-			unreadable = append(unreadable, *p)
+			bad = append(bad, *p)
 		case cp != nil:
 			cps = append(cps, *cp)
 		default:
@@ -228,7 +235,7 @@ func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
 			hosts = append(hosts, cp.host)
 		}
 	}
-	for _, p := range unreadable {
+	for _, p := range bad {
 		if err := a.store.Raise(ctx, p); err != nil {
 			return err
 		}
@@ -246,7 +253,7 @@ func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	a.st.Added += uint64(res.Added)
 	a.st.Duplicates += uint64(res.Duplicates)
 	a.st.Checkpoints += uint64(len(cps))
-	a.st.Unreadable += uint64(len(unreadable))
+	a.st.Unreadable += uint64(len(bad))
 	a.st.LastError = ""
 	a.mu.Unlock()
 	return nil
@@ -273,6 +280,7 @@ func (a *Aggregator) write(ctx context.Context, entries []central.Entry) (centra
 		}
 		res.Added += r.Added
 		res.Duplicates += r.Duplicates
+		res.Skipped += r.Skipped
 		for _, h := range r.Hosts {
 			if !slices.Contains(res.Hosts, h) {
 				res.Hosts = append(res.Hosts, h)
@@ -283,10 +291,10 @@ func (a *Aggregator) write(ctx context.Context, entries []central.Entry) (centra
 }
 
 // dataError says whether PostgreSQL refused the data itself (SQLSTATE
-// class 22, data exception, or 23, integrity constraint violation), which
-// no retry mends.
+// class 22, data exception; 23, integrity constraint violation; 54, a
+// limit such as a btree key's size), which no retry mends.
 func dataError(pe *pgconn.PgError) bool {
-	return len(pe.Code) == 5 && (pe.Code[:2] == "22" || pe.Code[:2] == "23")
+	return len(pe.Code) == 5 && (pe.Code[:2] == "22" || pe.Code[:2] == "23" || pe.Code[:2] == "54")
 }
 
 // checkpoint is a checkpoint message's content.
@@ -316,6 +324,19 @@ func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
 		return central.Entry{}, nil, unreadable(nm.Host, nm.Seq, m, err)
 	}
 	return central.Entry{}, &checkpoint{host: nm.Host, size: nm.Checkpoint, note: []byte(l.Checkpoint.Note)}, nil
+}
+
+// maxDeliveries is how many deliveries of a message the aggregator tries
+// before it gives up on it, acknowledges it and raises it as unreadable.
+const maxDeliveries = 20
+
+// delivered is how many times m was delivered, this time included.
+func delivered(m jetstream.Msg) uint64 {
+	md, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.NumDelivered
 }
 
 func unreadable(host string, seq uint64, m jetstream.Msg, err error) *central.Problem {

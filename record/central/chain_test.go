@@ -235,3 +235,52 @@ func flipSignature(t *testing.T, msg []byte) []byte {
 	lines[len(lines)-1] = last[:i+1] + base64.StdEncoding.EncodeToString(sig)
 	return []byte(strings.Join(lines, "\n") + "\n")
 }
+
+// TestTamperCrossHost: an enrolled host publishes into another host's
+// session (an event, a terminate that would end it) and an integrity alert
+// of its own making. None is indexed, each raises its own alert, and the
+// victim's session and its account stay as its host recorded them.
+func TestTamperCrossHost(t *testing.T) {
+	victim, attacker := record(t, "h1", 10), record(t, "h2", 3)
+	s := openStore(t, newDatabase(t), central.WithKeys(central.Keys{"h1": victim.key, "h2": attacker.key}))
+	ctx := context.Background()
+	publish(t, s, "h1", victim.entries, victim.cp)
+	before, err := s.Sessions(ctx, query.Filter{Session: "h1-s1"})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("Sessions = %v, %v", before, err)
+	}
+	forge := func(seq uint64, e *event.Event) central.Entry {
+		e.V, e.Seq, e.Host, e.TS = event.SchemaVersion, seq, "h1", t0.Add(1000*time.Hour)
+		raw, err := event.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return central.Entry{Host: "h2", Seq: seq, Raw: raw}
+	}
+	code := int32(0)
+	write(t, s, append(attacker.entries, forge(3, &event.Event{SessionID: "h1-s1", Kind: event.KindFileRead, Source: event.SourceKernel,
+		File: &event.File{Path: "/etc/shadow"}}),
+		forge(4, &event.Event{SessionID: "h1-s1", Kind: event.KindSessionTerminate, Source: event.SourceSession,
+			Session: &event.Session{Op: "terminate", Reason: "normal", ExitStatus: &code}}),
+		forge(5, &event.Event{SessionID: "h1-s1", Kind: event.KindAlert, Source: event.SourceRules,
+			Alert: &event.Alert{RuleID: central.IntegrityRule, Title: "record integrity: mismatch (host h1)", Level: "critical"}})), 10)
+	alerts := integrityAlerts(t, s)
+	wantAlert(t, alerts, "session_conflict", "host h2 seq 3", "h1's")
+	wantAlert(t, alerts, "session_conflict", "host h2 seq 4")
+	wantAlert(t, alerts, "forged_alert", "host h2 seq 5")
+	if len(alerts) != 3 {
+		t.Errorf("alerts %q, want 3", alerts)
+	}
+	after, err := s.Sessions(ctx, query.Filter{Session: "h1-s1"})
+	if err != nil || sessionLines(after)[0] != sessionLines(before)[0] {
+		t.Errorf("the victim's session changed:\nbefore %q\nafter  %q", sessionLines(before), sessionLines(after))
+	}
+	hits, err := s.Query(ctx, query.Filter{Session: "h1-s1"})
+	if err != nil || len(hits) != 10 {
+		t.Errorf("the victim's session has %d events (%v), want its own 10", len(hits), err)
+	}
+	sc, err := s.SessionChain(ctx, "h1-s1")
+	if err != nil || sc.Host != "h1" || sc.Covered != 10 || sc.Problems != 0 {
+		t.Errorf("SessionChain = %+v, %v; want h1's 10 entries covered, no problem of h1", sc, err)
+	}
+}

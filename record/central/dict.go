@@ -14,10 +14,12 @@ const maxDict = 1 << 17
 // added a key; one is only forgotten when its transaction fails.
 type dicts struct {
 	sessions, paths, domains, packages map[string]int64
+	// owners is each session's host, by sid.
+	owners map[int64]int32
 }
 
 func newDicts() dicts {
-	return dicts{map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}}
+	return dicts{map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}, map[int64]int32{}}
 }
 
 // keep adds ids to cache m, starting it over when it would grow past

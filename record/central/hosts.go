@@ -75,34 +75,51 @@ const partitionLock = 0x53414e45
 // partitioned are the tables partitioned by day.
 var partitioned = []string{"events", "files", "nets", "pkgs"}
 
-// ensureDays makes the partitions of day and the next, so that midnight
-// does not find its partitions missing.
+// daysAhead is how many days' partitions are made before they are needed.
+const daysAhead = 3
+
+// ensureDays makes the partitions of day and the daysAhead after it. Making
+// one waits for every open read of the parent table (it takes an ACCESS
+// EXCLUSIVE lock), so it waits at most a second each time: a day ahead
+// that could not be made is tried again at the next write, and only a
+// missing partition of day itself fails the write.
 func (s *Store) ensureDays(ctx context.Context, day int32) error {
-	s.mu.Lock()
-	done := s.days[day] && s.days[day+1]
-	s.mu.Unlock()
-	if done {
-		return nil
+	for d := day; d <= day+daysAhead; d++ {
+		s.mu.Lock()
+		done := s.days[d]
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		if err := s.makeDay(ctx, d); err != nil {
+			if d == day {
+				return fmt.Errorf("central store: making the partitions of day %d: %w", d, err)
+			}
+			s.log.Debug("making a day's partitions ahead failed; trying again later", "day", d, "error", err)
+			return nil
+		}
+		s.mu.Lock()
+		s.days[d] = true
+		s.mu.Unlock()
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return nil
+}
+
+// makeDay makes day's partition of each partitioned table.
+func (s *Store) makeDay(ctx context.Context, day int32) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '1s'`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, partitionLock); err != nil {
 			return err
 		}
-		for _, d := range []int32{day, day + 1} {
-			for _, t := range partitioned {
-				q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s_d%d PARTITION OF %s FOR VALUES FROM (%d) TO (%d)`, t, d, t, d, d+1)
-				if _, err := tx.Exec(ctx, q); err != nil {
-					return err
-				}
+		for _, t := range partitioned {
+			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s_d%d PARTITION OF %s FOR VALUES FROM (%d) TO (%d)`, t, day, t, day, day+1)
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("central store: making the partitions of day %d: %w", day, err)
-	}
-	s.mu.Lock()
-	s.days[day], s.days[day+1] = true, true
-	s.mu.Unlock()
-	return nil
 }

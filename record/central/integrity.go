@@ -34,6 +34,11 @@ const (
 	// ProblemGap: entries a signed checkpoint covers that have not arrived
 	// within the grace period.
 	ProblemGap = "gap"
+	// ProblemSessionConflict: an entry of a host that names another
+	// host's session.
+	ProblemSessionConflict = "session_conflict"
+	// ProblemForgedAlert: an integrity alert published by a host.
+	ProblemForgedAlert = "forged_alert"
 	// ProblemUnreadable: a message of the stream that no host's sink
 	// sends (a subject or message id of another form), or an entry the
 	// store refuses.

@@ -13,13 +13,14 @@ import (
 
 // insertRows inserts the new rows' events, side rows, rollups and session
 // summaries, and the skipped ones.
-func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int32) error {
-	if err := s.sessionIDs(ctx, tx, fresh); err != nil {
-		return err
+func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int32) ([]Problem, error) {
+	problems, err := s.sessionIDs(ctx, tx, fresh)
+	if err != nil {
+		return nil, err
 	}
 	paths, domains, pkgs, err := s.keyIDs(ctx, tx, fresh)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var evs, files, nets, pkgRows, skipped [][]any
 	rolls := map[string]map[[2]int64]bool{"path_sessions": {}, "domain_sessions": {}, "pkg_sessions": {}}
@@ -80,12 +81,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, fresh []*row, day int
 		sum.Add(r.ev, ts)
 	}
 	if err := copyRows(ctx, tx, evs, files, nets, pkgRows, skipped); err != nil {
-		return err
+		return nil, err
 	}
 	if err := insertRollups(ctx, tx, rolls); err != nil {
-		return err
+		return nil, err
 	}
-	return updateSummaries(ctx, tx, sums)
+	return problems, updateSummaries(ctx, tx, sums)
 }
 
 // copyRows copies the rows of the events, the side tables and skipped.
@@ -116,7 +117,8 @@ func copyRows(ctx context.Context, tx pgx.Tx, evs, files, nets, pkgs, skipped []
 // deadlock.
 func insertRollups(ctx context.Context, tx pgx.Tx, rolls map[string]map[[2]int64]bool) error {
 	cols := map[string]string{"path_sessions": "path_id", "domain_sessions": "domain_id", "pkg_sessions": "pkg_id"}
-	for table, pairs := range rolls {
+	for _, table := range []string{"path_sessions", "domain_sessions", "pkg_sessions"} {
+		pairs := rolls[table]
 		if len(pairs) == 0 {
 			continue
 		}
@@ -154,7 +156,7 @@ func updateSummaries(ctx context.Context, tx pgx.Tx, sums map[int64]*index.Summa
 		b.Queue(`UPDATE sessions SET
 			first_ts = LEAST(first_ts, $1), last_ts = GREATEST(last_ts, $2),
 			events = events + $3, procs = procs + $4, files = files + $5, nets = nets + $6,
-			pkgs = pkgs + $7, alerts = alerts + $8, lost = lost + $9,
+			pkgs = pkgs + $7, alerts = alerts + $8, lost = LEAST(lost::numeric + $9, 9223372036854775807)::bigint,
 			end_reason = CASE WHEN $10 AND (end_ts IS NULL OR $11 >= end_ts) THEN $12 ELSE end_reason END,
 			exit_status = CASE WHEN $10 AND (end_ts IS NULL OR $11 >= end_ts) THEN $13 ELSE exit_status END,
 			end_ts = CASE WHEN $10 AND (end_ts IS NULL OR $11 >= end_ts) THEN $11 ELSE end_ts END
@@ -167,9 +169,12 @@ func updateSummaries(ctx context.Context, tx pgx.Tx, sums map[int64]*index.Summa
 	return nil
 }
 
-// sessionIDs sets each row's sid, adding the sessions that are new. An
-// undecodable row has none.
-func (s *Store) sessionIDs(ctx context.Context, tx pgx.Tx, fresh []*row) error {
+// sessionIDs sets each row's sid, adding the sessions that are new, and
+// gives each new session to the host of its first row. A row of another
+// host than its session's (the store's own alerts apart) is made a
+// skipped one, and a session_conflict problem: no host writes into
+// another's session. An undecodable row has no session.
+func (s *Store) sessionIDs(ctx context.Context, tx pgx.Tx, fresh []*row) ([]Problem, error) {
 	want := map[string]bool{}
 	for _, r := range fresh {
 		if r.ev != nil {
@@ -178,14 +183,75 @@ func (s *Store) sessionIDs(ctx context.Context, tx pgx.Tx, fresh []*row) error {
 	}
 	ids, err := s.ids(ctx, tx, s.dicts.sessions, "sessions", "sid", []string{"session_id"}, want)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	owners, err := s.sessionOwners(ctx, tx, fresh, ids)
+	if err != nil {
+		return nil, err
+	}
+	var problems []Problem
 	for _, r := range fresh {
-		if r.ev != nil {
-			r.sid = ids[text(r.ev.SessionID)]
+		if r.ev == nil {
+			continue
+		}
+		r.sid = ids[text(r.ev.SessionID)]
+		if o, ok := owners[r.sid]; ok && o != r.hid && r.hid != 0 {
+			problems = append(problems, Problem{Host: s.hostName(r.hid), Seq: uint64(r.seq), Kind: ProblemSessionConflict,
+				Detail: fmt.Sprintf("host %s entry %d names session %q, which is host %s's: not indexed", s.hostName(r.hid), r.seq, r.ev.SessionID, s.hostName(o))})
+			r.ev, r.err = nil, fmt.Sprintf("session %s is host %s's", text(r.ev.SessionID), s.hostName(o))
 		}
 	}
-	return nil
+	return problems, nil
+}
+
+// sessionOwners returns the owning host of the rows' sessions (the empty
+// session, the hosts' own events, has none), giving each new one to the
+// first host of the rows (in hid, seq order) that names it.
+func (s *Store) sessionOwners(ctx context.Context, tx pgx.Tx, fresh []*row, ids map[string]int64) (map[int64]int32, error) {
+	owners := map[int64]int32{}
+	var claimSid []int64
+	var claimHid []int32
+	s.mu.Lock()
+	for _, r := range fresh {
+		if r.ev == nil || r.ev.SessionID == "" || r.hid == 0 {
+			continue
+		}
+		sid := ids[text(r.ev.SessionID)]
+		if _, seen := owners[sid]; seen {
+			continue
+		}
+		if o, ok := s.dicts.owners[sid]; ok {
+			owners[sid] = o
+			continue
+		}
+		owners[sid] = r.hid
+		claimSid, claimHid = append(claimSid, sid), append(claimHid, r.hid)
+	}
+	s.mu.Unlock()
+	if len(claimSid) == 0 {
+		return owners, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions t SET hid = u.h FROM unnest($1::bigint[], $2::integer[]) AS u(sid, h)
+		WHERE t.sid = u.sid AND t.hid IS NULL`, claimSid, claimHid); err != nil {
+		return nil, fmt.Errorf("claiming sessions: %w", err)
+	}
+	q, err := tx.Query(ctx, `SELECT sid, hid FROM sessions WHERE sid = ANY($1)`, claimSid)
+	if err != nil {
+		return nil, fmt.Errorf("reading sessions' hosts: %w", err)
+	}
+	var sid int64
+	var hid int32
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err = pgx.ForEachRow(q, []any{&sid, &hid}, func() error {
+		owners[sid] = hid
+		if len(s.dicts.owners) > maxDict {
+			clear(s.dicts.owners)
+		}
+		s.dicts.owners[sid] = hid
+		return nil
+	})
+	return owners, err
 }
 
 // keyIDs returns the ids of the rows' paths, domains and packages, adding

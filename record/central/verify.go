@@ -202,8 +202,10 @@ func (s *Store) saveChain(ctx context.Context, tx pgx.Tx, host string, hid int32
 	var stalled *time.Time
 	var gap *Problem
 	if broken == "" && tree.n < target {
+		// The wait starts when the chain stops moving: one that folds
+		// entries while it lags its newest checkpoint waits on nothing.
 		stalled = &now
-		if c.stalled != nil {
+		if c.stalled != nil && tree.n == uint64(c.next) {
 			stalled = c.stalled
 		}
 		if now.Sub(*stalled) >= s.grace() {
@@ -285,7 +287,7 @@ func (s *Store) SessionChain(ctx context.Context, session string) (SessionChain,
 	var verified, entries, covered int64
 	var broken *string
 	var problems int
-	err := s.pool.QueryRow(ctx, `SELECT h.host, coalesce(c.verified, 0), c.broken, count(*), count(*) FILTER (WHERE e.seq < coalesce(c.verified, 0)),
+	err := s.pool.QueryRow(ctx, `SELECT h.host, coalesce(c.verified, 0), c.broken, count(*), count(*) FILTER (WHERE e.seq >= 0 AND e.seq < coalesce(c.verified, 0)),
 		(SELECT count(*) FROM integrity i WHERE i.hid = e.hid)
 		FROM sessions s JOIN events e ON e.sid = s.sid JOIN hosts h ON h.hid = e.hid LEFT JOIN chains c ON c.hid = e.hid
 		WHERE s.session_id = $1 AND e.hid <> 0 GROUP BY h.host, e.hid, c.verified, c.broken ORDER BY count(*) DESC LIMIT 1`, session).

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -58,7 +60,7 @@ func (s *Store) Write(ctx context.Context, batch []Entry) (Result, error) {
 	if err := s.ensureDays(ctx, day); err != nil {
 		return res, err
 	}
-	rows, forks, err := s.rows(ctx, batch)
+	rows, forks, repeats, err := s.rows(ctx, batch)
 	if err != nil {
 		return res, err
 	}
@@ -71,6 +73,7 @@ func (s *Store) Write(ctx context.Context, batch []Entry) (Result, error) {
 		s.forgetDicts()
 		return Result{}, fmt.Errorf("central store: writing %d entries: %w", len(batch), err)
 	}
+	res.Duplicates += repeats
 	for _, p := range append(forks, stored...) {
 		if err := s.Raise(ctx, p); err != nil {
 			return res, err
@@ -84,9 +87,9 @@ func (s *Store) Write(ctx context.Context, batch []Entry) (Result, error) {
 func (s *Store) today() int32 { return int32(s.now().UTC().Unix() / 86400) }
 
 // rows gives each entry of batch its host id and leaf hash, in (hid, seq)
-// order with the batch's repeats folded; a repeat with other bytes is a
-// fork.
-func (s *Store) rows(ctx context.Context, batch []Entry) ([]*row, []Problem, error) {
+// order with the batch's repeats folded (and counted); a repeat with other
+// bytes is a fork.
+func (s *Store) rows(ctx context.Context, batch []Entry) (rows []*row, forks []Problem, repeats int, err error) {
 	hosts := make([]string, 0, 4)
 	for _, e := range batch {
 		if !slices.Contains(hosts, e.Host) {
@@ -95,17 +98,24 @@ func (s *Store) rows(ctx context.Context, batch []Entry) ([]*row, []Problem, err
 	}
 	hids, err := s.hostIDs(ctx, hosts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	byKey := make(map[[2]int64]*row, len(batch))
-	var forks []Problem
 	out := make([]*row, 0, len(batch))
 	for _, e := range batch {
+		if len(e.Host) > 255 || !utf8.ValidString(e.Host) || strings.ContainsRune(e.Host, 0) {
+			return nil, nil, 0, fmt.Errorf("central store: host %.60q: want at most 255 bytes of UTF-8 without NUL", e.Host)
+		}
+		if e.Seq > math.MaxInt64 {
+			return nil, nil, 0, fmt.Errorf("central store: host %s entry %d: a seq beyond a bigint (the aggregator refuses it)", e.Host, e.Seq)
+		}
 		leaf := journal.LeafHash(e.Raw)
 		k := [2]int64{int64(hids[e.Host]), int64(e.Seq)}
 		if r := byKey[k]; r != nil {
 			if !bytes.Equal(r.leaf, leaf[:]) {
 				forks = append(forks, forkProblem(e.Host, e.Seq, "two entries of one batch"))
+			} else {
+				repeats++
 			}
 			continue
 		}
@@ -116,7 +126,7 @@ func (s *Store) rows(ctx context.Context, batch []Entry) ([]*row, []Problem, err
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].hid < out[j].hid || out[i].hid == out[j].hid && out[i].seq < out[j].seq
 	})
-	return out, forks, nil
+	return out, forks, repeats, nil
 }
 
 func forkProblem(host string, seq uint64, how string) Problem {
@@ -135,9 +145,9 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, rows []*row, day int32) (R
 	res.Duplicates = len(rows) - len(fresh) - len(forks)
 	res.Added = len(fresh)
 	for _, r := range fresh {
-		decode(r)
-		if r.ev == nil {
-			res.Skipped++
+		if p := decode(r); p != nil {
+			p.Host = s.hostName(r.hid)
+			forks = append(forks, *p)
 		}
 		if h := s.hostName(r.hid); !slices.Contains(res.Hosts, h) {
 			res.Hosts = append(res.Hosts, h)
@@ -146,25 +156,39 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, rows []*row, day int32) (R
 	if len(fresh) == 0 {
 		return res, forks, nil
 	}
-	if err := s.insertRows(ctx, tx, fresh, day); err != nil {
+	problems, err := s.insertRows(ctx, tx, fresh, day)
+	if err != nil {
 		return res, nil, err
 	}
-	return res, forks, nil
+	for _, r := range fresh {
+		if r.ev == nil {
+			res.Skipped++
+		}
+	}
+	return res, append(forks, problems...), nil
 }
 
 // decode decodes r's event and derives its keys; an entry that is not
-// UTF-8 or not an event is kept as skipped, as the index skips it.
-func decode(r *row) {
+// UTF-8 or not an event is kept as skipped, as the index skips it. So is
+// an integrity alert that a host sent: only the store raises those, and
+// one from a host is a forgery, returned as a problem.
+func decode(r *row) *Problem {
 	if !utf8.Valid(r.raw) {
 		r.err = "decoding event: not UTF-8"
-		return
+		return nil
 	}
 	ev, err := event.DecodeStored(r.raw)
 	if err != nil {
 		r.err = text(err.Error())
-		return
+		return nil
+	}
+	if r.hid != 0 && ev.Alert != nil && ev.Alert.RuleID == IntegrityRule {
+		r.err = "an integrity alert from a host: only the central store raises them"
+		return &Problem{Seq: uint64(r.seq), Kind: ProblemForgedAlert,
+			Detail: fmt.Sprintf("entry %d is an integrity alert (%q), which only the central store raises: not indexed", r.seq, clip(ev.Alert.Title, 200))}
 	}
 	r.ev, r.keys = ev, index.KeysOf(ev)
+	return nil
 }
 
 // insertEntries inserts the rows' (hid, seq, leaf) and returns the rows

@@ -76,6 +76,9 @@ func NewNATS(ctx context.Context, c NATSConfig) (*NATS, error) {
 	if c.Duplicates <= 0 {
 		c.Duplicates = 10 * time.Minute
 	}
+	if !validHostName(c.Host) {
+		return nil, fmt.Errorf("nats sink: host %q: a nats sink's host id is 1 to %d letters, digits, '-' and '.', which name it in subjects", c.Host, maxHostName)
+	}
 	nc, err := nats.Connect(c.URL, NATSOptions("sandtrail "+c.Host, c.CredsFile, c.CAFile)...)
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: connecting to %s: %w", c.URL, err)
@@ -115,6 +118,31 @@ func (s *NATS) ensureStream(ctx context.Context) error {
 	}
 	s.ensured = true
 	return nil
+}
+
+// maxHostName bounds a host id in subjects.
+const maxHostName = 128
+
+// validHostName says whether a nats sink may publish as host: its token
+// (dots as underscores) must name it alone, so it has no underscore, and
+// be a subject token a store can key by.
+func validHostName(host string) bool {
+	return !strings.Contains(host, "_") && validToken(strings.ReplaceAll(host, ".", "_"), maxHostName)
+}
+
+// validToken says whether s is a token a sink makes of a host id or a
+// kind: letters, digits, '_' and '-', at most max bytes.
+func validToken(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // token makes s a single subject token: no dots, spaces, wildcards.
@@ -161,15 +189,15 @@ func ParseNATSMessage(subject, id string) (NATSMessage, error) {
 		return m, fmt.Errorf("subject %q: want sandtrail.<host>.<kind>", clipID(subject))
 	}
 	m.Host, m.Kind = parts[1], parts[2]
-	if token(m.Host) != m.Host || token(m.Kind) != m.Kind {
-		return m, fmt.Errorf("subject %q: host and kind must be single tokens", clipID(subject))
+	if !validToken(m.Host, maxHostName) || !validToken(m.Kind, 64) {
+		return NATSMessage{}, fmt.Errorf("subject %q: host and kind must be tokens of letters, digits, '_' and '-'", clipID(subject))
 	}
 	rest, ok := strings.CutPrefix(id, m.Host+"-")
 	if !ok {
 		return m, fmt.Errorf("message id %q does not name the subject's host %s", clipID(id), m.Host)
 	}
 	num, isCheckpoint := strings.CutPrefix(rest, "checkpoint-")
-	n, err := strconv.ParseUint(num, 10, 64)
+	n, err := strconv.ParseUint(num, 10, 63) // a seq is a PostgreSQL bigint
 	if err != nil || strconv.FormatUint(n, 10) != num {
 		return m, fmt.Errorf("message id %q: want <host>-<seq> or <host>-checkpoint-<size>", clipID(id))
 	}

@@ -105,6 +105,11 @@ func TestParseNATSMessage(t *testing.T) {
 		{"sandtrail.h", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
 		{"other.h.k", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
 		{"sandtrail..k", "-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"sandtrail." + strings.Repeat("h", 129) + ".k", strings.Repeat("h", 129) + "-1", NATSMessage{}, "must be tokens"},
+		{"sandtrail.bad\xffhost.k", "bad\xffhost-1", NATSMessage{}, "must be tokens"},
+		{"sandtrail.a\x00b.k", "a\x00b-1", NATSMessage{}, "must be tokens"},
+		{"sandtrail.h.k", "h-9223372036854775808", NATSMessage{}, "want <host>-<seq>"},
+		{"sandtrail.h.k", "h-9223372036854775807", NATSMessage{Host: "h", Kind: "k", Seq: 9223372036854775807}, ""},
 	} {
 		got, err := ParseNATSMessage(c.subject, c.id)
 		if c.err != "" {
@@ -135,4 +140,19 @@ func FuzzParseNATSMessage(f *testing.F) {
 			t.Errorf("ParseNATSMessage(%q, %q) = %+v, which does not give them back", subject, id, m)
 		}
 	})
+}
+
+// TestNATSHostNames: a sink refuses a host id whose subject token would
+// not name it alone ("a.b" and "a_b" would share one) or that a subject
+// cannot carry.
+func TestNATSHostNames(t *testing.T) {
+	for host, ok := range map[string]bool{"web-1.example": true, "h": true, "a_b": false, "a b": false, "": false,
+		strings.Repeat("x", 129): false, "héllo": false, "a*": false, "a>": false} {
+		if got := validHostName(host); got != ok {
+			t.Errorf("validHostName(%q) = %v, want %v", host, got, ok)
+		}
+	}
+	if _, err := NewNATS(context.Background(), NATSConfig{URL: "nats://127.0.0.1:1", Host: "a_b"}); err == nil || !strings.Contains(err.Error(), "host id") {
+		t.Errorf("NewNATS(host a_b) error = %v, want the host id refused", err)
+	}
 }

@@ -138,8 +138,8 @@ func hostWork(t *testing.T, h *centralHost, min int, stop <-chan struct{}, wg *s
 }
 
 // TestScaleOut: three daemons with their own host ids publish to a real
-// 3-node JetStream cluster while one node is killed and started again and
-// the aggregator is killed and started again; PostgreSQL ends with every
+// 3-node JetStream cluster, read by two aggregators, while one node is
+// killed and started again and one aggregator is killed and started again; PostgreSQL ends with every
 // entry of every host once, every chain verified to the host's journal,
 // the same answers from the CLI on both stores, and no integrity alert.
 // Then a fake host and a replayed, altered entry each raise one.
@@ -154,7 +154,9 @@ func TestScaleOut(t *testing.T) {
 	for _, name := range []string{"host-a", "host-b", "host-c"} {
 		hosts = append(hosts, startCentralHost(t, name, urls, keys))
 	}
+	// Two aggregators share the consumer, as more instances scale out.
 	agg := startAggregator(t, hosts[0].e, urls, dsn, keys)
+	startAggregator(t, hosts[1].e, urls, dsn, keys)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -183,7 +185,6 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("integrity alerts on clean work: %q", got)
 	}
 	forgeries(t, hosts[0], urls, dsn)
-	_ = agg
 }
 
 // journalSize is the number of entries of h's journal.

@@ -14,9 +14,13 @@ INSERT INTO hosts(hid, host) VALUES (0, '');
 CREATE SEQUENCE hosts_hid START 1 OWNED BY hosts.hid;
 CREATE SEQUENCE central_seq START 0 MINVALUE 0;
 
+-- A session belongs to the host of its first entry (hid): another host's
+-- entries that name it are kept as skipped, and raise session_conflict,
+-- so that no host can write into another's session.
 CREATE TABLE sessions(
 	sid bigserial PRIMARY KEY,
 	session_id text COLLATE "C" NOT NULL UNIQUE,
+	hid integer,
 	first_ts bigint, last_ts bigint,
 	events bigint NOT NULL DEFAULT 0,
 	procs bigint NOT NULL DEFAULT 0,
