@@ -64,28 +64,7 @@ func indexDB(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	batches := make(chan []index.Entry, 4)
-	genErr := make(chan error, 1)
-	go func() {
-		defer close(batches)
-		batch := make([]index.Entry, 0, 20000)
-		genErr <- indextest.Generate(indextest.Config{Sessions: n / indexPerSession, PerSession: indexPerSession, Seed: 42},
-			func(ev *event.Event) error {
-				raw, err := event.Marshal(ev)
-				if err != nil {
-					return err
-				}
-				batch = append(batch, index.Entry{Seq: ev.Seq, Raw: raw})
-				if len(batch) == cap(batch) {
-					batches <- batch
-					batch = make([]index.Entry, 0, 20000)
-				}
-				return nil
-			})
-		if len(batch) > 0 {
-			batches <- batch
-		}
-	}()
+	batches, genErr := indexBatches(n, 20000, func(seq uint64, raw []byte) index.Entry { return index.Entry{Seq: seq, Raw: raw} })
 	for batch := range batches {
 		if err := ix.Add(ctx, batch); err != nil {
 			b.Fatal(err)
@@ -108,6 +87,37 @@ func indexDB(b *testing.B, n int) string {
 	return path
 }
 
+// indexBatches generates the benchmark record of n events (Seed 42,
+// indexPerSession events a session: the same events whatever reads them)
+// in a goroutine, each event stored as the journal stores it and made into
+// a T by mk, in batches of size; the error channel gets the generator's
+// result once the batches' channel is closed.
+func indexBatches[T any](n, size int, mk func(seq uint64, raw []byte) T) (<-chan []T, <-chan error) {
+	batches := make(chan []T, 4)
+	genErr := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		batch := make([]T, 0, size)
+		genErr <- indextest.Generate(indextest.Config{Sessions: n / indexPerSession, PerSession: indexPerSession, Seed: 42},
+			func(ev *event.Event) error {
+				raw, err := event.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				batch = append(batch, mk(ev.Seq, raw))
+				if len(batch) == size {
+					batches <- batch
+					batch = make([]T, 0, size)
+				}
+				return nil
+			})
+		if len(batch) > 0 {
+			batches <- batch
+		}
+	}()
+	return batches, genErr
+}
+
 // indexQuestion is one incident question, answered through the index (as
 // `sandtrail sessions|query` does) and by a full scan of the table that the
 // index serves (the baseline).
@@ -122,38 +132,25 @@ type indexQuestion struct {
 	scanArgs []any
 }
 
-// BenchmarkIndexQuestions times the five incident questions over the
-// benchmark record. For each it reports the latency through the index
-// (ms/op), the latency of the same answer by a full table scan measured in
-// the same run (scan-ms), their ratio (x-vs-scan), and the answer's size.
-func BenchmarkIndexQuestions(b *testing.B) {
-	n := indexBenchEvents(b)
-	path := indexDB(b, n)
-	ix, err := index.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ix.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=cache_size(-1048576)")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	// The timeline question picks a session in the middle and the middle
-	// half of its life.
-	sess := indextest.SessionID(n / indexPerSession / 2)
-	ss, err := ix.Sessions(ctx, query.Filter{Session: sess})
+// timelineWindow is the timeline question's session and window: the
+// session in the middle of the record of n events, and the middle half of
+// its life, as r finds them.
+func timelineWindow(b *testing.B, r *index.Reader, n int) (sess string, since, until time.Time) {
+	b.Helper()
+	sess = indextest.SessionID(n / indexPerSession / 2)
+	ss, err := r.Sessions(context.Background(), query.Filter{Session: sess})
 	if err != nil || len(ss) != 1 {
 		b.Fatalf("Sessions(%s) = %v, %v", sess, ss, err)
 	}
 	life := ss[0].Last.Sub(ss[0].First)
-	since, until := ss[0].First.Add(life/4), ss[0].Last.Add(-life/4)
-	var sid int64
-	if err := db.QueryRow(`SELECT sid FROM sessions WHERE session_id = ?`, sess).Scan(&sid); err != nil {
-		b.Fatal(err)
-	}
-	questions := []indexQuestion{
+	return sess, ss[0].First.Add(life / 4), ss[0].Last.Add(-life / 4)
+}
+
+// incidentQuestions are the five incident questions over the benchmark
+// record (the timeline of sess from since to until), with their full
+// scans of the SQLite index (sid being sess's there).
+func incidentQuestions(sess string, since, until time.Time, sid int64) []indexQuestion {
+	return []indexQuestion{
 		{name: "1-path-prefix", args: query.Args{Path: "/home/agent/.ssh"},
 			scan:     `SELECT DISTINCT f.sid FROM files f NOT INDEXED CROSS JOIN paths p ON p.id = f.path_id WHERE p.path = ? OR (p.path >= ? AND p.path < ?)`,
 			scanArgs: []any{"/home/agent/.ssh", "/home/agent/.ssh/", "/home/agent/.ssh0"}},
@@ -177,26 +174,56 @@ func BenchmarkIndexQuestions(b *testing.B) {
 			scan:     `SELECT seq FROM events NOT INDEXED WHERE sid = ? AND ts >= ? AND ts < ? ORDER BY ts, seq`,
 			scanArgs: []any{sid, since.UnixNano(), until.UnixNano()}},
 	}
+}
+
+// answer answers q's filter f through r, as `sandtrail sessions|query`
+// does, and returns the answer's size.
+func (q indexQuestion) answer(b *testing.B, r *index.Reader, f query.Filter) int {
+	if q.events {
+		hits, err := r.Query(context.Background(), f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return len(hits)
+	}
+	ss, err := r.Sessions(context.Background(), f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(ss)
+}
+
+// BenchmarkIndexQuestions times the five incident questions over the
+// benchmark record. For each it reports the latency through the index
+// (ms/op), the latency of the same answer by a full table scan measured in
+// the same run (scan-ms), their ratio (x-vs-scan), and the answer's size.
+func BenchmarkIndexQuestions(b *testing.B) {
+	n := indexBenchEvents(b)
+	path := indexDB(b, n)
+	ix, err := index.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=cache_size(-1048576)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	sess, since, until := timelineWindow(b, &ix.Reader, n)
+	var sid int64
+	if err := db.QueryRow(`SELECT sid FROM sessions WHERE session_id = ?`, sess).Scan(&sid); err != nil {
+		b.Fatal(err)
+	}
+	questions := incidentQuestions(sess, since, until, sid)
 	for _, q := range questions {
 		b.Run(q.name, func(b *testing.B) {
 			f, err := query.Parse(q.args, time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}
-			answer := func() int {
-				if q.events {
-					hits, err := ix.Query(ctx, f)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return len(hits)
-				}
-				ss, err := ix.Sessions(ctx, f)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return len(ss)
-			}
+			answer := func() int { return q.answer(b, &ix.Reader, f) }
 			// The baseline, timed once per run (a full scan takes seconds);
 			// its answer must be the same size as the index's.
 			t0 := time.Now()

@@ -15,9 +15,10 @@
 #   BENCH       an extended regexp: run only the plan's benchmarks whose
 #               name it matches (default: all)
 #   BENCHTIME   overrides every -benchtime of the plan
-#   SANDTRAIL_BENCH_EVENTS  events in the index and hunt benchmarks' record
-#               (default 10^7; the generated databases are cached in
-#               test/bench/results/)
+#   SANDTRAIL_BENCH_EVENTS  events in the index, hunt and central
+#               questions benchmarks' record (default 10^7; the generated
+#               SQLite databases are cached in test/bench/results/, the
+#               central store's PostgreSQL is loaded again each run)
 #   SANDTRAIL_BENCH_PAIRS   overrides the rounds of every interleaved
 #               benchmark (each has its own default)
 #   REPORT      unset: regenerate docs/benchmarks.md and docs/bench/ when
@@ -57,6 +58,8 @@ test/bench   BenchmarkAlertLatency        5000x
 test/bench   BenchmarkWatcherAdd          1000000x
 test/bench   BenchmarkSinkLatency         1x
 test/bench   BenchmarkIngestWithSinks     1x
+test/bench   BenchmarkCentralIngest       1x
+test/bench   BenchmarkCentralQuestions    20x
 test/bench   BenchmarkMCPProxy            2000x
 test/bench   BenchmarkDNSProxy            2000x
 test/bench   BenchmarkPolicyDecisions     1s

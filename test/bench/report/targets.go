@@ -58,6 +58,14 @@ var targets = []target{
 	{"alert within 1 s of its event, p99", "BenchmarkAlertLatency", "p99_us", "<=", 1_000_000},
 	{"event to the jsonl file sink p99 ≤1 s at 10k events/s", "BenchmarkSinkLatency", "file_p99_us", "<=", 1_000_000},
 	{"journal ingest with 3 sinks ≥0.9 of none", "BenchmarkIngestWithSinks", "ratio", ">=", 0.9},
+	{"hosts → central store (3 hosts, NATS, aggregator, chains verified) ≥0.5× the journals alone", "BenchmarkCentralIngest", "x-of-journal", ">=", 0.5},
+	{"central store: question 1 (path prefix) ≤100 ms over 10^7 events", "BenchmarkCentralQuestions/1-path-prefix", "median-ms", "<=", 100},
+	{"central store: question 1 (path glob) ≤100 ms", "BenchmarkCentralQuestions/1-path-glob", "median-ms", "<=", 100},
+	{"central store: question 2 (domain suffix) ≤100 ms", "BenchmarkCentralQuestions/2-domain-suffix", "median-ms", "<=", 100},
+	{"central store: question 3 (package exact) ≤100 ms", "BenchmarkCentralQuestions/3-package-exact", "median-ms", "<=", 100},
+	{"central store: question 3 (package range) ≤100 ms", "BenchmarkCentralQuestions/3-package-range", "median-ms", "<=", 100},
+	{"central store: question 4 (end reason) ≤100 ms", "BenchmarkCentralQuestions/4-end-reason", "median-ms", "<=", 100},
+	{"central store: question 5 (timeline) ≤100 ms", "BenchmarkCentralQuestions/5-timeline", "median-ms", "<=", 100},
 	{"MCP proxy adds ≤1 ms per tools/call at p50 (100 B)", "BenchmarkMCPProxy/100B", "added-p50-us", "<=", 1000},
 }
 
