@@ -69,7 +69,7 @@ docs/deployment.md has the topology, sizing and recovery.`,
 	f.StringVar(&cfg.CAFile, "nats-ca", "", "the CA of a tls:// NATS server")
 	f.StringVar(&cfg.Stream, "stream", "SANDTRAIL", "the hosts' JetStream stream")
 	f.StringVar(&cfg.Consumer, "consumer", "sandtrail-aggregate", "the durable consumer that the instances share")
-	f.IntVar(&cfg.Batch, "batch", 1000, "messages fetched and written at a time")
+	f.IntVar(&cfg.Batch, "batch", 4000, "messages fetched and written at a time")
 	f.DurationVar(&cfg.VerifyEvery, "verify-every", 10*time.Second, "how often every host's chain is verified again")
 	f.DurationVar(&cfg.AckWait, "ack-wait", time.Minute, "how long JetStream waits for an aggregator's acknowledgement before it delivers a message again")
 	f.DurationVar(&grace, "gap-grace", 2*time.Minute, "how long entries under a signed checkpoint may be missing before a gap is raised (more than --ack-wait)")

@@ -43,7 +43,7 @@ type Config struct {
 	// Stream is the hosts' stream (default "SANDTRAIL"), Consumer the
 	// durable consumer the instances share (default "sandtrail-aggregate").
 	Stream, Consumer string
-	// Batch bounds the messages of one fetch and one write (default 1000).
+	// Batch bounds the messages of one fetch and one write (default 4000).
 	Batch int
 	// VerifyEvery is how often every host's chain is verified again, for
 	// the gaps that no arriving entry reports (default 10 s).
@@ -64,7 +64,7 @@ func (c *Config) defaults() {
 		c.Consumer = "sandtrail-aggregate"
 	}
 	if c.Batch <= 0 {
-		c.Batch = 1000
+		c.Batch = 4000
 	}
 	if c.VerifyEvery <= 0 {
 		c.VerifyEvery = 10 * time.Second
@@ -226,7 +226,10 @@ func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	hosts := res.Hosts
+	// A chain moves only up to a signed checkpoint: verify the hosts that
+	// sent one. Entries that arrive after their checkpoint (from another
+	// aggregator, say) are verifyAll's, each VerifyEvery.
+	var hosts []string
 	for _, cp := range cps {
 		if err := a.store.AddCheckpoint(ctx, cp.host, cp.note, cp.size); err != nil {
 			return err

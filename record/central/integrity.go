@@ -56,8 +56,11 @@ type Problem struct {
 	Kind string
 	// Detail says what was found, for the alert's summary.
 	Detail string
-	// PerHost makes it raised once per host rather than once per seq.
+	// PerHost makes it raised once per host rather than once per seq;
+	// Key, when not 0, once per Key (one host's problems about one
+	// session, say), so that a flood of one problem costs one alert.
 	PerHost bool
+	Key     int64
 }
 
 // Raise records p and journals its alert, once: an alert event (rule
@@ -69,8 +72,11 @@ func (s *Store) Raise(ctx context.Context, p Problem) error {
 		return err
 	}
 	key := int64(p.Seq)
-	if p.PerHost {
+	switch {
+	case p.PerHost:
 		key = -1
+	case p.Key != 0:
+		key = -1 - p.Key // below every seq and -1
 	}
 	day := s.today()
 	if err := s.ensureDays(ctx, day); err != nil {

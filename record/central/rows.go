@@ -196,8 +196,8 @@ func (s *Store) sessionIDs(ctx context.Context, tx pgx.Tx, fresh []*row) ([]Prob
 		}
 		r.sid = ids[text(r.ev.SessionID)]
 		if o, ok := owners[r.sid]; ok && o != r.hid && r.hid != 0 {
-			problems = append(problems, Problem{Host: s.hostName(r.hid), Seq: uint64(r.seq), Kind: ProblemSessionConflict,
-				Detail: fmt.Sprintf("host %s entry %d names session %q, which is host %s's: not indexed", s.hostName(r.hid), r.seq, r.ev.SessionID, s.hostName(o))})
+			problems = append(problems, Problem{Host: s.hostName(r.hid), Seq: uint64(r.seq), Kind: ProblemSessionConflict, Key: r.sid,
+				Detail: fmt.Sprintf("host %s entry %d names session %q, which is host %s's: not indexed, nor the host's other entries that name it (raised once)", s.hostName(r.hid), r.seq, r.ev.SessionID, s.hostName(o))})
 			r.ev, r.err = nil, fmt.Sprintf("session %s is host %s's", text(r.ev.SessionID), s.hostName(o))
 		}
 	}

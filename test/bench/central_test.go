@@ -78,6 +78,9 @@ func (h *centralHost) append(evs []*event.Event) error {
 		for _, e := range evs[i:min(i+centralAppend, len(evs))] {
 			c := *e
 			c.Host = h.name
+			if c.SessionID != "" { // each host's sessions its own, as session ids are
+				c.SessionID = h.name + "-" + c.SessionID
+			}
 			batch = append(batch, &c)
 		}
 		if err := h.j.Append(context.Background(), batch...); err != nil {
