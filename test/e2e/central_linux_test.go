@@ -174,6 +174,7 @@ func TestScaleOut(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	for _, h := range hosts {
+		waitSinkCaughtUp(t, h)
 		h.stop() // the sinks send the last checkpoint
 	}
 	sizes := waitVerified(t, hosts, dsn)
@@ -185,6 +186,33 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("integrity alerts on clean work: %q", got)
 	}
 	forgeries(t, hosts[0], urls, dsn)
+}
+
+// waitSinkCaughtUp waits until h's sink has sent what its journal holds
+// (sandtrail status: lag 0), as an operator would before stopping a
+// daemon, whose stop gives its sinks a few seconds only.
+func waitSinkCaughtUp(t *testing.T, h *centralHost) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := h.e.cmd("status", "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("%s: sandtrail status: %v", h.name, err)
+		}
+		var sinks []struct {
+			Lag uint64 `json:"lag"`
+		}
+		if err := json.Unmarshal(out, &sinks); err != nil || len(sinks) != 1 {
+			t.Fatalf("%s: status %s: %v", h.name, out, err)
+		}
+		if sinks[0].Lag == 0 {
+			return
+		}
+		last = string(out)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: its nats sink never caught up with the journal:\n%s", h.name, last)
 }
 
 // journalSize is the number of entries of h's journal.
