@@ -323,26 +323,13 @@ func argvHead(argv []string) []string {
 	left := maxPeerArgvBytes
 	for _, a := range argv[:n] {
 		if len(a) >= left {
-			out = append(out, cutBack(a, left))
+			out = append(out, event.Cut(a, left))
 			break
 		}
 		out = append(out, a)
 		left -= len(a)
 	}
 	return out
-}
-
-// cutBack returns the first at most n bytes of s, not splitting a UTF-8
-// character.
-func cutBack(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
 }
 
 // cutFront returns s when it is at most n bytes long, else "…" and the

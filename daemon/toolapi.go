@@ -166,7 +166,7 @@ func (t *toolIO) seal(e *event.Event, io *event.IO, name, in, out string) string
 }
 
 // bound is a redacted free-text field of at most fieldLen bytes.
-func bound(s string) string { return render.Clip(event.Redact(s), fieldLen) }
+func bound(s string) string { return event.Clip(event.Redact(s), fieldLen) }
 
 // jsonEscapes turns the escapes JSON text carries (an MCP call's arguments
 // and results) back into the characters the redaction rules look for at
@@ -190,7 +190,7 @@ func summarize(whole *string, claimed string) (summary string, n int64, sum stri
 			s = s[:i]
 		}
 	}
-	return render.Clip(render.Clean(event.Redact(jsonEscapes.Replace(s)), summaryHead), summaryLen), n, sum
+	return event.Clip(render.Clean(event.Redact(jsonEscapes.Replace(s)), summaryHead), summaryLen), n, sum
 }
 
 func deref(s *string) string {

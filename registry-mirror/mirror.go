@@ -32,7 +32,6 @@ import (
 	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/kernel/peercred"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/render"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
@@ -346,7 +345,7 @@ func (m *Mirror) route(w http.ResponseWriter, r *http.Request) (handler, error) 
 	case r.URL.IsAbs():
 		return m.proxy(w, r)
 	case h == nil:
-		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", render.Clip(p, 120), m.prefixList())
+		return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "no ecosystem at %s (the mirror serves %s)", event.Clip(p, 120), m.prefixList())
 	}
 	return h, h.Serve(w, r, rest)
 }
@@ -358,7 +357,7 @@ func (m *Mirror) proxy(w http.ResponseWriter, r *http.Request) (handler, error) 
 		c := fetch.ClientOf(r.Context())
 		m.env.Record(&fetch.Record{Ecosystem: resolver.Deb, Name: r.URL.Host, URL: r.URL.String(), Outcome: fetch.UnknownSource, Client: c,
 			Verdict: "block", Reason: "the mirror proxies only its configured upstream hosts", Rule: "mirror.upstreams"})
-		return nil, fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", render.Clip(r.URL.Host, 120))
+		return nil, fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "%s is not an upstream this mirror serves", event.Clip(r.URL.Host, 120))
 	}
 	return h, h.Serve(w, r, r.URL.EscapedPath())
 }

@@ -192,7 +192,7 @@ func toolPost(c mcpproxy.Call) *api.Post {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	p := &api.Post{Kind: event.KindToolInvoke, TS: c.Start.UTC(), Tool: &event.Tool{Name: render.Clip(strings.ToValidUTF8(name, "?"), 256), Server: c.Server,
+	p := &api.Post{Kind: event.KindToolInvoke, TS: c.Start.UTC(), Tool: &event.Tool{Name: event.Clip(strings.ToValidUTF8(name, "?"), 256), Server: c.Server,
 		Method: c.Method, Status: c.Status, Error: c.Error, DurationMS: c.Duration.Milliseconds()}}
 	in, out := string(c.Input), string(c.Output)
 	p.Input, p.Output = &in, &out
@@ -215,7 +215,7 @@ func withoutIO(p *api.Post, why string) {
 		if s == nil {
 			return ""
 		}
-		return render.Clip(strings.ToValidUTF8(*s, "?"), 4096)
+		return event.Clip(strings.ToValidUTF8(*s, "?"), 4096)
 	}
 	p.Tool.InputSummary, p.Tool.OutputSummary = head(p.Input), head(p.Output)
 	p.Input, p.Output = nil, nil

@@ -22,7 +22,6 @@ import (
 	"github.com/sandtrail/sandtrail/kernel/attribution"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/ingest"
-	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // Routes are the API's endpoints, as "METHOD PATH" (docs/api.openapi.yaml
@@ -299,7 +298,7 @@ func (c *caller) target(r *http.Request) (string, *apiError) {
 		return c.session, nil
 	}
 	if !session.ValidID(id) {
-		return "", errorf(http.StatusBadRequest, "session id %q: want 1-64 characters of [A-Za-z0-9_.-], the first a letter or digit", render.Clip(id, 64))
+		return "", errorf(http.StatusBadRequest, "session id %q: want 1-64 characters of [A-Za-z0-9_.-], the first a letter or digit", event.Clip(id, 64))
 	}
 	if !c.any && id != c.session {
 		return "", errorf(http.StatusForbidden, "the caller is in session %s and may not reach session %s", c.session, id)
@@ -319,7 +318,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, c *caller) *apiErr
 		return errorf(http.StatusServiceUnavailable, "busy: %d posts in flight; try again", maxPosts)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return errorf(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", render.Clip(ct, 64))
+		return errorf(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", event.Clip(ct, 64))
 	}
 	p, err := DecodePost(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
@@ -375,7 +374,7 @@ func DecodePost(r io.Reader) (*Post, error) {
 			return nil, errors.New("tool.name: empty")
 		}
 		if p.Tool.Status != "" && !slices.Contains(event.ToolStatuses, p.Tool.Status) {
-			return nil, fmt.Errorf("tool.status %q: want one of %s", render.Clip(p.Tool.Status, 64), strings.Join(event.ToolStatuses, ", "))
+			return nil, fmt.Errorf("tool.status %q: want one of %s", event.Clip(p.Tool.Status, 64), strings.Join(event.ToolStatuses, ", "))
 		}
 		if p.Tool.DurationMS < 0 {
 			return nil, errors.New("tool.duration_ms: negative")
@@ -388,7 +387,7 @@ func DecodePost(r io.Reader) (*Post, error) {
 			return nil, errors.New("model.tokens: negative")
 		}
 	default:
-		return nil, fmt.Errorf("kind %q: the API takes tool.invoke and model.io", render.Clip(p.Kind, 64))
+		return nil, fmt.Errorf("kind %q: the API takes tool.invoke and model.io", event.Clip(p.Kind, 64))
 	}
 	if p.EventID != "" && !ingest.ValidEventID(p.EventID) {
 		return nil, fmt.Errorf("event_id: must be 1 to %d bytes of [A-Za-z0-9._:-]", ingest.MaxEventIDLen)
@@ -455,7 +454,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) *apiE
 	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return errorf(http.StatusBadRequest, "since %q: want a seq", render.Clip(v, 64))
+			return errorf(http.StatusBadRequest, "since %q: want a seq", event.Clip(v, 64))
 		}
 		since = n
 	}
@@ -463,7 +462,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *caller) *apiE
 	if v := q.Get("follow"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return errorf(http.StatusBadRequest, "follow %q: want true or false", render.Clip(v, 64))
+			return errorf(http.StatusBadRequest, "follow %q: want true or false", event.Clip(v, 64))
 		}
 		follow = b
 	}

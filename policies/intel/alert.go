@@ -94,6 +94,6 @@ func alertOf(k AlertKey, fs []*Finding, now time.Time) *event.Event {
 	return &event.Event{
 		V: event.SchemaVersion, TS: now.UTC(), SessionID: k.SessionID, Kind: event.KindAlert, Source: event.SourceRules,
 		Alert: &event.Alert{RuleID: Rule, Title: title, Level: "critical", Refs: refs,
-			Summary: event.Redact(clip(summary, 1000)), Package: k.Package, Advisory: k.Advisory},
+			Summary: event.Redact(event.Cut(summary, 1000)), Package: k.Package, Advisory: k.Advisory},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 	"github.com/sandtrail/sandtrail/resolver/purl"
@@ -194,9 +195,9 @@ func ParseRecord(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if len(o.ID) > maxString || !idRe.MatchString(o.ID) {
-		return nil, fmt.Errorf("%w: id %q", ErrInvalid, clip(o.ID, 64))
+		return nil, fmt.Errorf("%w: id %q", ErrInvalid, event.Cut(o.ID, 64))
 	}
-	r := &Record{ID: o.ID, Summary: clip(o.Summary, maxText), Details: clip(o.Details, maxText)}
+	r := &Record{ID: o.ID, Summary: event.Cut(o.Summary, maxText), Details: event.Cut(o.Details, maxText)}
 	if err := parseTimes(r, &o); err != nil {
 		return r, err
 	}
@@ -236,7 +237,7 @@ func parseTimes(r *Record, o *osvRecord) error {
 		}
 		v, err := time.Parse(time.RFC3339Nano, t.raw)
 		if err != nil {
-			return fmt.Errorf("%w: %s: time %q", ErrInvalid, r.ID, clip(t.raw, 64))
+			return fmt.Errorf("%w: %s: time %q", ErrInvalid, r.ID, event.Cut(t.raw, 64))
 		}
 		*t.dst = v.UTC()
 	}
@@ -250,7 +251,7 @@ func parseAffected(r *Record, o *osvRecord) error {
 	for _, a := range o.Affected {
 		info, ok := ecosystem.FromOSV(a.Package.Ecosystem)
 		if !ok {
-			if e := clip(a.Package.Ecosystem, 64); e != "" && !slices.Contains(r.Other, e) && len(r.Other) < 64 {
+			if e := event.Cut(a.Package.Ecosystem, 64); e != "" && !slices.Contains(r.Other, e) && len(r.Other) < 64 {
 				r.Other = append(r.Other, e)
 			}
 			continue
@@ -313,8 +314,8 @@ func clipOrigins(in []Origin) []Origin {
 		if len(out) == 64 {
 			break
 		}
-		out = append(out, Origin{Source: clip(o.Source, maxString), ID: clip(o.ID, maxString),
-			SHA256: clip(o.SHA256, 64), ImportTime: clip(o.ImportTime, 64)})
+		out = append(out, Origin{Source: event.Cut(o.Source, maxString), ID: event.Cut(o.ID, maxString),
+			SHA256: event.Cut(o.SHA256, 64), ImportTime: event.Cut(o.ImportTime, 64)})
 	}
 	return out
 }
@@ -365,15 +366,4 @@ func addOnce(list []string, v string) []string {
 		return list
 	}
 	return append(list, v)
-}
-
-// clip cuts s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xc0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

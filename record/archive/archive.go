@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -94,7 +95,7 @@ var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 // a bundle file and an OCI tag.
 func CheckSession(id string) error {
 	if !sessionRE.MatchString(id) {
-		return fmt.Errorf("%w: %q: want 1 to 128 of A-Z a-z 0-9 _ . -, beginning with a letter or digit", ErrBadSession, clip(id, 80))
+		return fmt.Errorf("%w: %q: want 1 to 128 of A-Z a-z 0-9 _ . -, beginning with a letter or digit", ErrBadSession, event.Clip(id, 80))
 	}
 	return nil
 }
@@ -174,10 +175,3 @@ func (b *Bundle) Session() string { return b.Manifest.SessionID }
 
 // FileName returns the bundle's file name in a directory store.
 func FileName(session string) string { return session + FileSuffix }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandtrail/sandtrail/record/atomicfile"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Dir is a directory store: <dir>/<session>.bundle.tar.gz, each written
@@ -68,7 +69,7 @@ func (d *Dir) Get(ctx context.Context, key string) (*Bundle, error) {
 		return nil, err
 	}
 	if b.Session() != key {
-		return nil, fmt.Errorf("%w: %s holds the bundle of session %q", ErrTampered, file, clip(b.Session(), 80))
+		return nil, fmt.Errorf("%w: %s holds the bundle of session %q", ErrTampered, file, event.Clip(b.Session(), 80))
 	}
 	return b, nil
 }

@@ -134,7 +134,7 @@ func untar(data []byte) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: reading %s: %v", ErrMalformed, p.name, err)
 		}
 		if h.Name != p.name || h.Typeflag != tar.TypeReg {
-			return nil, fmt.Errorf("%w: file %d is %q (type %q), want the regular file %s", ErrMalformed, i+1, clip(h.Name, 64), h.Typeflag, p.name)
+			return nil, fmt.Errorf("%w: file %d is %q (type %q), want the regular file %s", ErrMalformed, i+1, event.Clip(h.Name, 64), h.Typeflag, p.name)
 		}
 		if h.Size < 0 || h.Size > p.limit || h.Size > budget.n {
 			return nil, fmt.Errorf("%w: %s is %d bytes, over its limit", ErrMalformed, p.name, h.Size)

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // The annotations of a pushed bundle's manifest. They repeat what the
@@ -70,11 +71,11 @@ func NewRegistry(ref string, opts ...StoreOption) (*Registry, error) {
 	}
 	repo, err := name.NewRepository(ref, name.StrictValidation)
 	if err != nil {
-		return nil, fmt.Errorf("archive: registry repository %q: %w", clip(ref, 120), err)
+		return nil, fmt.Errorf("archive: registry repository %q: %w", event.Clip(ref, 120), err)
 	}
 	if o.insecure || isLoopback(repo.RegistryStr()) {
 		if repo, err = name.NewRepository(ref, name.StrictValidation, name.Insecure); err != nil {
-			return nil, fmt.Errorf("archive: registry repository %q: %w", clip(ref, 120), err)
+			return nil, fmt.Errorf("archive: registry repository %q: %w", event.Clip(ref, 120), err)
 		}
 	}
 	guard := &plainHTTPGuard{next: o.transport, insecure: o.insecure}
@@ -173,7 +174,7 @@ func (r *Registry) Get(ctx context.Context, key string) (*Bundle, error) {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	if !isDigest(key) && b.Session() != key {
-		return nil, fmt.Errorf("%w: %s holds the bundle of session %q", ErrTampered, ref, clip(b.Session(), 80))
+		return nil, fmt.Errorf("%w: %s holds the bundle of session %q", ErrTampered, ref, event.Clip(b.Session(), 80))
 	}
 	return b, nil
 }
@@ -206,7 +207,7 @@ func (r *Registry) manifest(ctx context.Context, ref name.Reference) (*v1.Manife
 		return nil, v1.Hash{}, fmt.Errorf("%w: %s: the OCI manifest: %v", ErrMalformed, ref, err)
 	}
 	if mf.ArtifactType != ArtifactType || len(mf.Layers) != 1 || mf.Layers[0].MediaType != LayerMediaType {
-		return nil, v1.Hash{}, fmt.Errorf("%w: %s is not a session bundle (artifactType %q, %d layers)", ErrMalformed, ref, clip(mf.ArtifactType, 80), len(mf.Layers))
+		return nil, v1.Hash{}, fmt.Errorf("%w: %s is not a session bundle (artifactType %q, %d layers)", ErrMalformed, ref, event.Clip(mf.ArtifactType, 80), len(mf.Layers))
 	}
 	if s := mf.Layers[0].Size; s <= 0 || s > MaxBundleSize {
 		return nil, v1.Hash{}, fmt.Errorf("%w: %s: a layer of %d bytes", ErrMalformed, ref, s)

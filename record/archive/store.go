@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"fmt"
+	"github.com/sandtrail/sandtrail/record/event"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,7 @@ func OpenStore(target string, opts ...StoreOption) (Store, error) {
 	if strings.ContainsAny(host, ".:") || host == "localhost" {
 		return registryStore(target, opts)
 	}
-	return nil, fmt.Errorf("archive: %q names neither a directory nor a registry: write oci://HOST/REPO or ./DIR", clip(target, 120))
+	return nil, fmt.Errorf("archive: %q names neither a directory nor a registry: write oci://HOST/REPO or ./DIR", event.Clip(target, 120))
 }
 
 // isDigest reports whether key is a sha256 digest rather than a session.

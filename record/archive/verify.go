@@ -59,7 +59,7 @@ func (b *Bundle) Verify(verifiers note.Verifiers) (*Report, error) {
 	}
 	if cp.Origin != m.Origin || cp.Size != m.Checkpoint.Size || cp.Root != m.Checkpoint.Root {
 		return nil, fmt.Errorf("%w: the manifest names checkpoint %s size %d root %s, the signed checkpoint is %s size %d root %s",
-			ErrTampered, clip(m.Origin, 64), m.Checkpoint.Size, m.Checkpoint.Root, clip(cp.Origin, 64), cp.Size, cp.Root)
+			ErrTampered, event.Clip(m.Origin, 64), m.Checkpoint.Size, m.Checkpoint.Root, event.Clip(cp.Origin, 64), cp.Size, cp.Root)
 	}
 	hosts, err := b.checkEntries(cp)
 	if err != nil {
@@ -80,7 +80,7 @@ func (b *Bundle) checkManifest() error {
 	case len(b.Entries) == 0 || len(b.Proofs) != len(b.Entries):
 		return fmt.Errorf("%w: %d entries and %d proofs", ErrTampered, len(b.Entries), len(b.Proofs))
 	case m.Format != Format:
-		return fmt.Errorf("%w: manifest format %q, want %q", ErrTampered, clip(m.Format, 64), Format)
+		return fmt.Errorf("%w: manifest format %q, want %q", ErrTampered, event.Clip(m.Format, 64), Format)
 	case CheckSession(m.SessionID) != nil:
 		return fmt.Errorf("%w: manifest: %w", ErrTampered, CheckSession(m.SessionID))
 	case len(m.LeafHashes) != len(b.Entries) || m.Entries != len(b.Entries):
@@ -98,7 +98,7 @@ func (b *Bundle) checkManifest() error {
 func checkBlob(want Blob, name string, data []byte) error {
 	if want.Name != name || want.Size != int64(len(data)) || want.Digest != digestOf(data) {
 		return fmt.Errorf("%w: the manifest describes %s as %q, %d bytes, %s; it is %d bytes, %s",
-			ErrTampered, name, clip(want.Name, 64), want.Size, clip(want.Digest, 80), len(data), digestOf(data))
+			ErrTampered, name, event.Clip(want.Name, 64), want.Size, event.Clip(want.Digest, 80), len(data), digestOf(data))
 	}
 	return nil
 }
@@ -124,7 +124,7 @@ func (b *Bundle) checkEntries(cp *journal.Checkpoint) ([]string, error) {
 			return nil, fmt.Errorf("%w: entry %d: %v", ErrTampered, e.Seq, err)
 		}
 		if ev.Seq != e.Seq || ev.SessionID != b.Manifest.SessionID {
-			return nil, fmt.Errorf("%w: entry %d holds seq %d of session %q, not session %s's", ErrTampered, e.Seq, ev.Seq, clip(ev.SessionID, 80), b.Manifest.SessionID)
+			return nil, fmt.Errorf("%w: entry %d holds seq %d of session %q, not session %s's", ErrTampered, e.Seq, ev.Seq, event.Clip(ev.SessionID, 80), b.Manifest.SessionID)
 		}
 		if ev.Host != "" && !slices.Contains(hosts, ev.Host) {
 			hosts = append(hosts, ev.Host)
@@ -162,7 +162,7 @@ func (b *Bundle) VerifyLive(journalDir string, verifiers note.Verifiers) (*Repor
 	case err != nil:
 		return nil, fmt.Errorf("comparing with the live journal: %w", err)
 	case live.Origin != rep.Origin:
-		return nil, fmt.Errorf("%w: the live journal's origin is %q, the bundle's %q: another journal", ErrLiveMismatch, clip(live.Origin, 64), rep.Origin)
+		return nil, fmt.Errorf("%w: the live journal's origin is %q, the bundle's %q: another journal", ErrLiveMismatch, event.Clip(live.Origin, 64), rep.Origin)
 	case live.Size < rep.Checkpoint.Size:
 		return nil, fmt.Errorf("%w: the live journal's newest checkpoint covers %d entries, fewer than the bundle's %d: it was truncated or its checkpoints removed", ErrLiveMismatch, live.Size, rep.Checkpoint.Size)
 	}

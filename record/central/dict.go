@@ -3,6 +3,7 @@ package central
 import (
 	"strings"
 
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 )
 
@@ -42,26 +43,17 @@ const maxKey = 2000
 // text makes s storable as PostgreSQL text: no NUL (the kernel's paths
 // have none; a forged event's may), at most maxKey bytes, cut at a rune.
 // s is valid UTF-8, as encoding/json decodes it.
-func text(s string) string { return clip(s, maxKey) }
-
-func clip(s string, n int) string {
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
+func text(s string) string { return storable(s, maxKey) }
 
 // pathText makes a path storable whole: PostgreSQL's text holds no NUL.
-func pathText(s string) string { return clip(s, len(s)) }
+func pathText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+
+// storable returns s with each NUL replaced (pathText), cut to at most n
+// bytes at a rune.
+func storable(s string, n int) string { return event.Cut(pathText(s), n) }
 
 // packageKey is a package's dictionary key: its three columns, which
 // share one btree key, clipped so that together they fit in one.
 func packageKeyOf(p *index.PackageKey) string {
-	return clip(p.Ecosystem, 64) + "\x00" + clip(p.Name, maxKey/3) + "\x00" + clip(p.Version, maxKey/3)
+	return storable(p.Ecosystem, 64) + "\x00" + storable(p.Name, maxKey/3) + "\x00" + storable(p.Version, maxKey/3)
 }

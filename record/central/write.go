@@ -185,7 +185,7 @@ func decode(r *row) *Problem {
 	if r.hid != 0 && ev.Alert != nil && ev.Alert.RuleID == IntegrityRule {
 		r.err = "an integrity alert from a host: only the central store raises them"
 		return &Problem{Seq: uint64(r.seq), Kind: ProblemForgedAlert,
-			Detail: fmt.Sprintf("entry %d is an integrity alert (%q), which only the central store raises: not indexed", r.seq, clip(ev.Alert.Title, 200))}
+			Detail: fmt.Sprintf("entry %d is an integrity alert (%q), which only the central store raises: not indexed", r.seq, event.Clip(ev.Alert.Title, 200))}
 	}
 	r.ev, r.keys = ev, index.KeysOf(ev)
 	return nil

@@ -14,7 +14,8 @@
 //
 // Unmarshal is the one way untrusted bytes become an Event. Redact,
 // RedactURL and RedactArgv mask credentials in free text, URLs and argv
-// before a producer records them. The schema is documented field by field in
+// before a producer records them; Cut bounds an untrusted value that is
+// kept, and Clip one that a message quotes. The schema is documented field by field in
 // docs/schema.md and as JSON Schema in docs/event.schema.json; tests keep
 // both in line with the type.
 package event
@@ -753,12 +754,12 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: kind: empty", ErrInvalid)
 	}
 	if len(e.Kind) > 64 || strings.ContainsAny(e.Kind, " \t\r\n") {
-		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, truncate(e.Kind, 64))
+		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, Clip(e.Kind, 64))
 	}
 	cat := e.Category()
 	want, ok := payloads[cat]
 	if !ok {
-		return fmt.Errorf("%w: kind: unknown category %q", ErrInvalid, truncate(cat, 64))
+		return fmt.Errorf("%w: kind: unknown category %q", ErrInvalid, Clip(cat, 64))
 	}
 	if cat != "alert" && !strings.Contains(e.Kind, ".") {
 		return fmt.Errorf("%w: kind: %q is not category.op", ErrInvalid, e.Kind)
@@ -770,7 +771,7 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: %s: required by kind %q", ErrInvalid, want, e.Kind)
 	}
 	if !e.Source.Valid() {
-		return fmt.Errorf("%w: source: unknown %q", ErrInvalid, truncate(string(e.Source), 64))
+		return fmt.Errorf("%w: source: unknown %q", ErrInvalid, Clip(string(e.Source), 64))
 	}
 	if e.TS.IsZero() {
 		return fmt.Errorf("%w: ts: missing", ErrInvalid)
@@ -855,13 +856,6 @@ func Unmarshal(b []byte) (*Event, error) {
 // the canonical size. The worst growth is about tenfold (empty DNS answers)
 // plus the envelope's required fields, so 1/16 of the limit is safe.
 const reencodeAbove = MaxEncodedSize / 16
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // U32 returns a pointer to v, for the optional numeric fields.
 func U32(v uint32) *uint32 { return &v }

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/purl"
 )
@@ -40,7 +40,7 @@ type Range struct {
 // otherwise a prefix.
 func ParsePath(s string) (*PathMatch, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: --path %q: %s", ErrBadFilter, render.Clip(s, 80), why)
+		return fmt.Errorf("%w: --path %q: %s", ErrBadFilter, event.Clip(s, 80), why)
 	}
 	if s == "" {
 		return nil, bad("empty")
@@ -223,7 +223,7 @@ type DomainMatch struct {
 // ParseDomain reads a --domain value: "example.com" or "*.example.com".
 func ParseDomain(s string) (*DomainMatch, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: --domain %q: %s", ErrBadFilter, render.Clip(s, 80), why)
+		return fmt.Errorf("%w: --domain %q: %s", ErrBadFilter, event.Clip(s, 80), why)
 	}
 	d := &DomainMatch{}
 	name := strings.TrimSuffix(strings.ToLower(s), ".")
@@ -326,7 +326,7 @@ type PackageMatch struct {
 // nothing.
 func ParsePackage(s string) (*PackageMatch, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: --package %q: %s", ErrBadFilter, render.Clip(s, 80), why)
+		return fmt.Errorf("%w: --package %q: %s", ErrBadFilter, event.Clip(s, 80), why)
 	}
 	if len(s) > 512 {
 		return nil, bad("longer than 512 bytes")

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // ErrBadFilter is wrapped by every error Parse returns.
@@ -148,14 +147,14 @@ func Parse(a Args, now time.Time) (Filter, error) {
 	if a.Pid != "" {
 		n, err := strconv.ParseInt(a.Pid, 10, 32)
 		if err != nil || n <= 0 {
-			return Filter{}, fmt.Errorf("%w: --pid %q: want a process id, a positive integer", ErrBadFilter, render.Clip(a.Pid, 80))
+			return Filter{}, fmt.Errorf("%w: --pid %q: want a process id, a positive integer", ErrBadFilter, event.Clip(a.Pid, 80))
 		}
 		f.Pid = int32(n)
 	}
 	if a.Limit != "" {
 		n, err := strconv.ParseInt(a.Limit, 10, 32)
 		if err != nil || n < 0 {
-			return Filter{}, fmt.Errorf("%w: --limit %q: want a count, 0 or more (0 means no limit)", ErrBadFilter, render.Clip(a.Limit, 80))
+			return Filter{}, fmt.Errorf("%w: --limit %q: want a count, 0 or more (0 means no limit)", ErrBadFilter, event.Clip(a.Limit, 80))
 		}
 		f.Limit = int(n)
 	}
@@ -206,7 +205,7 @@ func flagErr(flag string, err error) error {
 // control characters or spaces.
 func ParseSession(s string) (string, error) {
 	if s == "" || len(s) > 128 || strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return "", fmt.Errorf("%w: --session %q: want a session id (1 to 128 bytes, no spaces)", ErrBadFilter, render.Clip(s, 80))
+		return "", fmt.Errorf("%w: --session %q: want a session id (1 to 128 bytes, no spaces)", ErrBadFilter, event.Clip(s, 80))
 	}
 	return s, nil
 }
@@ -226,7 +225,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	if d, ok := parseRelative(s); ok {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-29T08:00:00Z), a date (2026-11-29) or a duration before now (30m, 2h, 7d)", render.Clip(s, 80))
+	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-29T08:00:00Z), a date (2026-11-29) or a duration before now (30m, 2h, 7d)", event.Clip(s, 80))
 }
 
 func parseRelative(s string) (time.Duration, bool) {
@@ -264,10 +263,10 @@ func ParseKinds(s string) ([]Kind, error) {
 	for _, part := range strings.Split(s, ",") {
 		p := strings.TrimSpace(part)
 		bad := func(why string) error {
-			return fmt.Errorf("%w: --kind %q: %s", ErrBadFilter, render.Clip(p, 80), why)
+			return fmt.Errorf("%w: --kind %q: %s", ErrBadFilter, event.Clip(p, 80), why)
 		}
 		if p == "" {
-			return nil, fmt.Errorf("%w: --kind %q: empty entry in the list", ErrBadFilter, render.Clip(s, 80))
+			return nil, fmt.Errorf("%w: --kind %q: empty entry in the list", ErrBadFilter, event.Clip(s, 80))
 		}
 		if len(p) > 64 || strings.ContainsFunc(p, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '*' || r == '-')
@@ -308,7 +307,7 @@ func ParseReason(s string) (string, error) {
 	if len(s) > 64 || strings.ContainsFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 	}) || s == "" {
-		return "", fmt.Errorf("%w: --reason %q: want a lowercase end reason (normal, timeout, oom, api, policy_violation, signal, host_lost)", ErrBadFilter, render.Clip(s, 80))
+		return "", fmt.Errorf("%w: --reason %q: want a lowercase end reason (normal, timeout, oom, api, policy_violation, signal, host_lost)", ErrBadFilter, event.Clip(s, 80))
 	}
 	return s, nil
 }

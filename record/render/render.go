@@ -4,8 +4,8 @@
 // capabilities (KernelWithout, KernelLine, Requirement, Nearest). Every
 // string that came from the record is untrusted (an agent chose it) and
 // goes through Clean, which keeps a line one line and escape sequences
-// inert. Clip shortens a quoted value for an error message, and OrDash
-// fills an empty cell of a table.
+// inert. OrDash fills an empty cell of a table; event.Clip bounds a quoted
+// value for an error message.
 package render
 
 import (
@@ -43,22 +43,6 @@ func Clean(s string, max int) string {
 		}
 	}
 	return b.String()
-}
-
-// Clip returns s cut to at most its first n bytes, at the start of a
-// UTF-8 character, with "…" after a cut. It escapes nothing: it bounds an
-// untrusted value that an error message quotes (%q escapes it), not a line
-// for a terminal (Clean is for that).
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
-	}
-	return s[:n] + "…"
 }
 
 // OrDash returns s, or "-" when s is empty: the cell of a table that has

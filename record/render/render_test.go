@@ -49,27 +49,6 @@ func TestClean(t *testing.T) {
 	}
 }
 
-func TestClip(t *testing.T) {
-	tests := []struct {
-		name, in string
-		n        int
-		want     string
-	}{
-		{name: "shorter", in: "abc", n: 5, want: "abc"},
-		{name: "exactly n", in: "abcde", n: 5, want: "abcde"},
-		{name: "longer", in: "abcdef", n: 5, want: "abcde…"},
-		{name: "escapes nothing", in: "a\x1bb", n: 5, want: "a\x1bb"},
-		{name: "empty", in: "", n: 5, want: ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Clip(tt.in, tt.n); got != tt.want {
-				t.Errorf("Clip(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestOrDash(t *testing.T) {
 	for in, want := range map[string]string{"": "-", "x": "x", "-": "-", " ": " "} {
 		if got := OrDash(in); got != want {

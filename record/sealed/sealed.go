@@ -34,7 +34,6 @@ import (
 	"github.com/sandtrail/sandtrail/record/atomicfile"
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/journal"
-	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // ErrTampered is returned when a blob's bytes no longer hash to its
@@ -87,11 +86,11 @@ func ParseRecipient(s string) (age.Recipient, error) {
 		return nil, fmt.Errorf("%.16q… is an age identity (a secret key), not a recipient: give its public key (age-keygen -y)", s)
 	}
 	if strings.TrimSpace(s) != s || s == "" || strings.ContainsAny(s, "\n#") {
-		return nil, fmt.Errorf("%q is not an age recipient: want age1…", render.Clip(s, 80))
+		return nil, fmt.Errorf("%q is not an age recipient: want age1…", event.Clip(s, 80))
 	}
 	rs, err := age.ParseRecipients(strings.NewReader(s))
 	if err != nil || len(rs) != 1 {
-		return nil, fmt.Errorf("%q is not an age recipient (X25519 age1… or hybrid age1pq1…): %v", render.Clip(s, 80), err)
+		return nil, fmt.Errorf("%q is not an age recipient (X25519 age1… or hybrid age1pq1…): %v", event.Clip(s, 80), err)
 	}
 	return rs[0], nil
 }
@@ -224,10 +223,10 @@ func Open(blob []byte, ids []age.Identity) (*Contents, error) {
 func parseRef(ref string) (string, error) {
 	h, ok := strings.CutPrefix(ref, "sha256:")
 	if !ok || len(h) != 64 || strings.ToLower(h) != h {
-		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", render.Clip(ref, 80))
+		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", event.Clip(ref, 80))
 	}
 	if _, err := hex.DecodeString(h); err != nil {
-		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", render.Clip(ref, 80))
+		return "", fmt.Errorf("sealed reference %q: want sha256: and 64 lower-case hex digits", event.Clip(ref, 80))
 	}
 	return h, nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/listing"
 )
@@ -40,9 +40,9 @@ func (idx *index) version(name, version string) (*listing.CrateLine, error) {
 	}
 	if idx.Bad > 0 {
 		return nil, fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, idx.Err,
-			"the index file of %s has %d lines that do not parse, and no valid line for %s", idx.Name, idx.Bad, render.Clip(version, 120))
+			"the index file of %s has %d lines that do not parse, and no valid line for %s", idx.Name, idx.Bad, event.Clip(version, 120))
 	}
-	return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version %s", idx.Name, render.Clip(version, 120))
+	return nil, fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version %s", idx.Name, event.Clip(version, 120))
 }
 
 // get returns the index file of crate name (lower case): from memory

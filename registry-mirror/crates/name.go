@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/cargo"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -21,7 +21,7 @@ func CheckName(name string) error { return listing.CheckCrateName(name) }
 func indexName(p string) (string, error) {
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "." || seg == ".." {
-			return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad index path %q", render.Clip(p, 120))
+			return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad index path %q", event.Clip(p, 120))
 		}
 	}
 	i := strings.LastIndexByte(p, '/')
@@ -33,7 +33,7 @@ func indexName(p string) (string, error) {
 		return "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "index file names are lower case, not %q", name)
 	}
 	if listing.CrateIndexPath(name) != p {
-		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, listing.CrateIndexPath(name), render.Clip(p, 120))
+		return "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "the index file of %s is %s, not %s", name, listing.CrateIndexPath(name), event.Clip(p, 120))
 	}
 	return name, nil
 }
@@ -42,13 +42,13 @@ func indexName(p string) (string, error) {
 func downloadPath(p string) (name, version string, err error) {
 	parts := strings.Split(p, "/")
 	if len(parts) != 3 || parts[2] != "download" {
-		return "", "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "crates are at dl/<crate>/<version>/download, not dl/%s", render.Clip(p, 120))
+		return "", "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "crates are at dl/<crate>/<version>/download, not dl/%s", event.Clip(p, 120))
 	}
 	if err := CheckName(parts[0]); err != nil {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if _, err := cargo.ParseVersion(parts[1]); err != nil {
-		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_version", err, "%q is not a crate version", render.Clip(parts[1], 120))
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_version", err, "%q is not a crate version", event.Clip(parts[1], 120))
 	}
 	return parts[0], parts[1], nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -39,20 +39,20 @@ func newArchive(key, val string, env *fetch.Env) (*archive, error) {
 		name = defaultName
 	}
 	if !validName(name) {
-		return nil, fmt.Errorf("deb: upstream name %q: want lower-case letters, digits, '.' and '-'", render.Clip(name, 80))
+		return nil, fmt.Errorf("deb: upstream name %q: want lower-case letters, digits, '.' and '-'", event.Clip(name, 80))
 	}
 	keyring, raw := DefaultKeyring, strings.TrimSpace(val)
 	explicit := false
 	if opt, rest, ok := strings.Cut(raw, "]"); ok && strings.HasPrefix(opt, "[") {
 		path, ok := strings.CutPrefix(strings.TrimSpace(opt[1:]), "signed-by=")
 		if !ok || path == "" {
-			return nil, fmt.Errorf("deb: upstream %s: the only option is [signed-by=KEYRING], got %q", name, render.Clip(opt+"]", 80))
+			return nil, fmt.Errorf("deb: upstream %s: the only option is [signed-by=KEYRING], got %q", name, event.Clip(opt+"]", 80))
 		}
 		keyring, raw, explicit = path, strings.TrimSpace(rest), true
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("deb: upstream %s: %q is not an http(s) URL", name, render.Clip(raw, 80))
+		return nil, fmt.Errorf("deb: upstream %s: %q is not an http(s) URL", name, event.Clip(raw, 80))
 	}
 	u.Host = strings.ToLower(u.Host)
 	if !strings.HasSuffix(u.Path, "/") {

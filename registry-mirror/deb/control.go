@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // field is one field of a control paragraph (deb822): its name as
@@ -91,7 +91,7 @@ func (s *scanner) next() ([]field, int, error) {
 		}
 		lower := strings.ToLower(string(name))
 		if names[lower] {
-			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, render.Clip(lower, 80))
+			return nil, start, fmt.Errorf("%w: line %d: field %s appears twice in one paragraph", ErrSyntax, s.line, event.Clip(lower, 80))
 		}
 		if names[lower] = true; len(names) > s.maxFields {
 			return nil, start, fmt.Errorf("%w: paragraph at line %d has more than %d fields", ErrSyntax, start, s.maxFields)
@@ -120,14 +120,14 @@ func (s *scanner) next() ([]field, int, error) {
 func splitField(line []byte) ([]byte, []byte, error) {
 	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok {
-		return nil, nil, fmt.Errorf("%q is neither a field nor a continuation", render.Clip(string(line), 80))
+		return nil, nil, fmt.Errorf("%q is neither a field nor a continuation", event.Clip(string(line), 80))
 	}
 	if len(name) == 0 || name[0] == '-' || name[0] == '#' {
-		return nil, nil, fmt.Errorf("bad field name %q", render.Clip(string(name), 80))
+		return nil, nil, fmt.Errorf("bad field name %q", event.Clip(string(name), 80))
 	}
 	for _, c := range name {
 		if c <= ' ' || c > '~' {
-			return nil, nil, fmt.Errorf("bad field name %q", render.Clip(string(name), 80))
+			return nil, nil, fmt.Errorf("bad field name %q", event.Clip(string(name), 80))
 		}
 	}
 	return name, bytes.TrimSpace(value), nil

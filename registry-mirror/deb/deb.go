@@ -66,7 +66,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
@@ -173,7 +173,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 	case len(segs) >= 2 && segs[0] == "pool" && (strings.HasSuffix(rel, ".deb") || strings.HasSuffix(rel, ".udeb")):
 		return h.serveDeb(w, r, a, strings.Join(segs, "/"))
 	}
-	return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror serves an archive's dists/ and the .debs of its pool/ only, not %s", render.Clip(rel, 80))
+	return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror serves an archive's dists/ and the .debs of its pool/ only, not %s", event.Clip(rel, 80))
 }
 
 // archiveOf finds the archive a request is for, and the path beneath it.
@@ -189,7 +189,7 @@ func (h *Handler) archiveOf(r *http.Request, path string) (*archive, string, err
 		if best == nil {
 			h.env.Record(&fetch.Record{Ecosystem: Ecosystem, Name: host, URL: r.URL.String(), Outcome: fetch.UnknownSource,
 				Client: fetch.ClientOf(r.Context()), Verdict: "block", Reason: "no configured archive is at this URL", Rule: "mirror.upstreams"})
-			return nil, "", fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "no archive this mirror serves is at %s", render.Clip(r.URL.String(), 80))
+			return nil, "", fetch.Errorf(http.StatusForbidden, fetch.UnknownSource, nil, "no archive this mirror serves is at %s", event.Clip(r.URL.String(), 80))
 		}
 		return best, strings.TrimPrefix(path, best.base.EscapedPath()), nil
 	}
@@ -199,7 +199,7 @@ func (h *Handler) archiveOf(r *http.Request, path string) (*archive, string, err
 			return a, rel, nil
 		}
 	}
-	return nil, "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "no archive named %q (the mirror serves %s)", render.Clip(name, 80), h.names())
+	return nil, "", fetch.Errorf(http.StatusNotFound, "not_found", nil, "no archive named %q (the mirror serves %s)", event.Clip(name, 80), h.names())
 }
 
 func (h *Handler) names() string {
@@ -231,7 +231,7 @@ func splitPath(p string) ([]string, error) {
 	for i, s := range segs {
 		u, err := url.PathUnescape(s)
 		if err != nil || !validSegment(u) {
-			return nil, fmt.Errorf("%w: segment %q", ErrPath, render.Clip(s, 80))
+			return nil, fmt.Errorf("%w: segment %q", ErrPath, event.Clip(s, 80))
 		}
 		segs[i] = u
 	}

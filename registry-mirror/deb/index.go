@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -129,5 +129,5 @@ func (h *Handler) refuseIndex(r *http.Request, a *archive, p string, err error) 
 	}
 	h.env.Record(&fetch.Record{Ecosystem: Ecosystem, URL: a.fileURL(p), Registry: a.base.String(), Outcome: out,
 		Verdict: "block", Reason: err.Error(), Rule: rule, Client: fetch.ClientOf(r.Context())})
-	return fetch.Errorf(http.StatusForbidden, out, err, "%s of archive %s: %v", render.Clip(p, 80), a.name, err)
+	return fetch.Errorf(http.StatusForbidden, out, err, "%s of archive %s: %v", event.Clip(p, 80), a.name, err)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/purl"
@@ -60,10 +60,10 @@ func entryOf(fields []field) (string, debEntry, error) {
 		v[i] = s
 	}
 	if !validPackage(v[0]) || len(v[1]) > 256 {
-		return "", debEntry{}, fmt.Errorf("bad package %q or version %q", render.Clip(v[0], 80), render.Clip(v[1], 80))
+		return "", debEntry{}, fmt.Errorf("bad package %q or version %q", event.Clip(v[0], 80), event.Clip(v[1], 80))
 	}
 	if _, err := splitPath(v[2]); err != nil {
-		return "", debEntry{}, fmt.Errorf("Filename %q: %v", render.Clip(v[2], 80), err)
+		return "", debEntry{}, fmt.Errorf("Filename %q: %v", event.Clip(v[2], 80), err)
 	}
 	s, err := parseSum(v[4], v[3])
 	if err != nil {
@@ -134,7 +134,7 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 		rec.Outcome, rec.Verdict, rec.Rule = fetch.Blocked, "block", "deb.packages"
 		rec.Reason = "no verified Packages file of the archive lists it"
 		return none, nil, fetch.Errorf(http.StatusForbidden, fetch.Blocked, nil,
-			"%s: no verified Packages file of archive %s lists it (fetch the indexes through the mirror first: apt-get update)", render.Clip(p, 80), a.name)
+			"%s: no verified Packages file of archive %s lists it (fetch the indexes through the mirror first: apt-get update)", event.Clip(p, 80), a.name)
 	}
 	rec.Name, rec.Version, rec.Hash = e.pkg, e.version, "sha256:"+e.sum.hex()
 	rec.Purl = purl.Deb(e.pkg, e.version, e.arch)

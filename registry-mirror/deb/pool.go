@@ -12,7 +12,7 @@ import (
 
 	"github.com/xi2/xz"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
@@ -168,7 +168,7 @@ func (p *pool) load(ctx context.Context, k known) (*index, error) {
 		defer f.Close()
 		files, err := readPackages(f, k.Comp)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", render.Clip(k.URL, 80), err)
+			return nil, fmt.Errorf("reading %s: %w", event.Clip(k.URL, 80), err)
 		}
 		idx = &index{files: files}
 		p.add(k.SHA256, idx)
@@ -208,7 +208,7 @@ func readPackages(r io.Reader, comp string) (map[string]debEntry, error) {
 	files := map[string]debEntry{}
 	err = eachPackage(&capped{r: text, n: maxPackagesText}, func(name string, e debEntry) error {
 		if o, dup := files[name]; dup && o.sum != e.sum {
-			return fmt.Errorf("%w: %s is listed twice with different sums", ErrSyntax, render.Clip(name, 80))
+			return fmt.Errorf("%w: %s is listed twice with different sums", ErrSyntax, event.Clip(name, 80))
 		}
 		if len(files) >= maxIndexed {
 			return fmt.Errorf("%w: more than %d packages", ErrSyntax, maxIndexed)

@@ -14,7 +14,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Bounds on a Release file.
@@ -91,17 +91,17 @@ func (ri *releaseInfo) addSums(list string) error {
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 {
-			return fmt.Errorf("%w: SHA256 entry %d: want \"<sha256> <size> <path>\", got %q", ErrSyntax, i, render.Clip(line, 80))
+			return fmt.Errorf("%w: SHA256 entry %d: want \"<sha256> <size> <path>\", got %q", ErrSyntax, i, event.Clip(line, 80))
 		}
 		s, err := parseSum(f[0], f[1])
 		if err != nil {
 			return fmt.Errorf("%w: SHA256 entry %d: %v", ErrSyntax, i, err)
 		}
 		if _, err := splitPath(f[2]); err != nil {
-			return fmt.Errorf("%w: SHA256 entry %d: path %q: %v", ErrSyntax, i, render.Clip(f[2], 80), err)
+			return fmt.Errorf("%w: SHA256 entry %d: path %q: %v", ErrSyntax, i, event.Clip(f[2], 80), err)
 		}
 		if _, dup := ri.files[f[2]]; dup {
-			return fmt.Errorf("%w: SHA256 entry %d: %s is listed twice", ErrSyntax, i, render.Clip(f[2], 80))
+			return fmt.Errorf("%w: SHA256 entry %d: %s is listed twice", ErrSyntax, i, event.Clip(f[2], 80))
 		}
 		if len(ri.files) >= maxReleaseFiles {
 			return fmt.Errorf("%w: the Release lists more than %d files", ErrSyntax, maxReleaseFiles)
@@ -117,12 +117,12 @@ func parseSum(hexSum, size string) (sum, error) {
 	var s sum
 	b, err := hex.DecodeString(hexSum)
 	if err != nil || len(b) != len(s.sha256) {
-		return s, fmt.Errorf("%q is not a sha256", render.Clip(hexSum, 80))
+		return s, fmt.Errorf("%q is not a sha256", event.Clip(hexSum, 80))
 	}
 	copy(s.sha256[:], b)
 	n, err := strconv.ParseInt(size, 10, 64)
 	if err != nil || n < 0 || n > 1<<40 || (len(size) > 1 && size[0] == '0') {
-		return s, fmt.Errorf("%q is not a size", render.Clip(size, 80))
+		return s, fmt.Errorf("%q is not a size", event.Clip(size, 80))
 	}
 	s.size = n
 	return s, nil
@@ -138,7 +138,7 @@ func parseDate(s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("%q is not an RFC 2822 date", render.Clip(s, 80))
+	return time.Time{}, fmt.Errorf("%q is not an RFC 2822 date", event.Clip(s, 80))
 }
 
 // openInRelease checks an InRelease's clearsigned signature against keys

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
@@ -54,7 +54,7 @@ func (a *archive) verify(s signed, suite string, now time.Time) (*releaseInfo, e
 		return nil, err
 	}
 	if ri.suite != suite && ri.codename != suite {
-		return nil, fmt.Errorf("%w: dists/%s/ holds the Release of suite %q (codename %q)", ErrSuite, suite, render.Clip(ri.suite, 80), render.Clip(ri.codename, 80))
+		return nil, fmt.Errorf("%w: dists/%s/ holds the Release of suite %q (codename %q)", ErrSuite, suite, event.Clip(ri.suite, 80), event.Clip(ri.codename, 80))
 	}
 	if !ri.validUntil.IsZero() && now.After(ri.validUntil) {
 		return nil, fmt.Errorf("%w: it was valid until %s", ErrExpired, ri.validUntil.UTC().Format(time.RFC3339))

@@ -32,7 +32,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver"
@@ -88,7 +88,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, path string) err
 	case strings.HasPrefix(path, "-/npm/v1/attestations/"):
 		return h.serveAttestations(w, r, strings.TrimPrefix(path, "-/npm/v1/attestations/"))
 	case strings.HasPrefix(path, "-/"):
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", render.Clip(path, 120))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror does not serve /%s", event.Clip(path, 120))
 	}
 	if name, ver, ok := versionPath(path); ok {
 		return h.serveVersion(w, r, name, ver)
@@ -134,7 +134,7 @@ func splitPath(p string) (name, file string, err error) {
 		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", err, "%v", err)
 	}
 	if file != "" && (strings.ContainsAny(file, "/\\") || !strings.HasSuffix(file, ".tgz") || strings.HasPrefix(file, ".")) {
-		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad tarball name %q", render.Clip(file, 120))
+		return "", "", fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad tarball name %q", event.Clip(file, 120))
 	}
 	return name, file, nil
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/listing"
 	semver "github.com/sandtrail/sandtrail/resolver/npm"
@@ -242,9 +242,9 @@ func (h *Handler) serveVersion(w http.ResponseWriter, r *http.Request, name, ver
 	if _, gone := vs.removed[ver]; !ok || gone {
 		if gone {
 			rm := vs.removed[ver]
-			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, render.Clip(ver, 120), rm.Reason)
+			return fetch.Errorf(http.StatusNotFound, rm.Outcome, nil, "%s@%s is not served: %s", name, event.Clip(ver, 120), rm.Reason)
 		}
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, render.Clip(ver, 120))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version or tag %q", name, event.Clip(ver, 120))
 	}
 	b, err := h.rewriteVersion(p, ver, in.Raw, false, h.tarballBase(r))
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -46,7 +46,7 @@ func (h *Handler) recordPublish(r *http.Request) {
 	h.env.Record(&fetch.Record{Ecosystem: Ecosystem, Name: publishedName(rest), URL: h.upstreamURL(rest),
 		Registry: h.upstream.String(), Outcome: fetch.Blocked, Verdict: "block", Rule: RulePublish,
 		Reason: fmt.Sprintf("%s %s%s refused: the mirror does not publish (it serves GET and HEAD only)", r.Method,
-			h.prefix, render.Clip(rest, 200)),
+			h.prefix, event.Clip(rest, 200)),
 		Client: fetch.ClientOf(r.Context())})
 }
 

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -196,7 +196,7 @@ func checkSignatures(keys map[string]*ecdsa.PublicKey, exp map[string]time.Time,
 	for _, s := range in.Signatures {
 		pub, ok := keys[s.KeyID]
 		if !ok {
-			why = append(why, "unknown key "+render.Clip(s.KeyID, 120))
+			why = append(why, "unknown key "+event.Clip(s.KeyID, 120))
 			continue
 		}
 		if t, ok := exp[s.KeyID]; ok && !in.Published.IsZero() && !in.Published.Before(t) {
@@ -228,7 +228,7 @@ func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) serveAttestations(w http.ResponseWriter, r *http.Request, spec string) error {
 	name, v, ok := cutVersion(spec)
 	if !ok || CheckName(name) != nil || v == "" {
-		return fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad attestations path %q", render.Clip(spec, 120))
+		return fetch.Errorf(http.StatusBadRequest, "bad_name", nil, "bad attestations path %q", event.Clip(spec, 120))
 	}
 	key := "npm:attestations:" + h.upstream.String() + name + "@" + v
 	m, err := h.env.Cache.GetMeta(key)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -32,7 +32,7 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	v, in := p.byFile(file)
 	if in == nil {
-		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, render.Clip(file, 120))
+		return fetch.Errorf(http.StatusNotFound, "not_found", nil, "%s has no version with the tarball %s", name, event.Clip(file, 120))
 	}
 	rec.Version, rec.URL, rec.Registry, rec.Hash = v, in.Tarball, h.upstream.String(), in.Integrity
 	rec.InstallScripts, rec.Bundles, rec.MetadataStale = in.Scripts, in.Bundles, p.stale

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // ErrBadChallenge: the upstream's WWW-Authenticate Bearer challenge, or
@@ -102,7 +102,7 @@ func repository(p string) string {
 func (t *tokenTransport) fetchToken(req *http.Request, ch map[string]string) (string, error) {
 	realm, err := url.Parse(ch["realm"])
 	if err != nil || realm.Host == "" || (realm.Scheme != "https" && (t.secure || realm.Scheme != "http")) {
-		return "", fmt.Errorf("%w: realm %q", ErrBadChallenge, render.Clip(ch["realm"], 120))
+		return "", fmt.Errorf("%w: realm %q", ErrBadChallenge, event.Clip(ch["realm"], 120))
 	}
 	q := realm.Query()
 	for _, k := range []string{"service", "scope"} {

@@ -10,7 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // maxManifest bounds a manifest or an index. Real ones are a few KiB; the
@@ -69,7 +69,7 @@ func parseManifest(b []byte) (*manifest, error) {
 	index := m.mediaType == types.OCIImageIndex || m.mediaType == types.DockerManifestList
 	switch {
 	case !known(m.mediaType):
-		return nil, fmt.Errorf("%w: media type %q", ErrBadManifest, render.Clip(string(m.mediaType), 120))
+		return nil, fmt.Errorf("%w: media type %q", ErrBadManifest, event.Clip(string(m.mediaType), 120))
 	case index && (raw.Config != nil || raw.Layers != nil):
 		return nil, fmt.Errorf("%w: an index with a config or layers", ErrBadManifest)
 	case !index && (raw.Config == nil || raw.Manifests != nil):
@@ -77,7 +77,7 @@ func parseManifest(b []byte) (*manifest, error) {
 	}
 	for _, d := range append(m.blobs, m.children...) {
 		if _, err := parseDigest(d.Digest.String()); err != nil || d.Size < 0 {
-			return nil, fmt.Errorf("%w: descriptor %q of size %d", ErrBadManifest, render.Clip(d.Digest.String(), 120), d.Size)
+			return nil, fmt.Errorf("%w: descriptor %q of size %d", ErrBadManifest, event.Clip(d.Digest.String(), 120), d.Size)
 		}
 	}
 	return m, nil

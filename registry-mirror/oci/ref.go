@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 )
@@ -76,7 +76,7 @@ func parsePath(p string) (request, error) {
 		}
 		return r, r.parseRef()
 	}
-	return request{}, fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror serves manifests, blobs and tags beneath /v2/, not %s", render.Clip(un, 120))
+	return request{}, fetch.Errorf(http.StatusNotFound, "not_found", nil, "the mirror serves manifests, blobs and tags beneath /v2/, not %s", event.Clip(un, 120))
 }
 
 // parseRef checks r.ref: a digest for a blob, a digest or a tag for a
@@ -84,7 +84,7 @@ func parsePath(p string) (request, error) {
 func (r *request) parseRef() error {
 	if r.kind == kindManifest && !strings.Contains(r.ref, ":") {
 		if !tagRE.MatchString(r.ref) {
-			return fetch.Errorf(http.StatusBadRequest, "bad_reference", ErrBadReference, "%q is not a valid tag", render.Clip(r.ref, 120))
+			return fetch.Errorf(http.StatusBadRequest, "bad_reference", ErrBadReference, "%q is not a valid tag", event.Clip(r.ref, 120))
 		}
 		return nil
 	}
@@ -99,7 +99,7 @@ func (r *request) parseRef() error {
 // checkName checks a repository name against the spec's grammar.
 func checkName(name string) error {
 	if len(name) > maxName || !nameRE.MatchString(name) {
-		return fetch.Errorf(http.StatusBadRequest, "bad_name", ErrBadName, "%q is not a valid repository name", render.Clip(name, 120))
+		return fetch.Errorf(http.StatusBadRequest, "bad_name", ErrBadName, "%q is not a valid repository name", event.Clip(name, 120))
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func checkName(name string) error {
 func parseDigest(s string) (verify.Digest, error) {
 	alg, enc, ok := strings.Cut(s, ":")
 	if !ok || strings.ToLower(enc) != enc {
-		return verify.Digest{}, fmt.Errorf("%w: %q", ErrBadDigest, render.Clip(s, 120))
+		return verify.Digest{}, fmt.Errorf("%w: %q", ErrBadDigest, event.Clip(s, 120))
 	}
 	d, err := verify.OCI(alg + ":" + enc)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandtrail/sandtrail/policies"
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/cache"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
@@ -28,7 +28,7 @@ func (h *Handler) decide(ctx context.Context, req request, rec *fetch.Record) er
 	}
 	if out != fetch.Served {
 		rec.Outcome = out
-		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", req.name, render.Clip(req.ref, 120), d.Rule, d.Reason)
+		return fetch.Errorf(http.StatusForbidden, out, nil, "%s@%s is refused by the policy (%s): %s", req.name, event.Clip(req.ref, 120), d.Rule, d.Reason)
 	}
 	return nil
 }
@@ -40,9 +40,9 @@ func refuse(err error, rec *fetch.Record, req request) error {
 	switch {
 	case fetch.Mismatch(err):
 		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s@%s does not match its digest", req.kind, req.name, render.Clip(req.ref, 120))
+		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s@%s does not match its digest", req.kind, req.name, event.Clip(req.ref, 120))
 	case errors.Is(err, ErrBadManifest):
-		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the upstream's manifest %s@%s: %v", req.name, render.Clip(req.ref, 120), err)
+		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the upstream's manifest %s@%s: %v", req.name, event.Clip(req.ref, 120), err)
 	}
 	return err
 }

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/fetch"
 )
 
@@ -36,7 +36,7 @@ func (h *Handler) serveTags(w http.ResponseWriter, r *http.Request, name string)
 	}
 	if last := r.URL.Query().Get("last"); last != "" {
 		if !tagRE.MatchString(last) {
-			return fetch.Errorf(http.StatusBadRequest, "bad_reference", ErrBadReference, "last %q is not a valid tag", render.Clip(last, 120))
+			return fetch.Errorf(http.StatusBadRequest, "bad_reference", ErrBadReference, "last %q is not a valid tag", event.Clip(last, 120))
 		}
 		q.Set("last", last)
 	}
@@ -68,7 +68,7 @@ func parseTags(name string, b []byte) (*tagList, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadTags, err)
 	}
 	if tl.Name != name {
-		return nil, fmt.Errorf("%w: it names %q", ErrBadTags, render.Clip(tl.Name, 120))
+		return nil, fmt.Errorf("%w: it names %q", ErrBadTags, event.Clip(tl.Name, 120))
 	}
 	valid := tl.Tags[:0]
 	for _, t := range tl.Tags {

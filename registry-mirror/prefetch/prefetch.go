@@ -25,7 +25,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/crates"
 	"github.com/sandtrail/sandtrail/registry-mirror/npm"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
@@ -96,13 +96,13 @@ func NpmLock(b []byte) ([]Item, error) {
 		name := key[i+len("node_modules/"):]
 		u, err := url.Parse(p.Resolved)
 		if err != nil || !strings.HasSuffix(u.Path, ".tgz") || npm.CheckName(name) != nil || strings.HasPrefix(path.Base(u.Path), ".") {
-			return nil, fmt.Errorf("prefetch: package-lock.json: %s: not a registry tarball (%q)", render.Clip(key, 100), render.Clip(p.Resolved, 100))
+			return nil, fmt.Errorf("prefetch: package-lock.json: %s: not a registry tarball (%q)", event.Clip(key, 100), event.Clip(p.Resolved, 100))
 		}
 		it := Item{Ecosystem: resolver.NPM, Name: name, Version: p.Version,
 			Path: mirrorPath(resolver.NPM) + escapeNpm(name) + "/-/" + url.PathEscape(path.Base(u.Path))}
 		if p.Integrity != "" {
 			if it.Want, err = verify.SRI(p.Integrity); err != nil {
-				return nil, fmt.Errorf("prefetch: package-lock.json: %s: %w", render.Clip(key, 100), err)
+				return nil, fmt.Errorf("prefetch: package-lock.json: %s: %w", event.Clip(key, 100), err)
 			}
 		}
 		items = append(items, it)
@@ -136,7 +136,7 @@ func CargoLock(b []byte) ([]Item, error) {
 			continue // a path or git dependency
 		}
 		if crates.CheckName(p.Name) != nil || p.Version == "" || strings.ContainsAny(p.Version, "/\\?#") || strings.HasPrefix(p.Version, ".") {
-			return nil, fmt.Errorf("prefetch: Cargo.lock: bad package %q %q", render.Clip(p.Name, 100), render.Clip(p.Version, 100))
+			return nil, fmt.Errorf("prefetch: Cargo.lock: bad package %q %q", event.Clip(p.Name, 100), event.Clip(p.Version, 100))
 		}
 		it := Item{Ecosystem: resolver.Cargo, Name: p.Name, Version: p.Version,
 			Path: mirrorPath(resolver.Cargo) + "dl/" + url.PathEscape(p.Name) + "/" + url.PathEscape(p.Version) + "/download"}

@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/registry-mirror/verify"
 	"github.com/sandtrail/sandtrail/resolver"
 	"github.com/sandtrail/sandtrail/resolver/listing"
@@ -115,7 +115,7 @@ func refusal(resp *http.Response) error {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(b))
 	}
-	return fmt.Errorf("prefetch: %s: %s", resp.Status, render.Clip(e.Error, 100))
+	return fmt.Errorf("prefetch: %s: %s", resp.Status, event.Clip(e.Error, 100))
 }
 
 // pypiFile is one file to fetch of a pin.

@@ -23,7 +23,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sandtrail/sandtrail/record/render"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Errors a Reader returns.
@@ -79,7 +79,7 @@ func size(alg string) int {
 func Hex(alg, s string) (Digest, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil || size(alg) == 0 || len(b) != size(alg) {
-		return Digest{}, fmt.Errorf("verify: %q is not a %s hex digest", render.Clip(s, 80), alg)
+		return Digest{}, fmt.Errorf("verify: %q is not a %s hex digest", event.Clip(s, 80), alg)
 	}
 	return Digest{Alg: alg, Sum: b}, nil
 }
@@ -88,7 +88,7 @@ func Hex(alg, s string) (Digest, error) {
 func OCI(s string) (Digest, error) {
 	alg, h, ok := strings.Cut(s, ":")
 	if !ok || (alg != SHA256 && alg != SHA512) {
-		return Digest{}, fmt.Errorf("verify: %q is not an OCI digest", render.Clip(s, 80))
+		return Digest{}, fmt.Errorf("verify: %q is not an OCI digest", event.Clip(s, 80))
 	}
 	return Hex(alg, h)
 }
@@ -106,12 +106,12 @@ func SRI(s string) ([]Digest, error) {
 		b64, _, _ = strings.Cut(b64, "?")
 		b, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil || len(b) != size(alg) {
-			return nil, fmt.Errorf("verify: bad %s integrity value %q", alg, render.Clip(f, 80))
+			return nil, fmt.Errorf("verify: bad %s integrity value %q", alg, event.Clip(f, 80))
 		}
 		out = append(out, Digest{Alg: alg, Sum: b})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("verify: no usable digest in integrity %q", render.Clip(s, 80))
+		return nil, fmt.Errorf("verify: no usable digest in integrity %q", event.Clip(s, 80))
 	}
 	return out, nil
 }

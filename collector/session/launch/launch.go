@@ -30,7 +30,6 @@ import (
 
 	"github.com/sandtrail/sandtrail/collector/session"
 	"github.com/sandtrail/sandtrail/record/event"
-	"github.com/sandtrail/sandtrail/record/render"
 )
 
 // AgentUser is the unprivileged user that session commands run as unless
@@ -448,7 +447,7 @@ func ParseEnv(lines []string) ([]string, error) {
 		}
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || !envName(k) || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("%q: want KEY=VALUE with KEY a name of letters, digits and _", render.Clip(l, 80))
+			return nil, fmt.Errorf("%q: want KEY=VALUE with KEY a name of letters, digits and _", event.Clip(l, 80))
 		}
 		out = append(out, k+"="+v)
 	}
