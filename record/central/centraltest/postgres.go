@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sandtrail/sandtrail/record/internal/proctest"
 )
 
 const (
@@ -226,37 +226,13 @@ func (p *Postgres) launch(settings []string) error {
 	cmd := exec.Command(filepath.Join(p.bin, "postgres"), args...)
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Setpgid: true}
-	setParentDeathSignal(cmd.SysProcAttr)
-	exited, err := startOnLockedThread(cmd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	exited, err := proctest.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
 	p.cmd, p.exited = cmd, exited
 	return nil
-}
-
-// startOnLockedThread starts cmd from a goroutine locked to its OS thread,
-// which then waits for cmd: the parent-death signal (setParentDeathSignal)
-// follows the thread that forked, so that thread lives as long as cmd. The
-// channel is closed once cmd has been reaped.
-func startOnLockedThread(cmd *exec.Cmd) (<-chan struct{}, error) {
-	started := make(chan error)
-	exited := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return exited, nil
 }
 
 // waitReady polls with a connection until the server takes one, it exits,
@@ -337,9 +313,7 @@ func (p *Postgres) Stop() {
 		select {
 		case <-p.exited:
 		case <-time.After(stopTimeout):
-			// Not yet reaped, so the group is still the one it started.
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.exited
+			proctest.KillGroup(p.cmd, p.exited)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sandtrail/sandtrail/record/internal/proctest"
 )
 
 // natsServerModule is the module whose nats-server the cluster runs: the
@@ -153,9 +153,7 @@ func (c *NATSCluster) start(node *natsNode) {
 	defer log.Close()
 	cmd := exec.Command(c.bin, "-c", filepath.Join(node.dir, "nats.conf"))
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setParentDeathSignal(cmd.SysProcAttr)
-	exited, err := startOnLockedThread(cmd)
+	exited, err := proctest.Start(cmd)
 	if err != nil {
 		c.tb.Fatalf("starting %s: %v", node.name, err)
 	}
@@ -278,36 +276,7 @@ func (c *NATSCluster) Stop() {
 				expired = true
 			}
 		}
-		select {
-		case <-node.exited:
-		default:
-			// Not yet reaped, so the group is still the one it started.
-			syscall.Kill(-node.cmd.Process.Pid, syscall.SIGKILL)
-			<-node.exited
-		}
+		proctest.KillGroup(node.cmd, node.exited)
 		node.cmd = nil
 	}
-}
-
-// startOnLockedThread starts cmd from a goroutine locked to its OS thread,
-// which then waits for cmd: the parent-death signal (setParentDeathSignal)
-// follows the thread that forked, so that thread lives as long as cmd. The
-// channel is closed once cmd has been reaped.
-func startOnLockedThread(cmd *exec.Cmd) (<-chan struct{}, error) {
-	started := make(chan error)
-	exited := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return exited, nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sinktest
+package proctest
 
 import "syscall"
 
