@@ -109,42 +109,60 @@ func cgroupAttach(hostWide bool) (string, error) {
 	return dir, nil
 }
 
-func (n *netCollector) attach(c *Collector) error {
+// cgroupHook is a socket program the collector attaches to its cgroup
+// (cgroupAttach). A hook with optional set is one whose failure leaves a
+// capability off rather than the collector unstarted: optional is called
+// with the error.
+type cgroupHook struct {
+	prog     *ebpf.Program
+	typ      ebpf.AttachType
+	optional func(error)
+}
+
+// attachCgroupHooks attaches each hook to the cgroup that cgroupAttach
+// names.
+func (c *Collector) attachCgroupHooks(hooks ...cgroupHook) error {
 	dir, err := cgroupAttach(c.opts.hostWide)
 	if err != nil {
 		return err
 	}
-	hooks := []struct {
-		prog     *ebpf.Program
-		typ      ebpf.AttachType
-		optional bool
-	}{
-		{n.objs.NetConnect4, ebpf.AttachCGroupInet4Connect, false},
-		{n.objs.NetConnect6, ebpf.AttachCGroupInet6Connect, false},
-		{n.objs.NetSendmsg4, ebpf.AttachCGroupUDP4Sendmsg, false},
-		{n.objs.NetSendmsg6, ebpf.AttachCGroupUDP6Sendmsg, false},
-		{n.objs.NetRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg, false},
-		{n.objs.NetRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg, false},
-		// A UDP socket's bytes at its release.
-		{n.objs.NetSockRelease, ebpf.AttachCgroupInetSockRelease, false},
-		// Socket creation.
-		{n.objs.NetSockCreate, ebpf.AttachCGroupInetSockCreate, false},
-		// getpeername of a redirected connected socket names the proxy
-		// without these; nothing else depends on them.
-		{n.objs.NetGetpeername4, ebpf.AttachCgroupInet4GetPeername, true},
-		{n.objs.NetGetpeername6, ebpf.AttachCgroupInet6GetPeername, true},
-	}
 	for _, h := range hooks {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: h.typ, Program: h.prog})
 		if err != nil {
-			if h.optional {
-				c.log.Warn("socket hook not attached", "attach", h.typ, "error", err)
-				set(c.kernel, event.CapGetpeername, false, fmt.Sprintf("attaching %s: %v", h.typ, err))
+			if h.optional != nil {
+				h.optional(fmt.Errorf("attaching %s: %v", h.typ, err))
 				continue
 			}
 			return fmt.Errorf("%w: attaching %s to cgroup %s: %v", ErrNotSupported, h.typ, dir, err)
 		}
 		c.links = append(c.links, l)
+	}
+	return nil
+}
+
+func (n *netCollector) attach(c *Collector) error {
+	// getpeername of a redirected connected socket names the proxy
+	// without these; nothing else depends on them.
+	noGetpeername := func(err error) {
+		c.log.Warn("socket hook not attached", "error", err)
+		set(c.kernel, event.CapGetpeername, false, err.Error())
+	}
+	err := c.attachCgroupHooks(
+		cgroupHook{prog: n.objs.NetConnect4, typ: ebpf.AttachCGroupInet4Connect},
+		cgroupHook{prog: n.objs.NetConnect6, typ: ebpf.AttachCGroupInet6Connect},
+		cgroupHook{prog: n.objs.NetSendmsg4, typ: ebpf.AttachCGroupUDP4Sendmsg},
+		cgroupHook{prog: n.objs.NetSendmsg6, typ: ebpf.AttachCGroupUDP6Sendmsg},
+		cgroupHook{prog: n.objs.NetRecvmsg4, typ: ebpf.AttachCGroupUDP4Recvmsg},
+		cgroupHook{prog: n.objs.NetRecvmsg6, typ: ebpf.AttachCGroupUDP6Recvmsg},
+		// A UDP socket's bytes at its release.
+		cgroupHook{prog: n.objs.NetSockRelease, typ: ebpf.AttachCgroupInetSockRelease},
+		// Socket creation.
+		cgroupHook{prog: n.objs.NetSockCreate, typ: ebpf.AttachCGroupInetSockCreate},
+		cgroupHook{prog: n.objs.NetGetpeername4, typ: ebpf.AttachCgroupInet4GetPeername, optional: noGetpeername},
+		cgroupHook{prog: n.objs.NetGetpeername6, typ: ebpf.AttachCgroupInet6GetPeername, optional: noGetpeername},
+	)
+	if err != nil {
+		return err
 	}
 	l, err := link.AttachTracing(link.TracingOptions{Program: n.objs.NetSockState})
 	if err != nil {

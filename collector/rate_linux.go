@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/sandtrail/sandtrail/record/event"
 )
@@ -100,24 +99,9 @@ func (r *rateCollector) load(c *Collector, shared *ebpf.CollectionOptions) error
 }
 
 func (r *rateCollector) attach(c *Collector) error {
-	dir, err := cgroupAttach(c.opts.hostWide)
-	if err != nil {
-		return err
-	}
-	for _, h := range []struct {
-		prog *ebpf.Program
-		typ  ebpf.AttachType
-	}{
-		{r.objs.RateIngress, ebpf.AttachCGroupInetIngress},
-		{r.objs.RateEgress, ebpf.AttachCGroupInetEgress},
-	} {
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: h.typ, Program: h.prog})
-		if err != nil {
-			return fmt.Errorf("%w: attaching %s to cgroup %s: %v", ErrNotSupported, h.typ, dir, err)
-		}
-		c.links = append(c.links, l)
-	}
-	return nil
+	return c.attachCgroupHooks(
+		cgroupHook{prog: r.objs.RateIngress, typ: ebpf.AttachCGroupInetIngress},
+		cgroupHook{prog: r.objs.RateEgress, typ: ebpf.AttachCGroupInetEgress})
 }
 
 // programs is empty: the rate programs write no records.

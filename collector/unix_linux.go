@@ -79,24 +79,9 @@ func (u *unixCollector) attach(c *Collector) error {
 		}
 		return nil
 	}
-	dir, err := cgroupAttach(c.opts.hostWide)
-	if err != nil {
-		return err
-	}
-	for _, h := range []struct {
-		prog *ebpf.Program
-		typ  ebpf.AttachType
-	}{
-		{u.objs.NetConnectUnix, ebpf.AttachCgroupUnixConnect},
-		{u.objs.NetSendmsgUnix, ebpf.AttachCgroupUnixSendmsg},
-	} {
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: h.typ, Program: h.prog})
-		if err != nil {
-			return fmt.Errorf("%w: attaching %s to cgroup %s: %v", ErrNotSupported, h.typ, dir, err)
-		}
-		c.links = append(c.links, l)
-	}
-	return nil
+	return c.attachCgroupHooks(
+		cgroupHook{prog: u.objs.NetConnectUnix, typ: ebpf.AttachCgroupUnixConnect},
+		cgroupHook{prog: u.objs.NetSendmsgUnix, typ: ebpf.AttachCgroupUnixSendmsg})
 }
 
 func (u *unixCollector) programs() []progKind {
