@@ -477,6 +477,9 @@ func TestToolVerbosityAndRefuse(t *testing.T) {
 		{"tool_io:\n  tools: [{match: bash}]\n", "tool_io.tools[0].verbosity: missing"},
 		{"tool_io:\n  tools: [{match: bash, verbosity: loud}]\n", "tool_io.tools[0].verbosity: invalid value"},
 		{"tool_io:\n  refuse: [\"\"]\n", "tool_io.refuse[0]: empty glob"},
+		// age parses recipients: a checksum error and an SSH key it cannot take.
+		{"tool_io:\n  verbosity: full\n  recipients: [age186w5azxwycw5zp5skp77slvsmf7jmcftw2mm7rlp4hwqer4yjdtqexgnh3]\n", "tool_io.recipients[0]"},
+		{"tool_io:\n  verbosity: full\n  recipients: [\"ssh-ed25519 AAAA\"]\n", "tool_io.recipients[0]"},
 	} {
 		p, err := Parse("t.yaml", []byte(bad.yaml))
 		if err == nil {
