@@ -240,26 +240,66 @@ func TestParseLayout(t *testing.T) {
 	files := filesOf(t, b.Bytes())
 	swap := slices.Clone(files)
 	swap[1], swap[2] = swap[2], swap[1]
+	if _, err := Parse(gzipTar(t, files, nil)); err != nil {
+		t.Fatalf("Parse(the bundle's files through gzipTar) = %v, want the bundle", err)
+	}
+	otherHeader := slices.Clone(b.Bytes())
+	otherHeader[9] = 3 // OS: Unix
 	tests := []struct {
 		name string
 		data []byte
+		want string
 	}{
-		{"empty", nil},
-		{"not gzip", []byte("manifest.json")},
-		{"truncated", b.Bytes()[:len(b.Bytes())/2]},
-		{"trailing stream", append(slices.Clone(b.Bytes()), b.Bytes()...)},
-		{"files out of order", gzipTar(t, swap, nil)},
-		{"a file missing", gzipTar(t, files[:3], nil)},
-		{"an extra file", gzipTar(t, append(slices.Clone(files), tarFile{name: "extra", data: []byte("x")}), nil)},
-		{"a directory", gzipTar(t, append([]tarFile{{name: manifestName, typ: '5'}}, files[1:]...), nil)},
-		{"manifest unknown field", gzipTar(t, append([]tarFile{{name: manifestName, data: append(bytes.TrimSuffix(files[0].data, []byte("}")), []byte(`,"extra":1}`)...)}}, files[1:]...), nil)},
-		{"entries without last newline", gzipTar(t, []tarFile{files[0], files[1], {name: entriesName, data: bytes.TrimSuffix(files[2].data, []byte("\n"))}, files[3]}, nil)},
+		{"empty", nil, "gzip header"},
+		{"not gzip", []byte("manifest.json"), "gzip header"},
+		{"another gzip header", otherHeader, "gzip header"},
+		{"truncated", b.Bytes()[:len(b.Bytes())/2], "reading"},
+		{"trailing stream", append(slices.Clone(b.Bytes()), b.Bytes()...), "after the gzip stream"},
+		{"files out of order", gzipTar(t, swap, nil), "want the regular file checkpoint"},
+		{"a file missing", gzipTar(t, files[:3], nil), "reading proofs"},
+		{"an extra file", gzipTar(t, append(slices.Clone(files), tarFile{name: "extra", data: []byte("x")}), nil), "more than the 4 files"},
+		{"a directory", gzipTar(t, append([]tarFile{{name: manifestName, typ: '5'}}, files[1:]...), nil), "want the regular file manifest"},
+		{"manifest unknown field", gzipTar(t, append([]tarFile{{name: manifestName, data: append(bytes.TrimSuffix(files[0].data, []byte("}")), []byte(`,"extra":1}`)...)}}, files[1:]...), nil), "unknown field"},
+		{"another mode", gzipTarMode(t, files, 0o600), "tar's headers"},
+		{"entries without last newline", gzipTar(t, []tarFile{files[0], files[1], {name: entriesName, data: bytes.TrimSuffix(files[2].data, []byte("\n"))}, files[3]}, nil), "lines, the manifest names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Parse(tt.data); !errors.Is(err, ErrMalformed) {
-				t.Errorf("Parse(%s) = %v, want ErrMalformed", tt.name, err)
+			_, err := Parse(tt.data)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse(%s) = %v, want ErrMalformed saying %q", tt.name, err, tt.want)
 			}
 		})
 	}
+}
+
+// TestTamperedBundleBytes flips each bit of two in every byte of a bundle:
+// each flip is refused by Parse or Verify, or gives the same tar, byte for
+// byte (deflate can say the same thing in other bits: the bundle's
+// evidence is what it decodes to). A flip of the gzip header is refused.
+func TestTamperedBundleBytes(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	data := f.seal(t, f.sessions[0]).Bytes()
+	plain := gunzip(t, data)
+	same := 0
+	for i := range data {
+		for _, bit := range []byte{0x01, 0x40} {
+			d := slices.Clone(data)
+			d[i] ^= bit
+			p, err := Parse(d)
+			if err == nil {
+				_, err = p.Verify(f.verifiers)
+			}
+			switch {
+			case err != nil:
+			case i < len(gzipHeader):
+				t.Errorf("a flip of %#x in byte %d of the gzip header is accepted", bit, i)
+			case !bytes.Equal(gunzip(t, d), plain):
+				t.Errorf("a flip of %#x in byte %d of %d changes the tar and verifies", bit, i, len(d))
+			default:
+				same++
+			}
+		}
+	}
+	t.Logf("%d bytes, %d flips, %d decoding to the same tar", len(data), 2*len(data), same)
 }

@@ -46,10 +46,14 @@ func digestOf(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// encode writes the bundle file of m and its parts: a gzip stream (no
-// name, no time) of a USTAR tar whose files, in layout order, have mode
-// 0644, owner 0 and the manifest's created time (to the second), so that
-// the same parts always give the same bytes.
+// gzipHeader is the gzip member header encode writes: deflate, no flags
+// (no name, comment or extra field), no time, best compression, OS
+// unknown.
+const gzipHeader = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+
+// encode writes the bundle file of m and its parts: a gzip stream
+// (gzipHeader) of the tar that writeTar makes, so that the same parts
+// always give the same bytes.
 func encode(m *Manifest, checkpoint, entries, proofs []byte) ([]byte, error) {
 	man, err := json.Marshal(m)
 	if err != nil {
@@ -60,19 +64,7 @@ func encode(m *Manifest, checkpoint, entries, proofs []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compressing bundle: %w", err)
 	}
-	tw := tar.NewWriter(zw)
-	mtime := m.Created.UTC().Truncate(time.Second)
-	for i, data := range [][]byte{man, checkpoint, entries, proofs} {
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: layout[i].name, Mode: 0o644, Size: int64(len(data)),
-			ModTime: mtime, Format: tar.FormatUSTAR}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("writing bundle: %w", err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, fmt.Errorf("writing bundle: %w", err)
-		}
-	}
-	if err := tw.Close(); err != nil {
+	if err := writeTar(zw, m.Created, [][]byte{man, checkpoint, entries, proofs}); err != nil {
 		return nil, fmt.Errorf("writing bundle: %w", err)
 	}
 	if err := zw.Close(); err != nil {
@@ -81,20 +73,44 @@ func encode(m *Manifest, checkpoint, entries, proofs []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// writeTar writes the bundle's USTAR tar of files, in layout order, each
+// with mode 0644, owner 0 and the time created (to the second).
+func writeTar(w io.Writer, created time.Time, files [][]byte) error {
+	tw := tar.NewWriter(w)
+	mtime := created.UTC().Truncate(time.Second)
+	for i, data := range files {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: layout[i].name, Mode: 0o644, Size: int64(len(data)),
+			ModTime: mtime, Format: tar.FormatUSTAR}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
 // Parse reads a bundle file from untrusted bytes. It checks the layout
-// only: one gzip stream, and in it a tar of exactly the four files in
-// order, each a regular file within its size limit; a manifest and a
+// only: one gzip stream with the header encode writes, and in it a tar of
+// exactly the four files in order, each a regular file within its size
+// limit, and byte for byte the tar that writeTar makes of them (so that no
+// header field is left unchecked); a manifest and a
 // proofs file that decode strictly (no unknown fields, no trailing data);
 // and as many entry lines and proofs as the manifest's seqs name. Errors
 // wrap ErrMalformed. Parse checks no hash or signature: call Verify.
 func Parse(data []byte) (*Bundle, error) {
-	files, err := untar(data)
+	files, tarSum, err := untar(data)
 	if err != nil {
 		return nil, err
 	}
 	b := &Bundle{data: data, digest: digestOf(data), Checkpoint: files[1], entries: files[2], proofs: files[3]}
 	if err := event.DecodeStrict(files[0], &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, manifestName, err)
+	}
+	canonical := sha256.New()
+	if err := writeTar(canonical, b.Manifest.Created, files); err != nil || !bytes.Equal(canonical.Sum(nil), tarSum) {
+		return nil, fmt.Errorf("%w: the tar's headers are not the ones a bundle's files have (mode 0644, owner 0, the manifest's created time)", ErrMalformed)
 	}
 	// Count before expanding the ranges: a manifest's count costs nothing
 	// to claim, the entries it names do.
@@ -117,44 +133,49 @@ func Parse(data []byte) (*Bundle, error) {
 	return b, nil
 }
 
-// untar decompresses data and returns the contents of the layout's files.
-func untar(data []byte) ([][]byte, error) {
+// untar decompresses data and returns the contents of the layout's files
+// and the sha256 of the whole tar.
+func untar(data []byte) ([][]byte, []byte, error) {
+	if !bytes.HasPrefix(data, []byte(gzipHeader)) {
+		return nil, nil, fmt.Errorf("%w: not a bundle's gzip header (deflate, no flags, no time, best compression, OS unknown)", ErrMalformed)
+	}
 	src := bytes.NewReader(data)
 	zr, err := gzip.NewReader(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not gzip: %v", ErrMalformed, err)
+		return nil, nil, fmt.Errorf("%w: not gzip: %v", ErrMalformed, err)
 	}
 	zr.Multistream(false)
-	budget := &limitedReader{r: zr, n: MaxBundleSize}
+	sum := sha256.New()
+	budget := &limitedReader{r: io.TeeReader(zr, sum), n: MaxBundleSize}
 	tr := tar.NewReader(budget)
 	files := make([][]byte, len(layout))
 	for i, p := range layout {
 		h, err := tr.Next()
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading %s: %v", ErrMalformed, p.name, err)
+			return nil, nil, fmt.Errorf("%w: reading %s: %v", ErrMalformed, p.name, err)
 		}
 		if h.Name != p.name || h.Typeflag != tar.TypeReg {
-			return nil, fmt.Errorf("%w: file %d is %q (type %q), want the regular file %s", ErrMalformed, i+1, event.Clip(h.Name, 64), h.Typeflag, p.name)
+			return nil, nil, fmt.Errorf("%w: file %d is %q (type %q), want the regular file %s", ErrMalformed, i+1, event.Clip(h.Name, 64), h.Typeflag, p.name)
 		}
 		if h.Size < 0 || h.Size > p.limit || h.Size > budget.n {
-			return nil, fmt.Errorf("%w: %s is %d bytes, over its limit", ErrMalformed, p.name, h.Size)
+			return nil, nil, fmt.Errorf("%w: %s is %d bytes, over its limit", ErrMalformed, p.name, h.Size)
 		}
 		files[i] = make([]byte, h.Size)
 		if _, err := io.ReadFull(tr, files[i]); err != nil {
-			return nil, fmt.Errorf("%w: reading %s: %v", ErrMalformed, p.name, err)
+			return nil, nil, fmt.Errorf("%w: reading %s: %v", ErrMalformed, p.name, err)
 		}
 	}
 	if _, err := tr.Next(); err != io.EOF {
-		return nil, fmt.Errorf("%w: more than the %d files of a bundle (%v)", ErrMalformed, len(layout), err)
+		return nil, nil, fmt.Errorf("%w: more than the %d files of a bundle (%v)", ErrMalformed, len(layout), err)
 	}
 	// The tar's end and the gzip trailer (its CRC and length) must follow.
 	if _, err := io.Copy(io.Discard, budget); err != nil {
-		return nil, fmt.Errorf("%w: reading the end of the tar: %v", ErrMalformed, err)
+		return nil, nil, fmt.Errorf("%w: reading the end of the tar: %v", ErrMalformed, err)
 	}
 	if src.Len() > 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the gzip stream", ErrMalformed, src.Len())
+		return nil, nil, fmt.Errorf("%w: %d bytes after the gzip stream", ErrMalformed, src.Len())
 	}
-	return files, nil
+	return files, sum.Sum(nil), nil
 }
 
 // limitedReader fails, rather than stops, once n bytes were read.
