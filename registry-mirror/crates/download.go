@@ -56,8 +56,7 @@ func (h *Handler) crate(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		Ecosystem: Ecosystem, Name: l.Name})
 	if err != nil {
 		if fetch.Mismatch(err) {
-			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match the cksum of its index line", l.Name, l.Vers)
+			return rec.Refused(fetch.HashMismatch, err, "%s@%s does not match the cksum of its index line", l.Name, l.Vers)
 		}
 		return err
 	}

@@ -152,8 +152,7 @@ func (h *Handler) deb(ctx context.Context, a *archive, p string, rec *fetch.Reco
 	art, f, hit, err := h.artifacts.Get(ctx, want)
 	if err != nil {
 		if fetch.Mismatch(err) {
-			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return none, nil, fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s does not match the SHA256 of its verified Packages file", e.pkg, e.version)
+			return none, nil, rec.Refused(fetch.HashMismatch, err, "%s %s does not match the SHA256 of its verified Packages file", e.pkg, e.version)
 		}
 		return none, nil, err
 	}

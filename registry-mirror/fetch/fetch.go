@@ -242,6 +242,14 @@ func (r *Record) ServedArtifact(a cache.Artifact, hit bool) {
 	}
 }
 
+// Refused sets r's outcome to a failed check's (HashMismatch,
+// SignatureInvalid), with err as the reason, and returns the client's 403
+// with format's message.
+func (r *Record) Refused(outcome string, err error, format string, a ...any) *Error {
+	r.Outcome, r.Reason = outcome, err.Error()
+	return Errorf(http.StatusForbidden, outcome, err, format, a...)
+}
+
 // Failed sets the outcome of a request that failed with err before a
 // check set one: a block by RuleRedirect (unknown_source) for a redirect
 // the mirror refused to follow, not_found for an upstream 404, upstream_error for

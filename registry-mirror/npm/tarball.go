@@ -52,20 +52,17 @@ func (h *Handler) tarball(ctx context.Context, w http.ResponseWriter, r *http.Re
 	case errors.Is(err, ErrUnsigned):
 		rec.Signature = fetch.SignatureUnavailable
 	case err != nil:
-		rec.Outcome, rec.Reason = fetch.SignatureInvalid, err.Error()
-		return fetch.Errorf(http.StatusForbidden, fetch.SignatureInvalid, err, "%s@%s: %v", name, v, err)
+		return rec.Refused(fetch.SignatureInvalid, err, "%s@%s: %v", name, v, err)
 	default:
 		rec.Signature = fetch.SignatureVerified
 	}
 	if err := facts.digestsErr; err != nil {
-		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
+		return rec.Refused(fetch.HashMismatch, err, "%s@%s: %v", name, v, err)
 	}
 	a, f, hit, err := h.artifacts.Get(ctx, fetch.Want{URL: in.Tarball, Digests: facts.digests, Names: facts.names, Ecosystem: Ecosystem, Name: name})
 	if err != nil {
 		if fetch.Mismatch(err) {
-			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s@%s does not match its published digests", name, v)
+			return rec.Refused(fetch.HashMismatch, err, "%s@%s does not match its published digests", name, v)
 		}
 		return err
 	}

@@ -39,8 +39,7 @@ func (h *Handler) decide(ctx context.Context, req request, rec *fetch.Record) er
 func refuse(err error, rec *fetch.Record, req request) error {
 	switch {
 	case fetch.Mismatch(err):
-		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s@%s does not match its digest", req.kind, req.name, event.Clip(req.ref, 120))
+		return rec.Refused(fetch.HashMismatch, err, "%s %s@%s does not match its digest", req.kind, req.name, event.Clip(req.ref, 120))
 	case errors.Is(err, ErrBadManifest):
 		return fetch.Errorf(http.StatusBadGateway, fetch.UpstreamError, err, "the upstream's manifest %s@%s: %v", req.name, event.Clip(req.ref, 120), err)
 	}

@@ -2,6 +2,7 @@ package pypi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -91,25 +92,26 @@ func (h *Handler) metadata(ctx context.Context, w http.ResponseWriter, r *http.R
 	return h.serveVerified(w, r, rec, u.String(), 0, f.MetaSHA256, false)
 }
 
+// errNoSHA256 is the refusal of a file whose index entry gives no sha256:
+// the mirror has nothing to check its bytes against.
+var errNoSHA256 = errors.New("the index gives no sha256 for the file")
+
 // serveVerified fetches rawURL through the cache, checked against its
 // sha256 (and size, when known), and serves it, recorded first when
 // record (a distribution file; a metadata file served is not recorded).
 func (h *Handler) serveVerified(w http.ResponseWriter, r *http.Request, rec *fetch.Record, rawURL string, size int64, sha256 string, record bool) error {
 	if sha256 == "" {
-		rec.Outcome, rec.Reason = fetch.HashMismatch, "the index gives no sha256 for the file"
-		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, nil, "%s %s: the index gives no sha256 for the file", rec.Name, rec.Version)
+		return rec.Refused(fetch.HashMismatch, errNoSHA256, "%s %s: %v", rec.Name, rec.Version, errNoSHA256)
 	}
 	d, err := verify.Hex(verify.SHA256, sha256)
 	if err != nil {
-		rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-		return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s: %v", rec.Name, rec.Version, err)
+		return rec.Refused(fetch.HashMismatch, err, "%s %s: %v", rec.Name, rec.Version, err)
 	}
 	a, fh, hit, err := h.artifacts.Get(r.Context(), fetch.Want{URL: rawURL, Size: size, Digests: []verify.Digest{d}, Names: []string{d.String()},
 		Ecosystem: Ecosystem, Name: rec.Name})
 	if err != nil {
 		if fetch.Mismatch(err) {
-			rec.Outcome, rec.Reason = fetch.HashMismatch, err.Error()
-			return fetch.Errorf(http.StatusForbidden, fetch.HashMismatch, err, "%s %s does not match the sha256 of the index", rec.Name, rec.Version)
+			return rec.Refused(fetch.HashMismatch, err, "%s %s does not match the sha256 of the index", rec.Name, rec.Version)
 		}
 		return err
 	}
