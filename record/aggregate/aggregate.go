@@ -310,7 +310,7 @@ type checkpoint struct {
 // read reads one message: an entry, a checkpoint, or a problem.
 func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
 	id := m.Headers().Get(jetstream.MsgIDHeader)
-	nm, err := sink.ParseNATSMessage(m.Subject(), id)
+	nm, err := sink.ParseNATSMessage(m.Subject(), id, m.Data())
 	if err != nil {
 		// A subject that names no host makes a problem of the store's
 		// own (host ""), which no subject can name.

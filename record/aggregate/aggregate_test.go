@@ -2,9 +2,12 @@ package aggregate_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,8 +194,8 @@ func TestAggregatorUnreadable(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the stream exists
 	for _, m := range []struct{ subject, id, data string }{
 		{"sandtrail.h1.process_exec", "nope", "{}"},
-		{"sandtrail.h1.checkpoint", "h1-checkpoint-5", "not a checkpoint line"},
-		{"sandtrail.h1", "h1-99", "{}"},
+		{"sandtrail.h1.checkpoint", "h1:checkpoint:5:" + digest("not a checkpoint line"), "not a checkpoint line"},
+		{"sandtrail.h1", "h1:99:" + digest("{}"), "{}"},
 	} {
 		msg := &nats.Msg{Subject: m.subject, Data: []byte(m.data), Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
@@ -227,5 +230,82 @@ func TestAggregatorUnreadable(t *testing.T) {
 			t.Fatalf("unreadable alerts %d, chains %+v; want 3 and h1 verified to %d", unreadable, chains, h.j.Size())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// digest is the digest a message id carries of data (sink.MsgID).
+func digest(data string) string {
+	sum := sha256.Sum256([]byte(data))
+	return hex.EncodeToString(sum[:16])
+}
+
+// TestAggregatorIDsCannotBeTaken: host "evil", publishing only on its own
+// subjects, sends messages under the message ids of the victim's next
+// seqs and checkpoints, as it can guess them. None is the id the victim's
+// sink sends (that carries its line's digest), so the stream keeps every
+// entry of the victim's: the store receives and verifies all of them and
+// raises nothing about the victim; evil's messages are unreadable.
+func TestAggregatorIDsCannotBeTaken(t *testing.T) {
+	srv := sinktest.StartNATS(t, 0, t.TempDir())
+	url := srv.ClientURL()
+	pg := centraltest.StartPostgres(t)
+	h := startHost(t, "h1", url)
+	store, err := central.Open(context.Background(), pg.DSN(), central.WithKeys(central.Keys{"h1": h.key}), central.WithGapGrace(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h.record(t, "s0", 1)
+	time.Sleep(300 * time.Millisecond) // the stream exists
+	base := h.j.Size()
+	for seq := base; seq < base+400; seq++ {
+		for _, id := range []string{
+			fmt.Sprintf("h1:%d:%s", seq, digest("{}")), fmt.Sprintf("h1:checkpoint:%d:%s", seq+1, digest("{}")),
+			fmt.Sprintf("h1-%d", seq), fmt.Sprintf("h1-checkpoint-%d", seq+1), // the old, guessable form
+		} {
+			msg := &nats.Msg{Subject: "sandtrail.evil.process_exec", Data: []byte("{}"), Header: nats.Header{}}
+			msg.Header.Set(jetstream.MsgIDHeader, id)
+			if _, err := js.PublishMsg(ctx, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stop := runAggregator(t, url, store)
+	defer stop()
+	h.record(t, "s1", 300)
+	h.stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		chains, err := store.Chains(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(chains, func(c central.Chain) bool { return c.Host == "h1" })
+		if i >= 0 && chains[i].Received == h.j.Size() && chains[i].Verified == h.j.Size() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chains %+v, want h1 received and verified to %d", chains, h.j.Size())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	err = store.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindAlert}}}, func(e *event.Event) error {
+		if strings.Contains(e.Alert.Title, "host h1") {
+			t.Errorf("alert about the victim: %s: %s", e.Alert.Title, e.Alert.Summary)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,10 +16,10 @@ import (
 
 // NATS is a Sink that publishes each entry to a JetStream stream and
 // waits for the stream's acks: subject sandtrail.<host>.<kind> (the
-// kind's dots as underscores), message id (Nats-Msg-Id) <host>-<seq>, so
-// that the stream's duplicate window drops what a retried batch sends
-// again; a signed checkpoint goes to sandtrail.<host>.checkpoint as
-// <host>-checkpoint-<size>.
+// kind's dots as underscores), message id (Nats-Msg-Id) <host>:<seq> and
+// the line's digest (MsgID), so that the stream's duplicate window drops
+// what a retried batch sends again; a signed checkpoint goes to
+// sandtrail.<host>.checkpoint as <host>:checkpoint:<size>:<digest>.
 type NATS struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -159,13 +161,33 @@ func token(s string) string {
 	}, s)
 }
 
-// MsgID is the Nats-Msg-Id of entry seq of host.
-func MsgID(host string, seq uint64) string { return token(host) + "-" + strconv.FormatUint(seq, 10) }
-
-// checkpointID is the Nats-Msg-Id of host's checkpoint of size size.
-func checkpointID(host string, size uint64) string {
-	return token(host) + "-checkpoint-" + strconv.FormatUint(size, 10)
+// MsgID is the Nats-Msg-Id of entry seq of host, whose line is data:
+// "<host>:<seq>:<digest>", the digest the first 128 bits of the line's
+// SHA-256 in hex. The stream drops a message whose id it holds within its
+// duplicate window; the digest makes that only the same entry sent again
+// (a retried batch), never a message that another publisher sent first
+// under a guessed id: a host's next seqs are easy to guess, its next lines
+// are not. ':' is in no host token, so no two hosts' ids meet.
+func MsgID(host string, seq uint64, data []byte) string {
+	return token(host) + ":" + strconv.FormatUint(seq, 10) + ":" + digest(data)
 }
+
+// checkpointID is the Nats-Msg-Id of host's checkpoint of size size, whose
+// line is data: "<host>:checkpoint:<size>:<digest>".
+func checkpointID(host string, size uint64, data []byte) string {
+	return token(host) + ":checkpoint:" + strconv.FormatUint(size, 10) + ":" + digest(data)
+}
+
+// digest is the id's digest of data.
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// MaxSeq is the largest seq (and checkpoint size) a message may name:
+// PostgreSQL's bigint holds 2^63−1, and the store adds to seqs. No journal
+// comes near it; a message beyond it is not one a sink sent.
+const MaxSeq = 1<<62 - 1
 
 // Subject is the subject of an entry of kind from host.
 func Subject(host, kind string) string { return "sandtrail." + token(host) + "." + token(kind) }
@@ -180,9 +202,10 @@ type NATSMessage struct {
 	Checkpoint uint64
 }
 
-// ParseNATSMessage reads the subject and Nats-Msg-Id of a message a NATS
-// sink published. The two must name one host.
-func ParseNATSMessage(subject, id string) (NATSMessage, error) {
+// ParseNATSMessage reads the subject, Nats-Msg-Id and data of a message a
+// NATS sink published. The subject and the id must name one host, and the
+// id's digest must be the data's.
+func ParseNATSMessage(subject, id string, data []byte) (NATSMessage, error) {
 	var m NATSMessage
 	parts := strings.Split(subject, ".")
 	if len(parts) != 3 || parts[0] != "sandtrail" || parts[1] == "" || parts[2] == "" {
@@ -192,14 +215,15 @@ func ParseNATSMessage(subject, id string) (NATSMessage, error) {
 	if !validToken(m.Host, maxHostName) || !validToken(m.Kind, 64) {
 		return NATSMessage{}, fmt.Errorf("subject %q: host and kind must be tokens of letters, digits, '_' and '-'", clipID(subject))
 	}
-	rest, ok := strings.CutPrefix(id, m.Host+"-")
+	rest, ok := strings.CutPrefix(id, m.Host+":")
 	if !ok {
 		return m, fmt.Errorf("message id %q does not name the subject's host %s", clipID(id), m.Host)
 	}
-	num, isCheckpoint := strings.CutPrefix(rest, "checkpoint-")
-	n, err := strconv.ParseUint(num, 10, 63) // a seq is a PostgreSQL bigint
-	if err != nil || strconv.FormatUint(n, 10) != num {
-		return m, fmt.Errorf("message id %q: want <host>-<seq> or <host>-checkpoint-<size>", clipID(id))
+	rest, isCheckpoint := strings.CutPrefix(rest, "checkpoint:")
+	num, sum, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > MaxSeq || strconv.FormatUint(n, 10) != num {
+		return m, fmt.Errorf("message id %q: want <host>:<seq>:<digest> or <host>:checkpoint:<size>:<digest>, seq at most %d", clipID(id), uint64(MaxSeq))
 	}
 	if isCheckpoint != (m.Kind == "checkpoint") {
 		return m, fmt.Errorf("message id %q on subject %q: a checkpoint needs both", clipID(id), clipID(subject))
@@ -211,6 +235,9 @@ func ParseNATSMessage(subject, id string) (NATSMessage, error) {
 		m.Checkpoint, m.Seq = n, n-1
 	} else {
 		m.Seq = n
+	}
+	if sum != digest(data) {
+		return m, fmt.Errorf("message id %q: its digest is not its data's (%s)", clipID(id), digest(data))
 	}
 	return m, nil
 }
@@ -231,9 +258,9 @@ func (s *NATS) Write(ctx context.Context, batch []Entry) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, e := range batch {
 		msg := &nats.Msg{Subject: Subject(s.host, e.Kind), Data: e.Line}
-		id := MsgID(s.host, e.Seq)
+		id := MsgID(s.host, e.Seq, e.Line)
 		if e.Checkpoint != 0 {
-			id = checkpointID(s.host, e.Checkpoint)
+			id = checkpointID(s.host, e.Checkpoint, e.Line)
 		}
 		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 		if err != nil {

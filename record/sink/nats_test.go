@@ -49,7 +49,7 @@ func streamIDs(t *testing.T, url, stream string) map[string]int {
 }
 
 // TestNATSSinkRestart: a NATS sink publishes every entry to a real
-// nats-server's JetStream stream, with Nats-Msg-Id host-seq; the server
+// nats-server's JetStream stream, with Nats-Msg-Id host:seq:digest; the server
 // is killed mid-stream and started again on its store; the stream ends
 // with every entry exactly once.
 func TestNATSSinkRestart(t *testing.T) {
@@ -79,39 +79,57 @@ func TestNATSSinkRestart(t *testing.T) {
 	if len(ids) != 200 {
 		t.Errorf("stream holds %d distinct ids, want 200", len(ids))
 	}
+	// Each id names its seq once (the digest is the line's: see
+	// TestParseNATSMessage).
+	seqs := map[string]int{}
+	for id, n := range ids {
+		host, rest, _ := strings.Cut(id, ":")
+		seq, _, _ := strings.Cut(rest, ":")
+		if host != "host_one" {
+			t.Errorf("id %q names another host", id)
+		}
+		seqs[seq] += n
+	}
 	for i := range 200 {
-		if n := ids[MsgID("host.one", uint64(i))]; n != 1 {
+		if n := seqs[strconv.Itoa(i)]; n != 1 {
 			t.Errorf("seq %d stored %d times, want once", i, n)
 		}
-	}
-	if MsgID("host.one", 7) != "host_one-"+strconv.Itoa(7) {
-		t.Errorf("MsgID = %q", MsgID("host.one", 7))
 	}
 }
 
 func TestParseNATSMessage(t *testing.T) {
+	line := []byte(`{"seq":42}`)
+	d := digest(line)
 	for _, c := range []struct {
 		subject, id string
 		want        NATSMessage
 		err         string
 	}{
-		{Subject("web-1.example", "process.exec"), MsgID("web-1.example", 42), NATSMessage{Host: "web-1_example", Kind: "process_exec", Seq: 42}, ""},
-		{Subject("h", "checkpoint"), checkpointID("h", 10), NATSMessage{Host: "h", Kind: "checkpoint", Seq: 9, Checkpoint: 10}, ""},
-		{"sandtrail.h.process_exec", "other-42", NATSMessage{}, "does not name"},
-		{"sandtrail.h.process_exec", "h-042", NATSMessage{}, "want <host>-<seq>"},
-		{"sandtrail.h.process_exec", "h-checkpoint-3", NATSMessage{}, "needs both"},
-		{"sandtrail.h.checkpoint", "h-3", NATSMessage{}, "needs both"},
-		{"sandtrail.h.checkpoint", "h-checkpoint-0", NATSMessage{}, "size 0"},
-		{"sandtrail.h", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
-		{"other.h.k", "h-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
-		{"sandtrail..k", "-1", NATSMessage{}, "want sandtrail.<host>.<kind>"},
-		{"sandtrail." + strings.Repeat("h", 129) + ".k", strings.Repeat("h", 129) + "-1", NATSMessage{}, "must be tokens"},
-		{"sandtrail.bad\xffhost.k", "bad\xffhost-1", NATSMessage{}, "must be tokens"},
-		{"sandtrail.a\x00b.k", "a\x00b-1", NATSMessage{}, "must be tokens"},
-		{"sandtrail.h.k", "h-9223372036854775808", NATSMessage{}, "want <host>-<seq>"},
-		{"sandtrail.h.k", "h-9223372036854775807", NATSMessage{Host: "h", Kind: "k", Seq: 9223372036854775807}, ""},
+		{Subject("web-1.example", "process.exec"), MsgID("web-1.example", 42, line), NATSMessage{Host: "web-1_example", Kind: "process_exec", Seq: 42}, ""},
+		{Subject("h", "checkpoint"), checkpointID("h", 10, line), NATSMessage{Host: "h", Kind: "checkpoint", Seq: 9, Checkpoint: 10}, ""},
+		{"sandtrail.h.process_exec", "other:42:" + d, NATSMessage{}, "does not name"},
+		{"sandtrail.h.process_exec", "h-42", NATSMessage{}, "does not name"},
+		{"sandtrail.h.process_exec", "h:042:" + d, NATSMessage{}, "want <host>:<seq>:<digest>"},
+		{"sandtrail.h.process_exec", "h:checkpoint:3:" + d, NATSMessage{}, "needs both"},
+		{"sandtrail.h.checkpoint", "h:3:" + d, NATSMessage{}, "needs both"},
+		{"sandtrail.h.checkpoint", "h:checkpoint:0:" + d, NATSMessage{}, "size 0"},
+		// Another line's digest, or none: the id was not made for this data
+		// (a publisher that guessed a host's next seq cannot know its line).
+		{"sandtrail.h.k", "h:42:" + digest([]byte(`{"seq":43}`)), NATSMessage{}, "not its data's"},
+		{"sandtrail.h.k", "h:42", NATSMessage{}, "not its data's"},
+		{"sandtrail.h", "h:1:" + d, NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"other.h.k", "h:1:" + d, NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"sandtrail..k", ":1:" + d, NATSMessage{}, "want sandtrail.<host>.<kind>"},
+		{"sandtrail." + strings.Repeat("h", 129) + ".k", strings.Repeat("h", 129) + ":1:" + d, NATSMessage{}, "must be tokens"},
+		{"sandtrail.bad\xffhost.k", "bad\xffhost:1:" + d, NATSMessage{}, "must be tokens"},
+		{"sandtrail.a\x00b.k", "a\x00b:1:" + d, NATSMessage{}, "must be tokens"},
+		// A host's id is never another's: "X-checkpoint" and X's checkpoints.
+		{"sandtrail.h-checkpoint.k", checkpointID("h", 3, line), NATSMessage{}, "does not name"},
+		{"sandtrail.h.k", "h:4611686018427387904:" + d, NATSMessage{}, "seq at most"},
+		{"sandtrail.h.k", "h:9223372036854775807:" + d, NATSMessage{}, "seq at most"},
+		{"sandtrail.h.k", "h:4611686018427387903:" + d, NATSMessage{Host: "h", Kind: "k", Seq: MaxSeq}, ""},
 	} {
-		got, err := ParseNATSMessage(c.subject, c.id)
+		got, err := ParseNATSMessage(c.subject, c.id, line)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("ParseNATSMessage(%q, %q) error = %v, want %q", c.subject, c.id, err, c.err)
@@ -125,18 +143,18 @@ func TestParseNATSMessage(t *testing.T) {
 }
 
 func FuzzParseNATSMessage(f *testing.F) {
-	f.Add("sandtrail.h.process_exec", "h-1")
-	f.Add("sandtrail.h.checkpoint", "h-checkpoint-9")
-	f.Fuzz(func(t *testing.T, subject, id string) {
-		m, err := ParseNATSMessage(subject, id)
+	f.Add("sandtrail.h.process_exec", "h:1:"+digest([]byte("x")), []byte("x"))
+	f.Add("sandtrail.h.checkpoint", "h:checkpoint:9:"+digest([]byte("x")), []byte("x"))
+	f.Fuzz(func(t *testing.T, subject, id string, data []byte) {
+		m, err := ParseNATSMessage(subject, id, data)
 		if err != nil {
 			return
 		}
-		want := MsgID(m.Host, m.Seq)
+		want := MsgID(m.Host, m.Seq, data)
 		if m.Checkpoint != 0 {
-			want = checkpointID(m.Host, m.Checkpoint)
+			want = checkpointID(m.Host, m.Checkpoint, data)
 		}
-		if Subject(m.Host, m.Kind) != subject || want != id {
+		if Subject(m.Host, m.Kind) != subject || want != id || m.Seq > MaxSeq {
 			t.Errorf("ParseNATSMessage(%q, %q) = %+v, which does not give them back", subject, id, m)
 		}
 	})

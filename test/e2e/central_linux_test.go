@@ -407,7 +407,7 @@ func forgeries(t *testing.T, h *centralHost, urls, dsn string) {
 	fake := bytes.Replace(orig, []byte(`"host":"`+h.name+`"`), []byte(`"host":"fake-host"`), 1)
 	publish := func(host string, seq uint64, data []byte) {
 		msg := &nats.Msg{Subject: sink.Subject(host, "process.exec"), Data: data}
-		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(sink.MsgID(host, seq))); err != nil {
+		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(sink.MsgID(host, seq, data))); err != nil {
 			t.Fatal(err)
 		}
 	}
