@@ -105,7 +105,7 @@ func runAggregate(ctx context.Context, c *Config, cfg aggregate.Config, dsn, key
 			case <-t.C:
 				st := a.Status()
 				log.Info("aggregated", "messages", st.Messages, "added", st.Added, "duplicates", st.Duplicates,
-					"checkpoints", st.Checkpoints, "unreadable", st.Unreadable, "pending", st.Pending, "last_error", st.LastError)
+					"checkpoints", st.Checkpoints, "unreadable", st.Unreadable, "redelivered", st.Redelivered, "pending", st.Pending, "last_error", st.LastError)
 			}
 		}
 	}()

@@ -78,8 +78,10 @@ func (c *Config) defaults() {
 type Status struct {
 	// Messages counts the messages handled, Added the entries it stored,
 	// Duplicates those the store held already, Checkpoints the checkpoints,
-	// Unreadable the messages it could not read.
-	Messages, Added, Duplicates, Checkpoints, Unreadable uint64
+	// Unreadable the messages it could not read, Redelivered those that
+	// JetStream had delivered before (to an instance that stopped, or
+	// whose AckWait ran out).
+	Messages, Added, Duplicates, Checkpoints, Unreadable, Redelivered uint64
 	// Pending is what the consumer has not yet delivered to any instance.
 	Pending uint64
 	// LastError is the last failed write's, until one succeeds.
@@ -93,6 +95,8 @@ type Aggregator struct {
 	log   hclog.Logger
 	nc    *nats.Conn
 	cons  jetstream.Consumer
+
+	unknown map[string]bool // hosts without a key, verified once (verifyAll)
 
 	mu sync.Mutex
 	st Status
@@ -111,7 +115,7 @@ func New(ctx context.Context, cfg Config, store *central.Store, log hclog.Logger
 		nc.Close()
 		return nil, fmt.Errorf("aggregate: %w", err)
 	}
-	a := &Aggregator{cfg: cfg, store: store, log: log.Named("aggregate"), nc: nc}
+	a := &Aggregator{cfg: cfg, store: store, log: log.Named("aggregate"), nc: nc, unknown: map[string]bool{}}
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		a.cons, err = js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 			Durable: cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait,
@@ -145,31 +149,35 @@ func (a *Aggregator) Status() Status {
 }
 
 // Run moves messages into the store until ctx ends, verifying every host's
-// chain each VerifyEvery. A failed write is retried (its messages are not
-// acknowledged), with a growing pause.
+// chain each VerifyEvery. A batch the store fails to take (it is down, a
+// lock timed out) is written again, with a growing pause, while the
+// aggregator holds its messages (InProgress, so that JetStream delivers
+// none of them again meanwhile): an outage of the store delays the stream,
+// and no delivery is spent on it. Only what the store refuses as data is
+// raised and acknowledged (handle).
 func (a *Aggregator) Run(ctx context.Context) error {
 	next := time.Now().Add(a.cfg.VerifyEvery)
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		batch, err := a.cons.Fetch(a.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		msgs, err := a.fetch()
 		if err != nil {
 			a.fail(ctx, err, &backoff)
 			continue
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
-			a.fail(ctx, err, &backoff)
-			continue
-		}
-		if err := a.handle(ctx, msgs); err != nil {
-			a.fail(ctx, err, &backoff)
+		backoff = 0
+		err = a.handle(ctx, msgs)
+		for ; err != nil && ctx.Err() == nil; err = a.handle(ctx, msgs) {
 			for _, m := range msgs {
-				_ = m.NakWithDelay(backoff)
+				_ = m.InProgress()
 			}
-			continue
+			a.fail(ctx, err, &backoff)
+		}
+		if err != nil {
+			// Stopped with the batch unwritten: hand it back at once, for
+			// the next instance, rather than after AckWait.
+			for _, m := range msgs {
+				_ = m.Nak()
+			}
 		}
 		backoff = 0
 		if time.Now().After(next) {
@@ -180,6 +188,23 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	return nil
 }
 
+// fetch takes the next messages, at most Batch of them and maxFetchBytes
+// in all, waiting up to a second for the first.
+func (a *Aggregator) fetch() ([]jetstream.Msg, error) {
+	batch, err := a.cons.Fetch(a.cfg.Batch, jetstream.FetchMaxWait(time.Second), jetstream.FetchMaxBytes(maxFetchBytes))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+		return nil, err
+	}
+	return msgs, nil
+}
+
 // fail records err and pauses before the next try.
 func (a *Aggregator) fail(ctx context.Context, err error, backoff *time.Duration) {
 	if ctx.Err() != nil {
@@ -188,7 +213,10 @@ func (a *Aggregator) fail(ctx context.Context, err error, backoff *time.Duration
 	a.mu.Lock()
 	a.st.LastError = err.Error()
 	a.mu.Unlock()
-	*backoff = min(max(2**backoff, 100*time.Millisecond), 10*time.Second)
+	// At most a third of AckWait: held messages are marked in progress
+	// before each pause, and must be again before JetStream gives up on
+	// them.
+	*backoff = min(max(2**backoff, 100*time.Millisecond), 10*time.Second, a.cfg.AckWait/3)
 	a.log.Warn("aggregating failed; retrying", "error", err, "in", *backoff)
 	select {
 	case <-ctx.Done():
@@ -257,6 +285,11 @@ func (a *Aggregator) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	a.st.Duplicates += uint64(res.Duplicates)
 	a.st.Checkpoints += uint64(len(cps))
 	a.st.Unreadable += uint64(len(bad))
+	for _, m := range msgs {
+		if delivered(m) > 1 {
+			a.st.Redelivered++
+		}
+	}
 	a.st.LastError = ""
 	a.mu.Unlock()
 	return nil
@@ -329,6 +362,16 @@ func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
 	return central.Entry{}, &checkpoint{host: nm.Host, size: nm.Checkpoint, note: []byte(l.Checkpoint.Note)}, nil
 }
 
+// unreadableSpan is how many seqs (of a host, or of the stream for a
+// subject that names none) one unreadable alert stands for.
+const unreadableSpan = 10000
+
+// maxFetchBytes bounds the bytes of one fetch, and so the aggregator's
+// memory: a batch of Batch messages of a megabyte each would be gigabytes.
+// It is NATS's largest max_payload, so that no one message can exceed it
+// (which would stop the consumer for good).
+const maxFetchBytes = 64 << 20
+
 // maxDeliveries is how many deliveries of a message the aggregator tries
 // before it gives up on it, acknowledges it and raises it as unreadable.
 const maxDeliveries = 20
@@ -348,10 +391,12 @@ func unreadable(host string, seq uint64, m jetstream.Msg, err error) *central.Pr
 		streamSeq = md.Sequence.Stream
 	}
 	if host == "" {
-		seq = streamSeq // raised once per such message, not once in all
+		seq = streamSeq // a subject that names no host: the stream's seqs
 	}
-	return &central.Problem{Host: host, Seq: seq, Kind: central.ProblemUnreadable,
-		Detail: fmt.Sprintf("stream message %d on %q is not one a host's sink sends: %v", streamSeq, m.Subject(), err)}
+	// Raised once per unreadableSpan seqs: a flood of junk costs an alert
+	// per span, not one each.
+	return &central.Problem{Host: host, Seq: seq, Kind: central.ProblemUnreadable, Key: int64(seq/unreadableSpan) + 1,
+		Detail: fmt.Sprintf("stream message %d on %q is not one a host's sink sends: %v (the first of its span of %d seqs)", streamSeq, m.Subject(), err, unreadableSpan)}
 }
 
 // verifyAll verifies every host's chain, for the gaps that only time
@@ -365,6 +410,14 @@ func (a *Aggregator) verifyAll(ctx context.Context) {
 	for _, c := range chains {
 		if c.Broken != "" || c.Next >= c.Received && c.StalledSince.IsZero() {
 			continue
+		}
+		// A host without a key stays one until a restart loads keys again:
+		// its unknown_host is raised once, not looked for on every pass.
+		if !c.Known {
+			if a.unknown[c.Host] {
+				continue
+			}
+			a.unknown[c.Host] = true
 		}
 		if err := a.store.Verify(ctx, c.Host); err != nil {
 			a.log.Warn("verifying", "host", c.Host, "error", err)

@@ -32,7 +32,7 @@ func generated(t *testing.T, c indextest.Config) []central.Entry {
 	t.Helper()
 	var out []central.Entry
 	err := indextest.Generate(c, func(ev *event.Event) error {
-		ev.Seq = uint64(len(out))
+		ev.Seq, ev.Host = uint64(len(out)), "h1"
 		raw, err := event.Marshal(ev)
 		if err != nil {
 			return err

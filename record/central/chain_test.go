@@ -237,9 +237,10 @@ func flipSignature(t *testing.T, msg []byte) []byte {
 }
 
 // TestTamperCrossHost: an enrolled host publishes into another host's
-// session (an event, a terminate that would end it) and an integrity alert
-// of its own making. None is indexed, each raises its own alert, and the
-// victim's session and its account stay as its host recorded them.
+// session (an event, a terminate that would end it), an integrity alert of
+// its own making, and an event that says it is the other host's. None is
+// indexed, each raises its own alert, and the victim's session and its
+// account stay as its host recorded them.
 func TestTamperCrossHost(t *testing.T) {
 	victim, attacker := record(t, "h1", 10), record(t, "h2", 3)
 	s := openStore(t, newDatabase(t), central.WithKeys(central.Keys{"h1": victim.key, "h2": attacker.key}))
@@ -250,7 +251,10 @@ func TestTamperCrossHost(t *testing.T) {
 		t.Fatalf("Sessions = %v, %v", before, err)
 	}
 	forge := func(seq uint64, e *event.Event) central.Entry {
-		e.V, e.Seq, e.Host, e.TS = event.SchemaVersion, seq, "h1", t0.Add(1000*time.Hour)
+		if e.Host == "" {
+			e.Host = "h2" // its own name: the store checks that too
+		}
+		e.V, e.Seq, e.TS = event.SchemaVersion, seq, t0.Add(1000*time.Hour)
 		raw, err := event.Marshal(e)
 		if err != nil {
 			t.Fatal(err)
@@ -263,12 +267,20 @@ func TestTamperCrossHost(t *testing.T) {
 		forge(4, &event.Event{SessionID: "h1-s1", Kind: event.KindSessionTerminate, Source: event.SourceSession,
 			Session: &event.Session{Op: "terminate", Reason: "normal", ExitStatus: &code}}),
 		forge(5, &event.Event{SessionID: "h1-s1", Kind: event.KindAlert, Source: event.SourceRules,
-			Alert: &event.Alert{RuleID: central.IntegrityRule, Title: "record integrity: mismatch (host h1)", Level: "critical"}})), 10)
+			Alert: &event.Alert{RuleID: central.IntegrityRule, Title: "record integrity: mismatch (host h1)", Level: "critical"}}),
+		forge(6, &event.Event{Host: "h1", SessionID: "h2-s9", Kind: event.KindFileRead, Source: event.SourceKernel,
+			File: &event.File{Path: "/etc/passwd"}}),
+		forge(7, &event.Event{Host: "h1", SessionID: "h2-s9", Kind: event.KindFileRead, Source: event.SourceKernel,
+			File: &event.File{Path: "/etc/group"}})), 10)
 	alerts := integrityAlerts(t, s)
 	wantAlert(t, alerts, "session_conflict", "host h2 seq 3", "h1's")
 	wantAlert(t, alerts, "forged_alert", "host h2 seq 5")
-	if len(alerts) != 2 { // seq 4's conflict is the same session's: one alert
-		t.Errorf("alerts %q, want 2", alerts)
+	wantAlert(t, alerts, "host_mismatch", "host h2 seq 6", `names host "h1"`)
+	if len(alerts) != 3 { // seq 4's conflict is the same session's, seq 7's the same host's: one alert each
+		t.Errorf("alerts %q, want 3", alerts)
+	}
+	if hits, err := s.Query(ctx, query.Filter{Session: "h2-s9"}); err != nil || len(hits) != 0 {
+		t.Errorf("the events that name another host: %d indexed (%v), want none", len(hits), err)
 	}
 	after, err := s.Sessions(ctx, query.Filter{Session: "h1-s1"})
 	if err != nil || sessionLines(after)[0] != sessionLines(before)[0] {

@@ -41,7 +41,7 @@ func (s *Store) hostIDs(ctx context.Context, hosts []string) (map[string]int32, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := pgx.ForEachRow(rows, []any{&hid, &host}, func() error {
-		out[host], s.hosts[host] = hid, hid
+		out[host], s.hosts[host], s.names[hid] = hid, hid, host
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("central store: reading hosts: %w", err)
@@ -53,10 +53,8 @@ func (s *Store) hostIDs(ctx context.Context, hosts []string) (map[string]int32, 
 func (s *Store) hostName(hid int32) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for h, id := range s.hosts {
-		if id == hid {
-			return h
-		}
+	if h, ok := s.names[hid]; ok {
+		return h
 	}
 	return fmt.Sprintf("#%d", hid)
 }

@@ -39,6 +39,9 @@ const (
 	ProblemSessionConflict = "session_conflict"
 	// ProblemForgedAlert: an integrity alert published by a host.
 	ProblemForgedAlert = "forged_alert"
+	// ProblemHostMismatch: an event whose host field names another host
+	// than the one that published it.
+	ProblemHostMismatch = "host_mismatch"
 	// ProblemUnreadable: a message of the stream that no host's sink
 	// sends (a subject or message id of another form), or an entry the
 	// store refuses.

@@ -41,6 +41,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	hosts    map[string]int32 // host → hid, for hosts already in the table
+	names    map[int32]string // hid → host, the same
 	dicts    dicts
 	days     map[int32]bool // the days whose partitions exist
 	clock    func() time.Time
@@ -85,7 +86,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	s := &Store{pool: pool, log: o.log.Named("central"), hosts: map[string]int32{}, dicts: newDicts(), days: map[int32]bool{},
+	s := &Store{pool: pool, log: o.log.Named("central"), hosts: map[string]int32{}, names: map[int32]string{}, dicts: newDicts(), days: map[int32]bool{},
 		clock: o.clock, keys: o.keys, gapGrace: o.grace}
 	s.db = stdlib.OpenDBFromPool(pool)
 	s.Reader = index.NewReader(s.db, index.Postgres)

@@ -16,6 +16,7 @@ import (
 	"github.com/sandtrail/sandtrail/record/event"
 	"github.com/sandtrail/sandtrail/record/index"
 	"github.com/sandtrail/sandtrail/record/journal"
+	"github.com/sandtrail/sandtrail/record/sink"
 )
 
 // Entry is one journal entry of a host, as the stream carries it: the
@@ -145,8 +146,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, rows []*row, day int32) (R
 	res.Duplicates = len(rows) - len(fresh) - len(forks)
 	res.Added = len(fresh)
 	for _, r := range fresh {
-		if p := decode(r); p != nil {
-			p.Host = s.hostName(r.hid)
+		if p := decode(r, s.hostName(r.hid)); p != nil {
 			forks = append(forks, *p)
 		}
 		if h := s.hostName(r.hid); !slices.Contains(res.Hosts, h) {
@@ -168,11 +168,13 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, rows []*row, day int32) (R
 	return res, append(forks, problems...), nil
 }
 
-// decode decodes r's event and derives its keys; an entry that is not
-// UTF-8 or not an event is kept as skipped, as the index skips it. So is
-// an integrity alert that a host sent: only the store raises those, and
-// one from a host is a forgery, returned as a problem.
-func decode(r *row) *Problem {
+// decode decodes r's event, an entry of host's, and derives its keys; an
+// entry that is not UTF-8 or not an event is kept as skipped, as the index
+// skips it. So is an event that names another host than the one that
+// published it (its JSON, which the CLI prints, would say it is that
+// host's), and an integrity alert that a host sent: only the store raises
+// those. Both are forgeries, returned as a problem, raised once per host.
+func decode(r *row, host string) *Problem {
 	if !utf8.Valid(r.raw) {
 		r.err = "decoding event: not UTF-8"
 		return nil
@@ -182,10 +184,19 @@ func decode(r *row) *Problem {
 		r.err = text(err.Error())
 		return nil
 	}
-	if r.hid != 0 && ev.Alert != nil && ev.Alert.RuleID == IntegrityRule {
+	if r.hid == 0 {
+		r.ev, r.keys = ev, index.KeysOf(ev)
+		return nil
+	}
+	if ev.Host != "" && sink.HostToken(ev.Host) != host {
+		r.err = "an event that names another host than its publisher"
+		return &Problem{Host: host, Seq: uint64(r.seq), Kind: ProblemHostMismatch, PerHost: true,
+			Detail: fmt.Sprintf("entry %d of host %s names host %q: not indexed (this and later ones)", r.seq, host, event.Clip(ev.Host, 80))}
+	}
+	if ev.Alert != nil && ev.Alert.RuleID == IntegrityRule {
 		r.err = "an integrity alert from a host: only the central store raises them"
-		return &Problem{Seq: uint64(r.seq), Kind: ProblemForgedAlert,
-			Detail: fmt.Sprintf("entry %d is an integrity alert (%q), which only the central store raises: not indexed", r.seq, event.Clip(ev.Alert.Title, 200))}
+		return &Problem{Host: host, Seq: uint64(r.seq), Kind: ProblemForgedAlert, PerHost: true,
+			Detail: fmt.Sprintf("entry %d is an integrity alert (%q), which only the central store raises: not indexed (this and later ones)", r.seq, event.Clip(ev.Alert.Title, 200))}
 	}
 	r.ev, r.keys = ev, index.KeysOf(ev)
 	return nil

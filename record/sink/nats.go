@@ -189,6 +189,10 @@ func digest(data []byte) string {
 // comes near it; a message beyond it is not one a sink sent.
 const MaxSeq = 1<<62 - 1
 
+// HostToken is host as the subjects and message ids name it: dots as
+// underscores.
+func HostToken(host string) string { return token(host) }
+
 // Subject is the subject of an entry of kind from host.
 func Subject(host, kind string) string { return "sandtrail." + token(host) + "." + token(kind) }
 
