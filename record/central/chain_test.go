@@ -295,3 +295,29 @@ func TestTamperCrossHost(t *testing.T) {
 		t.Errorf("SessionChain = %+v, %v; want h1's 10 entries covered, no problem of h1", sc, err)
 	}
 }
+
+// TestEnrolLater: a host publishes before the store has its key, which
+// raises unknown_host and vouches for nothing; once the store is opened
+// with the key (the documented remedy: add <host>.pub and restart), its
+// chain verifies from 0 at its next checkpoint (the store could not check
+// the earlier ones, so it kept none), and its session is covered with no
+// problem counted against it: the enrolment is not a tampering.
+func TestEnrolLater(t *testing.T) {
+	h := record(t, "h1", 10)
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	before := openStore(t, dsn)
+	publish(t, before, "h1", h.entries, h.cp)
+	wantAlert(t, integrityAlerts(t, before), "unknown_host", "host h1")
+	if sc, err := before.SessionChain(ctx, "h1-s1"); err != nil || sc.Covered != 0 || sc.Problems != 0 {
+		t.Errorf("SessionChain before the key = %+v, %v; want nothing covered and no tampering", sc, err)
+	}
+	before.Close()
+	after := openStore(t, dsn, central.WithKeys(central.Keys{"h1": h.key}))
+	publish(t, after, "h1", nil, h.cp) // its next checkpoint: here the same one again
+
+	sc, err := after.SessionChain(ctx, "h1-s1")
+	if err != nil || sc.Entries != 10 || sc.Covered != 10 || sc.Problems != 0 || sc.Broken != "" {
+		t.Errorf("SessionChain after the key = %+v, %v; want its 10 entries covered and no problem", sc, err)
+	}
+}

@@ -276,10 +276,18 @@ type SessionChain struct {
 	// checkpoint covers.
 	Entries, Covered uint64
 	// Broken is the host's chain's, Problems the integrity problems raised
-	// about the host.
+	// about the host that say its record was forged (TamperProblems).
 	Broken   string
 	Problems int
 }
+
+// TamperProblems are the problems that say a host's record was forged or
+// altered, which make its sessions tampered. The others do not: an
+// unknown_host is a host not yet enrolled (its chain verifies from 0 once
+// its key is given), a gap leaves what follows it uncovered until the
+// entries come, and an unreadable message is nobody's record.
+var TamperProblems = []string{ProblemUnknownKey, ProblemBadSignature, ProblemBadCheckpoint, ProblemFork,
+	ProblemCheckpointFork, ProblemMismatch, ProblemSessionConflict, ProblemForgedAlert, ProblemHostMismatch}
 
 // SessionChain returns the verification's account of session's entries.
 func (s *Store) SessionChain(ctx context.Context, session string) (SessionChain, error) {
@@ -288,9 +296,9 @@ func (s *Store) SessionChain(ctx context.Context, session string) (SessionChain,
 	var broken *string
 	var problems int
 	err := s.pool.QueryRow(ctx, `SELECT h.host, coalesce(c.verified, 0), c.broken, count(*), count(*) FILTER (WHERE e.seq >= 0 AND e.seq < coalesce(c.verified, 0)),
-		(SELECT count(*) FROM integrity i WHERE i.hid = e.hid)
+		(SELECT count(*) FROM integrity i WHERE i.hid = e.hid AND i.problem = ANY($2))
 		FROM sessions s JOIN events e ON e.sid = s.sid JOIN hosts h ON h.hid = e.hid LEFT JOIN chains c ON c.hid = e.hid
-		WHERE s.session_id = $1 AND e.hid <> 0 GROUP BY h.host, e.hid, c.verified, c.broken ORDER BY count(*) DESC LIMIT 1`, session).
+		WHERE s.session_id = $1 AND e.hid <> 0 GROUP BY h.host, e.hid, c.verified, c.broken ORDER BY count(*) DESC LIMIT 1`, session, TamperProblems).
 		Scan(&sc.Host, &verified, &broken, &entries, &covered, &problems)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sc, nil
