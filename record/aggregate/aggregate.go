@@ -188,10 +188,10 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	return nil
 }
 
-// fetch takes the next messages, at most Batch of them and maxFetchBytes
-// in all, waiting up to a second for the first.
+// fetch takes the next messages, at most Batch of them, waiting up to a
+// second for the first.
 func (a *Aggregator) fetch() ([]jetstream.Msg, error) {
-	batch, err := a.cons.Fetch(a.cfg.Batch, jetstream.FetchMaxWait(time.Second), jetstream.FetchMaxBytes(maxFetchBytes))
+	batch, err := a.cons.Fetch(a.cfg.Batch, jetstream.FetchMaxWait(time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -365,12 +365,6 @@ func read(m jetstream.Msg) (central.Entry, *checkpoint, *central.Problem) {
 // unreadableSpan is how many seqs (of a host, or of the stream for a
 // subject that names none) one unreadable alert stands for.
 const unreadableSpan = 10000
-
-// maxFetchBytes bounds the bytes of one fetch, and so the aggregator's
-// memory: a batch of Batch messages of a megabyte each would be gigabytes.
-// It is NATS's largest max_payload, so that no one message can exceed it
-// (which would stop the consumer for good).
-const maxFetchBytes = 64 << 20
 
 // maxDeliveries is how many deliveries of a message the aggregator tries
 // before it gives up on it, acknowledges it and raises it as unreadable.

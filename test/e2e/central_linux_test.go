@@ -104,7 +104,13 @@ func startAggregator(t *testing.T, e *env, urls, dsn, keys string) *aggregator {
 		t.Fatal(err)
 	}
 	go func() { a.done <- a.cmd.Wait() }()
-	t.Cleanup(func() { a.kill() })
+	t.Cleanup(func() {
+		a.kill()
+		if t.Failed() {
+			out := a.log.String()
+			t.Logf("aggregator %d's log (its end):\n%s", a.cmd.Process.Pid, out[max(0, len(out)-4000):])
+		}
+	})
 	return a
 }
 
