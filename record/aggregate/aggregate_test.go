@@ -113,6 +113,21 @@ func startAggregator(t *testing.T, cfg aggregate.Config, store *central.Store) (
 	}
 }
 
+// oneHost starts a NATS server, PostgreSQL, host h1 publishing to the
+// server, and a store with opts and h1's key, for the test.
+func oneHost(t *testing.T, opts ...central.Option) (url, dsn string, h *host, store *central.Store) {
+	t.Helper()
+	url = sinktest.StartNATS(t, 0, t.TempDir()).ClientURL()
+	dsn = centraltest.StartPostgres(t).DSN()
+	h = startHost(t, "h1", url)
+	store, err := central.Open(context.Background(), dsn, append([]central.Option{central.WithKeys(central.Keys{"h1": h.key})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return url, dsn, h, store
+}
+
 // TestAggregatorResumes: two hosts publish while the aggregator is stopped
 // and started again; the store ends with every entry of each host once,
 // each host's chain verified to its last checkpoint, and no integrity
@@ -180,24 +195,8 @@ func TestAggregatorResumes(t *testing.T) {
 // span of seqs they fall in, and do not hold back the host's entries
 // behind them.
 func TestAggregatorUnreadable(t *testing.T) {
-	srv := sinktest.StartNATS(t, 0, t.TempDir())
-	url := srv.ClientURL()
-	pg := centraltest.StartPostgres(t)
-	h := startHost(t, "h1", url)
-	store, err := central.Open(context.Background(), pg.DSN(), central.WithKeys(central.Keys{"h1": h.key}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, _, h, store := oneHost(t)
+	js := sinktest.JetStream(t, url)
 	ctx := context.Background()
 	h.record(t, "s1", 10)
 	time.Sleep(200 * time.Millisecond) // the stream exists
@@ -258,24 +257,8 @@ func digest(data string) string {
 // entry of the victim's: the store receives and verifies all of them and
 // raises nothing about the victim; evil's messages are unreadable.
 func TestAggregatorIDsCannotBeTaken(t *testing.T) {
-	srv := sinktest.StartNATS(t, 0, t.TempDir())
-	url := srv.ClientURL()
-	pg := centraltest.StartPostgres(t)
-	h := startHost(t, "h1", url)
-	store, err := central.Open(context.Background(), pg.DSN(), central.WithKeys(central.Keys{"h1": h.key}), central.WithGapGrace(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, _, h, store := oneHost(t, central.WithGapGrace(time.Second))
+	js := sinktest.JetStream(t, url)
 	ctx := context.Background()
 	h.record(t, "s0", 1)
 	time.Sleep(300 * time.Millisecond) // the stream exists
@@ -311,7 +294,7 @@ func TestAggregatorIDsCannotBeTaken(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	err = store.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindAlert}}}, func(e *event.Event) error {
+	err := store.EachEvent(ctx, query.Filter{Kinds: []query.Kind{{Name: event.KindAlert}}}, func(e *event.Event) error {
 		if strings.Contains(e.Alert.Title, "host h1") {
 			t.Errorf("alert about the victim: %s: %s", e.Alert.Title, e.Alert.Summary)
 		}
@@ -329,17 +312,9 @@ func TestAggregatorIDsCannotBeTaken(t *testing.T) {
 // no message a second time (no delivery is spent on the outage, so the
 // 20-delivery backstop cannot drop what an outage held back).
 func TestAggregatorOutage(t *testing.T) {
-	srv := sinktest.StartNATS(t, 0, t.TempDir())
-	url := srv.ClientURL()
-	pg := centraltest.StartPostgres(t)
 	ctx := context.Background()
-	h := startHost(t, "h1", url)
-	store, err := central.Open(ctx, pg.DSN(), central.WithKeys(central.Keys{"h1": h.key}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	admin, err := pgx.Connect(ctx, pg.DSN())
+	url, dsn, h, store := oneHost(t)
+	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,15 +363,7 @@ func TestAggregatorOutage(t *testing.T) {
 // consumerInfo is the aggregators' consumer's info.
 func consumerInfo(t *testing.T, url string) *jetstream.ConsumerInfo {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := sinktest.JetStream(t, url)
 	c, err := js.Consumer(context.Background(), "SANDTRAIL", "sandtrail-aggregate")
 	if err != nil {
 		t.Fatal(err)

@@ -260,7 +260,7 @@ func TestParseLayout(t *testing.T) {
 		{"an extra file", gzipTar(t, append(slices.Clone(files), tarFile{name: "extra", data: []byte("x")}), nil), "more than the 4 files"},
 		{"a directory", gzipTar(t, append([]tarFile{{name: manifestName, typ: '5'}}, files[1:]...), nil), "want the regular file manifest"},
 		{"manifest unknown field", gzipTar(t, append([]tarFile{{name: manifestName, data: append(bytes.TrimSuffix(files[0].data, []byte("}")), []byte(`,"extra":1}`)...)}}, files[1:]...), nil), "unknown field"},
-		{"another mode", gzipTarMode(t, files, 0o600), "tar's headers"},
+		{"another mode", gzipTar(t, withMode(files, 0o600), nil), "tar's headers"},
 		{"entries without last newline", gzipTar(t, []tarFile{files[0], files[1], {name: entriesName, data: bytes.TrimSuffix(files[2].data, []byte("\n"))}, files[3]}, nil), "lines, the manifest names"},
 	}
 	for _, tt := range tests {
@@ -271,6 +271,15 @@ func TestParseLayout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withMode returns files with mode set on each.
+func withMode(files []tarFile, mode int64) []tarFile {
+	out := slices.Clone(files)
+	for i := range out {
+		out[i].mode = mode
+	}
+	return out
 }
 
 // TestTamperedBundleBytes flips each bit of two in every byte of a bundle:

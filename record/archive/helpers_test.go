@@ -175,6 +175,7 @@ type tarFile struct {
 	name string
 	typ  byte
 	data []byte
+	mode int64 // 0o644 when 0
 }
 
 // gzipTar writes files as a gzip-compressed tar, for layout tests.
@@ -191,7 +192,11 @@ func gzipTar(t testing.TB, files []tarFile, trailer []byte) []byte {
 		if typ == 0 {
 			typ = tar.TypeReg
 		}
-		h := &tar.Header{Name: f.name, Typeflag: typ, Mode: 0o644, Size: int64(len(f.data)), ModTime: sealedAt, Format: tar.FormatUSTAR}
+		mode := f.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		h := &tar.Header{Name: f.name, Typeflag: typ, Mode: mode, Size: int64(len(f.data)), ModTime: sealedAt, Format: tar.FormatUSTAR}
 		if typ != tar.TypeReg {
 			h.Size = 0
 		}
@@ -229,29 +234,6 @@ func filesOf(t testing.TB, data []byte) []tarFile {
 		b, _ := io.ReadAll(tr)
 		out = append(out, tarFile{name: h.Name, data: b})
 	}
-}
-
-// gzipTarMode is gzipTar of files with every file's mode set to mode.
-func gzipTarMode(t testing.TB, files []tarFile, mode int64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw := tar.NewWriter(zw)
-	for _, f := range files {
-		h := &tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(f.data)), ModTime: sealedAt, Format: tar.FormatUSTAR}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tw.Close()
-	zw.Close()
-	return buf.Bytes()
 }
 
 // gunzip returns the decompressed bytes of a gzip stream, or nil.

@@ -391,15 +391,7 @@ func integrityAlertLines(t *testing.T, e *env, dsn string) []string {
 // Each raises an integrity alert naming the host and the seq.
 func forgeries(t *testing.T, h *centralHost, urls, dsn string) {
 	t.Helper()
-	nc, err := nats.Connect(urls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := sinktest.JetStream(t, urls)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lines := strings.Split(strings.TrimSpace(cliOutput(t, h.e, "query", "--format", "jsonl", "--limit", "10")), "\n")

@@ -280,3 +280,19 @@ func (c *NATSCluster) Stop() {
 		node.cmd = nil
 	}
 }
+
+// JetStream connects to url (a server, or several, comma-separated) for
+// the test, which closes the connection when it ends.
+func JetStream(tb testing.TB, url string) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
+}
