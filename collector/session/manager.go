@@ -238,7 +238,7 @@ func NewID() string {
 
 func (sp *Spec) validate() error {
 	if !idRE.MatchString(sp.ID) {
-		return fmt.Errorf("%w: id %q", ErrInvalidSpec, truncate(sp.ID, 80))
+		return fmt.Errorf("%w: id %q", ErrInvalidSpec, event.Clip(sp.ID, 80))
 	}
 	l := sp.Limits
 	if l.MemoryBytes < 0 || l.Pids < 0 || l.TimeoutMS < 0 || l.DiskBytes < 0 || l.NetRate < 0 {
@@ -248,13 +248,13 @@ func (sp *Spec) validate() error {
 		return fmt.Errorf("%w: cpus %v", ErrInvalidSpec, l.CPUs)
 	}
 	if l.NetRateAction != "" && l.NetRateAction != ActionThrottle && l.NetRateAction != ActionWarn {
-		return fmt.Errorf("%w: net rate action %q", ErrInvalidSpec, truncate(l.NetRateAction, 80))
+		return fmt.Errorf("%w: net rate action %q", ErrInvalidSpec, event.Clip(l.NetRateAction, 80))
 	}
 	if l.MemoryBytes > 0 && l.MemoryBytes < 1<<20 {
 		return fmt.Errorf("%w: memory limit %d below 1 MiB", ErrInvalidSpec, l.MemoryBytes)
 	}
 	if a := sp.Agent; a != nil && (a.Name == "" || strings.ContainsAny(a.Name, ":\n") || len(a.Name) > 64) {
-		return fmt.Errorf("%w: agent name %q", ErrInvalidSpec, truncate(a.Name, 80))
+		return fmt.Errorf("%w: agent name %q", ErrInvalidSpec, event.Clip(a.Name, 80))
 	}
 	return nil
 }
@@ -608,7 +608,7 @@ func (s *Session) Pause(ctx context.Context, reason, actor string) error {
 	switch reason {
 	case PauseAPI, PauseTimeout, PauseAuto:
 	default:
-		return fmt.Errorf("%w: pause reason %q", ErrInvalidSpec, truncate(reason, 32))
+		return fmt.Errorf("%w: pause reason %q", ErrInvalidSpec, event.Clip(reason, 32))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -653,7 +653,7 @@ func (s *Session) Terminate(ctx context.Context, reason string, exitStatus *int3
 			return fmt.Errorf("%w: terminate reason %s is for a session whose host was lost", ErrInvalidSpec, reason)
 		}
 	default:
-		return fmt.Errorf("%w: terminate reason %q", ErrInvalidSpec, truncate(reason, 32))
+		return fmt.Errorf("%w: terminate reason %q", ErrInvalidSpec, event.Clip(reason, 32))
 	}
 	return s.terminate(ctx, reason, exitStatus)
 }
@@ -737,7 +737,7 @@ func (s *Session) Cleanup(ctx context.Context, fsState string) error {
 	switch fsState {
 	case FSPreserved, FSDeleted, FSSnapshot:
 	default:
-		return fmt.Errorf("%w: fs state %q", ErrInvalidSpec, truncate(fsState, 32))
+		return fmt.Errorf("%w: fs state %q", ErrInvalidSpec, event.Clip(fsState, 32))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

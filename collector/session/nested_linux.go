@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	cgroups "github.com/sandtrail/sandtrail/kernel/cgroup"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // nestedSeq numbers the nested cgroups, so that concurrent ones of one
@@ -40,7 +41,7 @@ var nestedSeq atomic.Uint64
 // cgroup once its processes are gone.
 func (s *Session) NewNested(prefix string) (*Nested, error) {
 	if !idRE.MatchString(prefix) || len(prefix) > 32 {
-		return nil, fmt.Errorf("%w: nested cgroup prefix %q", ErrInvalidSpec, truncate(prefix, 32))
+		return nil, fmt.Errorf("%w: nested cgroup prefix %q", ErrInvalidSpec, event.Clip(prefix, 32))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

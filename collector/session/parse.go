@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"github.com/sandtrail/sandtrail/record/event"
 	"math"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func parseCgroupInt(s string) (int64, error) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("value %q is not an integer", truncate(s, 32))
+		return 0, fmt.Errorf("value %q is not an integer", event.Clip(s, 32))
 	}
 	return v, nil
 }
@@ -67,7 +68,7 @@ func ParseSize(s string) (int64, error) {
 	in := s
 	s = strings.TrimSpace(strings.ToLower(s))
 	if s == "" || len(s) > 64 {
-		return 0, fmt.Errorf("%w: size %q: empty or too long", ErrParse, truncate(in, 64))
+		return 0, fmt.Errorf("%w: size %q: empty or too long", ErrParse, event.Clip(in, 64))
 	}
 	mult := int64(1)
 	for _, u := range []struct {
@@ -164,13 +165,13 @@ func ParseOOMKill(b []byte) (k OOMKill, ok bool, err error) {
 		case "pid":
 			v, err := strconv.ParseInt(val, 10, 32)
 			if err != nil || v <= 0 {
-				return k, false, fmt.Errorf("%w: oom-kill: pid %q", ErrParse, truncate(val, 16))
+				return k, false, fmt.Errorf("%w: oom-kill: pid %q", ErrParse, event.Clip(val, 16))
 			}
 			k.Pid = int32(v)
 		case "uid":
 			v, err := strconv.ParseUint(val, 10, 32)
 			if err != nil {
-				return k, false, fmt.Errorf("%w: oom-kill: uid %q", ErrParse, truncate(val, 16))
+				return k, false, fmt.Errorf("%w: oom-kill: uid %q", ErrParse, event.Clip(val, 16))
 			}
 			k.UID = uint32(v)
 		}
@@ -194,11 +195,4 @@ func ParseOOMKill(b []byte) (k OOMKill, ok bool, err error) {
 		k.TaskMemcg = head[j+len(",task_memcg="):]
 	}
 	return k, true, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/sandtrail/sandtrail/record/atomicfile"
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // Checkpoint is a signed statement of the journal's tree: its size and root
@@ -56,21 +57,14 @@ func parseBody(text string) (origin string, size uint64, root tlog.Hash, err err
 	rootStr := strings.TrimSuffix(lines[2], "\n")
 	size, err = strconv.ParseUint(sizeStr, 10, 64)
 	if err != nil || strconv.FormatUint(size, 10) != sizeStr {
-		return "", 0, root, fmt.Errorf("%w: size %q is not a decimal number", ErrBadCheckpoint, truncate(sizeStr, 32))
+		return "", 0, root, fmt.Errorf("%w: size %q is not a decimal number", ErrBadCheckpoint, event.Clip(sizeStr, 32))
 	}
 	b, err := base64.StdEncoding.DecodeString(rootStr)
 	if err != nil || len(b) != tlog.HashSize || base64.StdEncoding.EncodeToString(b) != rootStr {
-		return "", 0, root, fmt.Errorf("%w: root hash %q is not 32 bytes of base64", ErrBadCheckpoint, truncate(rootStr, 64))
+		return "", 0, root, fmt.Errorf("%w: root hash %q is not 32 bytes of base64", ErrBadCheckpoint, event.Clip(rootStr, 64))
 	}
 	copy(root[:], b)
 	return origin, size, root, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // ParseCheckpoint opens the signed checkpoint note msg, checks its

@@ -320,7 +320,7 @@ func loadCheckpoints(dir string, verifiers note.Verifiers, held [][]byte, origin
 			origin = c.cp.Origin
 		}
 		if c.cp.Origin != origin {
-			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("origin %q, want %q", truncate(c.cp.Origin, 64), truncate(origin, 64))})
+			rep.problem(Problem{File: c.file, Msg: fmt.Sprintf("origin %q, want %q", event.Clip(c.cp.Origin, 64), event.Clip(origin, 64))})
 		}
 	}
 	slices.SortStableFunc(cps, func(a, b heldCheckpoint) int {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sandtrail/sandtrail/record/event"
 )
 
 // NATS is a Sink that publishes each entry to a JetStream stream and
@@ -213,44 +215,37 @@ func ParseNATSMessage(subject, id string, data []byte) (NATSMessage, error) {
 	var m NATSMessage
 	parts := strings.Split(subject, ".")
 	if len(parts) != 3 || parts[0] != "sandtrail" || parts[1] == "" || parts[2] == "" {
-		return m, fmt.Errorf("subject %q: want sandtrail.<host>.<kind>", clipID(subject))
+		return m, fmt.Errorf("subject %q: want sandtrail.<host>.<kind>", event.Clip(subject, 80))
 	}
 	m.Host, m.Kind = parts[1], parts[2]
 	if !validToken(m.Host, maxHostName) || !validToken(m.Kind, 64) {
-		return NATSMessage{}, fmt.Errorf("subject %q: host and kind must be tokens of letters, digits, '_' and '-'", clipID(subject))
+		return NATSMessage{}, fmt.Errorf("subject %q: host and kind must be tokens of letters, digits, '_' and '-'", event.Clip(subject, 80))
 	}
 	rest, ok := strings.CutPrefix(id, m.Host+":")
 	if !ok {
-		return m, fmt.Errorf("message id %q does not name the subject's host %s", clipID(id), m.Host)
+		return m, fmt.Errorf("message id %q does not name the subject's host %s", event.Clip(id, 80), m.Host)
 	}
 	rest, isCheckpoint := strings.CutPrefix(rest, "checkpoint:")
 	num, sum, _ := strings.Cut(rest, ":")
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil || n > MaxSeq || strconv.FormatUint(n, 10) != num {
-		return m, fmt.Errorf("message id %q: want <host>:<seq>:<digest> or <host>:checkpoint:<size>:<digest>, seq at most %d", clipID(id), uint64(MaxSeq))
+		return m, fmt.Errorf("message id %q: want <host>:<seq>:<digest> or <host>:checkpoint:<size>:<digest>, seq at most %d", event.Clip(id, 80), uint64(MaxSeq))
 	}
 	if isCheckpoint != (m.Kind == "checkpoint") {
-		return m, fmt.Errorf("message id %q on subject %q: a checkpoint needs both", clipID(id), clipID(subject))
+		return m, fmt.Errorf("message id %q on subject %q: a checkpoint needs both", event.Clip(id, 80), event.Clip(subject, 80))
 	}
 	if isCheckpoint {
 		if n == 0 {
-			return m, fmt.Errorf("message id %q: a checkpoint of size 0", clipID(id))
+			return m, fmt.Errorf("message id %q: a checkpoint of size 0", event.Clip(id, 80))
 		}
 		m.Checkpoint, m.Seq = n, n-1
 	} else {
 		m.Seq = n
 	}
 	if sum != digest(data) {
-		return m, fmt.Errorf("message id %q: its digest is not its data's (%s)", clipID(id), digest(data))
+		return m, fmt.Errorf("message id %q: its digest is not its data's (%s)", event.Clip(id, 80), digest(data))
 	}
 	return m, nil
-}
-
-func clipID(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // Write publishes the batch asynchronously and returns once the stream

@@ -95,7 +95,7 @@ func (e *kindError) Error() string {
 	if slices.Contains(event.Kinds, e.kind) {
 		why = "only the host writes it"
 	}
-	msg := fmt.Sprintf("kind %q may not be sent by %s: %s; %s may send only %s", truncate(e.kind, 64), who, why,
+	msg := fmt.Sprintf("kind %q may not be sent by %s: %s; %s may send only %s", event.Clip(e.kind, 64), who, why,
 		who, strings.Join(permittedKinds(e.from), ", "))
 	if e.from == fromSession {
 		msg += "; the attempt is recorded in the session's journal (alert " + RuleForgedKind + ")"
@@ -136,7 +136,7 @@ func (f *forgery) add(kind string) {
 func (s *Server) forgedAlert(a sender, f *forgery, now time.Time) *event.Event {
 	quoted := make([]string, len(f.kinds))
 	for i, k := range f.kinds {
-		quoted[i] = fmt.Sprintf("%q", truncate(k, 64))
+		quoted[i] = fmt.Sprintf("%q", event.Clip(k, 64))
 	}
 	kinds := strings.Join(quoted, ", ")
 	if len(f.kinds) > 1 {

@@ -735,10 +735,3 @@ func (s *Server) rewrite(e *event.Event, rawLen int, a sender, now time.Time) er
 	}
 	return nil
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
