@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandtrail/sandtrail/resolver/ecosystem"
 )
 
 // TestMirrorEnv: every manager the mirror serves is pointed at it, npm's
@@ -50,5 +52,32 @@ func TestMirrorEnv(t *testing.T) {
 				t.Errorf("MirrorEnv(%q) =\n%s\nwant\n%s", tt.mirror, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestMirrorEnvCoversEveryManager: every ecosystem of the registry
+// (resolver/ecosystem) whose manager a session may run is pointed at the
+// mirror by MirrorEnv, at its mirror prefix, or is one of those pointed
+// there another way, named here with the way. A new ecosystem fails here
+// until it is one or the other.
+func TestMirrorEnvCoversEveryManager(t *testing.T) {
+	elsewhere := map[string]string{
+		ecosystem.Cargo: "the cargo shim's --config replaces crates.io (cargo reads no source replacement from the environment)",
+		ecosystem.Deb:   "the apt broker and install.sh's sources point apt at the mirror",
+	}
+	const mirror = "http://127.0.0.1:8484"
+	env := MirrorEnv(mirror)
+	for _, e := range ecosystem.List() {
+		if e.Manager == "" {
+			continue
+		}
+		pointed := slices.ContainsFunc(env, func(kv string) bool {
+			_, v, _ := strings.Cut(kv, "=")
+			return strings.HasPrefix(v, mirror+e.MirrorPrefix)
+		})
+		if _, other := elsewhere[e.Name]; pointed == other {
+			t.Errorf("%s (manager %s): MirrorEnv points it at %s%s: %v; pointed there another way: %v (want exactly one)",
+				e.Name, e.Manager, mirror, e.MirrorPrefix, pointed, other)
+		}
 	}
 }
