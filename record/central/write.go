@@ -146,10 +146,11 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, rows []*row, day int32) (R
 	res.Duplicates = len(rows) - len(fresh) - len(forks)
 	res.Added = len(fresh)
 	for _, r := range fresh {
-		if p := decode(r, s.hostName(r.hid)); p != nil {
+		h := s.hostName(r.hid)
+		if p := decode(r, h); p != nil {
 			forks = append(forks, *p)
 		}
-		if h := s.hostName(r.hid); !slices.Contains(res.Hosts, h) {
+		if !slices.Contains(res.Hosts, h) {
 			res.Hosts = append(res.Hosts, h)
 		}
 	}
